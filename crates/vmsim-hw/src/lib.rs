@@ -1,0 +1,1 @@
+//! Host-side routines (filled in separately).
