@@ -1,1 +1,73 @@
-//! Host-side routines (filled in separately).
+//! vmsim-hw: the host side of vmsim.
+//!
+//! It owns the real huge-page clearing and copying routines, in the same
+//! sub-page orders and region splits that the simulator models (`order`,
+//! `clear`, `copy`), the benchmark that times them on this machine (`bench`),
+//! a measurement of the kernel's own fault-time clearing (`pftest`), and the
+//! calibration that measures the host and writes a machine preset for it
+//! (`calibrate`). Everything is reached through [`run_json`], which takes and
+//! returns JSON so that the Python front end can drive it.
+//!
+//! x86-64 Linux only: the routines are `rep stosb`/`rep movsb`, `mov` loops
+//! and `movnti`, as in arch/x86/lib.
+
+pub mod bench;
+pub mod calibrate;
+pub mod clear;
+pub mod copy;
+pub mod host;
+pub mod opts;
+pub mod order;
+pub mod pftest;
+pub mod prim;
+pub mod sys;
+
+use std::fmt;
+
+/// Why a command could not run.
+#[derive(Debug)]
+pub enum HwError {
+    /// A bad option: `key` names it, `message` says what is accepted.
+    Config { key: String, message: String },
+    /// The host cannot run this (wrong architecture, missing feature).
+    Unsupported(String),
+    /// A system call or file operation failed.
+    Io(String),
+}
+
+impl fmt::Display for HwError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HwError::Config { key, message } => write!(f, "option '{key}': {message}"),
+            HwError::Unsupported(m) => write!(f, "unsupported on this host: {m}"),
+            HwError::Io(m) => write!(f, "I/O error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for HwError {}
+
+pub(crate) fn config_err(key: &str, message: impl Into<String>) -> HwError {
+    HwError::Config { key: key.to_string(), message: message.into() }
+}
+
+pub const COMMANDS: [&str; 4] = ["clear", "copy", "pf-test", "calibrate"];
+
+/// Runs one host command. `command` is one of "clear", "copy", "pf-test",
+/// "calibrate"; `opts_json` is a JSON object of options (unknown keys are an
+/// error naming the key and the accepted ones). Returns the results as JSON.
+pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
+    let value = match command {
+        "clear" => bench::run(bench::Kind::Clear, opts_json)?,
+        "copy" => bench::run(bench::Kind::Copy, opts_json)?,
+        "pf-test" => pftest::run(opts_json)?,
+        "calibrate" => calibrate::run(opts_json)?,
+        other => {
+            return Err(config_err(
+                "command",
+                format!("unknown command '{other}'; accepted: {}", COMMANDS.join(", ")),
+            ))
+        }
+    };
+    serde_json::to_string_pretty(&value).map_err(|e| HwError::Io(e.to_string()))
+}
