@@ -16,9 +16,11 @@ pub mod calibrate;
 pub mod clear;
 pub mod copy;
 pub mod host;
+mod measure;
 pub mod opts;
 pub mod order;
 pub mod pftest;
+mod preset;
 pub mod prim;
 pub mod sys;
 
@@ -48,7 +50,10 @@ impl fmt::Display for HwError {
 impl std::error::Error for HwError {}
 
 pub(crate) fn config_err(key: &str, message: impl Into<String>) -> HwError {
-    HwError::Config { key: key.to_string(), message: message.into() }
+    HwError::Config {
+        key: key.to_string(),
+        message: message.into(),
+    }
 }
 
 pub const COMMANDS: [&str; 4] = ["clear", "copy", "pf-test", "calibrate"];
@@ -65,7 +70,10 @@ pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
         other => {
             return Err(config_err(
                 "command",
-                format!("unknown command '{other}'; accepted: {}", COMMANDS.join(", ")),
+                format!(
+                    "unknown command '{other}'; accepted: {}",
+                    COMMANDS.join(", ")
+                ),
             ))
         }
     };

@@ -1,0 +1,110 @@
+//! Experiments: a base run config plus a baseline and named variants, each
+//! given as dotted-key overrides (`set = { "kernel.clear_huge_page" = "…" }`).
+
+use super::fields::{cfg_err, Fields};
+use super::{embedded_experiments, resolve_path, set_dotted, RunConfig};
+use crate::api::Error;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug)]
+pub struct Arm {
+    pub name: String,
+    pub set: Vec<(String, toml::Value)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub name: String,
+    pub description: String,
+    /// What the full-size run is, so a scaled run can state its scale.
+    pub reference: String,
+    pub config: toml::Table,
+    pub baseline: Arm,
+    pub variants: Vec<Arm>,
+    pub base_dir: Option<PathBuf>,
+}
+
+fn arm(mut f: Fields) -> Result<Arm, Error> {
+    let name = f.string("name")?;
+    if name.is_empty() {
+        return Err(cfg_err(f.key("name"), "must not be empty"));
+    }
+    let mut set = Vec::new();
+    if let Some(v) = f.take_value("set") {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    set.push((k, v));
+                }
+            }
+            _ => return Err(cfg_err(f.key("set"), "expected a table of dotted keys to values")),
+        }
+    }
+    f.finish()?;
+    Ok(Arm { name, set })
+}
+
+impl Experiment {
+    pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Experiment, Error> {
+        let table: toml::Table =
+            text.parse().map_err(|e: toml::de::Error| cfg_err(origin, format!("not valid TOML: {}", e.message())))?;
+        let mut top = Fields::new("", table);
+        let name = top.string("name")?;
+        let description = top.string("description")?;
+        let reference = top.str_opt("reference")?.unwrap_or_default();
+        let config = match top.req("config")? {
+            toml::Value::Table(t) => t,
+            _ => return Err(cfg_err("config", "expected a table (the base run config)")),
+        };
+        let baseline = arm(top.sub("baseline")?)?;
+        let mut variants = Vec::new();
+        match top.req("variants")? {
+            toml::Value::Array(a) if !a.is_empty() => {
+                for (i, v) in a.into_iter().enumerate() {
+                    variants.push(arm(Fields::from_value(&format!("variants[{i}]"), v)?)?);
+                }
+            }
+            _ => return Err(cfg_err("variants", "expected a non-empty array of tables ([[variants]])")),
+        }
+        let mut seen = vec![baseline.name.clone()];
+        for v in &variants {
+            if seen.contains(&v.name) {
+                return Err(cfg_err("variants", format!("the name {:?} is used twice", v.name)));
+            }
+            seen.push(v.name.clone());
+        }
+        top.finish()?;
+        Ok(Experiment { name, description, reference, config, baseline, variants, base_dir: base_dir.map(|p| p.to_path_buf()) })
+    }
+
+    /// A built-in experiment name, or a path to an experiment TOML.
+    pub fn load(reference: &str) -> Result<Experiment, Error> {
+        if let Some((_, text)) = embedded_experiments().iter().find(|(n, _)| *n == reference) {
+            return Experiment::parse(text, reference, None);
+        }
+        let p = resolve_path(reference, None);
+        if p.is_file() {
+            let text = std::fs::read_to_string(&p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
+            return Experiment::parse(&text, &p.display().to_string(), p.parent());
+        }
+        let names: Vec<&str> = embedded_experiments().iter().map(|(n, _)| *n).collect();
+        Err(cfg_err(
+            "experiment",
+            format!("{reference:?} is neither a built-in experiment nor an existing file; built-in experiments: {}", names.join(", ")),
+        ))
+    }
+
+    /// The run config of one arm, with its overrides applied.
+    pub fn arm_config(&self, arm: &Arm, seed: u64, scale: f64) -> Result<RunConfig, Error> {
+        let mut t = self.config.clone();
+        t.insert("seed".into(), toml::Value::Integer(seed as i64));
+        let ctx = if arm.name == self.baseline.name { "baseline.set".to_string() } else { format!("variants.{}.set", arm.name) };
+        for (k, v) in &arm.set {
+            set_dotted(&mut t, k, v.clone(), &ctx)?;
+        }
+        RunConfig::from_table(t, self.base_dir.as_deref(), scale).map_err(|e| match e {
+            Error::Config { key, message } => cfg_err(key, format!("{message} (experiment {}, arm {})", self.name, arm.name)),
+            e => e,
+        })
+    }
+}

@@ -1,0 +1,166 @@
+//! A consuming reader over a TOML table that knows the dotted path of every
+//! value, so each configuration error names the exact key and what it accepts.
+//!
+//! Invariant: every key of a table is either taken by the caller or reported
+//! by `finish()` as unknown — nothing is silently ignored.
+
+use crate::api::Error;
+use toml::Value;
+
+pub struct Fields {
+    path: String,
+    table: toml::Table,
+    accepted: Vec<&'static str>,
+}
+
+pub fn cfg_err(key: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Config { key: key.into(), message: message.into() }
+}
+
+impl Fields {
+    pub fn new(path: &str, table: toml::Table) -> Fields {
+        Fields { path: path.to_string(), table, accepted: Vec::new() }
+    }
+
+    pub fn from_value(path: &str, v: Value) -> Result<Fields, Error> {
+        match v {
+            Value::Table(t) => Ok(Fields::new(path, t)),
+            other => Err(cfg_err(path, format!("expected a table, got {}", other.type_str()))),
+        }
+    }
+
+    pub fn key(&self, name: &str) -> String {
+        if self.path.is_empty() { name.to_string() } else { format!("{}.{}", self.path, name) }
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.table.contains_key(name)
+    }
+
+    fn take(&mut self, name: &'static str) -> Option<Value> {
+        self.accepted.push(name);
+        self.table.remove(name)
+    }
+
+    pub fn take_value(&mut self, name: &'static str) -> Option<Value> {
+        self.take(name)
+    }
+
+    pub fn req(&mut self, name: &'static str) -> Result<Value, Error> {
+        let key = self.key(name);
+        self.take(name).ok_or_else(|| cfg_err(key, "missing required key"))
+    }
+
+    pub fn u64_opt(&mut self, name: &'static str) -> Result<Option<u64>, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Ok(None),
+            Some(v) => as_u64(&key, &v).map(Some),
+        }
+    }
+
+    pub fn u64(&mut self, name: &'static str) -> Result<u64, Error> {
+        let key = self.key(name);
+        let v = self.req(name)?;
+        as_u64(&key, &v)
+    }
+
+    pub fn f64_opt(&mut self, name: &'static str) -> Result<Option<f64>, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Ok(None),
+            Some(v) => as_f64(&key, &v).map(Some),
+        }
+    }
+
+    pub fn bool_opt(&mut self, name: &'static str) -> Result<Option<bool>, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Boolean(b)) => Ok(Some(b)),
+            Some(o) => Err(cfg_err(key, format!("expected true or false, got {}", show(&o)))),
+        }
+    }
+
+    pub fn str_opt(&mut self, name: &'static str) -> Result<Option<String>, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(o) => Err(cfg_err(key, format!("expected a string, got {}", show(&o)))),
+        }
+    }
+
+    pub fn string(&mut self, name: &'static str) -> Result<String, Error> {
+        let key = self.key(name);
+        self.str_opt(name)?.ok_or_else(|| cfg_err(key, "missing required key"))
+    }
+
+    /// A string that must be one of `choices`.
+    pub fn choice_opt(&mut self, name: &'static str, choices: &[&str]) -> Result<Option<String>, Error> {
+        let key = self.key(name);
+        match self.str_opt(name)? {
+            None => Ok(None),
+            Some(s) if choices.contains(&s.as_str()) => Ok(Some(s)),
+            Some(s) => Err(cfg_err(key, format!("{:?} is not accepted; accepted: {}", s, quote_list(choices)))),
+        }
+    }
+
+    pub fn sub(&mut self, name: &'static str) -> Result<Fields, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Err(cfg_err(key, "missing required table")),
+            Some(v) => Fields::from_value(&key, v),
+        }
+    }
+
+    pub fn sub_opt(&mut self, name: &'static str) -> Result<Option<Fields>, Error> {
+        let key = self.key(name);
+        match self.take(name) {
+            None => Ok(None),
+            Some(v) => Fields::from_value(&key, v).map(Some),
+        }
+    }
+
+    /// Rejects keys nobody took.
+    pub fn finish(self) -> Result<(), Error> {
+        if let Some((k, _)) = self.table.iter().next() {
+            let mut acc = self.accepted.clone();
+            acc.sort();
+            acc.dedup();
+            return Err(cfg_err(self.key(k), format!("unknown key; accepted keys here: {}", acc.join(", "))));
+        }
+        Ok(())
+    }
+}
+
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{:?}", s),
+        other => other.to_string(),
+    }
+}
+
+pub fn quote_list(choices: &[&str]) -> String {
+    choices.iter().map(|c| format!("\"{}\"", c)).collect::<Vec<_>>().join(", ")
+}
+
+pub fn as_u64(key: &str, v: &Value) -> Result<u64, Error> {
+    match v {
+        Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+        Value::Float(f) if *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15 => Ok(*f as u64),
+        o => Err(cfg_err(key, format!("expected a non-negative integer, got {}", show(o)))),
+    }
+}
+
+pub fn as_f64(key: &str, v: &Value) -> Result<f64, Error> {
+    match v {
+        Value::Integer(i) => Ok(*i as f64),
+        Value::Float(f) if f.is_finite() => Ok(*f),
+        o => Err(cfg_err(key, format!("expected a number, got {}", show(o)))),
+    }
+}

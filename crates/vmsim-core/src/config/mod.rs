@@ -1,0 +1,191 @@
+//! Typed run and experiment configurations, read from TOML or JSON with
+//! every error naming its dotted key. Presets and experiments shipped with
+//! the project are embedded at build time (see build.rs).
+
+pub mod experiment;
+pub mod fields;
+pub mod preset;
+
+use crate::api::Error;
+use crate::policy::{ClearHugePage, ClearPage, Thp};
+use fields::{cfg_err, Fields};
+pub use preset::Preset;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}
+
+pub fn embedded_machines() -> &'static [(&'static str, &'static str)] {
+    embedded::MACHINES
+}
+
+pub fn embedded_experiments() -> &'static [(&'static str, &'static str)] {
+    embedded::EXPERIMENTS
+}
+
+/// Resolves a machine reference: a built-in preset name, or a path to a preset file.
+pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Result<Preset, Error> {
+    if let Some((_, text)) = embedded_machines().iter().find(|(n, _)| *n == reference) {
+        return Preset::parse(text, reference);
+    }
+    let p = resolve_path(reference, base_dir);
+    if reference.ends_with(".toml") && p.exists() {
+        let text = std::fs::read_to_string(&p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
+        return Preset::parse(&text, &p.display().to_string()).map_err(|e| match e {
+            Error::Config { key, message } => cfg_err(format!("{reference}: {key}"), message),
+            e => e,
+        });
+    }
+    let names: Vec<&str> = embedded_machines().iter().map(|(n, _)| *n).collect();
+    Err(cfg_err(
+        key,
+        format!("{reference:?} is neither a built-in machine nor an existing .toml file; built-in machines: {}", names.join(", ")),
+    ))
+}
+
+pub fn resolve_path(p: &str, base_dir: Option<&Path>) -> PathBuf {
+    let path = PathBuf::from(p);
+    match base_dir {
+        Some(b) if path.is_relative() => b.join(path),
+        _ => path,
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelConfig {
+    pub thp: Thp,
+    pub clear_huge_page: ClearHugePage,
+    pub clear_page: ClearPage,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkloadConfig {
+    Usemem(UsememConfig),
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UsememConfig {
+    pub nr_task: u64,
+    /// Bytes each task maps (from `size_per_task_mib`, times the scale).
+    pub size_per_task: u64,
+    pub size_per_task_mib: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    /// Cycles a CPU runs before the scheduler picks the lowest clock again.
+    pub quantum_cycles: u64,
+    /// Simulated RAM per NUMA node; 0 = sized from the workload.
+    pub node_memory_mib: u64,
+    pub fault_injection: FaultInjection,
+}
+
+/// Deliberate defects, for tests that prove the data checks can fail.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FaultInjection {
+    /// Skip the clear of this sub-page index in the first huge page cleared.
+    pub skip_clear_subpage: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunConfig {
+    pub machine: String,
+    #[serde(skip)]
+    pub preset: Preset,
+    pub seed: u64,
+    pub kernel: KernelConfig,
+    pub workload: WorkloadConfig,
+    pub sim: SimConfig,
+}
+
+pub const MIB: u64 = 1 << 20;
+
+impl RunConfig {
+    /// Parses a run config document. `scale` multiplies the workload's memory sizes.
+    pub fn from_table(table: toml::Table, base_dir: Option<&Path>, scale: f64) -> Result<RunConfig, Error> {
+        let mut top = Fields::new("", table);
+        let machine = top.string("machine")?;
+        let preset = load_machine("machine", &machine, base_dir)?;
+        let seed = top.u64_opt("seed")?.unwrap_or(0);
+
+        let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
+        let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
+        let clear_huge_page =
+            ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
+                .unwrap();
+        let default_cp = if preset.string.erms { "erms" } else { "orig" };
+        let clear_page = ClearPage::parse(&k.choice_opt("clear_page", ClearPage::NAMES)?.unwrap_or_else(|| default_cp.into())).unwrap();
+        if clear_page == ClearPage::Erms && !preset.string.erms {
+            return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
+        }
+        k.finish()?;
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page };
+
+        let mut w = top.sub("workload")?;
+        let kind = w.choice_opt("kind", &["usemem"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\""))?;
+        let workload = match kind.as_str() {
+            "usemem" => {
+                let nr_task = w.u64("nr_task")?;
+                if nr_task == 0 || nr_task > 4096 {
+                    return Err(cfg_err("workload.nr_task", "must be between 1 and 4096"));
+                }
+                let mib = w.f64_opt("size_per_task_mib")?.ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
+                let bytes = (mib * scale * MIB as f64) as u64 & !4095;
+                if !(mib > 0.0) || bytes < 4096 {
+                    return Err(cfg_err("workload.size_per_task_mib", format!("must give at least 4 KiB per task after scaling (got {mib} MiB x scale {scale})")));
+                }
+                if bytes > (64u64 << 30) {
+                    return Err(cfg_err("workload.size_per_task_mib", "at most 65536 MiB per task"));
+                }
+                WorkloadConfig::Usemem(UsememConfig { nr_task, size_per_task: bytes, size_per_task_mib: bytes as f64 / MIB as f64 })
+            }
+            _ => unreachable!(),
+        };
+        w.finish()?;
+
+        let mut s = top.sub_opt("sim")?.unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
+        let quantum_cycles = s.u64_opt("quantum_cycles")?.unwrap_or(2000);
+        if !(100..=10_000_000).contains(&quantum_cycles) {
+            return Err(cfg_err("sim.quantum_cycles", "must be between 100 and 10000000"));
+        }
+        let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
+        let mut fault_injection = FaultInjection::default();
+        if let Some(mut fi) = s.sub_opt("fault_injection")? {
+            fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
+            if let Some(i) = fault_injection.skip_clear_subpage {
+                if i >= 512 {
+                    return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 512"));
+                }
+            }
+            fi.finish()?;
+        }
+        s.finish()?;
+        top.finish()?;
+        Ok(RunConfig { machine, preset, seed, kernel, workload, sim: SimConfig { quantum_cycles, node_memory_mib, fault_injection } })
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("config serialises")
+    }
+}
+
+/// Sets `value` at the dotted `key` inside `table`, creating tables on the way.
+pub fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value, ctx: &str) -> Result<(), Error> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(cfg_err(ctx, format!("{key:?} is not a dotted key")));
+    }
+    let mut t = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = match entry {
+            toml::Value::Table(tt) => tt,
+            _ => return Err(cfg_err(format!("{ctx}.{key}"), format!("{p:?} is not a table"))),
+        };
+    }
+    t.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}

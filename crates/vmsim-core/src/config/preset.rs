@@ -1,0 +1,331 @@
+//! Machine presets: the modeled hardware's parameters, each read from a
+//! `{ value = …, source = "…" }` leaf. A preset without a source for a value
+//! is rejected, so no number enters the model without provenance.
+
+use super::fields::{as_f64, as_u64, cfg_err, Fields};
+use crate::api::Error;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use toml::Value;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheParams {
+    pub size_kib: u64,
+    pub ways: u64,
+    pub latency_cycles: u64,
+    pub replacement: String,
+    /// L1: fill buffers; L2: superqueue entries; LLC: unused (0).
+    pub outstanding: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Preset {
+    pub name: String,
+    pub description: String,
+    pub model: String,
+    pub freq_mhz: u64,
+    pub sockets: u64,
+    pub cores_per_socket: u64,
+    pub threads_per_core: u64,
+    pub issue_width: u64,
+    pub store_bytes_per_cycle: u64,
+    pub load_bytes_per_cycle: u64,
+    pub l1d: CacheParams,
+    pub l2: CacheParams,
+    pub llc: CacheParams,
+    pub llc_inclusive: bool,
+    pub llc_instances_per_socket: u64,
+    pub tlb: TlbParams,
+    pub memory: MemoryParams,
+    pub string: StringParams,
+    pub costs: Costs,
+    /// Dotted key -> source text, for every parameter.
+    pub sources: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TlbParams {
+    pub l1_4k: (u64, u64),
+    pub l1_2m: (u64, u64),
+    pub l1_1g: (u64, u64),
+    pub stlb: (u64, u64),
+    pub stlb_holds_2m: bool,
+    pub stlb_latency_cycles: u64,
+    pub walk_cycles: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryParams {
+    pub nodes_per_socket: u64,
+    pub channels_per_node: u64,
+    pub dram_mts: u64,
+    pub peak_bandwidth_gbs: f64,
+    pub sustained_bandwidth_gbs: f64,
+    pub local_latency_ns: f64,
+    pub remote_latency_ns: f64,
+    pub remote_cache_latency_ns: f64,
+    pub interconnect_bandwidth_gbs: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StringParams {
+    pub erms: bool,
+    pub fsrm: bool,
+    pub startup_cycles: u64,
+    pub no_rfo_full_lines: bool,
+    pub nocache_threshold_kib: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Costs {
+    pub exception_entry_exit_cycles: u64,
+    pub syscall_entry_exit_cycles: u64,
+    pub page_fault_handler_cycles: u64,
+    pub thp_fault_handler_cycles: u64,
+    pub page_alloc_cycles: u64,
+    pub page_free_cycles: u64,
+    pub ipi_send_cycles: u64,
+    pub ipi_latency_ns: f64,
+    pub ipi_handle_cycles: u64,
+    pub tlb_flush_full_cycles: u64,
+    pub invlpg_cycles: u64,
+    pub context_switch_cycles: u64,
+}
+
+pub const REPLACEMENTS: &[&str] = &["lru", "tree-plru", "srrip", "random"];
+
+struct P<'a> {
+    f: Fields,
+    sources: &'a mut BTreeMap<String, String>,
+}
+
+impl<'a> P<'a> {
+    fn leaf(&mut self, name: &'static str) -> Result<(String, Value), Error> {
+        let key = self.f.key(name);
+        let mut leaf = self.f.sub(name).map_err(|e| match e {
+            Error::Config { key, message } if message.starts_with("expected a table") => {
+                cfg_err(key, "expected { value = …, source = \"…\" }: every preset parameter names its source")
+            }
+            e => e,
+        })?;
+        let value = leaf.req("value")?;
+        let source = leaf.string("source")?;
+        if source.trim().is_empty() {
+            return Err(cfg_err(leaf.key("source"), "must not be empty: every preset parameter names its source"));
+        }
+        leaf.finish()?;
+        self.sources.insert(key.clone(), source);
+        Ok((key, value))
+    }
+    fn u(&mut self, name: &'static str) -> Result<u64, Error> {
+        let (k, v) = self.leaf(name)?;
+        as_u64(&format!("{k}.value"), &v)
+    }
+    fn pos(&mut self, name: &'static str) -> Result<u64, Error> {
+        let key = self.f.key(name);
+        let v = self.u(name)?;
+        if v == 0 {
+            return Err(cfg_err(format!("{key}.value"), "must be at least 1"));
+        }
+        Ok(v)
+    }
+    fn fl(&mut self, name: &'static str) -> Result<f64, Error> {
+        let (k, v) = self.leaf(name)?;
+        let x = as_f64(&format!("{k}.value"), &v)?;
+        if x < 0.0 {
+            return Err(cfg_err(format!("{k}.value"), "must not be negative"));
+        }
+        Ok(x)
+    }
+    fn b(&mut self, name: &'static str) -> Result<bool, Error> {
+        let (k, v) = self.leaf(name)?;
+        match v {
+            Value::Boolean(b) => Ok(b),
+            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {o}"))),
+        }
+    }
+    fn choice(&mut self, name: &'static str, choices: &[&str]) -> Result<String, Error> {
+        let (k, v) = self.leaf(name)?;
+        match v {
+            Value::String(s) if choices.contains(&s.as_str()) => Ok(s),
+            o => Err(cfg_err(
+                format!("{k}.value"),
+                format!("{} is not accepted; accepted: {}", super::fields::show(&o), super::fields::quote_list(choices)),
+            )),
+        }
+    }
+    fn finish(self) -> Result<(), Error> {
+        self.f.finish()
+    }
+}
+
+fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: Option<&'static str>) -> Result<(CacheParams, P<'a>), Error> {
+    let mut p = P { f, sources };
+    let c = CacheParams {
+        size_kib: p.pos("size_kib")?,
+        ways: p.pos("ways")?,
+        latency_cycles: p.pos("latency_cycles")?,
+        replacement: p.choice("replacement", REPLACEMENTS)?,
+        outstanding: match outstanding {
+            Some(n) => p.pos(n)?,
+            None => 0,
+        },
+    };
+    let key = p.f.key("size_kib");
+    if (c.size_kib * 1024 / 64) % c.ways != 0 {
+        return Err(cfg_err(key, format!("{} KiB is not a whole number of sets of {} ways of 64 B lines", c.size_kib, c.ways)));
+    }
+    Ok((c, p))
+}
+
+impl Preset {
+    pub fn parse(text: &str, origin: &str) -> Result<Preset, Error> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            cfg_err(origin, format!("not valid TOML: {}", e.message()))
+        })?;
+        let mut top = Fields::new("", table);
+        let name = top.string("name")?;
+        let description = top.string("description")?;
+        let mut sources = BTreeMap::new();
+
+        let mut cpu = P { f: top.sub("cpu")?, sources: &mut sources };
+        let model = cpu.f.string("model")?;
+        let freq_mhz = cpu.pos("freq_mhz")?;
+        let sockets = cpu.pos("sockets")?;
+        let cores_per_socket = cpu.pos("cores_per_socket")?;
+        let threads_per_core = cpu.pos("threads_per_core")?;
+        let issue_width = cpu.pos("issue_width")?;
+        let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
+        let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
+        cpu.finish()?;
+
+        let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
+        p.finish()?;
+        let (l2, p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        p.finish()?;
+        let (llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
+        let llc_inclusive = p.b("inclusive")?;
+        let llc_instances_per_socket = p.pos("instances_per_socket")?;
+        p.finish()?;
+
+        let mut t = P { f: top.sub("tlb")?, sources: &mut sources };
+        let tlb = TlbParams {
+            l1_4k: (t.u("l1_4k_entries")?, t.u("l1_4k_ways")?),
+            l1_2m: (t.u("l1_2m_entries")?, t.u("l1_2m_ways")?),
+            l1_1g: (t.u("l1_1g_entries")?, t.u("l1_1g_ways")?),
+            stlb: (t.u("stlb_entries")?, t.u("stlb_ways")?),
+            stlb_holds_2m: t.b("stlb_holds_2m")?,
+            stlb_latency_cycles: t.u("stlb_latency_cycles")?,
+            walk_cycles: t.u("walk_cycles")?,
+        };
+        t.finish()?;
+
+        let mut m = P { f: top.sub("memory")?, sources: &mut sources };
+        let memory = MemoryParams {
+            nodes_per_socket: m.pos("nodes_per_socket")?,
+            channels_per_node: m.pos("channels_per_node")?,
+            dram_mts: m.pos("dram_mts")?,
+            peak_bandwidth_gbs: m.fl("peak_bandwidth_gbs")?,
+            sustained_bandwidth_gbs: m.fl("sustained_bandwidth_gbs")?,
+            local_latency_ns: m.fl("local_latency_ns")?,
+            remote_latency_ns: m.fl("remote_latency_ns")?,
+            remote_cache_latency_ns: m.fl("remote_cache_latency_ns")?,
+            interconnect_bandwidth_gbs: m.fl("interconnect_bandwidth_gbs")?,
+        };
+        let k = m.f.key("sustained_bandwidth_gbs");
+        if memory.sustained_bandwidth_gbs <= 0.0 {
+            return Err(cfg_err(format!("{k}.value"), "must be positive"));
+        }
+        m.finish()?;
+
+        let mut s = P { f: top.sub("string")?, sources: &mut sources };
+        let string = StringParams {
+            erms: s.b("erms")?,
+            fsrm: s.b("fsrm")?,
+            startup_cycles: s.u("startup_cycles")?,
+            no_rfo_full_lines: s.b("no_rfo_full_lines")?,
+            nocache_threshold_kib: s.u("nocache_threshold_kib")?,
+        };
+        s.finish()?;
+
+        let mut c = P { f: top.sub("costs")?, sources: &mut sources };
+        let costs = Costs {
+            exception_entry_exit_cycles: c.u("exception_entry_exit_cycles")?,
+            syscall_entry_exit_cycles: c.u("syscall_entry_exit_cycles")?,
+            page_fault_handler_cycles: c.u("page_fault_handler_cycles")?,
+            thp_fault_handler_cycles: c.u("thp_fault_handler_cycles")?,
+            page_alloc_cycles: c.u("page_alloc_cycles")?,
+            page_free_cycles: c.u("page_free_cycles")?,
+            ipi_send_cycles: c.u("ipi_send_cycles")?,
+            ipi_latency_ns: c.fl("ipi_latency_ns")?,
+            ipi_handle_cycles: c.u("ipi_handle_cycles")?,
+            tlb_flush_full_cycles: c.u("tlb_flush_full_cycles")?,
+            invlpg_cycles: c.u("invlpg_cycles")?,
+            context_switch_cycles: c.u("context_switch_cycles")?,
+        };
+        c.finish()?;
+        top.finish()?;
+
+        let cpus = sockets * cores_per_socket * threads_per_core;
+        if cpus > crate::machine::topology::MAX_CPUS as u64 {
+            return Err(cfg_err("cpu", format!("{cpus} hardware threads; at most {} are supported", crate::machine::topology::MAX_CPUS)));
+        }
+        if cores_per_socket % llc_instances_per_socket != 0 || cores_per_socket / llc_instances_per_socket > 64 {
+            return Err(cfg_err(
+                "llc.instances_per_socket.value",
+                "must divide cpu.cores_per_socket into groups of at most 64 cores",
+            ));
+        }
+        Ok(Preset {
+            name,
+            description,
+            model,
+            freq_mhz,
+            sockets,
+            cores_per_socket,
+            threads_per_core,
+            issue_width,
+            store_bytes_per_cycle,
+            load_bytes_per_cycle,
+            l1d,
+            l2,
+            llc,
+            llc_inclusive,
+            llc_instances_per_socket,
+            tlb,
+            memory,
+            string,
+            costs,
+            sources,
+        })
+    }
+
+    pub fn nr_cpus(&self) -> usize {
+        (self.sockets * self.cores_per_socket * self.threads_per_core) as usize
+    }
+
+    pub fn ns_to_cycles(&self, ns: f64) -> u64 {
+        (ns * self.freq_mhz as f64 / 1000.0).round() as u64
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{}: {} socket(s) x {} cores x {} threads, {} MHz, L1d {} KiB/{}w, L2 {} KiB/{}w, LLC {} MiB/{}w per socket ({}), DRAM {} ch DDR-{} {:.1} GB/s sustained per node",
+            self.model,
+            self.sockets,
+            self.cores_per_socket,
+            self.threads_per_core,
+            self.freq_mhz,
+            self.l1d.size_kib,
+            self.l1d.ways,
+            self.l2.size_kib,
+            self.l2.ways,
+            self.llc.size_kib * self.llc_instances_per_socket / 1024,
+            self.llc.ways,
+            if self.llc_inclusive { "inclusive" } else { "non-inclusive" },
+            self.memory.channels_per_node,
+            self.memory.dram_mts,
+            self.memory.sustained_bandwidth_gbs,
+        )
+    }
+}

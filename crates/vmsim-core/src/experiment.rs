@@ -1,0 +1,112 @@
+//! Building and running a simulation from a run config, and comparing an
+//! experiment's baseline with its variants.
+
+use crate::api::Error;
+use crate::config::experiment::Experiment;
+use crate::config::{RunConfig, WorkloadConfig, MIB};
+use crate::kernel::sched::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::workload::usemem::Usemem;
+use serde_json::{json, Value};
+
+/// Memory per node: what the tasks placed on the node's CPUs map, with headroom.
+fn node_bytes(cfg: &RunConfig, nr_cpus: usize, nr_nodes: usize, topo: &crate::machine::topology::Topology) -> u64 {
+    if cfg.sim.node_memory_mib > 0 {
+        return cfg.sim.node_memory_mib * MIB;
+    }
+    let mut per_node = vec![0u64; nr_nodes];
+    match &cfg.workload {
+        WorkloadConfig::Usemem(u) => {
+            let sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
+            for i in 0..u.nr_task as usize {
+                per_node[topo.node_of(i % nr_cpus)] += sz;
+            }
+        }
+    }
+    let need = per_node.into_iter().max().unwrap_or(0);
+    (need + need / 4 + 64 * MIB).div_ceil(2 * MIB) * 2 * MIB
+}
+
+pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
+    let p = &cfg.preset;
+    let probe = crate::machine::topology::Topology {
+        sockets: p.sockets as usize,
+        cores_per_socket: p.cores_per_socket as usize,
+        threads_per_core: p.threads_per_core as usize,
+        nodes_per_socket: p.memory.nodes_per_socket as usize,
+        llc_per_socket: p.llc_instances_per_socket as usize,
+    };
+    let nr_cpus = probe.nr_cpus();
+    let nr_nodes = probe.nr_nodes();
+    let nb = node_bytes(cfg, nr_cpus, nr_nodes, &probe);
+    let m = Machine::new(p, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
+    let mut k = Kernel::new(cfg.kernel.clone(), p, nr_nodes, nb);
+    k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
+    let mut sim = Sim::new(m, k, cfg.sim.quantum_cycles);
+    match &cfg.workload {
+        WorkloadConfig::Usemem(u) => {
+            for i in 0..u.nr_task as usize {
+                let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64 + 1);
+                sim.spawn(Box::new(Usemem::new(u.size_per_task, seed)), i % nr_cpus);
+            }
+        }
+    }
+    Ok(sim)
+}
+
+pub fn scale_text(cfg: &RunConfig) -> String {
+    match &cfg.workload {
+        WorkloadConfig::Usemem(u) => format!(
+            "usemem: {} task(s) x {} MiB each ({} MiB in all, {} huge pages per task)",
+            u.nr_task,
+            u.size_per_task_mib,
+            u.size_per_task_mib * u.nr_task as f64,
+            u.size_per_task / (2 * MIB)
+        ),
+    }
+}
+
+pub fn machine_json(cfg: &RunConfig) -> Value {
+    json!({"name": cfg.preset.name, "description": cfg.preset.description, "summary": cfg.preset.summary()})
+}
+
+/// Runs one simulation and returns its metrics.
+pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value, Error> {
+    let mut sim = build(cfg)?;
+    sim.run(progress).map_err(Error::Internal)?;
+    Ok(crate::metrics::report(&sim))
+}
+
+pub fn compare(exp: &Experiment, scale: f64, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<Value, Error> {
+    let base_cfg = exp.arm_config(&exp.baseline, seed, scale)?;
+    let mut arms = vec![(exp.baseline.name.clone(), base_cfg.clone())];
+    for v in &exp.variants {
+        arms.push((v.name.clone(), exp.arm_config(v, seed, scale)?));
+    }
+    let mut results = Vec::new();
+    for (name, cfg) in &arms {
+        let label = format!("{} {}", exp.name, name);
+        let r = simulate(cfg, &mut |f| progress(&label, f))?;
+        results.push((name.clone(), r));
+    }
+    let mut variants = serde_json::Map::new();
+    for (n, r) in &results[1..] {
+        variants.insert(n.clone(), r.clone());
+    }
+    let arm_configs: serde_json::Map<String, Value> = arms.iter().map(|(n, c)| (n.clone(), c.to_json())).collect();
+    Ok(json!({
+        "experiment": exp.name,
+        "description": exp.description,
+        "reference": exp.reference,
+        "machine": machine_json(&base_cfg),
+        "scale": format!("{} (scale factor {})", scale_text(&base_cfg), scale),
+        "seed": seed,
+        "config": base_cfg.to_json(),
+        "arm_configs": arm_configs,
+        "baseline_name": exp.baseline.name,
+        "baseline": results[0].1,
+        "variants": variants,
+        "variant_order": exp.variants.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
+    }))
+}

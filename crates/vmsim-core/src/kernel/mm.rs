@@ -1,0 +1,170 @@
+//! `mm_struct`: VMAs, a two-level page table (PMD entries, each either a
+//! huge mapping or a table of 512 PTEs) and `mm_cpumask`.
+//!
+//! Invariants: VMAs do not overlap and are 2 MiB aligned (the model places
+//! anonymous mappings on THP boundaries, as Linux does since 6.7 for large
+//! ones); a PMD entry maps either a whole 2 MiB folio or a PTE table;
+//! `generation` changes whenever a mapping is removed or changed, so cached
+//! translations can be revalidated cheaply.
+
+use crate::machine::ipi::CpuMask;
+use std::collections::BTreeMap;
+
+pub const PMD_SHIFT: u32 = 21;
+pub const PMD_SIZE: u64 = 1 << PMD_SHIFT;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmaKind {
+    /// Private anonymous memory (usemem maps /dev/zero MAP_PRIVATE, which is anonymous).
+    AnonPrivate,
+}
+
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub kind: VmaKind,
+    pub writable: bool,
+}
+
+/// A present PTE: pfn and write permission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pte {
+    pub pfn: u64,
+    pub writable: bool,
+}
+
+pub enum Pmd {
+    Huge(Pte),
+    Table(Box<[Option<Pte>; 512]>),
+}
+
+pub struct Mm {
+    pub id: usize,
+    pub asid: u16,
+    pub vmas: Vec<Vma>,
+    pub pmds: BTreeMap<u64, Pmd>,
+    pub cpumask: CpuMask,
+    pub generation: u64,
+    next_mmap: u64,
+    pub rss_pages: u64,
+}
+
+/// Where a virtual address is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    pub pfn: u64,
+    pub writable: bool,
+    pub huge: bool,
+}
+
+impl Mm {
+    pub fn new(id: usize) -> Mm {
+        Mm {
+            id,
+            asid: (id % 4096) as u16,
+            vmas: Vec::new(),
+            pmds: BTreeMap::new(),
+            cpumask: CpuMask::empty(),
+            generation: 0,
+            next_mmap: 0x7f00_0000_0000,
+            rss_pages: 0,
+        }
+    }
+
+    /// Places a new VMA of `len` bytes (rounded up to 2 MiB) and returns its start.
+    pub fn mmap(&mut self, len: u64, kind: VmaKind, writable: bool) -> u64 {
+        let len = (len + PMD_SIZE - 1) & !(PMD_SIZE - 1);
+        let start = self.next_mmap;
+        // Leave a 2 MiB hole between mappings so VMAs never merge.
+        self.next_mmap += len + PMD_SIZE;
+        self.vmas.push(Vma { start, end: start + len, kind, writable });
+        start
+    }
+
+    pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        self.vmas.iter().find(|v| v.start <= addr && addr < v.end)
+    }
+
+    #[inline]
+    pub fn lookup(&self, addr: u64) -> Option<Translation> {
+        match self.pmds.get(&(addr >> PMD_SHIFT))? {
+            Pmd::Huge(p) => Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true }),
+            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].map(|p| Translation { pfn: p.pfn, writable: p.writable, huge: false }),
+        }
+    }
+
+    pub fn pmd_is_none(&self, addr: u64) -> bool {
+        !self.pmds.contains_key(&(addr >> PMD_SHIFT))
+    }
+
+    pub fn set_pmd_huge(&mut self, haddr: u64, pte: Pte) {
+        debug_assert_eq!(haddr & (PMD_SIZE - 1), 0);
+        self.pmds.insert(haddr >> PMD_SHIFT, Pmd::Huge(pte));
+        self.rss_pages += 512;
+    }
+
+    pub fn set_pte(&mut self, addr: u64, pte: Pte) {
+        let e = self.pmds.entry(addr >> PMD_SHIFT).or_insert_with(|| Pmd::Table(Box::new([None; 512])));
+        match e {
+            Pmd::Table(t) => {
+                let slot = &mut t[((addr >> 12) & 511) as usize];
+                if slot.is_none() {
+                    self.rss_pages += 1;
+                }
+                *slot = Some(pte);
+            }
+            Pmd::Huge(_) => panic!("set_pte under a huge PMD at {addr:#x}"),
+        }
+        self.generation += 1;
+    }
+
+    /// Removes the VMA that starts at `start` and every mapping in it.
+    /// Returns the mapped folios (head pfns) in address order, and the number of PTEs/PMDs cleared.
+    pub fn munmap(&mut self, start: u64) -> Option<(Vma, Vec<(u64, bool)>)> {
+        let i = self.vmas.iter().position(|v| v.start == start)?;
+        let vma = self.vmas.remove(i);
+        let keys: Vec<u64> = self.pmds.range(vma.start >> PMD_SHIFT..vma.end >> PMD_SHIFT).map(|(k, _)| *k).collect();
+        let mut freed = Vec::new();
+        for k in keys {
+            match self.pmds.remove(&k).unwrap() {
+                Pmd::Huge(p) => {
+                    freed.push((p.pfn, true));
+                    self.rss_pages -= 512;
+                }
+                Pmd::Table(t) => {
+                    for p in t.iter().flatten() {
+                        freed.push((p.pfn, false));
+                        self.rss_pages -= 1;
+                    }
+                }
+            }
+        }
+        self.generation += 1;
+        Some((vma, freed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn map_lookup_unmap() {
+        let mut mm = Mm::new(1);
+        let a = mm.mmap(3 << 20, VmaKind::AnonPrivate, true);
+        assert_eq!(a % PMD_SIZE, 0);
+        assert_eq!(mm.find_vma(a + (4 << 20) - 1).unwrap().start, a);
+        let b = mm.mmap(4096, VmaKind::AnonPrivate, true);
+        assert!(b >= a + (4 << 20) + PMD_SIZE);
+        mm.set_pmd_huge(a, Pte { pfn: 1024, writable: true });
+        assert_eq!(mm.lookup(a + 5 * 4096 + 7), Some(Translation { pfn: 1029, writable: true, huge: true }));
+        mm.set_pte(a + PMD_SIZE + 4096, Pte { pfn: 77, writable: false });
+        assert_eq!(mm.lookup(a + PMD_SIZE + 4096).unwrap().pfn, 77);
+        assert_eq!(mm.lookup(a + PMD_SIZE), None);
+        assert_eq!(mm.rss_pages, 513);
+        let (_, freed) = mm.munmap(a).unwrap();
+        assert_eq!(freed, vec![(1024, true), (77, false)]);
+        assert_eq!(mm.rss_pages, 0);
+        assert!(mm.lookup(a).is_none());
+    }
+}

@@ -1,0 +1,138 @@
+//! Physical memory: per-node free lists of 4 KiB frames and 2 MiB blocks,
+//! folio metadata, and the content tag of every 4 KiB frame.
+//!
+//! A content tag stands for the bytes of a frame: `TAG_ZERO` after a clear,
+//! a copy carries the source's tag, and each simulated store folds its
+//! position and value into the tag. Freed frames keep their stale tags, so
+//! a page handed out without being cleared is caught by the workload's check.
+//!
+//! Invariants: a frame is free or owned by exactly one folio; a 2 MiB block
+//! is free only as a whole; free lists hand out the most recently freed
+//! frames first (as the per-CPU lists do), lowest addresses first initially.
+
+pub const PAGE_SHIFT: u32 = 12;
+pub const HPAGE_PMD_ORDER: u32 = 9;
+pub const HPAGE_PMD_NR: u64 = 512;
+pub const TAG_ZERO: u64 = 0;
+
+#[inline]
+pub fn garbage_tag(pfn: u64) -> u64 {
+    0xA5A5_0000_0000_0000 ^ pfn.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Folds one store of `value` at line `line_in_page` into a frame's tag.
+#[inline]
+pub fn tag_store(tag: u64, line_in_page: u64, value: u64) -> u64 {
+    let mut x = tag ^ value.wrapping_add(line_in_page.wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    x ^= x >> 32;
+    x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^ (x >> 29)
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Folio {
+    pub order: u32,
+    pub refcount: u32,
+    pub mapcount: u32,
+}
+
+pub struct PageAlloc {
+    pub nr_nodes: usize,
+    pub node_frames: u64,
+    free_blocks: Vec<Vec<u64>>,
+    free_frames: Vec<Vec<u64>>,
+    pub tags: Vec<u64>,
+    /// Folio metadata, valid at head frames.
+    pub folios: Vec<Folio>,
+    pub nr_free: Vec<u64>,
+}
+
+impl PageAlloc {
+    pub fn new(nr_nodes: usize, node_bytes: u64) -> PageAlloc {
+        let node_frames = node_bytes >> PAGE_SHIFT;
+        let total = node_frames * nr_nodes as u64;
+        let blocks_per_node = node_frames / HPAGE_PMD_NR;
+        let free_blocks = (0..nr_nodes as u64)
+            .map(|n| (0..blocks_per_node).rev().map(|b| n * node_frames + b * HPAGE_PMD_NR).collect())
+            .collect();
+        PageAlloc {
+            nr_nodes,
+            node_frames,
+            free_blocks,
+            free_frames: vec![Vec::new(); nr_nodes],
+            tags: (0..total).map(garbage_tag).collect(),
+            folios: vec![Folio::default(); total as usize],
+            nr_free: vec![blocks_per_node * HPAGE_PMD_NR; nr_nodes],
+        }
+    }
+
+    pub fn node_of_pfn(&self, pfn: u64) -> usize {
+        (pfn / self.node_frames) as usize
+    }
+
+    /// Allocates a folio of `order` (0 or 9) on `node`; None if the node has none.
+    pub fn alloc(&mut self, node: usize, order: u32) -> Option<u64> {
+        let pfn = if order == HPAGE_PMD_ORDER {
+            self.free_blocks[node].pop()?
+        } else {
+            debug_assert_eq!(order, 0);
+            if self.free_frames[node].is_empty() {
+                let b = self.free_blocks[node].pop()?;
+                self.free_frames[node].extend((0..HPAGE_PMD_NR).rev().map(|i| b + i));
+            }
+            self.free_frames[node].pop()?
+        };
+        self.nr_free[node] -= 1 << order;
+        self.folios[pfn as usize] = Folio { order, refcount: 1, mapcount: 0 };
+        Some(pfn)
+    }
+
+    pub fn free(&mut self, pfn: u64) {
+        let f = self.folios[pfn as usize];
+        let node = self.node_of_pfn(pfn);
+        self.nr_free[node] += 1 << f.order;
+        self.folios[pfn as usize] = Folio::default();
+        if f.order == HPAGE_PMD_ORDER {
+            self.free_blocks[node].push(pfn);
+        } else {
+            self.free_frames[node].push(pfn);
+        }
+    }
+
+    #[inline]
+    pub fn tag(&self, pfn: u64) -> u64 {
+        self.tags[pfn as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn alloc_free_roundtrip() {
+        let mut a = PageAlloc::new(2, 8 << 20);
+        let h = a.alloc(1, 9).unwrap();
+        assert_eq!(h, 4 * 512);
+        assert_eq!(a.node_of_pfn(h), 1);
+        let s = a.alloc(1, 0).unwrap();
+        assert_eq!(s % 512, 0);
+        assert_eq!(a.nr_free[1], 4 * 512 - 512 - 1);
+        a.free(s);
+        assert_eq!(a.alloc(1, 0), Some(s), "most recently freed first");
+        for _ in 0..2 {
+            assert!(a.alloc(1, 9).is_some());
+        }
+        assert!(a.alloc(1, 9).is_none());
+    }
+    #[test]
+    fn stale_tags_survive_free() {
+        let mut a = PageAlloc::new(1, 4 << 20);
+        let p = a.alloc(0, 0).unwrap();
+        assert_ne!(a.tag(p), TAG_ZERO);
+        a.tags[p as usize] = tag_store(TAG_ZERO, 3, 7);
+        a.free(p);
+        let q = a.alloc(0, 0).unwrap();
+        assert_eq!(p, q);
+        assert_eq!(a.tag(q), tag_store(TAG_ZERO, 3, 7));
+    }
+}

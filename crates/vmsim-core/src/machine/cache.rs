@@ -1,0 +1,1575 @@
+//! Set-associative cache: one instance models one cache (an L1d, an L2 or a
+//! socket's LLC) at cache-line granularity.
+//!
+//! # What it owns
+//!
+//! For every way of every set the cache stores, in flat struct-of-arrays form
+//! indexed by `set * ways + way`:
+//!
+//! * `tags: Vec<u64>` — the full line address (`byte address >> 6`), or
+//!   [`INVALID`] for an empty way;
+//! * `meta: Vec<u8>` — the dirty bit (bit 7) and the per-way state of the
+//!   [`Replacement`] policy in the low bits: the LRU rank (0 = most recently
+//!   used) or the 2-bit SRRIP RRPV;
+//! * `sharers: Vec<u64>` — an opaque bitmask, which the cache only stores and
+//!   reports back (the hierarchy uses it as core-valid bits for an inclusive
+//!   LLC);
+//!
+//! plus, for tree-PLRU, one `u64` of tree bits per set. One byte of metadata
+//! per way keeps a set's state within one or two host cache lines, which is
+//! what bounds the simulator's speed on large caches.
+//!
+//! It knows nothing of addresses beyond lines, of pages or of processes, and
+//! has no notion of time: latency and bandwidth belong to the hierarchy.
+//!
+//! # Invariants
+//!
+//! * A line address is in at most one way of its set (the set is
+//!   `line % sets`), and never in any other set.
+//! * An invalid way has tag [`INVALID`], dirty bit clear and sharers 0.
+//! * LRU: the ranks of a set's ways (valid or not) are always a permutation
+//!   of `0..ways`; a hit or fill moves the way to rank 0 and ages the ways
+//!   that were more recent by one. This orders the valid lines exactly as
+//!   per-access timestamps would, in one byte per way.
+//! * `occupancy()` equals the number of valid ways, and never exceeds
+//!   `lines()`.
+//! * A victim is always an invalid way when the set has one (the lowest
+//!   numbered invalid way); only a full set evicts a valid line, and then
+//!   exactly one line is returned as [`Evicted`].
+//! * Everything is deterministic: the `Random` policy draws from a small
+//!   xorshift64* generator stored in the cache and seeded from the `seed`
+//!   given to [`Cache::new`] (through splitmix64). It draws only when the set
+//!   is full, so the sequence of victims depends only on the seed and on the
+//!   sequence of operations.
+//!
+//! # Performance
+//!
+//! Every simulated access does several lookups, so the hot methods
+//! ([`Cache::access`], [`Cache::access_or_insert`], [`Cache::insert`],
+//! [`Cache::contains`]) allocate nothing, scan one set's contiguous tag slice,
+//! and compute the set index with a mask when `sets` is a power of two and
+//! with a multiply-only remainder (Lemire, Kaser & Kurz, "Faster remainder by
+//! direct computation", 2019) otherwise.
+//!
+//! # Tree-PLRU for associativities that are not a power of two
+//!
+//! Classic tree pseudo-LRU needs a power-of-two number of ways. For other
+//! associativities (e.g. a 20-way LLC) the cache builds the tree over the
+//! next power of two of leaves (32 for 20 ways) in which only leaves
+//! `0..ways` exist. A hit or fill flips the bits on the leaf's path to point
+//! away from it, as usual. The victim walk follows the bits from the root, but
+//! when a bit points at a subtree that holds no existing leaf it takes the
+//! other child (which always exists). For a power-of-two associativity this
+//! is exactly the classic policy.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Tag value of an invalid (empty) way. Never a valid line address: line
+/// addresses are byte addresses shifted right by 6, so they stay below 2^58.
+pub const INVALID: u64 = u64::MAX;
+
+/// Largest supported associativity (tree-PLRU bits of a set fit in a u64).
+pub const MAX_WAYS: u32 = 64;
+
+/// Replacement policy of a cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Replacement {
+    /// True LRU: a per-way recency rank within the set (equivalent to
+    /// per-access timestamps; victim = least recently used valid way).
+    Lru,
+    /// Binary-tree pseudo-LRU (`ways - 1` bits per set), the policy that
+    /// Abel & Reineke measured on the L1 data caches of Intel cores
+    /// ("nanoBench: A Low-Overhead Tool for Running Microbenchmarks on x86
+    /// Systems", ISPASS 2020, and their published per-microarchitecture
+    /// replacement-policy results).
+    TreePlru,
+    /// Static re-reference interval prediction with 2-bit RRPVs, hit priority
+    /// (Jaleel, Theobald, Steely & Emer, "High performance cache replacement
+    /// using re-reference interval prediction (RRIP)", ISCA 2010): insert at
+    /// RRPV 2 ("long"), hit sets 0, victim is the first way with RRPV 3 after
+    /// ageing all ways until one has it.
+    Srrip,
+    /// Uniformly random victim from a seeded generator (invalid ways first).
+    Random,
+}
+
+impl Replacement {
+    /// Every policy, in the order of their names in [`Replacement::NAMES`].
+    pub const ALL: [Replacement; 4] = [
+        Replacement::Lru,
+        Replacement::TreePlru,
+        Replacement::Srrip,
+        Replacement::Random,
+    ];
+    /// Accepted names, as parsed by `FromStr` and written by serde.
+    pub const NAMES: [&'static str; 4] = ["lru", "tree-plru", "srrip", "random"];
+
+    /// The policy's name as accepted by `FromStr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Replacement::Lru => "lru",
+            Replacement::TreePlru => "tree-plru",
+            Replacement::Srrip => "srrip",
+            Replacement::Random => "random",
+        }
+    }
+}
+
+impl fmt::Display for Replacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Replacement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Replacement::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown replacement policy {s:?}; accepted: {}",
+                    Replacement::NAMES.join(", ")
+                )
+            })
+    }
+}
+
+/// Shape of a cache. `sets` need not be a power of two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CacheGeometry {
+    pub sets: u32,
+    pub ways: u32,
+}
+
+impl CacheGeometry {
+    /// Geometry of a cache of `capacity_bytes` with `line_bytes` lines and
+    /// `ways` ways; the capacity must be a whole number of sets.
+    pub fn from_capacity(capacity_bytes: u64, line_bytes: u64, ways: u32) -> Result<Self, String> {
+        if line_bytes == 0 || ways == 0 {
+            return Err("line size and ways must be non-zero".into());
+        }
+        let set_bytes = line_bytes * ways as u64;
+        if capacity_bytes == 0 || !capacity_bytes.is_multiple_of(set_bytes) {
+            return Err(format!(
+                "capacity {capacity_bytes} B is not a positive multiple of {ways} ways x {line_bytes} B"
+            ));
+        }
+        let sets = capacity_bytes / set_bytes;
+        let sets = u32::try_from(sets).map_err(|_| format!("{sets} sets is too many"))?;
+        Ok(CacheGeometry { sets, ways })
+    }
+
+    /// Capacity in lines.
+    pub fn lines(&self) -> u64 {
+        self.sets as u64 * self.ways as u64
+    }
+}
+
+/// A valid line pushed out of the cache by [`Cache::insert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub line: u64,
+    pub dirty: bool,
+    pub sharers: u64,
+}
+
+/// `line -> set` mapping: a mask for power-of-two set counts, otherwise a
+/// multiply-only exact remainder.
+#[derive(Clone, Copy, Debug)]
+struct SetIndex {
+    sets: u64,
+    mask: u64,
+    /// ceil(2^128 / sets); unused for powers of two.
+    magic: u128,
+    pow2: bool,
+}
+
+impl SetIndex {
+    fn new(sets: u32) -> SetIndex {
+        debug_assert!(sets > 0);
+        let pow2 = sets.is_power_of_two();
+        SetIndex {
+            sets: sets as u64,
+            mask: sets as u64 - 1,
+            magic: if pow2 {
+                0
+            } else {
+                u128::MAX / sets as u128 + 1
+            },
+            pow2,
+        }
+    }
+
+    /// `line % sets`. For a divisor d < 2^32 and a 64-bit numerator, the
+    /// 128-bit fraction c = ceil(2^128/d) satisfies c*d - 2^128 < d <= 2^64,
+    /// which is the exactness condition of Lemire et al.
+    #[inline(always)]
+    fn of(&self, line: u64) -> usize {
+        if self.pow2 {
+            (line & self.mask) as usize
+        } else {
+            let low = self.magic.wrapping_mul(line as u128);
+            let d = self.sets as u128;
+            // (low * d) >> 128 without 256-bit arithmetic.
+            let hi = (low >> 64) * d;
+            let lo = ((low as u64 as u128) * d) >> 64;
+            ((hi + lo) >> 64) as usize
+        }
+    }
+}
+
+/// splitmix64 step, used to turn a seed into a generator state.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A set-associative cache. See the module documentation.
+#[derive(Clone)]
+pub struct Cache {
+    geom: CacheGeometry,
+    policy: Replacement,
+    ways: usize,
+    index: SetIndex,
+    /// Line address per way, [`INVALID`] when empty.
+    tags: Vec<u64>,
+    /// Per way: [`DIRTY`] bit, and in the low bits the policy's state: the
+    /// LRU rank (0 = most recently used; the ranks of a set's ways, valid or
+    /// not, are a permutation of `0..ways`) or the SRRIP RRPV (0..=3).
+    meta: Vec<u8>,
+    /// Opaque sharer bitmask per way.
+    sharers: Vec<u64>,
+    /// Tree-PLRU bits per set (tree-PLRU only); bit `n` is internal node `n`
+    /// of a heap-ordered tree (root 1), set = victim search goes right.
+    plru: Vec<u64>,
+    /// Per way: the (and, or) masks that point its path in the tree away
+    /// from it.
+    plru_touch: Vec<(u64, u64)>,
+    /// Leaves of the PLRU tree: `ways` rounded up to a power of two.
+    plru_leaves: usize,
+    /// xorshift64* state (Random only).
+    rng: u64,
+    /// Valid lines.
+    valid: u64,
+}
+
+impl fmt::Debug for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("geometry", &self.geom)
+            .field("policy", &self.policy)
+            .field("occupancy", &self.valid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Dirty bit in a way's meta byte.
+const DIRTY: u8 = 0x80;
+/// Policy state in a way's meta byte.
+const STATE: u8 = 0x7f;
+const RRPV_MAX: u8 = 3;
+const RRPV_INSERT: u8 = 2;
+
+impl Cache {
+    /// Build an empty cache. Fails when `sets` or `ways` is 0, `ways` exceeds
+    /// [`MAX_WAYS`], or the capacity does not fit in memory indices.
+    pub fn new(geom: CacheGeometry, policy: Replacement, seed: u64) -> Result<Cache, String> {
+        if geom.sets == 0 || geom.ways == 0 {
+            return Err(format!(
+                "cache geometry needs at least one set and one way (got {} sets x {} ways)",
+                geom.sets, geom.ways
+            ));
+        }
+        if geom.ways > MAX_WAYS {
+            return Err(format!(
+                "at most {MAX_WAYS} ways are supported (got {})",
+                geom.ways
+            ));
+        }
+        let n = usize::try_from(geom.lines()).map_err(|_| "cache too large".to_string())?;
+        let ways = geom.ways as usize;
+        let leaves = ways.next_power_of_two();
+        let plru_touch = (0..ways)
+            .map(|way| {
+                let (mut and, mut or) = (u64::MAX, 0u64);
+                let mut node = leaves + way;
+                while node > 1 {
+                    let parent = node >> 1;
+                    and &= !(1u64 << parent);
+                    // Came from the left: the victim search goes right.
+                    if node & 1 == 0 {
+                        or |= 1u64 << parent;
+                    }
+                    node = parent;
+                }
+                (and, or)
+            })
+            .collect();
+        let mut rng = splitmix64(seed);
+        if rng == 0 {
+            rng = 0x2545_F491_4F6C_DD1D;
+        }
+        let mut c = Cache {
+            geom,
+            policy,
+            ways,
+            index: SetIndex::new(geom.sets),
+            tags: vec![INVALID; n],
+            meta: vec![0; n],
+            sharers: vec![0; n],
+            plru: vec![
+                0;
+                if policy == Replacement::TreePlru {
+                    geom.sets as usize
+                } else {
+                    0
+                }
+            ],
+            plru_touch,
+            plru_leaves: leaves,
+            rng,
+            valid: 0,
+        };
+        c.reset_meta();
+        Ok(c)
+    }
+
+    fn reset_meta(&mut self) {
+        match self.policy {
+            Replacement::Lru => {
+                let ways = self.ways;
+                for (i, m) in self.meta.iter_mut().enumerate() {
+                    *m = (i % ways) as u8;
+                }
+            }
+            Replacement::Srrip => self.meta.fill(RRPV_MAX),
+            Replacement::TreePlru | Replacement::Random => self.meta.fill(0),
+        }
+        self.plru.fill(0);
+    }
+
+    /// Geometry given at construction.
+    pub fn geometry(&self) -> CacheGeometry {
+        self.geom
+    }
+
+    /// Replacement policy given at construction.
+    pub fn policy(&self) -> Replacement {
+        self.policy
+    }
+
+    /// Capacity in lines.
+    pub fn lines(&self) -> u64 {
+        self.geom.lines()
+    }
+
+    /// Set that `line` maps to (`line % sets`).
+    #[inline]
+    pub fn set_of(&self, line: u64) -> u32 {
+        self.index.of(line) as u32
+    }
+
+    /// Slot (`set * ways + way`) holding `line` in `set`, if any.
+    #[inline(always)]
+    fn find(&self, set: usize, line: u64) -> Option<usize> {
+        debug_assert!(line != INVALID);
+        let base = set * self.ways;
+        self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == line)
+            .map(|w| base + w)
+    }
+
+    #[inline(always)]
+    fn lookup(&self, line: u64) -> Option<usize> {
+        self.find(self.index.of(line), line)
+    }
+
+    /// Make `slot` the most recently used way of its set (LRU).
+    #[inline(always)]
+    fn lru_promote(&mut self, set: usize, slot: usize) {
+        let base = set * self.ways;
+        let rank = self.meta[slot] & STATE;
+        for m in &mut self.meta[base..base + self.ways] {
+            *m += ((*m & STATE) < rank) as u8;
+        }
+        self.meta[slot] &= DIRTY;
+    }
+
+    /// Replacement update on a hit.
+    #[inline(always)]
+    fn promote(&mut self, set: usize, slot: usize) {
+        match self.policy {
+            Replacement::Lru => self.lru_promote(set, slot),
+            Replacement::TreePlru => self.plru_promote(set, slot - set * self.ways),
+            Replacement::Srrip => self.meta[slot] &= DIRTY,
+            Replacement::Random => {}
+        }
+    }
+
+    /// Replacement update on a fill.
+    #[inline(always)]
+    fn on_fill(&mut self, set: usize, slot: usize) {
+        match self.policy {
+            Replacement::Lru => self.lru_promote(set, slot),
+            Replacement::TreePlru => self.plru_promote(set, slot - set * self.ways),
+            Replacement::Srrip => self.meta[slot] = (self.meta[slot] & DIRTY) | RRPV_INSERT,
+            Replacement::Random => {}
+        }
+    }
+
+    /// Point every node on `way`'s path away from it.
+    #[inline(always)]
+    fn plru_promote(&mut self, set: usize, way: usize) {
+        let (and, or) = self.plru_touch[way];
+        self.plru[set] = (self.plru[set] & and) | or;
+    }
+
+    /// Way chosen by the PLRU tree (skipping subtrees without existing ways).
+    #[inline(always)]
+    fn plru_victim(&self, set: usize) -> usize {
+        let bits = self.plru[set];
+        let (mut node, mut lo, mut span) = (1usize, 0usize, self.plru_leaves);
+        while node < self.plru_leaves {
+            span >>= 1;
+            let right = ((bits >> node) & 1) as usize & (lo + span < self.ways) as usize;
+            lo += span * right;
+            node = 2 * node + right;
+        }
+        lo
+    }
+
+    #[inline(always)]
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Slot to fill in `set`: the lowest invalid way, else the policy's victim.
+    #[inline(always)]
+    fn victim(&mut self, set: usize) -> usize {
+        let base = set * self.ways;
+        match self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == INVALID)
+        {
+            Some(w) => base + w,
+            None => self.victim_of_full(set),
+        }
+    }
+
+    /// Slot to evict from the full `set`, by the policy.
+    #[inline(always)]
+    fn victim_of_full(&mut self, set: usize) -> usize {
+        let base = set * self.ways;
+        match self.policy {
+            Replacement::Lru => {
+                let lru = self.ways as u8 - 1;
+                let m = &self.meta[base..base + self.ways];
+                base + m.iter().position(|&m| m & STATE == lru).unwrap_or(0)
+            }
+            Replacement::TreePlru => base + self.plru_victim(set),
+            Replacement::Srrip => {
+                let m = &mut self.meta[base..base + self.ways];
+                let max = m.iter().fold(0, |a, &v| a.max(v & STATE));
+                if max < RRPV_MAX {
+                    let age = RRPV_MAX - max;
+                    m.iter_mut().for_each(|v| *v += age);
+                }
+                base + m.iter().position(|&v| v & STATE == RRPV_MAX).unwrap_or(0)
+            }
+            Replacement::Random => {
+                let r = self.next_random();
+                base + (((r >> 32) * self.ways as u64) >> 32) as usize
+            }
+        }
+    }
+
+    /// Put `line` into `slot` (of `set`), returning the valid line it replaces.
+    #[inline(always)]
+    fn fill(
+        &mut self,
+        set: usize,
+        slot: usize,
+        line: u64,
+        dirty: bool,
+        sharers: u64,
+    ) -> Option<Evicted> {
+        let old = self.tags[slot];
+        let ev = if old != INVALID {
+            Some(Evicted {
+                line: old,
+                dirty: self.meta[slot] & DIRTY != 0,
+                sharers: self.sharers[slot],
+            })
+        } else {
+            self.valid += 1;
+            None
+        };
+        self.tags[slot] = line;
+        self.meta[slot] = (self.meta[slot] & STATE) | if dirty { DIRTY } else { 0 };
+        self.sharers[slot] = sharers;
+        self.on_fill(set, slot);
+        ev
+    }
+
+    /// Look up `line` (a line address = byte address >> 6). On a hit, update
+    /// the replacement state (promote), OR `write` into the line's dirty bit
+    /// and return true. A miss changes nothing and returns false.
+    #[inline]
+    pub fn access(&mut self, line: u64, write: bool) -> bool {
+        let set = self.index.of(line);
+        match self.find(set, line) {
+            Some(slot) => {
+                self.meta[slot] |= if write { DIRTY } else { 0 };
+                self.promote(set, slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Hit-or-fill in one call. On a hit: as [`Cache::access`], and also OR
+    /// `sharers` into the line's sharers; returns `(true, None)`. On a miss:
+    /// insert the line with dirty bit `write` and the given `sharers`;
+    /// returns `(false, evicted)`.
+    #[inline]
+    pub fn access_or_insert(
+        &mut self,
+        line: u64,
+        write: bool,
+        sharers: u64,
+    ) -> (bool, Option<Evicted>) {
+        let set = self.index.of(line);
+        match self.find(set, line) {
+            Some(slot) => {
+                self.meta[slot] |= if write { DIRTY } else { 0 };
+                self.sharers[slot] |= sharers;
+                self.promote(set, slot);
+                (true, None)
+            }
+            None => {
+                let slot = self.victim(set);
+                (false, self.fill(set, slot, line, write, sharers))
+            }
+        }
+    }
+
+    /// Probe without changing replacement state.
+    #[inline]
+    pub fn contains(&self, line: u64) -> bool {
+        self.lookup(line).is_some()
+    }
+
+    /// Insert a line known to be absent. The victim is the lowest invalid
+    /// way of the set, else the policy's choice; the valid line it held, if
+    /// any, is returned. The new line gets `dirty` and `sharers`.
+    ///
+    /// If `line` is in fact present, nothing is evicted: the call acts as a
+    /// hit (replacement promote) that ORs `dirty` into the dirty bit and
+    /// replaces the sharers, and returns `None`. The one-way-per-line
+    /// invariant therefore holds whatever the caller does.
+    #[inline]
+    pub fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        let set = self.index.of(line);
+        if let Some(slot) = self.find(set, line) {
+            self.meta[slot] |= if dirty { DIRTY } else { 0 };
+            self.sharers[slot] = sharers;
+            self.promote(set, slot);
+            return None;
+        }
+        let slot = self.victim(set);
+        self.fill(set, slot, line, dirty, sharers)
+    }
+
+    /// Remove `line` if present; returns its `(dirty, sharers)`.
+    #[inline]
+    pub fn invalidate(&mut self, line: u64) -> Option<(bool, u64)> {
+        let slot = self.lookup(line)?;
+        let out = (self.meta[slot] & DIRTY != 0, self.sharers[slot]);
+        self.tags[slot] = INVALID;
+        self.meta[slot] &= STATE;
+        self.sharers[slot] = 0;
+        self.valid -= 1;
+        Some(out)
+    }
+
+    /// Sharers of `line`, `None` if absent.
+    #[inline]
+    pub fn sharers(&self, line: u64) -> Option<u64> {
+        self.lookup(line).map(|s| self.sharers[s])
+    }
+
+    /// Replace the sharers of `line`; false if absent.
+    #[inline]
+    pub fn set_sharers(&mut self, line: u64, sharers: u64) -> bool {
+        match self.lookup(line) {
+            Some(s) => {
+                self.sharers[s] = sharers;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// OR `bits` into the sharers of `line`; false if absent.
+    #[inline]
+    pub fn or_sharers(&mut self, line: u64, bits: u64) -> bool {
+        match self.lookup(line) {
+            Some(s) => {
+                self.sharers[s] |= bits;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Set or clear the dirty bit of `line`; false if absent. Does not
+    /// change replacement state.
+    #[inline]
+    pub fn set_dirty(&mut self, line: u64, dirty: bool) -> bool {
+        match self.lookup(line) {
+            Some(s) => {
+                self.meta[s] = (self.meta[s] & STATE) | if dirty { DIRTY } else { 0 };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Dirty bit of `line`, `None` if absent.
+    #[inline]
+    pub fn is_dirty(&self, line: u64) -> Option<bool> {
+        self.lookup(line).map(|s| self.meta[s] & DIRTY != 0)
+    }
+
+    /// Invalidate everything (no writebacks are reported). Replacement state
+    /// is reset; the random generator continues its sequence.
+    pub fn clear(&mut self) {
+        self.tags.fill(INVALID);
+        self.sharers.fill(0);
+        self.reset_meta();
+        self.valid = 0;
+    }
+
+    /// Number of valid lines.
+    #[inline]
+    pub fn occupancy(&self) -> u64 {
+        self.valid
+    }
+
+    /// Valid lines as `(line, dirty, sharers)`, in set then way order
+    /// (deterministic), e.g. to write back everything at a flush.
+    pub fn valid_lines(&self) -> impl Iterator<Item = (u64, bool, u64)> + '_ {
+        self.tags
+            .iter()
+            .enumerate()
+            .filter(|(_, &t)| t != INVALID)
+            .map(|(s, &t)| (t, self.meta[s] & DIRTY != 0, self.sharers[s]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    fn cache(sets: u32, ways: u32, p: Replacement) -> Cache {
+        Cache::new(CacheGeometry { sets, ways }, p, 1).unwrap()
+    }
+
+    /// Access; on a miss insert clean with no sharers. Returns (hit, evicted line).
+    fn touch(c: &mut Cache, line: u64) -> (bool, Option<u64>) {
+        if c.access(line, false) {
+            (true, None)
+        } else {
+            (false, c.insert(line, false, 0).map(|e| e.line))
+        }
+    }
+
+    // ---------------------------------------------------------------- parsing
+
+    #[test]
+    fn replacement_parse_and_names() {
+        for p in Replacement::ALL {
+            assert_eq!(p.name().parse::<Replacement>().unwrap(), p);
+            assert_eq!(p.to_string(), p.name());
+        }
+        let err = "plru".parse::<Replacement>().unwrap_err();
+        for n in Replacement::NAMES {
+            assert!(err.contains(n), "{err}");
+        }
+        assert!(err.contains("\"plru\""));
+    }
+
+    #[test]
+    fn geometry_from_capacity() {
+        let g = CacheGeometry::from_capacity(45 << 20, 64, 20).unwrap();
+        assert_eq!(
+            g,
+            CacheGeometry {
+                sets: 36864,
+                ways: 20
+            }
+        );
+        assert_eq!(g.lines(), 737_280);
+        assert!(CacheGeometry::from_capacity(1000, 64, 3).is_err());
+        assert!(CacheGeometry::from_capacity(4096, 64, 0).is_err());
+    }
+
+    #[test]
+    fn new_rejects_bad_geometry() {
+        assert!(Cache::new(CacheGeometry { sets: 0, ways: 4 }, Replacement::Lru, 0).is_err());
+        assert!(Cache::new(CacheGeometry { sets: 4, ways: 0 }, Replacement::Lru, 0).is_err());
+        assert!(Cache::new(CacheGeometry { sets: 4, ways: 65 }, Replacement::Lru, 0).is_err());
+        assert!(Cache::new(
+            CacheGeometry { sets: 4, ways: 64 },
+            Replacement::TreePlru,
+            0
+        )
+        .is_ok());
+    }
+
+    // --------------------------------------------------------------- indexing
+
+    #[test]
+    fn set_index_matches_modulo() {
+        for sets in [
+            1u32,
+            2,
+            3,
+            5,
+            7,
+            12,
+            36864,
+            36863,
+            1 << 20,
+            (1 << 31) + 11,
+            u32::MAX,
+        ] {
+            let ix = SetIndex::new(sets);
+            let samples = [
+                0u64,
+                1,
+                sets as u64 - 1,
+                sets as u64,
+                sets as u64 + 1,
+                12345678901234,
+                u64::MAX - 1,
+                u64::MAX,
+                1 << 57,
+                (1 << 58) - 1,
+            ];
+            for x in samples {
+                assert_eq!(ix.of(x) as u64, x % sets as u64, "{x} % {sets}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn set_index_matches_modulo_random(sets in 1u32.., x in any::<u64>()) {
+            prop_assert_eq!(SetIndex::new(sets).of(x) as u64, x % sets as u64);
+        }
+    }
+
+    #[test]
+    fn non_power_of_two_sets() {
+        // 3 sets x 2 ways: lines 0, 3, 6 share set 0; 1 and 4 share set 1.
+        let mut c = cache(3, 2, Replacement::Lru);
+        assert_eq!(c.set_of(6), 0);
+        assert_eq!(c.set_of(7), 1);
+        assert_eq!(c.insert(0, false, 0), None);
+        assert_eq!(c.insert(3, false, 0), None);
+        assert_eq!(c.insert(1, false, 0), None);
+        assert_eq!(c.insert(4, false, 0), None);
+        assert_eq!(c.insert(2, false, 0), None);
+        assert_eq!(c.occupancy(), 5);
+        // Set 0 is full: 6 evicts the LRU line 0; set 1 and set 2 untouched.
+        assert_eq!(c.insert(6, false, 0).map(|e| e.line), Some(0));
+        assert!(c.contains(1) && c.contains(4) && c.contains(2) && c.contains(3));
+        // 36864-set LLC: the same line index mod 36864 only.
+        let llc = Cache::new(
+            CacheGeometry {
+                sets: 36864,
+                ways: 20,
+            },
+            Replacement::Lru,
+            0,
+        )
+        .unwrap();
+        assert_eq!(llc.set_of(36864 * 7 + 5), 5);
+        assert_eq!(llc.lines(), 737_280);
+    }
+
+    // ------------------------------------------------------------------- LRU
+
+    #[test]
+    fn lru_exact_sequence() {
+        // 2 sets x 4 ways; even lines go to set 0.
+        let mut c = cache(2, 4, Replacement::Lru);
+        for l in [0, 2, 4, 6] {
+            assert_eq!(touch(&mut c, l), (false, None));
+        }
+        assert_eq!(touch(&mut c, 0), (true, None)); // order (LRU first): 2 4 6 0
+        assert_eq!(touch(&mut c, 8), (false, Some(2))); // 4 6 0 8
+        assert_eq!(touch(&mut c, 4), (true, None)); // 6 0 8 4
+        assert_eq!(touch(&mut c, 10), (false, Some(6))); // 0 8 4 10
+        assert_eq!(touch(&mut c, 12), (false, Some(0))); // 8 4 10 12
+        assert_eq!(touch(&mut c, 1), (false, None)); // set 1 independent
+        assert_eq!(touch(&mut c, 2), (false, Some(8)));
+        assert!(!c.contains(8) && c.contains(4) && c.contains(1));
+        assert_eq!(c.occupancy(), 5);
+    }
+
+    #[test]
+    fn contains_does_not_promote() {
+        let mut c = cache(1, 2, Replacement::Lru);
+        touch(&mut c, 0);
+        touch(&mut c, 1);
+        assert!(c.contains(0)); // no promotion: 0 stays LRU
+        assert_eq!(touch(&mut c, 2), (false, Some(0)));
+    }
+
+    #[test]
+    fn dirty_eviction_reported() {
+        let mut c = cache(1, 2, Replacement::Lru);
+        assert_eq!(c.insert(10, false, 0), None);
+        assert_eq!(c.insert(11, false, 0b10), None);
+        assert!(c.access(10, true)); // write hit dirties 10, now MRU
+        assert_eq!(c.is_dirty(10), Some(true));
+        assert!(c.access(10, false)); // a read keeps it dirty
+        assert_eq!(c.is_dirty(10), Some(true));
+        assert_eq!(
+            c.insert(12, false, 0),
+            Some(Evicted {
+                line: 11,
+                dirty: false,
+                sharers: 0b10
+            })
+        );
+        assert_eq!(
+            c.insert(13, true, 0),
+            Some(Evicted {
+                line: 10,
+                dirty: true,
+                sharers: 0
+            })
+        );
+        assert_eq!(
+            c.insert(14, false, 0),
+            Some(Evicted {
+                line: 12,
+                dirty: false,
+                sharers: 0
+            })
+        );
+        assert_eq!(
+            c.insert(15, false, 0),
+            Some(Evicted {
+                line: 13,
+                dirty: true,
+                sharers: 0
+            })
+        );
+    }
+
+    #[test]
+    fn invalidate_and_refill_uses_the_hole() {
+        for p in Replacement::ALL {
+            let mut c = cache(1, 4, p);
+            for l in 0..4 {
+                c.insert(l, l == 2, 1 << l);
+            }
+            assert_eq!(c.invalidate(2), Some((true, 0b100)), "{p}");
+            assert_eq!(c.invalidate(2), None);
+            assert_eq!(c.occupancy(), 3);
+            assert!(!c.contains(2));
+            // The freed way is refilled before any valid line is evicted.
+            assert_eq!(c.insert(9, false, 0), None, "{p}");
+            assert_eq!(c.occupancy(), 4);
+            for l in [0, 1, 3, 9] {
+                assert!(c.contains(l), "{p}: {l}");
+            }
+        }
+    }
+
+    #[test]
+    fn sharers_and_dirty_round_trip() {
+        let mut c = cache(2, 2, Replacement::Srrip);
+        assert_eq!(c.sharers(5), None);
+        assert!(!c.set_sharers(5, 1));
+        assert!(!c.or_sharers(5, 1));
+        assert!(!c.set_dirty(5, true));
+        assert_eq!(c.is_dirty(5), None);
+        c.insert(5, false, 0b0101);
+        assert_eq!(c.sharers(5), Some(0b0101));
+        assert!(c.or_sharers(5, 0b1000));
+        assert_eq!(c.sharers(5), Some(0b1101));
+        assert!(c.set_sharers(5, u64::MAX));
+        assert_eq!(c.sharers(5), Some(u64::MAX));
+        assert!(c.set_dirty(5, true));
+        assert_eq!(c.is_dirty(5), Some(true));
+        assert!(c.set_dirty(5, false));
+        assert_eq!(c.is_dirty(5), Some(false));
+        // access_or_insert ORs sharers on a hit and sets them on a miss.
+        assert_eq!(c.access_or_insert(5, true, 0), (true, None));
+        assert_eq!(c.is_dirty(5), Some(true));
+        assert_eq!(c.access_or_insert(7, false, 0b10), (false, None));
+        assert_eq!(c.access_or_insert(7, false, 0b01), (true, None));
+        assert_eq!(c.sharers(7), Some(0b11));
+        assert_eq!(c.invalidate(5), Some((true, u64::MAX)));
+    }
+
+    #[test]
+    fn insert_of_present_line_does_not_duplicate() {
+        let mut c = cache(1, 2, Replacement::Lru);
+        c.insert(1, false, 1);
+        c.insert(2, false, 0);
+        assert_eq!(c.insert(1, true, 4), None);
+        assert_eq!(c.occupancy(), 2);
+        assert_eq!(c.sharers(1), Some(4));
+        assert_eq!(c.is_dirty(1), Some(true));
+        // 1 was promoted: 2 is the victim.
+        assert_eq!(c.insert(3, false, 0).map(|e| e.line), Some(2));
+    }
+
+    #[test]
+    fn clear_empties_everything() {
+        for p in Replacement::ALL {
+            let mut c = cache(3, 3, p);
+            for l in 0..20 {
+                c.access_or_insert(l, true, 1);
+            }
+            c.clear();
+            assert_eq!(c.occupancy(), 0);
+            assert_eq!(c.valid_lines().count(), 0);
+            assert!((0..20).all(|l| !c.contains(l)));
+            for l in 0..9 {
+                assert_eq!(c.insert(l, false, 0), None);
+            }
+            assert_eq!(c.occupancy(), 9);
+        }
+    }
+
+    // ------------------------------------------------------------- tree-PLRU
+
+    // Notation for 4 ways: root bit r (0 = victim on the left, ways 0-1;
+    // 1 = right, ways 2-3), left node bit a (0 = way 0, 1 = way 1), right
+    // node bit b (0 = way 2, 1 = way 3). Touching a way points its path away.
+
+    #[test]
+    fn tree_plru_exact_sequence_4_ways() {
+        let mut c = cache(2, 4, Replacement::TreePlru);
+        for l in [0, 2, 4, 6] {
+            assert_eq!(touch(&mut c, l), (false, None)); // ways 0..3
+        }
+        // r=0 a=0 b=0
+        assert_eq!(touch(&mut c, 8), (false, Some(0))); // way 0; r=1 a=1
+        assert_eq!(touch(&mut c, 10), (false, Some(4))); // way 2; r=0 b=1
+        assert_eq!(touch(&mut c, 12), (false, Some(2))); // way 1; r=1 a=0
+        assert_eq!(touch(&mut c, 10), (true, None)); // way 2; r=0 b=1
+        assert_eq!(touch(&mut c, 14), (false, Some(8))); // way 0; r=1 a=1
+        assert_eq!(touch(&mut c, 16), (false, Some(6))); // way 3; r=0 b=0
+        assert_eq!(touch(&mut c, 18), (false, Some(12))); // way 1
+    }
+
+    #[test]
+    fn tree_plru_differs_from_lru() {
+        let mut p = cache(1, 4, Replacement::TreePlru);
+        let mut l = cache(1, 4, Replacement::Lru);
+        for x in [0, 1, 2, 3, 0, 2, 1] {
+            touch(&mut p, x);
+            touch(&mut l, x);
+        }
+        // LRU order (oldest first) 3 0 2 1. PLRU r=1 a=0 b=1 -> way 3.
+        assert_eq!(touch(&mut l, 9), (false, Some(3)));
+        assert_eq!(touch(&mut p, 9), (false, Some(3)));
+        // LRU 0 2 1 9. PLRU r=0 a=0 b=0 -> way 0.
+        assert_eq!(touch(&mut l, 10), (false, Some(0)));
+        assert_eq!(touch(&mut p, 10), (false, Some(0)));
+        // Ways now 10 1 2 9. After these hits LRU order is 2 10 1 9, while
+        // PLRU has r=0 a=0 b=0 and picks way 0, line 10 (touched 3rd last).
+        for x in [9, 1, 2, 10, 1, 9] {
+            assert!(touch(&mut l, x).0);
+            assert!(touch(&mut p, x).0);
+        }
+        assert_eq!(touch(&mut l, 11), (false, Some(2)));
+        assert_eq!(touch(&mut p, 11), (false, Some(10)));
+    }
+
+    #[test]
+    fn tree_plru_non_power_of_two_ways() {
+        // 3 ways: tree over 4 leaves, leaf 3 missing; the right subtree of
+        // the root holds only way 2.
+        let mut c = cache(1, 3, Replacement::TreePlru);
+        for l in [0, 1, 2] {
+            assert_eq!(touch(&mut c, l), (false, None));
+        }
+        // Last touch way 2 (right) -> root left; left node after way 1 -> way 0.
+        assert_eq!(touch(&mut c, 3), (false, Some(0)));
+        // Touch way 0 -> root right; right node points at missing leaf 3 ->
+        // take the existing leaf 2.
+        assert_eq!(touch(&mut c, 4), (false, Some(2)));
+        // Way 2 touched -> root left; left node: way 0 touched last -> way 1.
+        assert_eq!(touch(&mut c, 5), (false, Some(1)));
+        // 20 ways never choose a way >= 20 and cycle through all of them.
+        let mut c = cache(1, 20, Replacement::TreePlru);
+        let mut evicted = std::collections::BTreeSet::new();
+        for l in 0..20 {
+            assert_eq!(touch(&mut c, l), (false, None));
+        }
+        for l in 20..60 {
+            let (hit, ev) = touch(&mut c, l);
+            assert!(!hit);
+            evicted.insert(ev.unwrap());
+            assert_eq!(c.occupancy(), 20);
+        }
+        assert!(evicted.len() >= 20);
+    }
+
+    // ----------------------------------------------------------------- SRRIP
+
+    #[test]
+    fn srrip_exact_sequence() {
+        let mut c = cache(2, 4, Replacement::Srrip);
+        // Fill: RRPVs 2 2 2 2 (lines 0 2 4 6 in ways 0..3).
+        for l in [0, 2, 4, 6] {
+            assert_eq!(touch(&mut c, l), (false, None));
+        }
+        assert_eq!(touch(&mut c, 2), (true, None)); // 2 0 2 2
+                                                    // Miss: no 3 -> age by 1: 3 1 3 3 -> first 3 is way 0 (line 0).
+        assert_eq!(touch(&mut c, 8), (false, Some(0))); // 2 1 3 3
+                                                        // Miss: way 2 (line 4) has 3.
+        assert_eq!(touch(&mut c, 10), (false, Some(4))); // 2 1 2 3
+        assert_eq!(touch(&mut c, 12), (false, Some(6))); // 2 1 2 2
+                                                         // Miss: age by 1: 3 2 3 3 -> way 0 (line 8).
+        assert_eq!(touch(&mut c, 14), (false, Some(8))); // 2 2 3 3
+        assert_eq!(touch(&mut c, 16), (false, Some(10))); // 2 2 2 3
+        assert_eq!(touch(&mut c, 10), (false, Some(12))); // 2 2 2 2 (10 back in way 3)
+        assert_eq!(touch(&mut c, 10), (true, None)); // 2 2 2 0
+                                                     // Scan resistance: a stream of new lines never evicts 10 until aged out.
+        assert_eq!(touch(&mut c, 18), (false, Some(14))); // age 1: 3 3 3 1 -> way 0; 2 3 3 1
+        assert_eq!(touch(&mut c, 20), (false, Some(2))); // way 1: 2 2 3 1
+        assert_eq!(touch(&mut c, 22), (false, Some(16))); // way 2: 2 2 2 1
+        assert!(c.contains(10));
+        assert_eq!(touch(&mut c, 24), (false, Some(18))); // age 1: 3 3 3 2 -> way 0
+        assert!(c.contains(10));
+    }
+
+    // ---------------------------------------------------------------- Random
+
+    #[test]
+    fn random_is_seeded_and_deterministic() {
+        let run = |seed: u64| {
+            let mut c = Cache::new(
+                CacheGeometry { sets: 3, ways: 4 },
+                Replacement::Random,
+                seed,
+            )
+            .unwrap();
+            (0..500u64)
+                .map(|i| touch(&mut c, (i * 7919) % 61).1)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(42), run(42));
+        assert_ne!(run(42), run(43));
+        // Every way gets chosen eventually.
+        let mut c = Cache::new(CacheGeometry { sets: 1, ways: 4 }, Replacement::Random, 7).unwrap();
+        let mut seen = [false; 4];
+        for l in 0..4 {
+            c.insert(l, false, 0);
+        }
+        for l in 4..200 {
+            assert!(c.insert(l, false, 0).is_some());
+            let way = c.tags.iter().position(|&t| t == l).unwrap();
+            seen[way] = true;
+        }
+        assert_eq!(seen, [true; 4]);
+    }
+
+    // ------------------------------------------------- differential proptests
+
+    /// The reference keeps every set as an explicit list of ways.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct RefLine {
+        line: u64,
+        dirty: bool,
+        sharers: u64,
+    }
+
+    trait RefModel {
+        /// Hit: promote + dirty |= write. Returns hit.
+        fn access(&mut self, line: u64, write: bool) -> bool;
+        /// Insert an absent line; returns evicted.
+        fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<RefLine>;
+        fn invalidate(&mut self, line: u64) -> Option<RefLine>;
+        fn get_mut(&mut self, line: u64) -> Option<&mut RefLine>;
+        fn count(&self) -> usize;
+    }
+
+    /// LRU: per set a deque, most recently used at the front.
+    struct RefLru {
+        sets: Vec<VecDeque<RefLine>>,
+        ways: usize,
+    }
+    impl RefLru {
+        fn new(sets: usize, ways: usize) -> Self {
+            RefLru {
+                sets: vec![VecDeque::new(); sets],
+                ways,
+            }
+        }
+        fn set(&mut self, line: u64) -> &mut VecDeque<RefLine> {
+            let n = self.sets.len() as u64;
+            &mut self.sets[(line % n) as usize]
+        }
+    }
+    impl RefModel for RefLru {
+        fn access(&mut self, line: u64, write: bool) -> bool {
+            let s = self.set(line);
+            match s.iter().position(|e| e.line == line) {
+                Some(i) => {
+                    let mut e = s.remove(i).unwrap();
+                    e.dirty |= write;
+                    s.push_front(e);
+                    true
+                }
+                None => false,
+            }
+        }
+        fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<RefLine> {
+            let ways = self.ways;
+            let s = self.set(line);
+            let ev = if s.len() == ways { s.pop_back() } else { None };
+            s.push_front(RefLine {
+                line,
+                dirty,
+                sharers,
+            });
+            ev
+        }
+        fn invalidate(&mut self, line: u64) -> Option<RefLine> {
+            let s = self.set(line);
+            let i = s.iter().position(|e| e.line == line)?;
+            s.remove(i)
+        }
+        fn get_mut(&mut self, line: u64) -> Option<&mut RefLine> {
+            self.set(line).iter_mut().find(|e| e.line == line)
+        }
+        fn count(&self) -> usize {
+            self.sets.iter().map(|s| s.len()).sum()
+        }
+    }
+
+    /// Way-array reference for policies where the physical way matters.
+    struct RefWays<P> {
+        sets: Vec<(Vec<Option<RefLine>>, P)>,
+    }
+    trait WayPolicy: Clone {
+        fn touch(&mut self, way: usize);
+        fn fill(&mut self, way: usize);
+        fn victim(&mut self) -> usize;
+    }
+    impl<P: WayPolicy> RefWays<P> {
+        fn new(sets: usize, ways: usize, p: P) -> Self {
+            RefWays {
+                sets: vec![(vec![None; ways], p); sets],
+            }
+        }
+        fn set(&mut self, line: u64) -> &mut (Vec<Option<RefLine>>, P) {
+            let n = self.sets.len() as u64;
+            &mut self.sets[(line % n) as usize]
+        }
+    }
+    impl<P: WayPolicy> RefModel for RefWays<P> {
+        fn access(&mut self, line: u64, write: bool) -> bool {
+            let (ways, p) = self.set(line);
+            for (w, e) in ways.iter_mut().enumerate() {
+                if let Some(e) = e {
+                    if e.line == line {
+                        e.dirty |= write;
+                        p.touch(w);
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<RefLine> {
+            let (ways, p) = self.set(line);
+            let w = match ways.iter().position(|e| e.is_none()) {
+                Some(w) => w,
+                None => p.victim(),
+            };
+            let old = ways[w].replace(RefLine {
+                line,
+                dirty,
+                sharers,
+            });
+            p.fill(w);
+            old
+        }
+        fn invalidate(&mut self, line: u64) -> Option<RefLine> {
+            let (ways, _) = self.set(line);
+            let e = ways
+                .iter_mut()
+                .find(|e| matches!(e, Some(x) if x.line == line))?;
+            e.take()
+        }
+        fn get_mut(&mut self, line: u64) -> Option<&mut RefLine> {
+            let (ways, _) = self.set(line);
+            ways.iter_mut().flatten().find(|e| e.line == line)
+        }
+        fn count(&self) -> usize {
+            self.sets
+                .iter()
+                .map(|(w, _)| w.iter().flatten().count())
+                .sum()
+        }
+    }
+
+    /// Tree-PLRU reference: an explicit recursive tree over the range
+    /// `0..ways`, where a node covering `[lo, lo+span)` splits at
+    /// `lo + span/2` (span a power of two) and a node whose right half is
+    /// empty is skipped. Node bits live in a map keyed by (lo, span).
+    #[derive(Clone)]
+    struct RefPlru {
+        ways: usize,
+        span: usize,
+        right: std::collections::BTreeMap<(usize, usize), bool>,
+    }
+    impl RefPlru {
+        fn new(ways: usize) -> Self {
+            RefPlru {
+                ways,
+                span: ways.next_power_of_two(),
+                right: Default::default(),
+            }
+        }
+        fn walk_touch(&mut self, lo: usize, span: usize, way: usize) {
+            if span == 1 {
+                return;
+            }
+            let mid = lo + span / 2;
+            let go_right = way >= mid;
+            // Point away from the touched half.
+            self.right.insert((lo, span), !go_right);
+            if go_right {
+                self.walk_touch(mid, span / 2, way)
+            } else {
+                self.walk_touch(lo, span / 2, way)
+            }
+        }
+        fn walk_victim(&self, lo: usize, span: usize) -> usize {
+            if span == 1 {
+                return lo;
+            }
+            let mid = lo + span / 2;
+            let right_exists = mid < self.ways;
+            if right_exists && *self.right.get(&(lo, span)).unwrap_or(&false) {
+                self.walk_victim(mid, span / 2)
+            } else {
+                self.walk_victim(lo, span / 2)
+            }
+        }
+    }
+    impl WayPolicy for RefPlru {
+        fn touch(&mut self, way: usize) {
+            self.walk_touch(0, self.span, way)
+        }
+        fn fill(&mut self, way: usize) {
+            self.walk_touch(0, self.span, way)
+        }
+        fn victim(&mut self) -> usize {
+            self.walk_victim(0, self.span)
+        }
+    }
+
+    /// SRRIP reference: the paper's loop, literally.
+    #[derive(Clone)]
+    struct RefSrrip {
+        rrpv: Vec<u32>,
+    }
+    impl WayPolicy for RefSrrip {
+        fn touch(&mut self, way: usize) {
+            self.rrpv[way] = 0;
+        }
+        fn fill(&mut self, way: usize) {
+            self.rrpv[way] = 2;
+        }
+        fn victim(&mut self) -> usize {
+            loop {
+                for (w, &v) in self.rrpv.iter().enumerate() {
+                    if v == 3 {
+                        return w;
+                    }
+                }
+                for v in self.rrpv.iter_mut() {
+                    *v += 1;
+                }
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// access; on a miss, insert (through `insert`).
+        Access {
+            line: u64,
+            write: bool,
+            sharers: u64,
+        },
+        /// the combined call.
+        AccessOrInsert {
+            line: u64,
+            write: bool,
+            sharers: u64,
+        },
+        Invalidate(u64),
+        SetDirty(u64, bool),
+        OrSharers(u64, u64),
+        Contains(u64),
+    }
+
+    fn op_strategy(max_line: u64) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..max_line, any::<bool>(), 0u64..16).prop_map(|(line, write, sharers)| Op::Access { line, write, sharers }),
+            4 => (0..max_line, any::<bool>(), 0u64..16).prop_map(|(line, write, sharers)| Op::AccessOrInsert { line, write, sharers }),
+            1 => (0..max_line).prop_map(Op::Invalidate),
+            1 => (0..max_line, any::<bool>()).prop_map(|(l, d)| Op::SetDirty(l, d)),
+            1 => (0..max_line, 0u64..16).prop_map(|(l, b)| Op::OrSharers(l, b)),
+            1 => (0..max_line).prop_map(Op::Contains),
+        ]
+    }
+
+    fn scenario() -> impl Strategy<Value = (u32, u32, Vec<Op>)> {
+        (1u32..=4, 1u32..=8).prop_flat_map(|(sets, ways)| {
+            let max_line = (sets * ways * 3) as u64;
+            (
+                Just(sets),
+                Just(ways),
+                proptest::collection::vec(op_strategy(max_line), 1..300),
+            )
+        })
+    }
+
+    fn ev(e: Option<RefLine>) -> Option<Evicted> {
+        e.map(|e| Evicted {
+            line: e.line,
+            dirty: e.dirty,
+            sharers: e.sharers,
+        })
+    }
+
+    fn differential(c: &mut Cache, r: &mut dyn RefModel, ops: &[Op]) -> Result<(), TestCaseError> {
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Access {
+                    line,
+                    write,
+                    sharers,
+                } => {
+                    let hit = c.access(line, write);
+                    prop_assert_eq!(hit, r.access(line, write), "step {}: {:?}", i, op);
+                    if !hit {
+                        let got = c.insert(line, write, sharers);
+                        prop_assert_eq!(
+                            got,
+                            ev(r.insert(line, write, sharers)),
+                            "step {}: {:?}",
+                            i,
+                            op
+                        );
+                    }
+                }
+                Op::AccessOrInsert {
+                    line,
+                    write,
+                    sharers,
+                } => {
+                    let got = c.access_or_insert(line, write, sharers);
+                    let hit = r.access(line, write);
+                    let want = if hit {
+                        r.get_mut(line).unwrap().sharers |= sharers;
+                        (true, None)
+                    } else {
+                        (false, ev(r.insert(line, write, sharers)))
+                    };
+                    prop_assert_eq!(got, want, "step {}: {:?}", i, op);
+                }
+                Op::Invalidate(line) => {
+                    let want = r.invalidate(line).map(|e| (e.dirty, e.sharers));
+                    prop_assert_eq!(c.invalidate(line), want, "step {}: {:?}", i, op);
+                }
+                Op::SetDirty(line, d) => {
+                    let want = r.get_mut(line).map(|e| e.dirty = d).is_some();
+                    prop_assert_eq!(c.set_dirty(line, d), want, "step {}: {:?}", i, op);
+                }
+                Op::OrSharers(line, b) => {
+                    let want = r.get_mut(line).map(|e| e.sharers |= b).is_some();
+                    prop_assert_eq!(c.or_sharers(line, b), want, "step {}: {:?}", i, op);
+                }
+                Op::Contains(line) => {
+                    let want = r.get_mut(line).map(|e| (e.dirty, e.sharers));
+                    prop_assert_eq!(c.contains(line), want.is_some(), "step {}", i);
+                    prop_assert_eq!(c.is_dirty(line), want.map(|w| w.0), "step {}", i);
+                    prop_assert_eq!(c.sharers(line), want.map(|w| w.1), "step {}", i);
+                }
+            }
+            prop_assert_eq!(c.occupancy() as usize, r.count(), "step {}", i);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn lru_matches_reference((sets, ways, ops) in scenario()) {
+            let mut c = cache(sets, ways, Replacement::Lru);
+            let mut r = RefLru::new(sets as usize, ways as usize);
+            differential(&mut c, &mut r, &ops)?;
+        }
+
+        #[test]
+        fn tree_plru_matches_reference((sets, ways, ops) in scenario()) {
+            let mut c = cache(sets, ways, Replacement::TreePlru);
+            let mut r = RefWays::new(sets as usize, ways as usize, RefPlru::new(ways as usize));
+            differential(&mut c, &mut r, &ops)?;
+        }
+
+        #[test]
+        fn srrip_matches_reference((sets, ways, ops) in scenario()) {
+            let mut c = cache(sets, ways, Replacement::Srrip);
+            let mut r = RefWays::new(sets as usize, ways as usize, RefSrrip { rrpv: vec![3; ways as usize] });
+            differential(&mut c, &mut r, &ops)?;
+        }
+
+        #[test]
+        fn random_keeps_invariants((sets, ways, ops) in scenario(), seed in any::<u64>()) {
+            let run = |seed: u64| -> Result<Vec<(bool, Option<Evicted>)>, TestCaseError> {
+                let mut c = Cache::new(CacheGeometry { sets, ways }, Replacement::Random, seed).unwrap();
+                // The set of lines that must be present: inserted and neither
+                // evicted nor invalidated since.
+                let mut present = std::collections::BTreeMap::<u64, (bool, u64)>::new();
+                let mut trace = Vec::new();
+                for op in &ops {
+                    match *op {
+                        Op::Access { line, write, sharers } | Op::AccessOrInsert { line, write, sharers } => {
+                            let (hit, e) = c.access_or_insert(line, write, sharers);
+                            prop_assert_eq!(hit, present.contains_key(&line));
+                            if let Some(e) = e {
+                                // Only a full set evicts.
+                                let in_set = present.keys().filter(|&&l| c.set_of(l) == c.set_of(line)).count();
+                                prop_assert_eq!(in_set, ways as usize);
+                                let (d, s) = present.remove(&e.line).expect("evicted a line that was not present");
+                                prop_assert_eq!((e.dirty, e.sharers), (d, s));
+                                prop_assert_eq!(c.set_of(e.line), c.set_of(line));
+                            }
+                            let entry = present.entry(line).or_insert((false, 0));
+                            entry.0 |= write;
+                            entry.1 |= sharers;
+                            trace.push((hit, e));
+                        }
+                        Op::Invalidate(line) => {
+                            prop_assert_eq!(c.invalidate(line), present.remove(&line));
+                        }
+                        Op::SetDirty(line, d) => {
+                            let want = present.get_mut(&line).map(|e| e.0 = d).is_some();
+                            prop_assert_eq!(c.set_dirty(line, d), want);
+                        }
+                        Op::OrSharers(line, b) => {
+                            let want = present.get_mut(&line).map(|e| e.1 |= b).is_some();
+                            prop_assert_eq!(c.or_sharers(line, b), want);
+                        }
+                        Op::Contains(line) => prop_assert_eq!(c.contains(line), present.contains_key(&line)),
+                    }
+                    prop_assert_eq!(c.occupancy() as usize, present.len());
+                    prop_assert!(c.occupancy() <= c.lines());
+                    // No duplicates, every line in its own set.
+                    let mut lines: Vec<u64> = c.valid_lines().map(|(l, _, _)| l).collect();
+                    let n = lines.len();
+                    lines.sort_unstable();
+                    lines.dedup();
+                    prop_assert_eq!(lines.len(), n);
+                    for (slot, &t) in c.tags.iter().enumerate() {
+                        if t != INVALID {
+                            prop_assert_eq!(c.set_of(t) as usize, slot / ways as usize);
+                        }
+                    }
+                }
+                Ok(trace)
+            };
+            prop_assert_eq!(run(seed)?, run(seed)?);
+        }
+    }
+
+    // ------------------------------------------------------- micro-benchmark
+
+    /// `cargo test -p vmsim-core --release -- --ignored --nocapture bench`
+    #[test]
+    #[ignore]
+    fn bench_llc_streaming() {
+        let geom = CacheGeometry::from_capacity(45 << 20, 64, 20).unwrap();
+        let n: u64 = 20_000_000;
+        for p in Replacement::ALL {
+            let mut c = Cache::new(geom, p, 1).unwrap();
+            // Stream over 2x the capacity, so that once the cache is warm
+            // (almost) every access misses and evicts; every 4th line is
+            // written.
+            let span = 2 * c.lines();
+            let (mut hits, mut dirty, mut off) = (0u64, 0u64, 0u64);
+            let start = std::time::Instant::now();
+            for i in 0..n {
+                let (hit, ev) = c.access_or_insert(0x10_0000 + off, i & 3 == 0, 1);
+                hits += hit as u64;
+                dirty += ev.map_or(0, |e| e.dirty as u64);
+                off += 1;
+                if off == span {
+                    off = 0;
+                }
+            }
+            let s = start.elapsed().as_secs_f64();
+            println!(
+                "LLC 45 MiB 20-way {:>9}: streaming miss+insert {:6.1} M accesses/s (hits {hits}, dirty evictions {dirty})",
+                p.name(),
+                n as f64 / s / 1e6
+            );
+            // Re-read a resident working set (half the capacity): all hits.
+            let ws = c.lines() / 2;
+            c.clear();
+            for i in 0..ws {
+                c.access_or_insert(0x4000_0000 + i, false, 0);
+            }
+            let (mut hits, mut off) = (0u64, 0u64);
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                hits += c.access(0x4000_0000 + off, false) as u64;
+                off += 1;
+                if off == ws {
+                    off = 0;
+                }
+            }
+            let s = start.elapsed().as_secs_f64();
+            assert_eq!(hits, n);
+            println!(
+                "LLC 45 MiB 20-way {:>9}: streaming hits        {:6.1} M accesses/s",
+                p.name(),
+                n as f64 / s / 1e6
+            );
+        }
+    }
+}

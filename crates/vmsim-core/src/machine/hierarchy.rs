@@ -1,0 +1,495 @@
+//! The cache hierarchy: per-core L1d and L2 (shared by SMT siblings), one LLC
+//! per LLC instance (per socket on Intel, per CCX on AMD), coherence between
+//! them, and the DRAM/link traffic their misses and write-backs cause.
+//!
+//! Coherence is MESI-like at line granularity:
+//! - each LLC line keeps core-valid bits (`sharers`, bit = core within the
+//!   instance) and `EXCL` (no other LLC instance holds the line);
+//! - a store needs exclusivity: it invalidates other cores' copies (found
+//!   through the core-valid bits) and, unless `EXCL`, other instances' copies;
+//! - an LLC miss probes the other instances (a dirty copy there is forwarded
+//!   cache-to-cache instead of read from DRAM).
+//! Inclusive LLCs back-invalidate private copies when they evict. Non-inclusive
+//! LLCs are filled by L2 victims only; their cross-core coherence is tracked
+//! only for lines that are in the LLC (a documented simplification).
+//!
+//! Invariants: a line is in at most one way of a cache; with an inclusive LLC
+//! every line in an L1/L2 is in its instance's LLC with its core's bit set;
+//! every dirty line leaving the last cache that holds it is written to DRAM.
+
+use super::cache::{Cache, CacheGeometry, Evicted, Replacement};
+use super::memory::Calendar;
+use super::topology::Topology;
+use serde::Serialize;
+
+/// Core-valid bit reserved to mean "no other LLC instance holds this line".
+pub const EXCL: u64 = 1 << 63;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    Load,
+    /// An ordinary store: a miss reads the line first (RFO).
+    Store,
+    /// A fast-string store of a whole line: no RFO where the chip allows it.
+    StringStore,
+    /// A non-temporal store of a whole line: bypasses and evicts the caches.
+    NtStore,
+}
+
+impl AccessKind {
+    #[inline]
+    pub fn is_store(self) -> bool {
+        !matches!(self, AccessKind::Load)
+    }
+}
+
+/// Where an access was served from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    L1,
+    L2,
+    Llc,
+    /// Another LLC instance (other socket or CCX) forwarded the line.
+    RemoteCache,
+    /// Ownership granted without data (no-RFO string store, LLC miss).
+    NoFill,
+    Dram { remote: bool },
+    /// Non-temporal store written to memory.
+    NtWrite { remote: bool },
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CacheStats {
+    pub l1d_loads: u64,
+    pub l1d_stores: u64,
+    pub l1d_misses: u64,
+    pub l2_misses: u64,
+    pub llc_references: u64,
+    pub llc_misses: u64,
+    pub remote_cache_hits: u64,
+    pub dram_reads: u64,
+    pub dram_remote_reads: u64,
+    pub nt_stores: u64,
+    pub back_invalidations: u64,
+    pub coherence_invalidations: u64,
+}
+
+pub struct Latencies {
+    pub l2: u64,
+    pub llc: u64,
+    pub remote_cache: u64,
+    pub dram_local: u64,
+    pub dram_remote: u64,
+}
+
+pub struct Hierarchy {
+    pub topo: Topology,
+    l1: Vec<Cache>,
+    l2: Vec<Cache>,
+    llc: Vec<Cache>,
+    inclusive: bool,
+    no_rfo: bool,
+    pub lat: Latencies,
+    /// Memory bytes per NUMA node; physical addresses are laid out node by node.
+    node_bytes: u64,
+    pub dram: Vec<Calendar>,
+    /// Outgoing socket-link bandwidth, per socket.
+    pub link: Vec<Calendar>,
+    /// Cores per LLC instance that have ever filled a line (probe filter for non-inclusive LLCs).
+    active: Vec<u64>,
+}
+
+pub struct HierarchyParams {
+    pub topo: Topology,
+    pub l1: (u64, u64, Replacement),
+    pub l2: (u64, u64, Replacement),
+    pub llc: (u64, u64, Replacement),
+    pub inclusive: bool,
+    pub no_rfo: bool,
+    pub lat: Latencies,
+    pub node_bytes: u64,
+    pub dram_bytes_per_cycle: f64,
+    pub link_bytes_per_cycle: f64,
+    pub seed: u64,
+}
+
+fn mk(size_bytes: u64, ways: u64, pol: Replacement, seed: u64) -> Result<Cache, String> {
+    let sets = size_bytes / 64 / ways;
+    Cache::new(CacheGeometry { sets: sets as u32, ways: ways as u32 }, pol, seed)
+}
+
+impl Hierarchy {
+    pub fn new(p: HierarchyParams) -> Result<Hierarchy, String> {
+        let t = &p.topo;
+        let mut l1 = Vec::new();
+        let mut l2 = Vec::new();
+        let mut llc = Vec::new();
+        for c in 0..t.nr_cores() as u64 {
+            l1.push(mk(p.l1.0, p.l1.1, p.l1.2, p.seed ^ (c << 8) ^ 1)?);
+            l2.push(mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?);
+        }
+        for i in 0..t.nr_llcs() as u64 {
+            llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
+        }
+        let dram = (0..t.nr_nodes()).map(|_| Calendar::new(p.dram_bytes_per_cycle)).collect();
+        let link = (0..t.sockets).map(|_| Calendar::new(p.link_bytes_per_cycle)).collect();
+        Ok(Hierarchy {
+            active: vec![0; t.nr_llcs()],
+            topo: p.topo,
+            l1,
+            l2,
+            llc,
+            inclusive: p.inclusive,
+            no_rfo: p.no_rfo,
+            lat: p.lat,
+            node_bytes: p.node_bytes,
+            dram,
+            link,
+        })
+    }
+
+    #[inline]
+    pub fn home_node(&self, line: u64) -> usize {
+        (((line << 6) / self.node_bytes) as usize).min(self.dram.len() - 1)
+    }
+
+    /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
+    #[inline]
+    fn dram_xfer(&mut self, node: usize, socket: usize, t: u64, write: bool) -> u64 {
+        let xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
+        let mut done = self.dram[node].reserve(t, 64, write);
+        let home_socket = self.topo.socket_of_node(node);
+        if home_socket != socket {
+            // Reads cross from the home socket to us; writes from us to it.
+            let from = if write { socket } else { home_socket };
+            done = done.max(self.link[from].reserve(t, 64, write));
+        }
+        done.saturating_sub(t + xfer)
+    }
+
+    fn writeback(&mut self, line: u64, socket: usize, t: u64) {
+        let node = self.home_node(line);
+        self.dram_xfer(node, socket, t, true);
+    }
+
+    /// Drops `core`'s private copies of `line`; true if one was dirty.
+    #[inline]
+    fn drop_private(&mut self, core: usize, line: u64) -> bool {
+        let a = self.l1[core].invalidate(line).map(|(d, _)| d).unwrap_or(false);
+        let b = self.l2[core].invalidate(line).map(|(d, _)| d).unwrap_or(false);
+        a || b
+    }
+
+    /// Invalidates `line` in instance `u`'s private caches (via core-valid bits) except core bit `keep`.
+    fn invalidate_line_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: Option<usize>, st: &mut CacheStats) -> bool {
+        let base = u * self.topo.cores_per_llc();
+        let mut bits = sharers & !EXCL;
+        if let Some(k) = keep {
+            bits &= !(1u64 << k);
+        }
+        let mut dirty = false;
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if self.drop_private(base + b, line) {
+                dirty = true;
+            }
+            st.coherence_invalidations += 1;
+        }
+        dirty
+    }
+
+    /// Writes back any dirty private copy held by other cores of `u` into the LLC (they keep a clean copy).
+    fn downgrade_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: usize) -> bool {
+        let base = u * self.topo.cores_per_llc();
+        let mut bits = sharers & !EXCL & !(1u64 << keep);
+        let mut dirty = false;
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let c = base + b;
+            if self.l1[c].is_dirty(line) == Some(true) {
+                self.l1[c].set_dirty(line, false);
+                dirty = true;
+            }
+            if self.l2[c].is_dirty(line) == Some(true) {
+                self.l2[c].set_dirty(line, false);
+                dirty = true;
+            }
+        }
+        dirty
+    }
+
+    /// Probes the other LLC instances for `line`. For a store (or NT store) every copy is
+    /// invalidated; for a load a dirty copy is written back and the line becomes shared.
+    /// Returns (found, was_dirty).
+    fn probe_others(&mut self, u: usize, line: u64, store: bool, socket: usize, t: u64, st: &mut CacheStats) -> (bool, bool) {
+        let mut found = false;
+        let mut dirty = false;
+        for v in 0..self.llc.len() {
+            if v == u {
+                continue;
+            }
+            let Some(sh) = self.llc[v].sharers(line) else {
+                if !self.inclusive && self.active[v] != 0 {
+                    // Non-inclusive: a copy may sit in a private cache only.
+                    let base = v * self.topo.cores_per_llc();
+                    let mut bits = self.active[v];
+                    while bits != 0 {
+                        let b = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let c = base + b;
+                        if self.l1[c].contains(line) || self.l2[c].contains(line) {
+                            found = true;
+                            if store {
+                                dirty |= self.drop_private(c, line);
+                            } else {
+                                dirty |= self.l1[c].is_dirty(line) == Some(true) || self.l2[c].is_dirty(line) == Some(true);
+                                self.l1[c].set_dirty(line, false);
+                                self.l2[c].set_dirty(line, false);
+                            }
+                        }
+                    }
+                }
+                continue;
+            };
+            found = true;
+            if store {
+                dirty |= self.invalidate_line_sharers(v, line, sh, None, st);
+                if let Some((d, _)) = self.llc[v].invalidate(line) {
+                    dirty |= d;
+                }
+            } else {
+                let pd = self.downgrade_sharers(v, line, sh, 64);
+                let d = self.llc[v].is_dirty(line).unwrap_or(false) || pd;
+                if d {
+                    // M -> S: the owner writes the line back.
+                    self.llc[v].set_dirty(line, false);
+                    let owner = self.socket_of_llc(v);
+                    self.writeback(line, owner, t);
+                }
+                dirty |= d;
+                self.llc[v].set_sharers(line, sh & !EXCL);
+            }
+        }
+        let _ = socket;
+        (found, dirty)
+    }
+
+    #[inline]
+    fn socket_of_llc(&self, u: usize) -> usize {
+        u / self.topo.llc_per_socket
+    }
+
+    /// Handles an L2 victim: dirty data goes down to the LLC (or memory).
+    fn l2_victim(&mut self, u: usize, bit: usize, ev: Evicted, socket: usize, t: u64, st: &mut CacheStats) {
+        if self.inclusive {
+            if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
+                // Inclusion was broken by a racing invalidation: write it back.
+                self.writeback(ev.line, socket, t);
+            }
+        } else if self.llc[u].contains(ev.line) {
+            if ev.dirty {
+                self.llc[u].set_dirty(ev.line, true);
+            }
+        } else {
+            let sh = (1u64 << bit) | EXCL;
+            if let Some(v) = self.llc[u].insert(ev.line, ev.dirty, sh) {
+                self.llc_victim(u, v, socket, t, st);
+            }
+        }
+    }
+
+    fn llc_victim(&mut self, u: usize, ev: Evicted, socket: usize, t: u64, st: &mut CacheStats) {
+        let mut dirty = ev.dirty;
+        if self.inclusive {
+            let base = u * self.topo.cores_per_llc();
+            let mut bits = ev.sharers & !EXCL;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if self.l1[base + b].contains(ev.line) || self.l2[base + b].contains(ev.line) {
+                    st.back_invalidations += 1;
+                }
+                dirty |= self.drop_private(base + b, ev.line);
+            }
+        }
+        if dirty {
+            self.writeback(ev.line, socket, t);
+        }
+    }
+
+    fn fill_l1(&mut self, core: usize, u: usize, bit: usize, line: u64, dirty: bool, socket: usize, t: u64, st: &mut CacheStats) {
+        if let Some(ev) = self.l1[core].insert(line, dirty, 0) {
+            if ev.dirty {
+                // L1 write-back into L2 (allocate there if absent).
+                if !self.l2[core].set_dirty(ev.line, true) {
+                    if let Some(v2) = self.l2[core].insert(ev.line, true, 0) {
+                        self.l2_victim(u, bit, v2, socket, t, st);
+                    }
+                }
+            }
+        }
+    }
+
+    fn fill_l2(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) {
+        if let Some(ev) = self.l2[core].insert(line, false, 0) {
+            self.l2_victim(u, bit, ev, socket, t, st);
+        }
+    }
+
+    /// One cache-line access by a core at time `t` (the start of its service).
+    /// Returns where it was served and the extra queueing wait of any DRAM transfer.
+    pub fn access(&mut self, core: usize, line: u64, kind: AccessKind, t: u64, st: &mut CacheStats) -> (Served, u64) {
+        let store = kind.is_store();
+        let (u, bit) = self.topo.llc_of_core(core);
+        let socket = self.socket_of_llc(u);
+        if kind == AccessKind::NtStore {
+            return self.nt_store(core, u, bit, line, socket, t, st);
+        }
+        if store {
+            st.l1d_stores += 1;
+        } else {
+            st.l1d_loads += 1;
+        }
+        // L1
+        if let Some(d) = self.l1[core].is_dirty(line) {
+            if !store || d {
+                self.l1[core].access(line, false);
+                return (Served::L1, 0);
+            }
+            // Clean hit for a store: gain exclusivity, then write.
+            self.upgrade(core, u, bit, line, socket, t, st);
+            self.l1[core].access(line, true);
+            return (Served::L1, 0);
+        }
+        st.l1d_misses += 1;
+        // L2
+        if let Some(d) = self.l2[core].is_dirty(line) {
+            self.l2[core].access(line, false);
+            if store && !d {
+                self.upgrade(core, u, bit, line, socket, t, st);
+            }
+            self.fill_l1(core, u, bit, line, store, socket, t, st);
+            return (Served::L2, 0);
+        }
+        st.l2_misses += 1;
+        st.llc_references += 1;
+        self.active[u] |= 1u64 << bit;
+        // LLC
+        if let Some(sh) = self.llc[u].sharers(line) {
+            self.llc[u].access(line, false);
+            if store {
+                if sh & EXCL == 0 {
+                    self.probe_others(u, line, true, socket, t, st);
+                }
+                self.invalidate_line_sharers(u, line, sh, Some(bit), st);
+                self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
+            } else {
+                if self.downgrade_sharers(u, line, sh, bit) {
+                    self.llc[u].set_dirty(line, true);
+                }
+                self.llc[u].or_sharers(line, 1u64 << bit);
+            }
+            if !self.inclusive {
+                // Non-inclusive: the line moves up and leaves the victim LLC.
+                let (d, _) = self.llc[u].invalidate(line).unwrap_or((false, 0));
+                self.fill_l2(core, u, bit, line, socket, t, st);
+                if d {
+                    self.l2[core].set_dirty(line, true);
+                }
+            } else {
+                self.fill_l2(core, u, bit, line, socket, t, st);
+            }
+            self.fill_l1(core, u, bit, line, store, socket, t, st);
+            return (Served::Llc, 0);
+        }
+        st.llc_misses += 1;
+        let (found, was_dirty) = self.probe_others(u, line, store, socket, t, st);
+        let served;
+        let mut wait = 0;
+        if found && (was_dirty || !store) {
+            st.remote_cache_hits += 1;
+            served = Served::RemoteCache;
+        } else if kind == AccessKind::StringStore && self.no_rfo {
+            served = Served::NoFill;
+        } else {
+            let node = self.home_node(line);
+            let remote = self.topo.socket_of_node(node) != socket;
+            st.dram_reads += 1;
+            if remote {
+                st.dram_remote_reads += 1;
+            }
+            wait = self.dram_xfer(node, socket, t, false);
+            served = Served::Dram { remote };
+        }
+        let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
+        if self.inclusive {
+            if let Some(ev) = self.llc[u].insert(line, false, sh) {
+                self.llc_victim(u, ev, socket, t, st);
+            }
+        }
+        self.fill_l2(core, u, bit, line, socket, t, st);
+        self.fill_l1(core, u, bit, line, store, socket, t, st);
+        (served, wait)
+    }
+
+    fn upgrade(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) {
+        let _ = core;
+        match self.llc[u].sharers(line) {
+            Some(sh) => {
+                if sh & EXCL == 0 {
+                    self.probe_others(u, line, true, socket, t, st);
+                }
+                self.invalidate_line_sharers(u, line, sh, Some(bit), st);
+                self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
+            }
+            None => {
+                self.probe_others(u, line, true, socket, t, st);
+            }
+        }
+    }
+
+    fn nt_store(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) -> (Served, u64) {
+        let _ = bit;
+        st.nt_stores += 1;
+        // The full line is overwritten: every cached copy is dropped, dirty or not.
+        self.drop_private(core, line);
+        if let Some((_, sh)) = self.llc[u].invalidate(line) {
+            self.invalidate_line_sharers(u, line, sh, None, st);
+        }
+        self.probe_others(u, line, true, socket, t, st);
+        let node = self.home_node(line);
+        let remote = self.topo.socket_of_node(node) != socket;
+        let wait = self.dram_xfer(node, socket, t, true);
+        (Served::NtWrite { remote }, wait)
+    }
+
+    /// Idle latency (cycles) of an access served at `s`, before bandwidth queueing.
+    #[inline]
+    pub fn latency(&self, s: Served) -> u64 {
+        match s {
+            Served::L1 => 0,
+            Served::L2 => self.lat.l2,
+            Served::Llc | Served::NoFill => self.lat.llc,
+            Served::RemoteCache => self.lat.remote_cache,
+            Served::Dram { remote: false } | Served::NtWrite { remote: false } => self.lat.dram_local,
+            Served::Dram { remote: true } | Served::NtWrite { remote: true } => self.lat.dram_remote,
+        }
+    }
+
+    pub fn l1_occupancy(&self, core: usize) -> u64 {
+        self.l1[core].occupancy()
+    }
+
+    pub fn contains_l1(&self, core: usize, line: u64) -> bool {
+        self.l1[core].contains(line)
+    }
+    pub fn contains_l2(&self, core: usize, line: u64) -> bool {
+        self.l2[core].contains(line)
+    }
+    pub fn contains_llc(&self, u: usize, line: u64) -> bool {
+        self.llc[u].contains(line)
+    }
+}
+

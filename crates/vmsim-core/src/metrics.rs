@@ -1,0 +1,117 @@
+//! The report of a run: the figures kernel developers quote (perf stat,
+//! /proc/vmstat, usemem's own rate), with per-CPU breakdowns.
+//! Names are stable snake_case keys of the JSON output.
+
+use crate::kernel::sched::Sim;
+use serde_json::{json, Map, Value};
+
+pub fn report(sim: &Sim) -> Value {
+    let m = &sim.m;
+    let hz = m.freq_mhz as f64 * 1e6;
+    let mut throughput = 0.0;
+    let mut elapsed: u64 = 0;
+    for t in &sim.tasks {
+        let (s, e) = (t.start.unwrap_or(0), t.end.unwrap_or(0));
+        if e > s {
+            throughput += t.bytes as f64 / ((e - s) as f64 / hz);
+        }
+        elapsed = elapsed.max(e);
+    }
+    let mut tot = crate::machine::CpuStats::default();
+    let mut per_cpu = Vec::new();
+    for (i, c) in m.cpus.iter().enumerate() {
+        let s = &c.stats;
+        tot.user_cycles += s.user_cycles;
+        tot.sys_cycles += s.sys_cycles;
+        tot.user_instructions += s.user_instructions;
+        tot.sys_instructions += s.sys_instructions;
+        tot.cache.l1d_loads += s.cache.l1d_loads;
+        tot.cache.l1d_stores += s.cache.l1d_stores;
+        tot.cache.l1d_misses += s.cache.l1d_misses;
+        tot.cache.l2_misses += s.cache.l2_misses;
+        tot.cache.llc_references += s.cache.llc_references;
+        tot.cache.llc_misses += s.cache.llc_misses;
+        tot.cache.remote_cache_hits += s.cache.remote_cache_hits;
+        tot.cache.dram_reads += s.cache.dram_reads;
+        tot.cache.nt_stores += s.cache.nt_stores;
+        tot.cache.back_invalidations += s.cache.back_invalidations;
+        tot.tlb_walks += s.tlb_walks;
+        tot.stall_cycles += s.stall_cycles;
+        let cycles = s.user_cycles + s.sys_cycles;
+        if cycles == 0 {
+            continue;
+        }
+        per_cpu.push(json!({
+            "cpu": i,
+            "cycles": cycles,
+            "user_cycles": s.user_cycles,
+            "sys_cycles": s.sys_cycles,
+            "instructions": s.user_instructions + s.sys_instructions,
+            "l1d_misses": s.cache.l1d_misses,
+            "l2_misses": s.cache.l2_misses,
+            "llc_references": s.cache.llc_references,
+            "llc_misses": s.cache.llc_misses,
+            "dram_reads": s.cache.dram_reads,
+            "tlb_walks": s.tlb_walks,
+            "stall_cycles": s.stall_cycles,
+            "ipis_received": s.ipis_received,
+        }));
+    }
+    let (mut rd, mut wr, mut queue) = (0, 0, 0);
+    for d in &m.hier.dram {
+        rd += d.stats.bytes_read;
+        wr += d.stats.bytes_written;
+        queue += d.stats.queue_cycles;
+    }
+    let instructions = tot.user_instructions + tot.sys_instructions;
+    let cycles = tot.user_cycles + tot.sys_cycles;
+    let v = &sim.k.vmstat;
+    let verified = !sim.tasks.is_empty() && sim.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0);
+    let errors: Vec<Value> = sim
+        .tasks
+        .iter()
+        .filter_map(|t| t.first_bad.as_ref().map(|e| json!(format!("task {}: {} bad page(s); first: {}", t.pid, t.bad_pages, e))))
+        .collect();
+    let mut o = Map::new();
+    let mut put = |k: &str, v: Value| {
+        o.insert(k.to_string(), v);
+    };
+    put("throughput_bytes_per_s", json!(throughput.round()));
+    put("elapsed_s", json!(elapsed as f64 / hz));
+    put("user_s", json!(tot.user_cycles as f64 / hz));
+    put("sys_s", json!(tot.sys_cycles as f64 / hz));
+    put("instructions", json!(instructions));
+    put("cycles", json!(cycles));
+    put("ipc", json!(if cycles > 0 { instructions as f64 / cycles as f64 } else { 0.0 }));
+    put("llc_references", json!(tot.cache.llc_references));
+    put("llc_misses", json!(tot.cache.llc_misses));
+    put(
+        "llc_miss_rate",
+        json!(if tot.cache.llc_references > 0 { tot.cache.llc_misses as f64 / tot.cache.llc_references as f64 } else { 0.0 }),
+    );
+    put("l1d_loads", json!(tot.cache.l1d_loads));
+    put("l1d_stores", json!(tot.cache.l1d_stores));
+    put("l1d_misses", json!(tot.cache.l1d_misses));
+    put("l2_misses", json!(tot.cache.l2_misses));
+    put("pgfault", json!(v.pgfault));
+    put("pgfault_anon_4k", json!(v.pgfault_anon_4k));
+    put("pgfault_thp", json!(v.pgfault_thp));
+    put("thp_fault_alloc", json!(v.thp_fault_alloc));
+    put("thp_fault_fallback", json!(v.thp_fault_fallback));
+    put("nr_tlb_remote_flush", json!(v.nr_tlb_remote_flush));
+    put("nr_tlb_remote_flush_received", json!(v.nr_tlb_remote_flush_received));
+    put("nr_tlb_local_flush_all", json!(v.nr_tlb_local_flush_all));
+    put("dram_bytes_read", json!(rd));
+    put("dram_bytes_written", json!(wr));
+    put("dram_queue_cycles", json!(queue));
+    put("stall_cycles", json!(tot.stall_cycles));
+    put("tlb_walks", json!(tot.tlb_walks));
+    put("remote_cache_hits", json!(tot.cache.remote_cache_hits));
+    put("back_invalidations", json!(tot.cache.back_invalidations));
+    put("subpage_clears", json!(v.subpage_clears));
+    put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
+    put("data_verified", json!(verified));
+    put("data_errors", Value::Array(errors));
+    put("per_cpu", Value::Array(per_cpu));
+    Value::Object(o)
+}

@@ -1,0 +1,40 @@
+//! Workloads: programs of simulated tasks. A program yields system-call-like
+//! operations and memory-access runs; it never sees frames or caches.
+
+pub mod usemem;
+
+/// What a task asks of the system next. `ret` of the following `next()` call
+/// carries the result (the address for `Mmap`, 0 otherwise).
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Anonymous private mapping of `len` bytes, read-write.
+    Mmap { len: u64 },
+    /// Store every 8-byte word of [start, start+len) in ascending order (modeled per line: 8 stores).
+    WriteSeq { start: u64, len: u64, seed: u64 },
+    /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
+    Check { start: u64, len: u64, expect: Expect },
+    Munmap { start: u64 },
+    /// usemem's timing points: the task's own measured interval.
+    MarkStart,
+    MarkEnd,
+    Exit,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    Zero,
+    /// Written by `WriteSeq` with this seed.
+    Written { seed: u64 },
+}
+
+pub trait Program {
+    fn next(&mut self, ret: u64) -> Op;
+    /// Bytes the program will access in all, for progress reports.
+    fn total_bytes(&self) -> u64;
+}
+
+/// The value a `WriteSeq` with `seed` stores into the page at virtual page number `vpn`.
+#[inline]
+pub fn store_value(seed: u64, vpn: u64) -> u64 {
+    seed ^ vpn.wrapping_mul(0xFF51_AFD7_ED55_8CCD)
+}

@@ -1,0 +1,338 @@
+//! Micro-measurements behind `calibrate`: pointer chasing, bandwidths, core
+//! clock, system call, fault and context-switch costs. Each returns plain
+//! numbers; the method text lives with the caller that reports it.
+
+use crate::clear::{clear_huge, ClearStrategy};
+use crate::prim::{nt_clear, rep_stosb, sfence};
+use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
+use crate::HwError;
+use std::hint::black_box;
+use std::time::Instant;
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// ns per dependent load over a random cyclic permutation (Sattolo) of the
+/// 64 B lines of a `bytes` buffer, after one untimed pass.
+pub fn chase_ns(bytes: usize, backing: Backing, loads: usize) -> Result<f64, HwError> {
+    let mut m = Mapping::anon(bytes, backing)?;
+    let lines = bytes / 64;
+    let mut perm: Vec<u32> = (0..lines as u32).collect();
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..lines).rev() {
+        let j = (xorshift(&mut seed) % i as u64) as usize;
+        perm.swap(i, j);
+    }
+    let base = m.as_mut_slice().as_mut_ptr();
+    // Sattolo's shuffle is one cycle; link line perm[k] -> perm[k+1].
+    for k in 0..lines {
+        let from = perm[k] as usize;
+        let to = perm[(k + 1) % lines] as usize;
+        // SAFETY: both line indices < lines, so inside the mapping.
+        unsafe { *(base.add(from * 64) as *mut usize) = base.add(to * 64) as usize };
+    }
+    drop(perm);
+    let mut p = base as usize;
+    let walk = |mut p: usize, n: usize| {
+        for _ in 0..n {
+            // SAFETY: every link points at a line inside the mapping.
+            p = unsafe { std::ptr::read_volatile(p as *const usize) };
+        }
+        p
+    };
+    p = walk(p, lines.min(loads * 4));
+    let t0 = Instant::now();
+    p = walk(p, loads);
+    let ns = t0.elapsed().as_nanos() as f64 / loads as f64;
+    black_box(p);
+    Ok(ns)
+}
+
+/// Best GB/s of `passes` passes of `f` over a pre-faulted THP buffer.
+fn bw(bytes: usize, passes: usize, f: impl Fn(&mut [u8])) -> Result<f64, HwError> {
+    let mut m = Mapping::anon(bytes, Backing::Thp)?;
+    sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
+    let mut best = 0f64;
+    for _ in 0..passes {
+        let t0 = Instant::now();
+        f(m.as_mut_slice());
+        best = best.max(bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+    }
+    Ok(best)
+}
+
+pub fn stosb_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
+    // SAFETY: the whole slice is writable.
+    bw(bytes, passes, |b| unsafe {
+        rep_stosb(b.as_mut_ptr(), b.len())
+    })
+}
+
+/// `movnti` (8 B per instruction, what kernel code can use) and, where AVX2
+/// exists, 32 B `vmovntdq` (the store path's own limit rather than the
+/// instruction rate). Returns (movnti GB/s, widest GB/s, widest's name).
+pub fn nt_gbps(bytes: usize, passes: usize) -> Result<(f64, f64, &'static str), HwError> {
+    let movnti = bw(bytes, passes, |b| {
+        // SAFETY: page-aligned, whole slice writable, length a multiple of 64.
+        unsafe { nt_clear(b.as_mut_ptr(), b.len() / 64 * 64) };
+        sfence();
+    })?;
+    if !std::is_x86_feature_detected!("avx2") {
+        return Ok((movnti, movnti, "movnti"));
+    }
+    let wide = bw(bytes, passes, |b| {
+        // SAFETY: AVX2 checked above; page-aligned so 32 B aligned; whole slice writable.
+        unsafe { nt_clear_avx2(b) };
+        sfence();
+    })?;
+    Ok((movnti, wide, "vmovntdq 32 B"))
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn nt_clear_avx2(b: &mut [u8]) {
+    use core::arch::x86_64::{__m256i, _mm256_setzero_si256, _mm256_stream_si256};
+    let p = b.as_mut_ptr() as *mut __m256i;
+    for i in 0..b.len() / 32 {
+        _mm256_stream_si256(p.add(i), _mm256_setzero_si256());
+    }
+}
+
+pub fn read_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
+    bw(bytes, passes, |b| {
+        let s: u64 = b
+            .chunks_exact(8)
+            .map(|w| u64::from_ne_bytes(w.try_into().unwrap()))
+            .fold(0, u64::wrapping_add);
+        black_box(s);
+    })
+}
+
+/// Core clock in GHz from a chain of dependent `add`s (one per cycle on every
+/// x86-64 core of the last two decades), timed with CLOCK_MONOTONIC; the best
+/// of five tries, since preemption can only make a try look slower.
+pub fn core_ghz(iters: u64) -> f64 {
+    (0..5).map(|_| core_ghz_once(iters / 5)).fold(0.0, f64::max)
+}
+
+fn core_ghz_once(iters: u64) -> f64 {
+    let iters = iters.max(1);
+    let t0 = Instant::now();
+    let mut x = 0u64;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+            "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+            "dec {c}",
+            "jnz 2b",
+            x = inout(reg) x, c = inout(reg) iters => _,
+            options(nomem, nostack),
+        );
+    }
+    black_box(x);
+    (iters * 8) as f64 / t0.elapsed().as_nanos() as f64
+}
+
+/// L1-resident bytes per ns: `rep stosb` over 16 KiB, and 32 B (AVX2) or 16 B loads.
+pub fn l1_store_load_bytes_per_ns(rounds: usize) -> Result<(f64, f64, &'static str), HwError> {
+    let mut m = Mapping::anon(16 << 10, Backing::Small)?;
+    let b = m.as_mut_slice();
+    sys::prefault(b, SUBPAGE, 1);
+    let t0 = Instant::now();
+    for _ in 0..rounds {
+        // SAFETY: the whole slice is writable.
+        unsafe { rep_stosb(b.as_mut_ptr(), b.len()) };
+    }
+    let store = (rounds * b.len()) as f64 / t0.elapsed().as_nanos() as f64;
+    let (load, how) = if std::is_x86_feature_detected!("avx2") {
+        let t0 = Instant::now();
+        // SAFETY: AVX2 checked above; the slice is 32-byte aligned (page-aligned mapping).
+        unsafe { black_box(sum_avx2(b, rounds)) };
+        (
+            (rounds * b.len()) as f64 / t0.elapsed().as_nanos() as f64,
+            "AVX2 32 B loads",
+        )
+    } else {
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            black_box(
+                b.chunks_exact(8)
+                    .map(|w| u64::from_ne_bytes(w.try_into().unwrap()))
+                    .fold(0, u64::wrapping_add),
+            );
+        }
+        (
+            (rounds * b.len()) as f64 / t0.elapsed().as_nanos() as f64,
+            "compiler-vectorised 16 B loads",
+        )
+    };
+    Ok((store, load, how))
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn sum_avx2(b: &[u8], rounds: usize) -> u64 {
+    use core::arch::x86_64::*;
+    let p = b.as_ptr() as *const __m256i;
+    let n = b.len() / 32;
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for _ in 0..rounds {
+        for i in (0..n).step_by(4) {
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_epi64(*a, _mm256_load_si256(p.add(i + k)));
+            }
+        }
+        black_box(&acc);
+    }
+    let mut out = [0u64; 4];
+    _mm256_storeu_si256(
+        out.as_mut_ptr() as *mut __m256i,
+        _mm256_add_epi64(acc[0], acc[3]),
+    );
+    out.iter().sum()
+}
+
+/// ns per getppid() system call (glibc does not cache it; issued raw anyway).
+pub fn syscall_ns(calls: usize) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..calls {
+        // SAFETY: getppid has no arguments or side effects.
+        black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+    }
+    t0.elapsed().as_nanos() as f64 / calls as f64
+}
+
+/// Faults in `bytes` one byte per `stride`; returns (ns per fault, ns per page at munmap, AnonHugePages KiB).
+///
+/// One untimed round first: on a VM the first touch of guest memory the
+/// hypervisor has not yet backed costs far more than the guest kernel's fault.
+pub fn fault_ns(
+    bytes: usize,
+    backing: Backing,
+    stride: usize,
+) -> Result<(f64, f64, Option<u64>), HwError> {
+    {
+        let mut warm = Mapping::anon(bytes, backing)?;
+        sys::prefault(warm.as_mut_slice(), stride, 1);
+    }
+    let m = Mapping::anon(bytes, backing)?;
+    let p = m.as_ptr();
+    let faults = bytes / stride;
+    let t0 = Instant::now();
+    for off in (0..bytes).step_by(stride) {
+        // SAFETY: inside the mapping.
+        unsafe { std::ptr::write_volatile(p.add(off), 1) };
+    }
+    let fault = t0.elapsed().as_nanos() as f64 / faults as f64;
+    let thp = m.anon_huge_kib();
+    let t1 = Instant::now();
+    drop(m);
+    let free = t1.elapsed().as_nanos() as f64 / faults as f64;
+    Ok((fault, free, thp))
+}
+
+/// ns to clear one `unit` (4 KiB with `rep stosb`, or 2 MiB in process_huge_page
+/// order as this kernel's fault path does) over a pre-faulted buffer larger than the LLC.
+pub fn clear_ns(bytes: usize, unit: usize) -> Result<f64, HwError> {
+    let mut m = Mapping::anon(bytes, Backing::Thp)?;
+    sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
+    let b = m.as_mut_slice();
+    let t0 = Instant::now();
+    for c in b.chunks_exact_mut(unit) {
+        if unit == HPAGE {
+            clear_huge(ClearStrategy::TargetLast, c, 0);
+        } else {
+            // SAFETY: the chunk is writable.
+            unsafe { rep_stosb(c.as_mut_ptr(), c.len()) };
+        }
+    }
+    Ok(t0.elapsed().as_nanos() as f64 / (bytes / unit) as f64)
+}
+
+/// ns per switch: two threads pinned to CPU 0 bounce a byte over two pipes
+/// (so each switch includes one read and one write system call).
+pub fn context_switch_ns(round_trips: usize) -> Result<f64, HwError> {
+    let mut a = [0i32; 2];
+    let mut b = [0i32; 2];
+    // SAFETY: pipe() fills the arrays.
+    if unsafe { libc::pipe(a.as_mut_ptr()) != 0 || libc::pipe(b.as_mut_ptr()) != 0 } {
+        return Err(HwError::Io(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let bounce = |rd: i32, wr: i32, first: bool| {
+        let mut byte = [0u8; 1];
+        for i in 0..round_trips * 2 {
+            // SAFETY: valid fds and a 1-byte buffer.
+            unsafe {
+                if (i % 2 == 0) == first {
+                    libc::write(wr, byte.as_ptr() as *const _, 1);
+                } else {
+                    libc::read(rd, byte.as_mut_ptr() as *mut _, 1);
+                }
+            }
+        }
+    };
+    let t0 = Instant::now();
+    let res = std::thread::scope(|s| {
+        let h = s.spawn(|| sys::pin_to_cpu(0).map(|_| bounce(a[0], b[1], false)));
+        let mine = sys::pin_to_cpu(0).map(|_| bounce(b[0], a[1], true));
+        let theirs = h
+            .join()
+            .unwrap_or_else(|_| Err(HwError::Io("ping-pong thread panicked".into())));
+        mine.and(theirs)
+    });
+    let ns = t0.elapsed().as_nanos() as f64 / (round_trips * 2) as f64;
+    // SAFETY: closing the fds created above.
+    unsafe {
+        [a[0], a[1], b[0], b[1]].iter().for_each(|&fd| {
+            libc::close(fd);
+        })
+    };
+    res.map(|_| ns)
+}
+
+/// ns to read the last 4 KiB written by one `rep stosb` of `size` bytes into
+/// flushed memory: low if the string store left its lines in cache, DRAM-like
+/// if it bypassed them (the CPU's no-allocate threshold for large strings).
+/// With `size == 0`, the reference instead: the same read of 4 KiB that was
+/// flushed and not rewritten (a cold read from DRAM).
+pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<f64, HwError> {
+    let (size, store) = if size == 0 {
+        (SUBPAGE, false)
+    } else {
+        (size, true)
+    };
+    use core::arch::x86_64::{_mm_clflush, _mm_mfence};
+    let mut m = Mapping::anon(size, Backing::Thp)?;
+    sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
+    let p = m.as_mut_slice().as_mut_ptr();
+    let mut out = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        // SAFETY: every address is inside the mapping; clflush/mfence need SSE2 (baseline).
+        unsafe {
+            for off in (0..size).step_by(64) {
+                _mm_clflush(p.add(off));
+            }
+            _mm_mfence();
+            if store {
+                rep_stosb(p, size);
+            }
+            let tail = p.add(size - SUBPAGE);
+            let t0 = sys::rdtsc_start();
+            let mut s = 0u64;
+            for off in (0..SUBPAGE).step_by(64) {
+                s = s.wrapping_add(std::ptr::read_volatile(tail.add(off) as *const u64));
+            }
+            let t1 = sys::rdtsc_end();
+            black_box(s);
+            out.push(t1.saturating_sub(t0) as f64 / tsc_ghz);
+        }
+    }
+    Ok(crate::opts::median(&out))
+}

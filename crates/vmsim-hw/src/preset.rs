@@ -1,0 +1,512 @@
+//! Renders a calibration as a machine preset in the schema of machines/*.toml:
+//! every leaf `{ value = ..., source = "..." }`, the source saying whether the
+//! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
+
+use crate::calibrate::Raw;
+use crate::host::{self, CacheLevel};
+use crate::opts::round3;
+use serde_json::{json, Map, Value};
+
+pub(crate) const DEFAULT: &str = "not measured: default, see docs";
+
+enum Val {
+    I(i64),
+    F(f64),
+    B(bool),
+    S(&'static str),
+}
+
+impl Val {
+    fn toml(&self) -> String {
+        match self {
+            Val::I(i) => i.to_string(),
+            Val::F(f) if f.is_finite() => format!("{:?}", round3(*f)),
+            Val::F(_) => "0.0".into(),
+            Val::B(b) => b.to_string(),
+            Val::S(t) => qs(t),
+        }
+    }
+}
+
+fn qs(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+struct W {
+    out: String,
+    stamp: String,
+    host: String,
+}
+
+impl W {
+    fn section(&mut self, name: &str) {
+        self.out.push_str(&format!("\n[{name}]\n"));
+    }
+    fn leaf(&mut self, key: &str, v: Val, source: String) {
+        self.out.push_str(&format!(
+            "{key} = {{ value = {}, source = {} }}\n",
+            v.toml(),
+            qs(&source)
+        ));
+    }
+    fn measured(&mut self, key: &str, v: Val, method: &str) {
+        let s = format!(
+            "measured by vmsim hw calibrate on {} at {}: {method}",
+            self.host, self.stamp
+        );
+        self.leaf(key, v, s);
+    }
+    fn read(&mut self, key: &str, v: Val, from: &str) {
+        let s = format!(
+            "read by vmsim hw calibrate on {} at {} from {from} (not measured)",
+            self.host, self.stamp
+        );
+        self.leaf(key, v, s);
+    }
+    fn default(&mut self, key: &str, v: Val, note: &str) {
+        let s = if note.is_empty() {
+            DEFAULT.to_string()
+        } else {
+            format!("{DEFAULT}; {note}")
+        };
+        self.leaf(key, v, s);
+    }
+    /// A measured value when there is one, else the default.
+    fn either(&mut self, key: &str, got: Option<Val>, method: &str, fallback: Val, note: &str) {
+        match got {
+            Some(v) => self.measured(key, v, method),
+            None => self.default(key, fallback, note),
+        }
+    }
+}
+
+/// UTC "YYYY-MM-DD HH:MM:SS" without a date library (civil-from-days).
+pub(crate) fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn in_window(chase: &[(usize, f64)], lo: u64, hi: u64) -> Vec<f64> {
+    chase
+        .iter()
+        .filter(|(s, _)| (*s as u64) > lo && (*s as u64) <= hi)
+        .map(|p| p.1)
+        .collect()
+}
+
+/// Median chase latency (ns) over sweep sizes in (lo, hi].
+fn plateau(chase: &[(usize, f64)], lo: u64, hi: u64) -> Option<f64> {
+    let v = in_window(chase, lo, hi);
+    (!v.is_empty()).then(|| crate::opts::median(&v))
+}
+
+/// Lowest chase latency in (lo, hi]: for the LLC, whose share available to
+/// this core (other cores, other guests, way partitioning) can be smaller
+/// than sysfs says, so larger sizes in the window already reach DRAM.
+fn plateau_floor(chase: &[(usize, f64)], lo: u64, hi: u64) -> Option<f64> {
+    in_window(chase, lo, hi).into_iter().reduce(f64::min)
+}
+
+/// AMD extended cpuid TLB geometry: (l1 4k, l1 2m, l1 1g, l2 4k, l2 2m) as (entries, ways).
+type Tlb = [(u32, u32); 5];
+
+fn amd_tlb() -> Option<Tlb> {
+    use core::arch::x86_64::__cpuid;
+    // Leaves are checked against the maximum before use.
+    {
+        let v = __cpuid(0);
+        let vendor: Vec<u8> = [v.ebx, v.edx, v.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+            .collect();
+        if vendor != b"AuthenticAMD" && vendor != b"HygonGenuine" {
+            return None;
+        }
+        let max = __cpuid(0x8000_0000).eax;
+        if max < 0x8000_0006 {
+            return None;
+        }
+        let l1 = __cpuid(0x8000_0005);
+        let l2 = __cpuid(0x8000_0006);
+        // L1 fields: ways are a plain count, 0xff = fully associative.
+        let l1f = |r: u32| {
+            let e = (r >> 16) & 0xff;
+            let w = r >> 24;
+            (e, if w == 0xff { e } else { w })
+        };
+        // L2 and 1 GiB fields use the encoded associativity of cpuid 0x80000006.
+        let l2f = |r: u32| {
+            let e = (r >> 16) & 0xfff;
+            let w = match r >> 28 {
+                0 => 0,
+                x @ 1..=4 => x,
+                5 => 6,
+                6 => 8,
+                8 => 16,
+                0xa => 32,
+                0xb => 48,
+                0xc => 64,
+                0xd => 96,
+                0xe => 128,
+                _ => e,
+            };
+            (e, w)
+        };
+        let g1 = if max >= 0x8000_0019 {
+            l2f(__cpuid(0x8000_0019).eax)
+        } else {
+            (0, 0)
+        };
+        Some([l1f(l1.ebx), l1f(l1.eax), g1, l2f(l2.ebx), l2f(l2.eax)])
+    }
+}
+
+pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
+    let hostname = host::hostname();
+    let mut w = W {
+        out: String::new(),
+        stamp: utc_now(),
+        host: hostname.clone(),
+    };
+    let ghz = r.core_ghz;
+    let cyc = |ns: f64| Val::I((ns * ghz).round() as i64);
+    let model = host::cpuinfo("model name").unwrap_or_else(|| "unknown".into());
+    let caches = host::caches();
+    let lvl = |l: u32| {
+        caches
+            .iter()
+            .find(|c| c.level == l)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (l1, l2, l3): (CacheLevel, CacheLevel, CacheLevel) = (lvl(1), lvl(2), lvl(3));
+    let kib = |c: &CacheLevel| c.size_kib;
+    let quick_note = if r.quick {
+        "quick run: sweep too small for this level"
+    } else {
+        "no sweep size inside this plateau"
+    };
+    let l1_ns = plateau(&r.chase, 0, kib(&l1) * 1024 / 2);
+    let l2_ns = plateau(&r.chase, 2 * kib(&l1) * 1024, kib(&l2) * 1024 / 2);
+    let llc_ns = plateau_floor(&r.chase, kib(&l2) * 1024, kib(&l3) * 1024 / 2);
+    let dram_ns = plateau(&r.chase, 8 * kib(&l3) * 1024 - 1, u64::MAX);
+    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
+    let sysfs = "/sys/devices/system/cpu/cpu0/cache";
+
+    w.out
+        .push_str(&format!("name = {}\n", qs(&format!("host-{name}"))));
+    let desc = format!(
+        "Host {hostname} ({model}), calibrated by vmsim hw calibrate at {}{}. Measured values say so in their source; the rest come from sysfs/cpuid or are defaults marked '{DEFAULT}'.",
+        w.stamp,
+        if r.quick { " in quick mode (tiny sizes: test run, not a real calibration)" } else { "" }
+    );
+    w.out.push_str(&format!("description = {}\n", qs(&desc)));
+
+    let (sockets, cores, threads) = host::topology();
+    w.section("cpu");
+    w.out.push_str(&format!("model = {}\n", qs(&model)));
+    w.measured(
+        "freq_mhz",
+        Val::I((ghz * 1000.0).round() as i64),
+        "chain of dependent 64-bit adds (1 cycle each) timed with CLOCK_MONOTONIC, best of 5",
+    );
+    w.read(
+        "sockets",
+        Val::I(sockets as i64),
+        "/sys/devices/system/cpu/cpu*/topology",
+    );
+    w.read(
+        "cores_per_socket",
+        Val::I(cores as i64),
+        "/sys/devices/system/cpu/cpu*/topology",
+    );
+    w.read(
+        "threads_per_core",
+        Val::I(threads as i64),
+        "/sys/devices/system/cpu/cpu*/topology",
+    );
+    w.default("issue_width", Val::I(4), "conservative");
+    w.measured(
+        "store_bytes_per_cycle",
+        Val::I((r.l1_store_bpns / ghz).round() as i64),
+        "rep stosb over an L1-resident 16 KiB buffer, bytes / measured core cycles",
+    );
+    w.measured("load_bytes_per_cycle", Val::I((r.l1_load_bpns / ghz).round() as i64),
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles (a lower bound if the core has wider loads)", r.l1_load_how));
+
+    w.section("l1d");
+    w.read(
+        "size_kib",
+        Val::I(kib(&l1) as i64),
+        &format!("{sysfs}/index*/size"),
+    );
+    w.read(
+        "ways",
+        Val::I(l1.ways as i64),
+        &format!("{sysfs}/index*/ways_of_associativity"),
+    );
+    w.either(
+        "latency_cycles",
+        l1_ns.map(cyc),
+        chase_m,
+        Val::I(4),
+        quick_note,
+    );
+    w.default("replacement", Val::S("tree-plru"), "");
+    w.default("fill_buffers", Val::I(16), "");
+    w.section("l2");
+    w.read(
+        "size_kib",
+        Val::I(kib(&l2) as i64),
+        &format!("{sysfs}/index*/size"),
+    );
+    w.read(
+        "ways",
+        Val::I(l2.ways as i64),
+        &format!("{sysfs}/index*/ways_of_associativity"),
+    );
+    w.either(
+        "latency_cycles",
+        l2_ns.map(cyc),
+        chase_m,
+        Val::I(14),
+        quick_note,
+    );
+    w.default("replacement", Val::S("tree-plru"), "");
+    w.default("superqueue", Val::I(32), "");
+    let amd = amd_tlb();
+    w.section("llc");
+    w.read(
+        "size_kib",
+        Val::I(kib(&l3) as i64),
+        &format!("{sysfs}/index*/size"),
+    );
+    w.read(
+        "ways",
+        Val::I(l3.ways as i64),
+        &format!("{sysfs}/index*/ways_of_associativity"),
+    );
+    w.either("latency_cycles", llc_ns.map(cyc),
+        "random cyclic pointer chase (THP-backed), lowest latency among sweep sizes above L2 up to LLC/2 (sizes from sysfs; the LLC share this core gets may be smaller), ns x measured core clock",
+        Val::I(50), quick_note);
+    w.default("replacement", Val::S("srrip"), "");
+    w.default(
+        "inclusive",
+        Val::B(amd.is_none()),
+        "AMD L3s are victim caches (non-inclusive), older Intel LLCs inclusive; chosen by vendor",
+    );
+    let llc_sets: std::collections::BTreeSet<String> = (0..crate::sys::online_cpus())
+        .filter_map(|c| {
+            crate::sys::read_trim(&format!(
+                "/sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_list"
+            ))
+        })
+        .collect();
+    w.read(
+        "instances_per_socket",
+        Val::I((llc_sets.len().max(1) as u64 / sockets.max(1)).max(1) as i64),
+        "/sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list",
+    );
+
+    w.section("tlb");
+    let walk = r.chase_4k.and_then(|(s, ns4k)| {
+        let thp = r.chase.iter().find(|p| p.0 == s)?.1;
+        Some(((ns4k - thp).max(0.0) * ghz).round() as i64)
+    });
+    let cpuid = if host::has_flag("hypervisor") {
+        "cpuid 0x80000005/0x80000006/0x80000019 (data TLB) as the hypervisor presents it"
+    } else {
+        "cpuid 0x80000005/0x80000006/0x80000019 (data TLB)"
+    };
+    let tlb_keys = [("l1_4k", 0, 64, 8), ("l1_2m", 1, 32, 4), ("l1_1g", 2, 4, 4)];
+    for (k, i, de, dw) in tlb_keys {
+        match amd {
+            Some(t) if t[i].0 > 0 => {
+                w.read(&format!("{k}_entries"), Val::I(t[i].0 as i64), cpuid);
+                w.read(&format!("{k}_ways"), Val::I(t[i].1 as i64), cpuid);
+            }
+            _ => {
+                w.default(&format!("{k}_entries"), Val::I(de), "");
+                w.default(&format!("{k}_ways"), Val::I(dw), "");
+            }
+        }
+    }
+    match amd {
+        Some(t) if t[3].0 > 0 => {
+            w.read("stlb_entries", Val::I(t[3].0 as i64), cpuid);
+            w.read("stlb_ways", Val::I(t[3].1 as i64), cpuid);
+            w.read("stlb_holds_2m", Val::B(t[4].0 > 0), cpuid);
+        }
+        _ => {
+            w.default("stlb_entries", Val::I(1536), "");
+            w.default("stlb_ways", Val::I(12), "");
+            w.default("stlb_holds_2m", Val::B(true), "");
+        }
+    }
+    w.default("stlb_latency_cycles", Val::I(7), "");
+    w.either("walk_cycles", walk.map(Val::I),
+        "pointer-chase latency over the largest sweep buffer with 4 KiB pages minus the same with THP (TLB miss + walk as a dependent load sees it)",
+        Val::I(30), quick_note);
+
+    w.section("memory");
+    let nodes = host::numa_nodes();
+    w.read(
+        "nodes_per_socket",
+        Val::I((nodes / sockets.max(1)).max(1) as i64),
+        "/sys/devices/system/node",
+    );
+    w.default(
+        "channels_per_node",
+        Val::I(8),
+        "not visible from inside the host",
+    );
+    w.default("dram_mts", Val::I(4800), "not visible from inside the host");
+    w.default(
+        "peak_bandwidth_gbs",
+        Val::F(307.2),
+        "8 channels x 4800 MT/s x 8 B, from the defaults above",
+    );
+    w.measured(
+        "sustained_bandwidth_gbs",
+        Val::F(r.read_gbps),
+        &format!(
+            "single-thread read (sum of u64s) over {} MiB (4x LLC); a lower bound for the node",
+            r.bw_bytes >> 20
+        ),
+    );
+    w.either(
+        "local_latency_ns",
+        dram_ns.map(Val::F),
+        "random pointer chase over buffers >= 8x LLC, THP-backed, median",
+        Val::F(90.0),
+        quick_note,
+    );
+    let remote_note = if nodes == 1 {
+        "single NUMA node on this host: no remote memory to measure"
+    } else {
+        ""
+    };
+    w.default("remote_latency_ns", Val::F(140.0), remote_note);
+    w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
+    w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
+
+    w.section("string");
+    w.read(
+        "erms",
+        Val::B(host::has_flag("erms")),
+        "/proc/cpuinfo flags",
+    );
+    w.read(
+        "fsrm",
+        Val::B(host::has_flag("fsrm")),
+        "/proc/cpuinfo flags",
+    );
+    w.default("startup_cycles", Val::I(35), "");
+    w.default(
+        "no_rfo_full_lines",
+        Val::B(host::has_flag("erms")),
+        "assumed with ERMS, as the vendor optimisation manuals describe for fast strings",
+    );
+    let hot = r
+        .tail_touch
+        .iter()
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min);
+    let bypass = r
+        .tail_touch
+        .iter()
+        .find(|p| p.1 > 3.0 * hot)
+        .map(|p| (p.0 >> 10) as i64);
+    let largest = r.tail_touch.last().map(|p| (p.0 >> 10) as i64).unwrap_or(0);
+    // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
+    let probe_works = hot < 0.5 * r.cold_touch_ns;
+    match (r.quick, bypass) {
+        (true, _) => w.default("nocache_threshold_kib", Val::I(0), quick_note),
+        (false, _) if !probe_works => w.default("nocache_threshold_kib", Val::I(0), &format!(
+            "probe inconclusive on this host: reading back 4 KiB right after a small rep stosb ({hot:.0} ns) was not clearly faster than a cold read ({:.0} ns)",
+            r.cold_touch_ns)),
+        (false, Some(k)) => w.measured("nocache_threshold_kib", Val::I(k),
+            "smallest rep stosb (power of two, 16 KiB..64 MiB, into clflushed memory) after which reading back its last 4 KiB is >3x slower than after small ones: the string store did not leave its lines in cache"),
+        (false, None) => w.measured("nocache_threshold_kib", Val::I(0),
+            &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
+    }
+
+    w.section("costs");
+    let exc = 250.0;
+    let alloc = 200.0;
+    w.default("exception_entry_exit_cycles", Val::I(exc as i64), "");
+    w.measured(
+        "syscall_entry_exit_cycles",
+        cyc(r.syscall_ns),
+        "getppid() loop, ns per call x measured core clock",
+    );
+    let handler = ((r.fault4k_ns - r.clear4k_ns) * ghz - exc - alloc).max(0.0);
+    w.measured("page_fault_handler_cycles", Val::I(handler.round() as i64), &format!(
+        "first touch of 4 KiB anonymous pages ({:.0} ns each) minus a 4 KiB rep stosb clear of cold memory ({:.0} ns), in cycles, minus the exception entry/exit and page_alloc defaults of this file so the parts add up to the measured fault",
+        r.fault4k_ns, r.clear4k_ns));
+    let thp_ok = r
+        .thp_kib
+        .is_some_and(|k| k as usize * 1024 >= r.thp_bytes / 2);
+    let thp_handler = ((r.thp_fault_ns - r.clear2m_ns) * ghz - exc - alloc).max(0.0);
+    if thp_ok {
+        w.measured("thp_fault_handler_cycles", Val::I(thp_handler.round() as i64), &format!(
+            "first touch per 2 MiB of a MADV_HUGEPAGE region ({:.0} ns each, THP seen in smaps) minus a 2 MiB clear in process_huge_page order with rep stosb ({:.0} ns), in cycles, minus the exception entry/exit and page_alloc defaults",
+            r.thp_fault_ns, r.clear2m_ns));
+    } else {
+        w.default(
+            "thp_fault_handler_cycles",
+            Val::I(3000),
+            "no THP observed in /proc/self/smaps during calibration",
+        );
+    }
+    w.default("page_alloc_cycles", Val::I(alloc as i64), "");
+    w.measured("page_free_cycles", cyc(r.free4k_ns), "munmap of faulted 4 KiB anonymous pages divided by the page count (includes zap and TLB flush)");
+    w.default("ipi_send_cycles", Val::I(300), "");
+    w.default("ipi_latency_ns", Val::F(1000.0), "");
+    w.default("ipi_handle_cycles", Val::I(500), "");
+    w.default("tlb_flush_full_cycles", Val::I(500), "");
+    w.default("invlpg_cycles", Val::I(150), "");
+    w.either("context_switch_cycles", r.ctxsw_ns.map(cyc),
+        "two threads on one CPU bouncing a byte over pipes, per switch (includes one read and one write system call)", Val::I(3000), "ping-pong failed");
+
+    let mut derived = Map::new();
+    for (k, v) in [
+        ("l1", l1_ns),
+        ("l2", l2_ns),
+        ("llc", llc_ns),
+        ("dram", dram_ns),
+    ] {
+        derived.insert(format!("{k}_latency_ns"), json!(v.map(round3)));
+        derived.insert(
+            format!("{k}_latency_cycles"),
+            json!(v.map(|ns| round3(ns * ghz))),
+        );
+    }
+    derived.insert("walk_cycles".into(), json!(walk));
+    derived.insert("nocache_threshold_kib".into(), json!(bypass));
+    derived.insert("page_fault_handler_cycles".into(), json!(round3(handler)));
+    derived.insert(
+        "thp_fault_handler_cycles".into(),
+        json!(thp_ok.then(|| round3(thp_handler))),
+    );
+    derived.insert("amd_tlb_cpuid".into(), json!(amd.map(|t| t.to_vec())));
+    (w.out, Value::Object(derived))
+}

@@ -1,0 +1,249 @@
+//! run_json end to end with tiny sizes: option checking, JSON shape, the
+//! calibration preset's schema, and that pf-test leaves hugetlb pools as found.
+
+use serde_json::Value;
+use vmsim_hw::{run_json, HwError};
+
+fn json(cmd: &str, opts: &str) -> Value {
+    serde_json::from_str(&run_json(cmd, opts).unwrap_or_else(|e| panic!("{cmd}: {e}"))).unwrap()
+}
+
+fn config_key(r: Result<String, HwError>) -> String {
+    match r {
+        Err(HwError::Config { key, message }) => {
+            assert!(!message.is_empty());
+            key
+        }
+        other => panic!("expected a Config error, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_option_keys_are_named() {
+    for cmd in ["clear", "copy", "pf-test", "calibrate"] {
+        let r = run_json(cmd, r#"{"bogus_key": 1}"#);
+        let msg = r.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(config_key(r), "bogus_key", "{cmd}");
+        assert!(msg.contains("accepted"), "{cmd}: {msg}");
+    }
+}
+
+#[test]
+fn bad_values_are_config_errors() {
+    assert_eq!(
+        config_key(run_json("clear", r#"{"target": 512}"#)),
+        "target"
+    );
+    assert_eq!(
+        config_key(run_json("clear", r#"{"strategies": ["memset"]}"#)),
+        "strategies"
+    );
+    assert_eq!(config_key(run_json("copy", r#"{"huge": "1g"}"#)), "huge");
+    assert_eq!(
+        config_key(run_json("pf-test", r#"{"kinds": ["64k"]}"#)),
+        "kinds"
+    );
+    assert_eq!(config_key(run_json("clear", r#"{"pages": -1}"#)), "pages");
+    assert_eq!(config_key(run_json("clear", "[1]")), "<options>");
+    assert_eq!(config_key(run_json("frobnicate", "{}")), "command");
+}
+
+#[test]
+fn clear_runs_every_strategy() {
+    let v = json("clear", r#"{"pages": 2, "reps": 2, "target": "random"}"#);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 12, "6 strategies x with/without co-runner");
+    for r in results {
+        if r.get("skipped").is_some() {
+            continue;
+        }
+        assert_eq!(r["verified"], true, "{r}");
+        assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0);
+        assert!(r["touch_4k_ns"]["min"].as_f64().unwrap() > 0.0);
+    }
+    assert!(v["host"]["flags"]["erms"].is_boolean());
+}
+
+#[test]
+fn copy_runs_every_strategy() {
+    let v = json(
+        "copy",
+        r#"{"pages": 2, "reps": 1, "target": "middle", "corunner": false, "huge": "none"}"#,
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    assert!(results.iter().all(|r| r["verified"] == true));
+}
+
+fn nr_hugepages() -> Vec<Option<String>> {
+    ["2048", "1048576"]
+        .iter()
+        .map(|k| {
+            std::fs::read_to_string(format!(
+                "/sys/kernel/mm/hugepages/hugepages-{k}kB/nr_hugepages"
+            ))
+            .ok()
+        })
+        .collect()
+}
+
+#[test]
+fn pf_test_small_restores_pools() {
+    let before = nr_hugepages();
+    let v = json(
+        "pf-test",
+        r#"{"size_mib": 4, "reps": 1, "kinds": ["hugetlb-2m", "thp", "4k"]}"#,
+    );
+    assert_eq!(nr_hugepages(), before);
+    for r in v["results"].as_array().unwrap() {
+        assert!(
+            r.get("skipped").is_some() || r["gbps"]["median"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+        if r.get("skipped").is_none() {
+            assert_eq!(r["warm"], true);
+        }
+    }
+}
+
+#[test]
+fn calibrate_quick_writes_a_preset_in_schema() {
+    let dir = std::env::temp_dir().join(format!("vmsim-hw-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = serde_json::json!({"quick": true, "out_dir": dir, "name": "Test Box"}).to_string();
+    let v = json("calibrate", &opts);
+    let path = v["preset_path"].as_str().unwrap();
+    assert!(path.ends_with("host-test-box.toml"), "{path}");
+    let t: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(t["name"].as_str(), Some("host-test-box"));
+    assert!(t["description"].is_str());
+    let schema: &[(&str, &[&str])] = &[
+        (
+            "cpu",
+            &[
+                "freq_mhz",
+                "sockets",
+                "cores_per_socket",
+                "threads_per_core",
+                "issue_width",
+                "store_bytes_per_cycle",
+                "load_bytes_per_cycle",
+            ],
+        ),
+        (
+            "l1d",
+            &[
+                "size_kib",
+                "ways",
+                "latency_cycles",
+                "replacement",
+                "fill_buffers",
+            ],
+        ),
+        (
+            "l2",
+            &[
+                "size_kib",
+                "ways",
+                "latency_cycles",
+                "replacement",
+                "superqueue",
+            ],
+        ),
+        (
+            "llc",
+            &[
+                "size_kib",
+                "ways",
+                "latency_cycles",
+                "replacement",
+                "inclusive",
+                "instances_per_socket",
+            ],
+        ),
+        (
+            "tlb",
+            &[
+                "l1_4k_entries",
+                "l1_4k_ways",
+                "l1_2m_entries",
+                "l1_2m_ways",
+                "l1_1g_entries",
+                "l1_1g_ways",
+                "stlb_entries",
+                "stlb_ways",
+                "stlb_holds_2m",
+                "stlb_latency_cycles",
+                "walk_cycles",
+            ],
+        ),
+        (
+            "memory",
+            &[
+                "nodes_per_socket",
+                "channels_per_node",
+                "dram_mts",
+                "peak_bandwidth_gbs",
+                "sustained_bandwidth_gbs",
+                "local_latency_ns",
+                "remote_latency_ns",
+                "remote_cache_latency_ns",
+                "interconnect_bandwidth_gbs",
+            ],
+        ),
+        (
+            "string",
+            &[
+                "erms",
+                "fsrm",
+                "startup_cycles",
+                "no_rfo_full_lines",
+                "nocache_threshold_kib",
+            ],
+        ),
+        (
+            "costs",
+            &[
+                "exception_entry_exit_cycles",
+                "syscall_entry_exit_cycles",
+                "page_fault_handler_cycles",
+                "thp_fault_handler_cycles",
+                "page_alloc_cycles",
+                "page_free_cycles",
+                "ipi_send_cycles",
+                "ipi_latency_ns",
+                "ipi_handle_cycles",
+                "tlb_flush_full_cycles",
+                "invlpg_cycles",
+                "context_switch_cycles",
+            ],
+        ),
+    ];
+    assert!(t["cpu"]["model"].is_str());
+    for (sec, keys) in schema {
+        let s = t[*sec]
+            .as_table()
+            .unwrap_or_else(|| panic!("missing [{sec}]"));
+        let n_leaves = s.len() - usize::from(*sec == "cpu");
+        assert_eq!(n_leaves, keys.len(), "[{sec}] has extra or missing keys");
+        for k in *keys {
+            let leaf = s
+                .get(*k)
+                .and_then(|x| x.as_table())
+                .unwrap_or_else(|| panic!("{sec}.{k} missing"));
+            assert!(leaf.contains_key("value"), "{sec}.{k}");
+            let src = leaf["source"].as_str().unwrap();
+            assert!(
+                src.starts_with("measured by vmsim hw calibrate on ")
+                    || src.starts_with("read by vmsim hw calibrate on ")
+                    || src.starts_with("not measured: default, see docs"),
+                "{sec}.{k}: {src}"
+            );
+        }
+    }
+    for r in ["l1d", "l2", "llc"] {
+        let v = t[r]["replacement"]["value"].as_str().unwrap();
+        assert!(["lru", "tree-plru", "srrip", "random"].contains(&v));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
