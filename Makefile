@@ -1,0 +1,55 @@
+# Entry points (see README.md):
+#   make run    set up on a fresh machine and run the headline experiment
+#   make test   set up and run all tests (Rust and Python)
+#   make bench  simulator-speed benchmarks
+#   make clean  remove the virtualenv and build products
+#
+# Set-up is a Python virtualenv in $(VENV) holding the package, built in
+# release mode by maturin (installed as editable: Python sources are used in
+# place; the extension is rebuilt only when Rust sources or presets change).
+
+PYTHON ?= python3
+CARGO  ?= cargo
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+TOOLS  := $(VENV)/.tools-installed
+STAMP  := $(VENV)/.vmsim-built
+
+# What the extension is built from (presets may be embedded in the core).
+BUILD_INPUTS := Cargo.toml pyproject.toml $(wildcard Cargo.lock) \
+	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null)
+
+.PHONY: run test test-rust test-python bench setup clean
+
+run: $(STAMP)
+	$(BIN)/vmsim compare clear-target-last
+
+test: test-rust test-python
+
+test-rust:
+	$(CARGO) test --workspace --release
+
+test-python: $(STAMP)
+	$(BIN)/python -m pytest -q tests/python
+
+bench:
+	$(CARGO) bench -p vmsim-core
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(TOOLS): | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
+	touch $@
+
+$(STAMP): $(TOOLS) $(BUILD_INPUTS)
+	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" \
+		$(BIN)/maturin develop --release --extras full,test
+	touch $@
+
+clean:
+	rm -rf $(VENV) python/vmsim/_core*.so
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(CARGO) clean

@@ -1,0 +1,97 @@
+//! `vmsim._core`: thin Python bindings of the simulator core (`vmsim-core`)
+//! and the host measurements (`vmsim-hw`). Results cross the boundary as JSON
+//! text; the Python package `vmsim` parses them.
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+mod error;
+mod progress;
+
+use error::{PyHwErr, PyVmsimErr};
+use vmsim_core::api::{self, Format};
+
+fn parse_format(format: &str) -> PyResult<Format> {
+    match format.to_ascii_lowercase().as_str() {
+        "toml" => Ok(Format::Toml),
+        "json" => Ok(Format::Json),
+        other => Err(PyValueError::new_err(format!(
+            "format must be 'toml' or 'json', not {other:?}"
+        ))),
+    }
+}
+
+/// Runs one simulation of a run config (TOML or JSON text) and returns the
+/// result as JSON text. Relative paths in the config resolve against
+/// `base_dir`. `progress(label, fraction)` is called now and then.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", base_dir = None, progress = None))]
+fn run_config(
+    py: Python<'_>,
+    text: &str,
+    format: &str,
+    base_dir: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let format = parse_format(format)?;
+    let text = text.to_owned();
+    let result = progress::run_detached(py, progress, move |hook| {
+        api::run_config(&text, format, base_dir.as_deref(), hook)
+    })?;
+    Ok(result.map_err(PyVmsimErr::from)?)
+}
+
+/// Runs an experiment (a built-in name or a path to an experiment TOML):
+/// its baseline and variants. Returns the result as JSON text.
+#[pyfunction]
+#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None))]
+fn compare(
+    py: Python<'_>,
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let experiment = experiment.to_owned();
+    let result = progress::run_detached(py, progress, move |hook| {
+        api::compare(&experiment, scale, seed, hook)
+    })?;
+    Ok(result.map_err(PyVmsimErr::from)?)
+}
+
+/// Built-in machine presets as (name, one-line description).
+#[pyfunction]
+fn list_machines() -> Vec<(String, String)> {
+    api::list_machines()
+}
+
+/// Built-in experiments as (name, one-line description).
+#[pyfunction]
+fn list_experiments() -> Vec<(String, String)> {
+    api::list_experiments()
+}
+
+/// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`) with
+/// options given as a JSON object; returns the result as JSON text.
+#[pyfunction]
+#[pyo3(signature = (command, opts_json = "{}"))]
+fn hw_run(py: Python<'_>, command: &str, opts_json: &str) -> PyResult<String> {
+    let command = command.to_owned();
+    let opts = opts_json.to_owned();
+    let result = py.detach(move || vmsim_hw::run_json(&command, &opts));
+    Ok(result.map_err(PyHwErr::from)?)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run_config, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(list_machines, m)?)?;
+    m.add_function(wrap_pyfunction!(list_experiments, m)?)?;
+    m.add_function(wrap_pyfunction!(hw_run, m)?)?;
+    error::register(m)?;
+    Ok(())
+}

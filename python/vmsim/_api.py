@@ -1,0 +1,192 @@
+"""The Python API: runs, experiments, sweeps and DataFrames."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._config import ConfigLike, load_dict, load_text, set_dotted
+from .tables import iter_scalar_rows, scalar_metrics
+
+ProgressCallback = Callable[[str, float], Any]
+
+
+def run(
+    config: ConfigLike,
+    *,
+    base_dir: Union[str, "os.PathLike[str]", None] = None,
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Runs one simulation and returns its result.
+
+    ``config`` is a dict (sent to the core as JSON), a path to a ``.toml`` or
+    ``.json`` run config (its folder becomes ``base_dir``), or TOML text.
+    ``progress(label, fraction)`` is called now and then while the simulation
+    runs (at most about four times a second); an exception it raises stops the
+    run. The result is a dict with keys ``config`` (the resolved config),
+    ``machine`` (``name``, ``description``, ``summary``), ``scale`` and
+    ``metrics``.
+
+    Raises ``ConfigError`` (with ``.key``, the dotted path of the bad field)
+    for a bad config, ``DataVerificationError`` when the simulated workload
+    did not read back what it wrote, and ``FileNotFoundError`` for a missing
+    config file.
+    """
+    text, fmt, base = load_text(config, base_dir)
+    return json.loads(_core.run_config(text, fmt, base, progress))
+
+
+def compare(
+    experiment: Union[str, "os.PathLike[str]"],
+    scale: Optional[float] = None,
+    seed: int = 0,
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Runs an experiment's baseline and variants.
+
+    ``experiment`` is a built-in experiment name (see ``experiments()``) or a
+    path to an experiment TOML. ``scale`` overrides the experiment's memory
+    scale. The result has keys ``experiment``, ``description``, ``machine``,
+    ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
+    ``variants`` (name -> metrics) and ``variant_order``.
+    """
+    exp = os.fspath(experiment)
+    return json.loads(_core.compare(exp, scale, int(seed), progress))
+
+
+def machines() -> Dict[str, str]:
+    """Built-in machine presets: name -> one-line description."""
+    return dict(_core.list_machines())
+
+
+def experiments() -> Dict[str, str]:
+    """Built-in experiments: name -> one-line description."""
+    return dict(_core.list_experiments())
+
+
+def hw(command: str, **options: Any) -> Dict[str, Any]:
+    """Runs a host measurement (``"clear"``, ``"copy"``, ``"pf-test"`` or
+    ``"calibrate"``) with keyword options; returns its result."""
+    return json.loads(_core.hw_run(command, json.dumps(options)))
+
+
+def _run_point(config_json: str, base_dir: Optional[str]) -> Dict[str, Any]:
+    """One sweep point (module level so that process pools can pickle it)."""
+    return json.loads(_core.run_config(config_json, "json", base_dir, None))
+
+
+def _have_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def sweep(
+    grid: Mapping[str, Sequence[Any]],
+    base: ConfigLike,
+    executor: Optional[Executor] = None,
+    *,
+    progress: Optional[ProgressCallback] = None,
+):
+    """Runs ``base`` at every point of ``grid`` and returns one row per point.
+
+    ``grid`` maps dotted config keys to lists of values, e.g.
+    ``{"workload.nr_task": [1, 2, 4], "kernel.clear_huge_page": ["sequential",
+    "target-last"]}``; the points are the cartesian product, in the grid's
+    order. ``base`` is a config dict, a path to a run config, or TOML text.
+
+    The points run on ``executor``: anything with a ``concurrent.futures``-style
+    ``submit(fn, *args)`` returning futures with ``result()``, such as a
+    ``ThreadPoolExecutor`` or a ``dask.distributed.Client``. By default a
+    ``ProcessPoolExecutor`` with one worker per CPU is used (and shut down).
+    ``progress(label, fraction)`` is called as points finish.
+
+    Each row holds the grid keys with their values, then every scalar metric.
+    Returns a ``pandas.DataFrame`` when pandas is installed, otherwise a list
+    of dicts (install the ``full`` extra for pandas). The first failing point
+    raises its exception.
+    """
+    base_config, base_dir = load_dict(base)
+    keys = list(grid)
+    value_lists = []
+    for key in keys:
+        values = grid[key]
+        if isinstance(values, (str, bytes, Mapping)):
+            values = None
+        else:
+            values = list(values)
+        if not values:
+            raise ValueError(f"sweep grid {key!r}: expected a non-empty list of values")
+        value_lists.append(values)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
+    configs = []
+    for point in points:
+        cfg = json.loads(json.dumps(base_config))
+        for key, value in point.items():
+            set_dotted(cfg, key, value)
+        configs.append(json.dumps(cfg))
+
+    own = executor is None
+    if own:
+        executor = ProcessPoolExecutor(max_workers=max(1, min(len(points), os.cpu_count() or 1)))
+    try:
+        futures = [executor.submit(_run_point, cfg, base_dir) for cfg in configs]
+        rows: List[Dict[str, Any]] = []
+        for i, (point, fut) in enumerate(zip(points, futures)):
+            result = fut.result()
+            row = dict(point)
+            row.update(scalar_metrics(result.get("metrics", {})))
+            rows.append(row)
+            if progress is not None:
+                progress("sweep", (i + 1) / len(points))
+    finally:
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    if _have_pandas():
+        import pandas as pd
+
+        return pd.DataFrame(rows)
+    return rows
+
+
+def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], *, per_cpu: bool = False):
+    """A ``pandas.DataFrame`` of a result.
+
+    - ``run`` result: one row (index ``"run"``), a column per scalar metric;
+    - ``compare`` result: a row per configuration (baseline first, then the
+      variants in order), a column per scalar metric;
+    - a list of rows (``sweep`` without pandas): one row each.
+
+    With ``per_cpu=True``, the per-CPU counters instead: one row per CPU (and
+    per configuration for a compare result, in a ``run`` column).
+    Needs pandas (``pip install 'vmsim[full]'``).
+    """
+    try:
+        import pandas as pd
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("to_dataframe needs pandas: pip install 'vmsim[full]'") from e
+    if not isinstance(result, Mapping):
+        return pd.DataFrame(list(result))
+    if per_cpu:
+        frames = []
+        if "variants" in result:
+            runs = [(result.get("baseline_name", "baseline"), result.get("baseline", {}))]
+            variants = result.get("variants", {})
+            runs += [(v, variants[v]) for v in result.get("variant_order") or sorted(variants)]
+        else:
+            runs = [("run", result.get("metrics", {}))]
+        for name, metrics in runs:
+            df = pd.DataFrame(metrics.get("per_cpu", []))
+            df.insert(0, "run", name)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+    rows = list(iter_scalar_rows(result))
+    df = pd.DataFrame([m for _, m in rows], index=[n for n, _ in rows])
+    df.index.name = "run"
+    return df

@@ -1,0 +1,99 @@
+"""Loading run configs and setting dotted keys in them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+_CONFIG_SUFFIXES = (".toml", ".json")
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and text.strip().lower().endswith(_CONFIG_SUFFIXES)
+
+
+def _as_path(config: ConfigLike) -> Optional[Path]:
+    """The file that ``config`` names, or None when it is config text."""
+    if isinstance(config, os.PathLike):
+        return Path(config)
+    if isinstance(config, str):
+        if "\n" not in config and len(config) < 4096:
+            p = Path(config)
+            try:
+                if p.is_file():
+                    return p
+            except OSError:
+                return None
+        if _looks_like_path(config):
+            # Names a config file that does not exist: say so rather than
+            # failing to parse the file name as TOML.
+            return Path(config)
+    return None
+
+
+def _format_of(path: Path) -> str:
+    return "json" if path.suffix.lower() == ".json" else "toml"
+
+
+def load_text(config: ConfigLike, base_dir: Union[str, os.PathLike, None] = None) -> Tuple[str, str, Optional[str]]:
+    """Returns (text, format, base_dir) for the core's ``run_config``.
+
+    A mapping becomes JSON; a path (or a string naming an existing file) is
+    read, and its folder becomes ``base_dir`` unless one is given; any other
+    string is TOML text.
+    """
+    if isinstance(config, Mapping):
+        text, fmt = json.dumps(config), "json"
+    else:
+        path = _as_path(config)
+        if path is not None:
+            text = path.read_text(encoding="utf-8")  # FileNotFoundError if missing
+            fmt = _format_of(path)
+            if base_dir is None:
+                base_dir = path.resolve().parent
+        elif isinstance(config, str):
+            text, fmt = config, "toml"
+        else:
+            raise TypeError(f"config must be a dict, a path or TOML text, not {type(config).__name__}")
+    return text, fmt, (os.fspath(base_dir) if base_dir is not None else None)
+
+
+def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
+    """Returns (config as a new dict, base_dir) for editing, e.g. in sweeps."""
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config)), None
+    path = _as_path(config)
+    if path is not None:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if _format_of(path) == "json" else tomllib.loads(text)
+        return data, os.fspath(path.resolve().parent)
+    if isinstance(config, str):
+        return tomllib.loads(config), None
+    raise TypeError(f"config must be a dict, a path or TOML text, not {type(config).__name__}")
+
+
+def set_dotted(config: Dict[str, Any], key: str, value: Any) -> None:
+    """Sets ``config["a"]["b"] = value`` for ``key == "a.b"``, making tables as needed."""
+    parts = key.split(".")
+    if not all(parts):
+        raise ValueError(f"bad dotted key {key!r}")
+    node = config
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ValueError(f"{'.'.join(parts[: i + 1])} is not a table, cannot set {key}")
+        node = child
+    node[parts[-1]] = value

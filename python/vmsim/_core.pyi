@@ -1,0 +1,61 @@
+"""Type stubs of the extension module ``vmsim._core`` (built from crates/vmsim-py)."""
+
+from typing import Callable, Optional
+
+__version__: str
+
+ProgressCallback = Callable[[str, float], object]
+
+def run_config(
+    text: str,
+    format: str = "toml",
+    base_dir: Optional[str] = None,
+    progress: Optional[ProgressCallback] = None,
+) -> str:
+    """Run one simulation of a run config (``format`` is "toml" or "json").
+
+    Relative paths in the config resolve against ``base_dir``. Returns the
+    result as JSON text. The GIL is released while the simulation runs;
+    ``progress(label, fraction)`` is called with the GIL held, at most about
+    four times a second. An exception raised by ``progress`` (or Ctrl-C)
+    stops the run and propagates.
+    """
+
+def compare(
+    experiment: str,
+    scale: Optional[float] = None,
+    seed: int = 0,
+    progress: Optional[ProgressCallback] = None,
+) -> str:
+    """Run an experiment (built-in name or path to an experiment TOML): its
+    baseline and variants. Returns the result as JSON text."""
+
+def list_machines() -> list[tuple[str, str]]:
+    """Built-in machine presets as (name, one-line description)."""
+
+def list_experiments() -> list[tuple[str, str]]:
+    """Built-in experiments as (name, one-line description)."""
+
+def hw_run(command: str, opts_json: str = "{}") -> str:
+    """Run a host measurement ("clear", "copy", "pf-test" or "calibrate") with
+    options given as a JSON object. Returns the result as JSON text."""
+
+class VmsimError(Exception):
+    """Base class of all errors raised by vmsim."""
+
+class ConfigError(VmsimError, ValueError):
+    """Bad configuration or option."""
+
+    key: str
+    """Dotted path of the offending field, e.g. ``"workload.nr_task"``."""
+    message: str
+    """What is wrong and which values are accepted."""
+
+class DataVerificationError(VmsimError):
+    """A workload's final content check failed: simulated data was lost or corrupted."""
+
+class HwError(VmsimError):
+    """A host measurement failed."""
+
+class HwUnsupportedError(HwError):
+    """The host measurement is not supported on this machine."""

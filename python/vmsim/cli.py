@@ -1,0 +1,212 @@
+"""The ``vmsim`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import _api, _core
+from ._config import set_dotted
+from ._progress import StderrProgress
+from .tables import format_compare, format_run, format_tree
+
+PROG = "vmsim"
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error reported as one line, exit code 2."""
+
+
+def _dump_json(obj: Any) -> str:
+    """Deterministic JSON text: sorted keys, two-space indent."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _write_json(obj: Any, out: str) -> None:
+    text = _dump_json(obj)
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text, encoding="utf-8")
+
+
+def _progress(args) -> Optional[StderrProgress]:
+    return None if args.quiet else StderrProgress()
+
+
+def _run_with_progress(args, fn, *a, **kw):
+    progress = _progress(args)
+    if progress is None:
+        return fn(*a, progress=None, **kw)
+    with progress:
+        return fn(*a, progress=progress, **kw)
+
+
+def _emit(result: Dict[str, Any], text: str, json_out: Optional[str]) -> None:
+    if json_out:
+        _write_json(result, json_out)
+    if json_out != "-":
+        sys.stdout.write(text)
+
+
+def _print_listing(items: Dict[str, str]) -> None:
+    width = max((len(n) for n in items), default=0)
+    for name, description in items.items():
+        print(f"{name.ljust(width)}  {description}".rstrip())
+
+
+def cmd_machines(args) -> int:
+    _print_listing(_api.machines())
+    return 0
+
+
+def cmd_experiments(args) -> int:
+    _print_listing(_api.experiments())
+    return 0
+
+
+def cmd_run(args) -> int:
+    path = Path(args.config)
+    if not path.is_file():
+        raise CliError(f"{args.config}: no such config file")
+    result = _run_with_progress(args, _api.run, path)
+    _emit(result, format_run(result), args.json)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    experiment = args.experiment
+    looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
+    if looks_like_file and not Path(experiment).is_file():
+        raise CliError(f"{experiment}: no such experiment file")
+    if args.scale is not None and not args.scale > 0:
+        raise CliError(f"--scale must be positive, not {args.scale}")
+    result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=args.seed)
+    _emit(result, format_compare(result), args.json)
+    return 0
+
+
+def _parse_opt(text: str) -> tuple:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise CliError(f"--opt expects KEY=VALUE, not {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    return key.strip(), parsed
+
+
+def cmd_hw(args) -> int:
+    if args.command == "validate":
+        raise CliError("hw validate is not yet available")
+    opts: Dict[str, Any] = {}
+    for text in args.opt or []:
+        key, value = _parse_opt(text)
+        set_dotted(opts, key, value)
+    raw = _core.hw_run(args.command, json.dumps(opts))
+    result = json.loads(raw)
+    _emit(result, format_tree(result), args.json)
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from . import plot
+
+    path = Path(args.result)
+    if not path.is_file():
+        raise CliError(f"{args.result}: no such result file")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CliError(f"{args.result}: not a JSON result ({e})") from None
+    metrics = [m for m in (args.metrics or "").split(",") if m] or None
+    plot.plot(result, args.out, metrics=metrics)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Deterministic simulator of the Linux memory-management fast paths.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_core.__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="show no progress on stderr")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("machines", help="list the built-in machine presets")
+    p.set_defaults(func=cmd_machines)
+    p = sub.add_parser("experiments", help="list the built-in experiments")
+    p.set_defaults(func=cmd_experiments)
+
+    p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
+    p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")
+    p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
+    p.add_argument("experiment", metavar="NAME|FILE", help="built-in experiment name or experiment TOML")
+    p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")
+    p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "validate"])
+    p.add_argument("--opt", action="append", metavar="KEY=VALUE",
+                   help="option for the measurement (VALUE parsed as JSON if it parses); repeatable")
+    p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_hw)
+
+    p = sub.add_parser("plot", help="plot a result JSON (needs matplotlib)")
+    p.add_argument("result", metavar="RESULT.json")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="image file to write")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: all numeric ones)")
+    p.set_defaults(func=cmd_plot)
+    return parser
+
+
+def _error(message: str) -> int:
+    message = " ".join(str(message).split())  # one line
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    return EXIT_USAGE
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as e:
+        return _error(str(e))
+    except _core.HwUnsupportedError as e:
+        return _error(f"not supported on this host: {e}")
+    except _core.DataVerificationError as e:
+        return _error(f"data verification failed: {e}")
+    except _core.VmsimError as e:
+        return _error(str(e))
+    except FileNotFoundError as e:
+        return _error(f"{e.filename or e}: no such file")
+    except OSError as e:
+        return _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+    except ImportError as e:
+        return _error(str(e))
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

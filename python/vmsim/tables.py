@@ -1,0 +1,222 @@
+"""Plain-text tables of results, in the style of LKP and mmtests compare tables.
+
+Every scalar metric (number or bool) is shown: the well-known ones first in a
+fixed order, then any others sorted by name. Nested values (per-CPU lists,
+breakdowns) appear only in the JSON output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+#: Preferred order of the well-known metrics; others follow, sorted.
+PREFERRED_METRICS: Sequence[str] = (
+    "throughput_bytes_per_s",
+    "elapsed_s",
+    "user_s",
+    "sys_s",
+    "instructions",
+    "cycles",
+    "ipc",
+    "llc_references",
+    "llc_misses",
+    "llc_miss_rate",
+    "l1d_misses",
+    "l2_misses",
+    "pgfault",
+    "thp_fault_alloc",
+    "nr_tlb_remote_flush",
+    "nr_tlb_remote_flush_received",
+    "dram_bytes_read",
+    "dram_bytes_written",
+    "data_verified",
+)
+
+_RANK = {name: i for i, name in enumerate(PREFERRED_METRICS)}
+
+
+def is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def metric_names(*metric_sets: Mapping[str, Any]) -> List[str]:
+    """Names of the scalar metrics in any of ``metric_sets``, in table order."""
+    names = set()
+    for metrics in metric_sets:
+        names.update(k for k, v in metrics.items() if is_scalar(v) and not isinstance(v, str))
+    return sorted(names, key=lambda n: (_RANK.get(n, len(_RANK)), n))
+
+
+def scalar_metrics(metrics: Mapping[str, Any]) -> Dict[str, Any]:
+    """The scalar metrics of one run, in table order."""
+    return {name: metrics[name] for name in metric_names(metrics)}
+
+
+def format_value(value: Any) -> str:
+    """Integers as integers, floats with about four significant digits, booleans as true/false."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        a = abs(value)
+        if a == 0:
+            return "0"
+        if a >= 1e7 or a < 1e-3:
+            return f"{value:.3e}"
+        if a >= 1e3:
+            return f"{value:.1f}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def percent_change(base: Any, value: Any) -> Optional[float]:
+    """(value - base) / |base| in percent; None when not defined."""
+    if not (_is_number(base) and _is_number(value)):
+        return None
+    if base == 0 or not math.isfinite(base) or not math.isfinite(value):
+        return None
+    return (value - base) / abs(base) * 100.0
+
+
+def format_change(base: Any, value: Any) -> str:
+    p = percent_change(base, value)
+    if p is None:
+        return ""
+    if abs(p) < 0.05:
+        p = 0.0
+    return f"{p:+.1f}%"
+
+
+def _machine_line(machine: Mapping[str, Any]) -> str:
+    name = machine.get("name", "?")
+    summary = machine.get("summary") or machine.get("description")
+    return f"{name} — {summary}" if summary else str(name)
+
+
+def format_run(result: Mapping[str, Any]) -> str:
+    """The metric table of one run, headed by the machine and scale lines."""
+    lines = [f"machine: {_machine_line(result.get('machine', {}))}"]
+    if result.get("scale"):
+        lines.append(f"scale:   {result['scale']}")
+    lines.append("")
+    metrics = result.get("metrics", {})
+    names = metric_names(metrics)
+    cells = [format_value(metrics[n]) for n in names]
+    nw = max((len(n) for n in names), default=0)
+    vw = max((len(c) for c in cells), default=0)
+    for name, cell in zip(names, cells):
+        lines.append(f"  {name.ljust(nw)}  {cell.rjust(vw)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_compare(result: Mapping[str, Any]) -> str:
+    """Baseline, then %change and value for each variant, metric name last."""
+    base_name = str(result.get("baseline_name", "baseline"))
+    baseline = result.get("baseline", {})
+    variants = result.get("variants", {})
+    order = list(result.get("variant_order") or sorted(variants))
+    description = result.get("description")
+    lines = []
+    exp = str(result.get("experiment", "?"))
+    lines.append(f"experiment: {exp} — {description}" if description else f"experiment: {exp}")
+    lines.append(f"machine:    {_machine_line(result.get('machine', {}))}")
+    scale = result.get("scale", "")
+    seed = result.get("seed")
+    tail = f"   seed: {seed}" if seed is not None else ""
+    lines.append(f"scale:      {scale}{tail}")
+    lines.append("")
+
+    names = metric_names(baseline, *(variants[v] for v in order))
+    # columns: baseline, then (%change, value) per variant
+    headers = [base_name]
+    columns: List[List[str]] = [[format_value(baseline.get(n)) for n in names]]
+    kinds = ["value"]
+    for v in order:
+        vm = variants[v]
+        headers += ["%change", v]
+        columns.append([format_change(baseline.get(n), vm.get(n)) for n in names])
+        columns.append([format_value(vm.get(n)) for n in names])
+        kinds += ["change", "value"]
+    widths = []
+    for h, col, kind in zip(headers, columns, kinds):
+        w = max([len(h)] + [len(c) for c in col])
+        widths.append(w + (4 if kind == "value" else 0))
+    sep = "  "
+    lines.append("  " + sep.join(h.center(w) for h, w in zip(headers, widths)).rstrip())
+    lines.append("  " + sep.join("-" * w for w in widths))
+    for i, name in enumerate(names):
+        cells = [col[i].rjust(w - (2 if k == "value" else 0)).ljust(w) for col, w, k in zip(columns, widths, kinds)]
+        lines.append("  " + sep.join(cells) + sep + name)
+    return "\n".join(lines) + "\n"
+
+
+def _flatten(obj: Any, prefix: str, out: List[tuple], tables: List[tuple]) -> None:
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, tables)
+    elif isinstance(obj, list) and obj and all(isinstance(x, Mapping) for x in obj):
+        tables.append((prefix, obj))
+    elif isinstance(obj, list):
+        out.append((prefix, ", ".join(format_value(x) if is_scalar(x) else str(x) for x in obj)))
+    else:
+        out.append((prefix, format_value(obj)))
+
+
+def format_rows(rows: Sequence[Mapping[str, Any]]) -> List[str]:
+    """A list of records as a table with a header line (scalar fields only)."""
+    cols: List[str] = []
+    for row in rows:
+        for k, v in row.items():
+            if k not in cols and is_scalar(v):
+                cols.append(k)
+    cells = [[format_value(row.get(c)) if c in row else "" for c in cols] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    text_cols = [all(isinstance(row.get(c), str) or c not in row for row in rows) for c in cols]
+    out = ["  " + "  ".join(c.ljust(w) if t else c.rjust(w) for c, w, t in zip(cols, widths, text_cols)).rstrip()]
+    out.append("  " + "  ".join("-" * w for w in widths))
+    for r in cells:
+        out.append("  " + "  ".join(v.ljust(w) if t else v.rjust(w) for v, w, t in zip(r, widths, text_cols)).rstrip())
+    return out
+
+
+def format_tree(result: Mapping[str, Any]) -> str:
+    """Any JSON result as readable text: scalar fields as `key  value` lines
+    (nested keys dotted), lists of records as tables."""
+    pairs: List[tuple] = []
+    tables: List[tuple] = []
+    _flatten(result, "", pairs, tables)
+    lines: List[str] = []
+    if pairs:
+        kw = max(len(k) for k, _ in pairs)
+        lines += [f"{k.ljust(kw)}  {v}" for k, v in pairs]
+    for name, rows in tables:
+        if lines:
+            lines.append("")
+        lines.append(f"{name}:")
+        lines += format_rows(rows)
+    return "\n".join(lines) + "\n"
+
+
+def iter_scalar_rows(result: Mapping[str, Any]) -> Iterable[tuple]:
+    """(run name, scalar metrics) for a run or compare result."""
+    if "variants" in result:
+        yield str(result.get("baseline_name", "baseline")), scalar_metrics(result.get("baseline", {}))
+        variants = result.get("variants", {})
+        for v in result.get("variant_order") or sorted(variants):
+            yield str(v), scalar_metrics(variants[v])
+    elif "metrics" in result:
+        yield "run", scalar_metrics(result["metrics"])
+    else:
+        raise ValueError("not a vmsim run or compare result (no 'metrics' or 'variants')")

@@ -1,0 +1,201 @@
+import json
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+
+import vmsim
+from vmsim import _core
+from vmsim._config import load_text, set_dotted
+
+BAD_CONFIG = {"machine": "xeon-e5-2699v3-2s", "workload": {"kind": "usemem", "bogus": 1}}
+
+
+def test_exception_hierarchy():
+    assert issubclass(vmsim.VmsimError, Exception)
+    assert issubclass(vmsim.ConfigError, vmsim.VmsimError)
+    assert issubclass(vmsim.ConfigError, ValueError)
+    assert issubclass(vmsim.DataVerificationError, vmsim.VmsimError)
+    assert issubclass(vmsim.HwError, vmsim.VmsimError)
+    assert issubclass(vmsim.HwUnsupportedError, vmsim.HwError)
+    for exc in (vmsim.VmsimError, vmsim.ConfigError, vmsim.DataVerificationError,
+                vmsim.HwError, vmsim.HwUnsupportedError):
+        assert exc.__module__ == "vmsim._core"
+        assert getattr(_core, exc.__name__) is exc
+
+
+def test_config_error_names_dotted_key():
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(BAD_CONFIG)
+    err = info.value
+    assert err.key == "workload.bogus"
+    assert err.message
+    assert str(err).startswith("workload.bogus")
+    # ValueError too, so generic code can catch it
+    assert isinstance(err, ValueError)
+
+
+def test_config_error_pickles_with_attributes():
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(BAD_CONFIG)
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is vmsim.ConfigError
+    assert copy.key == info.value.key and copy.message == info.value.message
+
+
+def test_unknown_machine_is_config_error(tiny_config):
+    tiny_config["machine"] = "no-such-machine"
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(tiny_config)
+    assert info.value.key == "machine"
+
+
+def test_bad_toml_text_is_config_error():
+    with pytest.raises(vmsim.ConfigError):
+        vmsim.run("this is [not toml")
+
+
+def test_missing_config_file():
+    with pytest.raises(FileNotFoundError):
+        vmsim.run("/nonexistent/dir/run.toml")
+    with pytest.raises(FileNotFoundError):
+        vmsim.run(Path("/nonexistent/dir/run.json"))
+
+
+def test_unknown_experiment_is_config_error():
+    with pytest.raises(vmsim.ConfigError):
+        vmsim.compare("no-such-experiment")
+
+
+def test_bad_format_argument():
+    with pytest.raises(ValueError):
+        _core.run_config("{}", "yaml", None, None)
+
+
+def test_listings():
+    machines = vmsim.machines()
+    experiments = vmsim.experiments()
+    assert "xeon-e5-2699v3-2s" in machines
+    assert "clear-target-last" in experiments
+    for listing in (machines, experiments):
+        for name, description in listing.items():
+            assert name and isinstance(description, str)
+
+
+def _check_run_result(result):
+    assert set(result) >= {"config", "machine", "scale", "metrics"}
+    assert set(result["machine"]) >= {"name", "description", "summary"}
+    assert result["machine"]["name"] == "xeon-e5-2699v3-2s"
+    m = result["metrics"]
+    for key in ("throughput_bytes_per_s", "elapsed_s", "instructions", "cycles", "data_verified"):
+        assert key in m
+    assert isinstance(m["per_cpu"], list)
+
+
+def test_run_dict_toml_file_and_text_agree(tiny_config, tiny_toml):
+    from_dict = vmsim.run(tiny_config)
+    from_file = vmsim.run(tiny_toml)
+    from_str_path = vmsim.run(str(tiny_toml))
+    from_text = vmsim.run(tiny_toml.read_text())
+    _check_run_result(from_dict)
+    assert from_dict["metrics"] == from_file["metrics"] == from_str_path["metrics"] == from_text["metrics"]
+
+
+def test_run_json_file(tiny_config, tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(tiny_config))
+    assert vmsim.run(path)["metrics"] == vmsim.run(tiny_config)["metrics"]
+
+
+def test_load_text_base_dir(tiny_toml):
+    text, fmt, base = load_text(tiny_toml)
+    assert fmt == "toml" and base == str(tiny_toml.resolve().parent)
+    _, fmt, base = load_text({"a": 1})
+    assert fmt == "json" and base is None
+    _, _, base = load_text({"a": 1}, base_dir=tiny_toml.parent)
+    assert base == str(tiny_toml.parent)
+
+
+def test_set_dotted():
+    cfg = {"workload": {"kind": "usemem"}}
+    set_dotted(cfg, "workload.nr_task", 4)
+    set_dotted(cfg, "kernel.thp", "never")
+    assert cfg == {"workload": {"kind": "usemem", "nr_task": 4}, "kernel": {"thp": "never"}}
+    with pytest.raises(ValueError):
+        set_dotted(cfg, "workload.kind.x", 1)
+    with pytest.raises(ValueError):
+        set_dotted(cfg, "a..b", 1)
+
+
+def test_run_is_deterministic(tiny_config):
+    assert vmsim.run(tiny_config) == vmsim.run(tiny_config)
+
+
+def test_progress_callback_arguments(tiny_config):
+    calls = []
+    vmsim.run(tiny_config, progress=lambda label, f: calls.append((label, f)))
+    for label, fraction in calls:
+        assert isinstance(label, str)
+        assert 0.0 <= fraction <= 1.0
+
+
+def test_compare_shape():
+    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    assert result["experiment"] == "clear-target-last"
+    assert result["seed"] == 0
+    assert result["baseline_name"]
+    assert result["variant_order"]
+    assert set(result["variant_order"]) == set(result["variants"])
+    assert set(result["baseline"]) >= {"throughput_bytes_per_s", "data_verified"}
+
+
+def test_runs_release_the_gil(tiny_config):
+    # Several runs on threads must all finish (and agree).
+    results = [None] * 3
+
+    def work(i):
+        results[i] = vmsim.run(tiny_config)["metrics"]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert results[0] is not None and results[0] == results[1] == results[2]
+
+
+@pytest.mark.sim
+def test_progress_callback_exception_stops_run():
+    class Stop(Exception):
+        pass
+
+    def progress(label, fraction):
+        raise Stop(label)
+
+    with pytest.raises(Stop):
+        vmsim.compare("clear-target-last", scale=1 / 256, progress=progress)
+
+
+@pytest.mark.sim
+def test_tiny_run_results_are_plausible(tiny_config):
+    m = vmsim.run(tiny_config)["metrics"]
+    assert m["data_verified"] is True
+    assert m["throughput_bytes_per_s"] > 0
+    assert m["elapsed_s"] > 0
+    assert m["instructions"] > 0 and m["cycles"] > 0
+    assert 0.0 <= m["llc_miss_rate"] <= 1.0
+    assert m["thp_fault_alloc"] > 0  # thp=always, sizes in whole huge pages
+    assert len(m["per_cpu"]) >= tiny_config["workload"]["nr_task"]
+
+
+def test_to_dataframe():
+    pd = pytest.importorskip("pandas")
+    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    df = vmsim.to_dataframe(result)
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.index) == [result["baseline_name"]] + result["variant_order"]
+    assert "throughput_bytes_per_s" in df.columns
+    assert "per_cpu" not in df.columns
+    cpus = vmsim.to_dataframe(result, per_cpu=True)
+    assert "run" in cpus.columns and "cpu" in cpus.columns

@@ -1,0 +1,194 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vmsim import cli
+
+
+def vmsim_cmd(*args, cwd=None):
+    """Runs the CLI in a fresh process, as a user would."""
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "vmsim", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=900)
+
+
+def test_machines_and_experiments(capsys):
+    assert cli.main(["machines"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.split()[0] == "xeon-e5-2699v3-2s" for line in out)
+    assert cli.main(["experiments"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in out]
+    assert "clear-target-last" in names
+    # descriptions start in one column
+    starts = {len(line) - len(line[len(line.split()[0]):].lstrip()) for line in out if len(line.split()) > 1}
+    assert len(starts) == 1
+
+
+def test_entry_point_process():
+    proc = vmsim_cmd("machines")
+    assert proc.returncode == 0
+    assert "xeon-e5-2699v3-2s" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_missing_file_exit_2_one_line():
+    proc = vmsim_cmd("run", "/nonexistent/run.toml")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vmsim: error: ")
+    assert "/nonexistent/run.toml" in lines[0]
+
+
+def test_bad_config_exit_2_names_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "usemem"\nbogus = 1\n')
+    proc = vmsim_cmd("run", str(bad))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("vmsim: error: workload.bogus")
+    assert "Traceback" not in proc.stderr
+
+
+def test_unparsable_config_exit_2(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is [not toml\n")
+    proc = vmsim_cmd("run", str(bad))
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("vmsim: error: ")
+
+
+def test_unknown_experiment_exit_2(capsys):
+    assert cli.main(["compare", "no-such-experiment"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vmsim: error: ") and len(err.splitlines()) == 1
+    assert cli.main(["compare", "missing-file.toml"]) == 2
+    assert "missing-file.toml" in capsys.readouterr().err
+
+
+def test_argparse_errors_exit_2():
+    proc = vmsim_cmd("compare")
+    assert proc.returncode == 2
+    assert "usage:" in proc.stderr
+    proc = vmsim_cmd("compare", "clear-target-last", "--seed", "x")
+    assert proc.returncode == 2
+
+
+def test_run_prints_table(tiny_toml, capsys):
+    assert cli.main(["run", "-q", str(tiny_toml)]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith("machine: xeon-e5-2699v3-2s")
+    names = [line.split()[0] for line in lines if line.startswith("  ")]
+    assert names[0] == "throughput_bytes_per_s"
+    assert "data_verified" in names and "per_cpu" not in names
+    assert captured.err == ""
+
+
+def test_run_json_is_deterministic(tiny_toml, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert cli.main(["run", "-q", str(tiny_toml), "--json", str(a)]) == 0
+    assert cli.main(["run", "-q", str(tiny_toml), "--json", str(b)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    data = json.loads(a.read_text())
+    assert set(data) >= {"config", "machine", "scale", "metrics"}
+    # the full result, nested values included
+    assert "per_cpu" in data["metrics"]
+
+
+def test_run_json_to_stdout(tiny_toml, capsys):
+    assert cli.main(["run", "-q", str(tiny_toml), "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "metrics" in data
+
+
+def test_compare_table_and_json(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    lines = text.splitlines()
+    assert lines[0].startswith("experiment: clear-target-last")
+    assert lines[1].startswith("machine:    ")
+    assert lines[2].startswith("scale:      ") and "seed: 0" in lines[2]
+    header = lines[4].split()
+    assert header[0] == data["baseline_name"]
+    assert header[1:3] == ["%change", data["variant_order"][0]]
+    assert any(line.endswith("  throughput_bytes_per_s") for line in lines)
+
+
+def test_compare_json_deterministic_across_processes(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out in (a, b):
+        proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--json", str(out))
+        assert proc.returncode == 0, proc.stderr
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_hw_validate_not_available(capsys):
+    assert cli.main(["hw", "validate"]) == 2
+    err = capsys.readouterr().err
+    assert err == "vmsim: error: hw validate is not yet available\n"
+
+
+def test_hw_bad_opt(capsys):
+    assert cli.main(["hw", "clear", "--opt", "novalue"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_parse_opt():
+    assert cli._parse_opt("size_mib=64") == ("size_mib", 64)
+    assert cli._parse_opt("order=target-last") == ("order", "target-last")
+    assert cli._parse_opt("flag=true") == ("flag", True)
+    assert cli._parse_opt("list=[1,2]") == ("list", [1, 2])
+    assert cli._parse_opt("s=") == ("s", "")
+
+
+def test_progress_non_tty_short_run_is_silent():
+    import io
+
+    from vmsim._progress import StderrProgress
+
+    buf = io.StringIO()
+    with StderrProgress(stream=buf) as p:
+        p("baseline", 0.5)
+    assert buf.getvalue() == ""
+    buf = io.StringIO()
+    with StderrProgress(stream=buf, delay=0.0) as p:
+        p("baseline", 0.0)
+        p("baseline", 0.5)  # within interval: not repeated
+        p("variant", 0.25)
+    assert buf.getvalue() == "vmsim: baseline 0%\nvmsim: variant 25%\n"
+
+
+def test_progress_tty_single_line():
+    import io
+
+    from vmsim._progress import StderrProgress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    buf = Tty()
+    with StderrProgress(stream=buf) as p:
+        p("baseline", 0.5)
+        p("b", 1.0)
+    text = buf.getvalue()
+    assert "\n" not in text and text.startswith("\rvmsim: baseline  50.0%")
+    assert text.endswith("\r")
+
+
+def test_plot_compare(tmp_path):
+    pytest.importorskip("matplotlib")
+    out_json = tmp_path / "c.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out_json)]) == 0
+    png = tmp_path / "c.png"
+    assert cli.main(["plot", str(out_json), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

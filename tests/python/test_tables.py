@@ -1,0 +1,150 @@
+"""Formatting of tables, on fabricated results (no simulation)."""
+
+import pytest
+
+from vmsim.tables import (
+    format_change,
+    format_compare,
+    format_run,
+    format_tree,
+    format_value,
+    metric_names,
+    percent_change,
+)
+
+MACHINE = {"name": "test-machine", "description": "a test machine", "summary": "2 sockets, 4 threads"}
+
+
+def _metrics(**over):
+    m = {
+        "data_verified": True,
+        "zz_new_counter": 7,
+        "throughput_bytes_per_s": 1.234e10,
+        "elapsed_s": 0.5,
+        "instructions": 1000,
+        "llc_miss_rate": 0.25,
+        "aa_new_ratio": 0.5,
+        "per_cpu": [{"cpu": 0, "cycles": 1}],
+        "pgfault_by_kind": {"anon": 1, "thp": 2},
+        "nr_tlb_remote_flush": 0,
+    }
+    m.update(over)
+    return m
+
+
+COMPARE = {
+    "experiment": "clear-target-last",
+    "description": "clear the faulting sub-page last",
+    "machine": MACHINE,
+    "scale": "1/64",
+    "seed": 0,
+    "config": {},
+    "baseline_name": "sequential",
+    "baseline": _metrics(),
+    "variants": {
+        "target-last": _metrics(throughput_bytes_per_s=1.414e10, elapsed_s=0.4, instructions=1000,
+                                nr_tlb_remote_flush=5, data_verified=True),
+        "other": _metrics(throughput_bytes_per_s=1.0e10, extra_only_here=3),
+    },
+    "variant_order": ["target-last", "other"],
+}
+
+
+def test_metric_order_known_first_then_sorted():
+    names = metric_names(_metrics())
+    assert names == [
+        "throughput_bytes_per_s", "elapsed_s", "instructions", "llc_miss_rate",
+        "nr_tlb_remote_flush", "data_verified", "aa_new_ratio", "zz_new_counter",
+    ]
+    # nested values (lists, objects) are not table rows
+    assert "per_cpu" not in names and "pgfault_by_kind" not in names
+
+
+def test_format_value():
+    assert format_value(True) == "true"
+    assert format_value(False) == "false"
+    assert format_value(123456789012) == "123456789012"
+    assert format_value(0) == "0"
+    assert format_value(1.234e10) == "1.234e+10"
+    assert format_value(0.25) == "0.25"
+    assert format_value(1.23456) == "1.235"
+    assert format_value(12345.678) == "12345.7"
+    assert format_value(2.5e-5) == "2.500e-05"
+    assert format_value(0.0) == "0"
+    assert format_value(None) == "-"
+    assert format_value(float("nan")) == "nan"
+
+
+def test_percent_change():
+    assert percent_change(100, 114.6) == pytest.approx(14.6)
+    assert percent_change(-10, -5) == pytest.approx(50.0)
+    assert percent_change(0, 5) is None
+    assert percent_change(True, False) is None
+    assert percent_change("a", 1) is None
+    assert percent_change(1, None) is None
+    assert format_change(1.234e10, 1.414e10) == "+14.6%"
+    assert format_change(0.5, 0.4) == "-20.0%"
+    assert format_change(3, 3) == "+0.0%"
+    assert format_change(0, 3) == ""
+    assert format_change(True, True) == ""
+
+
+def test_compare_table():
+    text = format_compare(COMPARE)
+    lines = text.splitlines()
+    assert lines[0] == "experiment: clear-target-last — clear the faulting sub-page last"
+    assert lines[1] == "machine:    test-machine — 2 sockets, 4 threads"
+    assert lines[2] == "scale:      1/64   seed: 0"
+    assert lines[3] == ""
+    header, dashes = lines[4], lines[5]
+    assert header.split() == ["sequential", "%change", "target-last", "%change", "other"]
+    assert set(dashes.replace(" ", "")) == {"-"}
+    rows = {line.split()[-1]: line.split()[:-1] for line in lines[6:]}
+    assert rows["throughput_bytes_per_s"] == ["1.234e+10", "+14.6%", "1.414e+10", "-19.0%", "1.000e+10"]
+    assert rows["elapsed_s"] == ["0.5", "-20.0%", "0.4", "+0.0%", "0.5"]
+    assert rows["instructions"] == ["1000", "+0.0%", "1000", "+0.0%", "1000"]
+    # baseline 0: no %change
+    assert rows["nr_tlb_remote_flush"] == ["0", "5", "0"]
+    assert rows["data_verified"] == ["true", "true", "true"]
+    # a metric only one variant has: '-' elsewhere
+    assert rows["extra_only_here"] == ["-", "-", "3"]
+    # metric rows in table order
+    names = [line.split()[-1] for line in lines[6:]]
+    assert names[:2] == ["throughput_bytes_per_s", "elapsed_s"]
+    assert names.index("data_verified") < names.index("aa_new_ratio")
+    # columns line up: every row as wide up to the name column as the dash line
+    for line in lines[6:]:
+        assert line[: len(dashes)].rstrip() != "" and line[len(dashes):].startswith("  ")
+        assert line[len(dashes) + 2:] == line.split()[-1]
+
+
+def test_compare_table_is_deterministic():
+    assert format_compare(COMPARE) == format_compare(dict(COMPARE))
+
+
+def test_run_table():
+    result = {"config": {}, "machine": MACHINE, "scale": "1/64", "metrics": _metrics()}
+    lines = format_run(result).splitlines()
+    assert lines[0] == "machine: test-machine — 2 sockets, 4 threads"
+    assert lines[1] == "scale:   1/64"
+    body = [line.split() for line in lines[3:]]
+    assert body[0] == ["throughput_bytes_per_s", "1.234e+10"]
+    assert ["data_verified", "true"] in body
+    assert all(len(row) == 2 for row in body)
+    assert not any(row[0] == "per_cpu" for row in body)
+
+
+def test_tree_format():
+    text = format_tree({
+        "command": "clear",
+        "options": {"size_mib": 64},
+        "results": [{"order": "sequential", "gb_per_s": 10.5}, {"order": "target-last", "gb_per_s": 10.25}],
+    })
+    lines = text.splitlines()
+    assert lines[0].split() == ["command", "clear"]
+    assert lines[1].split() == ["options.size_mib", "64"]
+    assert "results:" in lines
+    i = lines.index("results:")
+    assert lines[i + 1].split() == ["order", "gb_per_s"]
+    assert lines[i + 3].split() == ["sequential", "10.5"]
+    assert lines[i + 4].split() == ["target-last", "10.25"]
