@@ -8,7 +8,7 @@
     >>> vmsim.to_dataframe(c)                             # doctest: +SKIP
 """
 
-from ._api import compare, experiments, hw, machines, run, sweep, to_dataframe
+from ._api import compare, experiments, hw, machines, run, sweep, sweep_rows, to_dataframe
 from ._core import (
     ConfigError,
     DataVerificationError,
@@ -34,5 +34,6 @@ __all__ = [
     "machines",
     "run",
     "sweep",
+    "sweep_rows",
     "to_dataframe",
 ]

@@ -112,6 +112,22 @@ def sweep(
     of dicts (install the ``full`` extra for pandas). The first failing point
     raises its exception.
     """
+    rows = sweep_rows(grid, base, executor, progress=progress)
+    if _have_pandas():
+        import pandas as pd
+
+        return pd.DataFrame(rows)
+    return rows
+
+
+def sweep_rows(
+    grid: Mapping[str, Sequence[Any]],
+    base: ConfigLike,
+    executor: Optional[Executor] = None,
+    *,
+    progress: Optional[ProgressCallback] = None,
+) -> List[Dict[str, Any]]:
+    """Like ``sweep``, but always returns a list of dicts."""
     base_config, base_dir = load_dict(base)
     keys = list(grid)
     value_lists = []
@@ -148,10 +164,6 @@ def sweep(
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
-    if _have_pandas():
-        import pandas as pd
-
-        return pd.DataFrame(rows)
     return rows
 
 

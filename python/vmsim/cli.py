@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from . import _api, _core
 from ._config import set_dotted
 from ._progress import StderrProgress
-from .tables import format_compare, format_run, format_tree
+from .tables import format_compare, format_rows, format_run, format_tree
 
 PROG = "vmsim"
 EXIT_USAGE = 2
@@ -115,6 +115,49 @@ def cmd_hw(args) -> int:
     return 0
 
 
+def _parse_grid_item(text: str) -> tuple:
+    key, sep, values = text.partition("=")
+    if not sep or not key:
+        raise CliError(f"--set expects KEY=V1,V2,..., not {text!r}")
+    values = values.strip()
+    if values.startswith("["):
+        try:
+            parsed = json.loads(values)
+        except ValueError:
+            raise CliError(f"--set {key}: not a JSON list: {values}") from None
+        if not isinstance(parsed, list):
+            raise CliError(f"--set {key}: not a JSON list: {values}")
+    else:
+        parsed = [_parse_opt(f"v={v}")[1] for v in values.split(",")]
+    if not parsed:
+        raise CliError(f"--set {key}: no values")
+    return key.strip(), parsed
+
+
+def cmd_sweep(args) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    path = Path(args.config)
+    if not path.is_file():
+        raise CliError(f"{args.config}: no such config file")
+    grid = dict(_parse_grid_item(item) for item in args.set)
+    jobs = args.jobs or os.cpu_count() or 1
+    progress = _progress(args)
+    with ProcessPoolExecutor(max_workers=jobs) as executor:
+        if progress is None:
+            rows = _api.sweep_rows(grid, path, executor)
+        else:
+            with progress:
+                rows = _api.sweep_rows(grid, path, executor, progress=progress)
+    metrics = [m for m in (args.metrics or "").split(",") if m]
+    if not metrics:
+        metrics = ["throughput_bytes_per_s", "elapsed_s"]
+    shown = [{k: row.get(k) for k in list(grid) + metrics} for row in rows]
+    text = "\n".join(format_rows(shown)) + "\n"
+    _emit(rows, text, args.json)
+    return 0
+
+
 def cmd_plot(args) -> int:
     from . import plot
 
@@ -164,6 +207,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="option for the measurement (VALUE parsed as JSON if it parses); repeatable")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_hw)
+
+    p = sub.add_parser("sweep", parents=[common], help="run a config over a grid of values (process pool)")
+    p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")
+    p.add_argument("--set", action="append", required=True, metavar="KEY=V1,V2,...",
+                   help="dotted config key and its values (each parsed as JSON if it parses, "
+                        "or a JSON list); repeatable, the grid is the product")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: throughput_bytes_per_s,elapsed_s)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU)")
+    p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", help="plot a result JSON (needs matplotlib)")
     p.add_argument("result", metavar="RESULT.json")

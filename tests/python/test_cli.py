@@ -192,3 +192,21 @@ def test_plot_compare(tmp_path):
     png = tmp_path / "c.png"
     assert cli.main(["plot", str(out_json), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_cli(tiny_toml, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert cli.main(["sweep", "-q", str(tiny_toml), "--set", "workload.nr_task=1,2",
+                     "--set", 'kernel.clear_huge_page=["sequential","target-last"]', "-j", "2",
+                     "--json", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["workload.nr_task", "kernel.clear_huge_page", "throughput_bytes_per_s", "elapsed_s"]
+    assert len(lines) == 2 + 4
+    rows = json.loads(out.read_text())
+    assert [(r["workload.nr_task"], r["kernel.clear_huge_page"]) for r in rows] == [
+        (1, "sequential"), (1, "target-last"), (2, "sequential"), (2, "target-last")]
+
+
+def test_sweep_cli_bad_set(tiny_toml, capsys):
+    assert cli.main(["sweep", str(tiny_toml), "--set", "novalues"]) == 2
+    assert capsys.readouterr().err.startswith("vmsim: error: --set")
