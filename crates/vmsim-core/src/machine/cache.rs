@@ -566,6 +566,55 @@ impl Cache {
         }
     }
 
+    /// Slot-level access for callers that look a line up once and then act on
+    /// it: `slot_of` finds the slot, the `slot_*` methods read or change it.
+    /// A slot stays valid until the next insert or invalidate on this cache.
+    #[inline]
+    pub fn slot_of(&self, line: u64) -> Option<usize> {
+        self.lookup(line)
+    }
+
+    /// Replacement promote of a hit slot, ORing `write` into its dirty bit.
+    #[inline]
+    pub fn slot_hit(&mut self, slot: usize, write: bool) {
+        self.meta[slot] |= if write { DIRTY } else { 0 };
+        let set = slot / self.ways;
+        self.promote(set, slot);
+    }
+
+    #[inline]
+    pub fn slot_dirty(&self, slot: usize) -> bool {
+        self.meta[slot] & DIRTY != 0
+    }
+
+    #[inline]
+    pub fn slot_set_dirty(&mut self, slot: usize, dirty: bool) {
+        if dirty {
+            self.meta[slot] |= DIRTY;
+        } else {
+            self.meta[slot] &= !DIRTY;
+        }
+    }
+
+    #[inline]
+    pub fn slot_sharers(&self, slot: usize) -> u64 {
+        self.sharers[slot]
+    }
+
+    #[inline]
+    pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
+        self.sharers[slot] = sharers;
+    }
+
+    /// Insert a line the caller has just found absent (skips the lookup).
+    #[inline]
+    pub fn insert_absent(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        debug_assert!(self.lookup(line).is_none());
+        let set = self.index.of(line);
+        let slot = self.victim(set);
+        self.fill(set, slot, line, dirty, sharers)
+    }
+
     /// Probe without changing replacement state.
     #[inline]
     pub fn contains(&self, line: u64) -> bool {

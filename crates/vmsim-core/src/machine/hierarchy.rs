@@ -97,6 +97,12 @@ pub struct Hierarchy {
     pub link: Vec<Calendar>,
     /// Cores per LLC instance that have ever filled a line (probe filter for non-inclusive LLCs).
     active: Vec<u64>,
+    /// Longest DRAM queueing wait of a write-back forced by the access in progress:
+    /// a fill cannot complete before its dirty victim has left (back-pressure).
+    wb_wait: u64,
+    /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
+    /// filter that lets a miss skip probing instances that cannot have the line.
+    presence: Vec<Vec<u16>>,
 }
 
 pub struct HierarchyParams {
@@ -132,6 +138,8 @@ impl Hierarchy {
             llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
         }
         let dram = (0..t.nr_nodes()).map(|_| Calendar::new(p.dram_bytes_per_cycle)).collect();
+        let t_llcs = t.nr_llcs();
+        let regions = (p.node_bytes * t.nr_nodes() as u64 / 4096) as usize + 1;
         let link = (0..t.sockets).map(|_| Calendar::new(p.link_bytes_per_cycle)).collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
@@ -145,6 +153,8 @@ impl Hierarchy {
             node_bytes: p.node_bytes,
             dram,
             link,
+            wb_wait: 0,
+            presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
         })
     }
 
@@ -169,7 +179,8 @@ impl Hierarchy {
 
     fn writeback(&mut self, line: u64, socket: usize, t: u64) {
         let node = self.home_node(line);
-        self.dram_xfer(node, socket, t, true);
+        let w = self.dram_xfer(node, socket, t, true);
+        self.wb_wait = self.wb_wait.max(w);
     }
 
     /// Drops `core`'s private copies of `line`; true if one was dirty.
@@ -230,7 +241,8 @@ impl Hierarchy {
             if v == u {
                 continue;
             }
-            let Some(sh) = self.llc[v].sharers(line) else {
+            let present = self.presence[v][Self::region(line)] != 0;
+            let Some(sh) = (if present { self.llc[v].sharers(line) } else { None }) else {
                 if !self.inclusive && self.active[v] != 0 {
                     // Non-inclusive: a copy may sit in a private cache only.
                     let base = v * self.topo.cores_per_llc();
@@ -256,7 +268,7 @@ impl Hierarchy {
             found = true;
             if store {
                 dirty |= self.invalidate_line_sharers(v, line, sh, None, st);
-                if let Some((d, _)) = self.llc[v].invalidate(line) {
+                if let Some((d, _)) = self.llc_invalidate(v, line) {
                     dirty |= d;
                 }
             } else {
@@ -277,6 +289,31 @@ impl Hierarchy {
     }
 
     #[inline]
+    fn region(line: u64) -> usize {
+        (line >> 6) as usize
+    }
+
+    /// Inserts a line known absent from LLC `u`, keeping the presence counts.
+    #[inline]
+    fn llc_insert(&mut self, u: usize, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        self.presence[u][Self::region(line)] += 1;
+        let ev = self.llc[u].insert_absent(line, dirty, sharers);
+        if let Some(e) = &ev {
+            self.presence[u][Self::region(e.line)] -= 1;
+        }
+        ev
+    }
+
+    #[inline]
+    fn llc_invalidate(&mut self, u: usize, line: u64) -> Option<(bool, u64)> {
+        let r = self.llc[u].invalidate(line);
+        if r.is_some() {
+            self.presence[u][Self::region(line)] -= 1;
+        }
+        r
+    }
+
+    #[inline]
     fn socket_of_llc(&self, u: usize) -> usize {
         u / self.topo.llc_per_socket
     }
@@ -294,7 +331,7 @@ impl Hierarchy {
             }
         } else {
             let sh = (1u64 << bit) | EXCL;
-            if let Some(v) = self.llc[u].insert(ev.line, ev.dirty, sh) {
+            if let Some(v) = self.llc_insert(u, ev.line, ev.dirty, sh) {
                 self.llc_victim(u, v, socket, t, st);
             }
         }
@@ -320,7 +357,7 @@ impl Hierarchy {
     }
 
     fn fill_l1(&mut self, core: usize, u: usize, bit: usize, line: u64, dirty: bool, socket: usize, t: u64, st: &mut CacheStats) {
-        if let Some(ev) = self.l1[core].insert(line, dirty, 0) {
+        if let Some(ev) = self.l1[core].insert_absent(line, dirty, 0) {
             if ev.dirty {
                 // L1 write-back into L2 (allocate there if absent).
                 if !self.l2[core].set_dirty(ev.line, true) {
@@ -333,14 +370,21 @@ impl Hierarchy {
     }
 
     fn fill_l2(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) {
-        if let Some(ev) = self.l2[core].insert(line, false, 0) {
+        if let Some(ev) = self.l2[core].insert_absent(line, false, 0) {
             self.l2_victim(u, bit, ev, socket, t, st);
         }
     }
 
     /// One cache-line access by a core at time `t` (the start of its service).
-    /// Returns where it was served and the extra queueing wait of any DRAM transfer.
+    /// Returns where it was served and the extra queueing wait of any DRAM transfer
+    /// it caused, read or write-back.
     pub fn access(&mut self, core: usize, line: u64, kind: AccessKind, t: u64, st: &mut CacheStats) -> (Served, u64) {
+        self.wb_wait = 0;
+        let (s, w) = self.access_inner(core, line, kind, t, st);
+        (s, w.max(self.wb_wait))
+    }
+
+    fn access_inner(&mut self, core: usize, line: u64, kind: AccessKind, t: u64, st: &mut CacheStats) -> (Served, u64) {
         let store = kind.is_store();
         let (u, bit) = self.topo.llc_of_core(core);
         let socket = self.socket_of_llc(u);
@@ -353,9 +397,9 @@ impl Hierarchy {
             st.l1d_loads += 1;
         }
         // L1
-        if let Some(d) = self.l1[core].is_dirty(line) {
-            if !store || d {
-                self.l1[core].access(line, false);
+        if let Some(slot) = self.l1[core].slot_of(line) {
+            if !store || self.l1[core].slot_dirty(slot) {
+                self.l1[core].slot_hit(slot, store);
                 return (Served::L1, 0);
             }
             // Clean hit for a store: gain exclusivity, then write.
@@ -365,8 +409,9 @@ impl Hierarchy {
         }
         st.l1d_misses += 1;
         // L2
-        if let Some(d) = self.l2[core].is_dirty(line) {
-            self.l2[core].access(line, false);
+        if let Some(slot) = self.l2[core].slot_of(line) {
+            let d = self.l2[core].slot_dirty(slot);
+            self.l2[core].slot_hit(slot, false);
             if store && !d {
                 self.upgrade(core, u, bit, line, socket, t, st);
             }
@@ -377,8 +422,9 @@ impl Hierarchy {
         st.llc_references += 1;
         self.active[u] |= 1u64 << bit;
         // LLC
-        if let Some(sh) = self.llc[u].sharers(line) {
-            self.llc[u].access(line, false);
+        if let Some(slot) = self.llc[u].slot_of(line) {
+            let sh = self.llc[u].slot_sharers(slot);
+            self.llc[u].slot_hit(slot, false);
             if store {
                 if sh & EXCL == 0 {
                     self.probe_others(u, line, true, socket, t, st);
@@ -393,7 +439,7 @@ impl Hierarchy {
             }
             if !self.inclusive {
                 // Non-inclusive: the line moves up and leaves the victim LLC.
-                let (d, _) = self.llc[u].invalidate(line).unwrap_or((false, 0));
+                let (d, _) = self.llc_invalidate(u, line).unwrap_or((false, 0));
                 self.fill_l2(core, u, bit, line, socket, t, st);
                 if d {
                     self.l2[core].set_dirty(line, true);
@@ -425,7 +471,7 @@ impl Hierarchy {
         }
         let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
         if self.inclusive {
-            if let Some(ev) = self.llc[u].insert(line, false, sh) {
+            if let Some(ev) = self.llc_insert(u, line, false, sh) {
                 self.llc_victim(u, ev, socket, t, st);
             }
         }
@@ -455,7 +501,7 @@ impl Hierarchy {
         st.nt_stores += 1;
         // The full line is overwritten: every cached copy is dropped, dirty or not.
         self.drop_private(core, line);
-        if let Some((_, sh)) = self.llc[u].invalidate(line) {
+        if let Some((_, sh)) = self.llc_invalidate(u, line) {
             self.invalidate_line_sharers(u, line, sh, None, st);
         }
         self.probe_others(u, line, true, socket, t, st);

@@ -193,13 +193,13 @@ impl Machine {
         let s2 = s1.max(qfree);
         let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
         let start = match served {
-            Served::L1 => {
+            Served::L1 if wait == 0 => {
                 let cyc = issue;
                 c.clock += cyc;
                 account(c, cyc);
                 return served;
             }
-            Served::L2 => s1,
+            Served::L1 | Served::L2 => s1,
             _ => s2,
         };
         let done = start + self.hier.latency(served) + wait;

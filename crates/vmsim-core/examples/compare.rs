@@ -1,0 +1,22 @@
+//! Runs an experiment and prints the headline metrics (a development aid).
+fn main() {
+    let name = std::env::args().nth(1).expect("usage: compare NAME [SCALE]");
+    let scale = std::env::args().nth(2).map(|s| s.parse().unwrap());
+    let t = std::time::Instant::now();
+    let out = vmsim_core::api::compare(&name, scale, 0, &mut |_, _| {}).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys = ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "ipc", "llc_miss_rate", "llc_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written", "stall_cycles", "data_verified"];
+    let b = &v["baseline"];
+    for k in keys {
+        print!("{k:28} {:>16}", b[k].to_string());
+        for (_, r) in v["variants"].as_object().unwrap() {
+            let (x, y) = (b[k].as_f64().unwrap_or(0.0), r[k].as_f64().unwrap_or(0.0));
+            print!(" {:>16} ({:+.1}%)", r[k].to_string(), if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 });
+        }
+        println!();
+    }
+    eprintln!("host time {:.1} s", t.elapsed().as_secs_f64());
+}
