@@ -5,6 +5,7 @@ use serde::Serialize;
 
 /// How `clear_huge_page()` orders the sub-page clears of a huge page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClearHugePage {
     /// Kernels before 4.14: sub-pages 0..N-1 ascending, one `clear_page` each.
     Sequential,
@@ -31,6 +32,7 @@ impl ClearHugePage {
 
 /// Transparent huge pages for anonymous memory (`/sys/kernel/mm/transparent_hugepage/enabled`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Thp {
     Always,
     Never,
@@ -55,6 +57,7 @@ impl Thp {
 
 /// Which x86 `clear_page` variant the alternatives patching selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClearPage {
     /// `clear_page_erms`: one `rep stosb` of 4096 bytes (X86_FEATURE_ERMS).
     Erms,

@@ -29,6 +29,17 @@ impl Fields {
         }
     }
 
+    /// Declares every key this table may hold and rejects any other at once,
+    /// so a misspelt key is reported as unknown rather than as a missing one.
+    pub fn declare(&mut self, keys: &[&'static str]) -> Result<(), Error> {
+        if let Some(k) = self.table.keys().find(|k| !keys.contains(&k.as_str())) {
+            let mut acc = keys.to_vec();
+            acc.sort();
+            return Err(cfg_err(self.key(k), format!("unknown key; accepted keys here: {}", acc.join(", "))));
+        }
+        Ok(())
+    }
+
     pub fn key(&self, name: &str) -> String {
         if self.path.is_empty() { name.to_string() } else { format!("{}.{}", self.path, name) }
     }

@@ -107,11 +107,13 @@ impl RunConfig {
     /// Parses a run config document. `scale` multiplies the workload's memory sizes.
     pub fn from_table(table: toml::Table, base_dir: Option<&Path>, scale: f64) -> Result<RunConfig, Error> {
         let mut top = Fields::new("", table);
+        top.declare(&["machine", "seed", "kernel", "workload", "sim"])?;
         let machine = top.string("machine")?;
         let preset = load_machine("machine", &machine, base_dir)?;
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
+        k.declare(&["thp", "clear_huge_page", "clear_page"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -125,6 +127,7 @@ impl RunConfig {
         let kernel = KernelConfig { thp, clear_huge_page, clear_page };
 
         let mut w = top.sub("workload")?;
+        w.declare(&["kind", "nr_task", "size_per_task_mib"])?;
         let kind = w.choice_opt("kind", &["usemem"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\""))?;
         let workload = match kind.as_str() {
             "usemem" => {
@@ -147,6 +150,7 @@ impl RunConfig {
         w.finish()?;
 
         let mut s = top.sub_opt("sim")?.unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
+        s.declare(&["quantum_cycles", "node_memory_mib", "fault_injection"])?;
         let quantum_cycles = s.u64_opt("quantum_cycles")?.unwrap_or(2000);
         if !(100..=10_000_000).contains(&quantum_cycles) {
             return Err(cfg_err("sim.quantum_cycles", "must be between 100 and 10000000"));
@@ -154,6 +158,7 @@ impl RunConfig {
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
         let mut fault_injection = FaultInjection::default();
         if let Some(mut fi) = s.sub_opt("fault_injection")? {
+            fi.declare(&["skip_clear_subpage"])?;
             fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
             if let Some(i) = fault_injection.skip_clear_subpage {
                 if i >= 512 {

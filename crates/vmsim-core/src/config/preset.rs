@@ -108,6 +108,7 @@ impl<'a> P<'a> {
             }
             e => e,
         })?;
+        leaf.declare(&["value", "source"])?;
         let value = leaf.req("value")?;
         let source = leaf.string("source")?;
         if source.trim().is_empty() {

@@ -47,7 +47,9 @@ pub struct CpuCtx {
     pub rq: VecDeque<usize>,
     pub current: Option<usize>,
     work: VecDeque<Work>,
+    /// Progress in the front work item: lines done, and whether its start-up was paid.
     pos: u64,
+    started: bool,
     slice_end: u64,
 }
 
@@ -204,8 +206,11 @@ impl Sim {
             }
             Work::Clear { line, nlines, how } => {
                 let mut i = self.cpus[cpu].pos;
-                if i == 0 && how == StoreHow::String {
-                    self.m.string_start(cpu);
+                if !self.cpus[cpu].started {
+                    self.cpus[cpu].started = true;
+                    if how == StoreHow::String {
+                        self.m.string_start(cpu);
+                    }
                 }
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
@@ -223,6 +228,7 @@ impl Sim {
                     return;
                 }
                 self.cpus[cpu].pos = 0;
+                self.cpus[cpu].started = false;
             }
             Work::InstallPmd { mm, haddr, pfn } => self.k.install_pmd(mm, haddr, pfn),
             Work::InstallPte { mm, addr, pfn, writable } => self.k.install_pte(mm, addr, pfn, writable),
