@@ -7,8 +7,8 @@ use vmsim_core::api::{run_config, Format};
 
 fn main() {
     let cases = [
-        ("anon-w-seq 72 tasks x 32 MiB, target-last", "target-last", 72, 32),
-        ("anon-w-seq 72 tasks x 32 MiB, sequential", "sequential", 72, 32),
+        ("anon-w-seq 72 tasks x 16 MiB, target-last", "target-last", 72, 16),
+        ("anon-w-seq 72 tasks x 16 MiB, sequential", "sequential", 72, 16),
         ("anon-w-seq 1 task x 256 MiB, target-last", "target-last", 1, 256),
     ];
     for (name, order, tasks, mib) in cases {
@@ -17,7 +17,7 @@ fn main() {
         );
         let mut best = f64::MAX;
         let mut lines = 0u64;
-        for _ in 0..3 {
+        for _ in 0..2 {
             let t = Instant::now();
             let out = run_config(&cfg, Format::Toml, None, &mut |_, _| {}).expect("bench config runs");
             let dt = t.elapsed().as_secs_f64();
@@ -26,7 +26,7 @@ fn main() {
             lines = v["metrics"]["simulated_line_accesses"].as_u64().unwrap();
         }
         println!(
-            "{name}: {lines} simulated line accesses, best of 3 {best:.3} s => {:.1} M line accesses per host second",
+            "{name}: {lines} simulated line accesses, best of 2 {best:.3} s => {:.1} M line accesses per host second",
             lines as f64 / best / 1e6
         );
     }
