@@ -174,8 +174,29 @@ def _flatten(obj: Any, prefix: str, out: List[tuple], tables: List[tuple]) -> No
         out.append((prefix, format_value(obj)))
 
 
+def _flat_row(row: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """A record with nested records flattened to dotted columns; a summary
+    statistic ({median, min, max, ...}) becomes one `median [min..max]` cell."""
+    out: Dict[str, Any] = {}
+    for k, v in row.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and "median" in v:
+            med, lo, hi = v.get("median"), v.get("min"), v.get("max")
+            cell = format_value(med)
+            if lo is not None and hi is not None:
+                cell += f" [{format_value(lo)}..{format_value(hi)}]"
+            out[key] = cell
+        elif isinstance(v, Mapping):
+            out.update(_flat_row(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
 def format_rows(rows: Sequence[Mapping[str, Any]]) -> List[str]:
-    """A list of records as a table with a header line (scalar fields only)."""
+    """A list of records as a table with a header line (scalar fields, nested
+    records flattened)."""
+    rows = [_flat_row(r) for r in rows]
     cols: List[str] = []
     for row in rows:
         for k, v in row.items():
