@@ -4,33 +4,17 @@
 
 use std::ops::Range;
 
-/// Calls `f` for every sub-page index in `process_huge_page()` order:
-/// everything outside the window centred on `n` first, from the far end,
-/// then the window alternating left/right so that `n` comes last.
-/// Callback form so the timed paths need no allocation.
+/// Calls `f` for every sub-page index in `process_huge_page()` order, using
+/// the simulator's implementation of the walk so that the model and the real
+/// routines cannot drift apart. Callback form: the timed paths allocate nothing.
 pub fn for_each_process_huge_page(n: usize, nr: usize, mut f: impl FnMut(usize)) {
     if nr == 0 {
         return;
     }
-    debug_assert!(n < nr);
-    let (base, l);
-    if 2 * n <= nr {
-        base = 0;
-        l = n;
-        for i in (2 * n..nr).rev() {
-            f(i);
-        }
-    } else {
-        base = 2 * n - nr;
-        l = nr - n;
-        for i in 0..base {
-            f(i);
-        }
-    }
-    for i in 0..l {
-        f(base + i);
-        f(base + 2 * l - 1 - i);
-    }
+    vmsim_core::kernel::huge_memory::process_huge_page_idx(n as u64, nr as u64, |i| {
+        f(i as usize);
+        0
+    });
 }
 
 /// `process_huge_page()` order of `nr` sub-pages for target sub-page `n`.
