@@ -164,3 +164,21 @@ fn compare_runs_baseline_and_variant_and_is_deterministic() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn more_tasks_than_cpus_are_time_sliced() {
+    // 80 tasks on 72 CPUs: CPUs 0-7 run two tasks each, round-robin in 3 ms slices.
+    let v = run(&cfg("target-last", 80, 8, ""));
+    let m = &v["metrics"];
+    assert_eq!(m["data_verified"], true);
+    let switches = m["context_switches"].as_u64().unwrap();
+    assert!(switches > 80, "tasks sharing a CPU were switched back and forth: {switches}");
+    let cpus = m["per_cpu"].as_array().unwrap();
+    assert_eq!(cpus.len(), 72);
+    // A doubled-up CPU does twice the work; it is busy longer (though its second
+    // task partly runs after the others finished, with the bandwidth to itself).
+    let cyc = |i: usize| cpus[i]["cycles"].as_f64().unwrap();
+    let ins = |i: usize| cpus[i]["instructions"].as_f64().unwrap();
+    assert!(cyc(0) > cyc(40), "{} vs {}", cyc(0), cyc(40));
+    assert!((ins(0) / ins(40) - 2.0).abs() < 0.01, "{} vs {}", ins(0), ins(40));
+}

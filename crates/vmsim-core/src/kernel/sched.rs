@@ -66,6 +66,7 @@ pub struct Sim {
     string_issue: u64,
     movq_issue: u64,
     total_bytes: u64,
+    pub nr_context_switches: u64,
     pub error: Option<String>,
 }
 
@@ -90,6 +91,7 @@ impl Sim {
             string_issue,
             movq_issue,
             total_bytes: 0,
+            nr_context_switches: 0,
             error: None,
         }
     }
@@ -185,6 +187,7 @@ impl Sim {
 
     fn switch_to(&mut self, cpu: usize, t: usize) {
         let mm = self.tasks[t].mm;
+        self.nr_context_switches += 1;
         self.m.set_mode(cpu, Mode::Kernel);
         self.m.advance(cpu, self.k.costs.context_switch_cycles, self.k.costs.context_switch_cycles);
         if self.loaded_mm[cpu] != Some(mm) {

@@ -166,14 +166,16 @@ impl Hierarchy {
     /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
     #[inline]
     fn dram_xfer(&mut self, node: usize, socket: usize, t: u64, write: bool) -> u64 {
-        let xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
+        let mut xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
         let mut done = self.dram[node].reserve(t, 64, write);
         let home_socket = self.topo.socket_of_node(node);
         if home_socket != socket {
             // Reads cross from the home socket to us; writes from us to it.
             let from = if write { socket } else { home_socket };
             done = done.max(self.link[from].reserve(t, 64, write));
+            xfer = xfer.max(64 * super::memory::EPOCH / self.link[from].capacity_per_epoch().max(1));
         }
+        // Only time beyond the slower resource's own transfer time is queueing.
         done.saturating_sub(t + xfer)
     }
 

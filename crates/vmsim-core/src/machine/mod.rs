@@ -327,3 +327,108 @@ fn argmin(v: &[u64]) -> (usize, u64) {
     }
     (bi, bv)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{embedded_machines, Preset};
+
+    fn e5() -> (Preset, Machine) {
+        let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap().1;
+        let p = Preset::parse(text, "e5").unwrap();
+        let m = Machine::new(&p, 1 << 30, 0).unwrap();
+        (p, m)
+    }
+
+    #[test]
+    fn exact_latencies_of_a_dependent_load() {
+        let (p, mut m) = e5();
+        let dram = p.ns_to_cycles(p.memory.local_latency_ns);
+        // Cold line on node 0 from CPU 0: full local DRAM latency.
+        assert_eq!(m.access(0, 100, AccessKind::Load, false, 1), Served::Dram { remote: false });
+        assert_eq!(m.cpus[0].clock, dram);
+        // Now in L1: the issue cost only.
+        assert_eq!(m.access(0, 100, AccessKind::Load, false, 1), Served::L1);
+        assert_eq!(m.cpus[0].clock, dram + 1);
+        // The SMT sibling (CPU 36) shares the core's L1.
+        assert_eq!(m.access(36, 100, AccessKind::Load, false, 1), Served::L1);
+        // Another core on the socket finds it in the LLC.
+        let t = m.cpus[1].clock;
+        assert_eq!(m.access(1, 100, AccessKind::Load, false, 1), Served::Llc);
+        assert_eq!(m.cpus[1].clock - t, p.llc.latency_cycles);
+        // A core on the other socket: a remote cache hit... of a clean line it reads from memory's owner socket cache.
+        let t = m.cpus[18].clock;
+        assert_eq!(m.access(18, 100, AccessKind::Load, false, 1), Served::RemoteCache);
+        assert_eq!(m.cpus[18].clock - t, p.ns_to_cycles(p.memory.remote_cache_latency_ns));
+        // A line homed on node 1 read cold from socket 0: remote DRAM latency.
+        let remote_line = (1u64 << 30) >> 6 | 5;
+        let t = m.cpus[2].clock;
+        assert_eq!(m.access(2, remote_line, AccessKind::Load, false, 1), Served::Dram { remote: true });
+        assert_eq!(m.cpus[2].clock - t, p.ns_to_cycles(p.memory.remote_latency_ns));
+    }
+
+    #[test]
+    fn misses_overlap_up_to_the_fill_buffers() {
+        let (p, mut m) = e5();
+        let lfb = p.l1d.outstanding;
+        let sq = p.l2.outstanding;
+        let dram = p.ns_to_cycles(p.memory.local_latency_ns);
+        // Independent (non-dependent) stores: the first `min(lfb, sq)` issue back to back.
+        let n = lfb.min(sq);
+        for i in 0..n {
+            m.access(0, 1000 + i * 64, AccessKind::Store, false, 1);
+        }
+        assert_eq!(m.cpus[0].clock, n);
+        // The next one has to wait for a fill buffer.
+        m.access(0, 5000, AccessKind::Store, false, 1);
+        assert!(m.cpus[0].clock >= dram, "stalls until a fill buffer frees: {}", m.cpus[0].clock);
+        assert!(m.cpus[0].stats.stall_cycles > 0);
+    }
+
+    #[test]
+    fn streaming_cpus_are_bound_by_the_node_bandwidth() {
+        let (p, mut m) = e5();
+        let lines_per_cpu = 20_000u64;
+        // 18 cores of socket 0 stream loads over disjoint cold regions of node 0.
+        let cpus: Vec<usize> = (0..18).collect();
+        let mut next = vec![0u64; 18];
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> = cpus.iter().map(|&c| std::cmp::Reverse((0, c))).collect();
+        while let Some(std::cmp::Reverse((_, c))) = heap.pop() {
+            let stop = m.cpus[c].clock + 2000;
+            while m.cpus[c].clock < stop && next[c] < lines_per_cpu {
+                m.access(c, (c as u64) * 1_000_000 + next[c], AccessKind::Load, true, 1);
+                next[c] += 1;
+            }
+            if next[c] < lines_per_cpu {
+                heap.push(std::cmp::Reverse((m.cpus[c].clock, c)));
+            }
+        }
+        let end = cpus.iter().map(|&c| m.cpus[c].clock).max().unwrap();
+        let bytes = 18 * lines_per_cpu * 64;
+        let gbs = bytes as f64 / m.cycles_to_s(end) / 1e9;
+        let bw = p.memory.sustained_bandwidth_gbs;
+        assert!(gbs <= bw * 1.02 && gbs >= bw * 0.85, "aggregate {gbs:.1} GB/s vs sustained {bw} GB/s");
+        // One core alone is limited by its superqueue, not by the node.
+        let (_, mut m1) = e5();
+        for i in 0..lines_per_cpu {
+            m1.access(0, i, AccessKind::Load, true, 1);
+        }
+        let one = (lines_per_cpu * 64) as f64 / m1.cycles_to_s(m1.cpus[0].clock) / 1e9;
+        let sq_bound = p.l2.outstanding as f64 * 64.0 / (p.memory.local_latency_ns * 1e-9) / 1e9;
+        assert!(one < bw && (one - sq_bound).abs() / sq_bound < 0.1, "one core {one:.1} GB/s, superqueue bound {sq_bound:.1}");
+    }
+
+    #[test]
+    fn a_store_invalidates_other_copies_and_nt_stores_bypass() {
+        let (_, mut m) = e5();
+        m.access(0, 7, AccessKind::Load, false, 1);
+        m.access(1, 7, AccessKind::Load, false, 1);
+        assert!(m.hier.contains_l1(1, 7));
+        m.access(0, 7, AccessKind::Store, false, 1);
+        assert!(!m.hier.contains_l1(1, 7) && !m.hier.contains_l2(1, 7), "core 1's copy is invalidated");
+        assert!(m.hier.contains_l1(0, 7));
+        m.access(2, 7, AccessKind::NtStore, false, 1);
+        assert!(!m.hier.contains_l1(0, 7) && !m.hier.contains_llc(0, 7), "a non-temporal store drops every cached copy");
+        assert_eq!(m.hier.dram[0].stats.bytes_written, 64);
+    }
+}
