@@ -10,12 +10,14 @@ pub fn report(sim: &Sim) -> Value {
     let hz = m.freq_mhz as f64 * 1e6;
     let mut throughput = 0.0;
     let mut elapsed: u64 = 0;
-    for t in &sim.tasks {
+    let mut finish = 0;
+    for (i, t) in sim.tasks.iter().enumerate() {
         let (s, e) = (t.start.unwrap_or(0), t.end.unwrap_or(0));
         if e > s {
-            throughput += t.bytes as f64 / ((e - s) as f64 / hz);
+            throughput += sim.reported_bytes(i) as f64 / ((e - s) as f64 / hz);
         }
         elapsed = elapsed.max(e);
+        finish = finish.max(t.exit.unwrap_or(0));
     }
     let mut tot = crate::machine::CpuStats::default();
     let mut per_cpu = Vec::new();
@@ -77,7 +79,7 @@ pub fn report(sim: &Sim) -> Value {
         o.insert(k.to_string(), v);
     };
     put("throughput_bytes_per_s", json!(throughput.round()));
-    put("elapsed_s", json!(elapsed as f64 / hz));
+    put("elapsed_s", json!(finish.max(elapsed) as f64 / hz));
     put("user_s", json!(tot.user_cycles as f64 / hz));
     put("sys_s", json!(tot.sys_cycles as f64 / hz));
     put("instructions", json!(instructions));

@@ -31,6 +31,10 @@ pub trait Program {
     fn next(&mut self, ret: u64) -> Op;
     /// Bytes the program will access in all, for progress reports.
     fn total_bytes(&self) -> u64;
+    /// Bytes the program reports for its timed interval, given the bytes it wrote.
+    fn reported_bytes(&self, written: u64) -> u64 {
+        written
+    }
 }
 
 /// The value a `WriteSeq` with `seed` stores into the page at virtual page number `vpn`.
