@@ -2,11 +2,12 @@
 //! experiment's baseline with its variants.
 
 use crate::api::Error;
-use crate::config::experiment::Experiment;
+use crate::config::experiment::{Arm, Experiment};
 use crate::config::{RunConfig, WorkloadConfig, MIB};
 use crate::kernel::sched::Sim;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::workload::pftest::PfTest;
 use crate::workload::usemem::Usemem;
 use serde_json::{json, Value};
 
@@ -21,6 +22,14 @@ fn node_bytes(cfg: &RunConfig, nr_cpus: usize, nr_nodes: usize, topo: &crate::ma
             let sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
             for i in 0..u.nr_task as usize {
                 per_node[topo.node_of(i % nr_cpus)] += sz;
+            }
+        }
+        WorkloadConfig::PfTest(p) => {
+            // The hugetlb pool on the task's node; 1 GiB pages want whole, aligned GiBs.
+            per_node[topo.node_of(p.cpu as usize)] += p.size;
+            if p.page_shift == 30 {
+                let need = per_node.into_iter().max().unwrap_or(0) + 64 * MIB;
+                return need.div_ceil(1 << 30) << 30;
             }
         }
     }
@@ -51,6 +60,20 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
                 sim.spawn(Box::new(Usemem::new(u.size_per_task, seed)), i % nr_cpus);
             }
         }
+        WorkloadConfig::PfTest(p) => {
+            let cpu = p.cpu as usize;
+            let node = sim.m.topo.node_of(cpu);
+            let want = p.size >> p.page_shift;
+            let got = sim.k.hugetlb_reserve(node, p.page_shift, want);
+            if got < want {
+                return Err(Error::Config {
+                    key: "sim.node_memory_mib".into(),
+                    message: format!("node {node} has room for only {got} of the {want} {} huge pages pf-test needs; raise it or set 0 (sized from the workload)", p.page_size),
+                });
+            }
+            let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 1;
+            sim.spawn(Box::new(PfTest::new(p.size, p.page_shift, seed)), cpu);
+        }
     }
     Ok(sim)
 }
@@ -64,6 +87,13 @@ pub fn scale_text(cfg: &RunConfig) -> String {
             u.size_per_task_mib * u.nr_task as f64,
             u.size_per_task / (2 * MIB)
         ),
+        WorkloadConfig::PfTest(p) => format!(
+            "pf-test: 1 task on CPU {}, {} MiB of MAP_HUGETLB memory in {} page(s) of {}",
+            p.cpu,
+            p.size_mib,
+            p.size >> p.page_shift,
+            if p.page_shift == 30 { "1 GiB" } else { "2 MiB" }
+        ),
     }
 }
 
@@ -75,18 +105,53 @@ pub fn machine_json(cfg: &RunConfig) -> Value {
 pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value, Error> {
     let mut sim = build(cfg)?;
     sim.run(progress).map_err(Error::Internal)?;
-    Ok(crate::metrics::report(&sim))
+    let mut r = crate::metrics::report(&sim);
+    if let WorkloadConfig::PfTest(_) = &cfg.workload {
+        // pf-test's own figure: bytes made present per second of its timed interval.
+        r["fault_bytes_per_s"] = r["throughput_bytes_per_s"].clone();
+    }
+    Ok(r)
 }
 
+/// Runs the experiment's baseline and variants. With `[[cases]]`, every case
+/// runs them all and the result is `{"cases": {case: <one-case result>}, "case_order": [...]}`;
+/// without, the one-case result itself.
 pub fn compare(exp: &Experiment, scale: f64, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<Value, Error> {
-    let base_cfg = exp.arm_config(&exp.baseline, seed, scale)?;
+    if exp.cases.is_empty() {
+        return compare_case(exp, None, scale, seed, progress);
+    }
+    // Check every configuration before running any.
+    for c in &exp.cases {
+        for a in std::iter::once(&exp.baseline).chain(&exp.variants) {
+            exp.case_arm_config(Some(c), a, seed, scale)?;
+        }
+    }
+    let mut cases = serde_json::Map::new();
+    for c in &exp.cases {
+        cases.insert(c.name.clone(), compare_case(exp, Some(c), scale, seed, progress)?);
+    }
+    Ok(json!({
+        "experiment": exp.name,
+        "description": exp.description,
+        "reference": exp.reference,
+        "seed": seed,
+        "cases": cases,
+        "case_order": exp.cases.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+    }))
+}
+
+fn compare_case(exp: &Experiment, case: Option<&Arm>, scale: f64, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<Value, Error> {
+    let base_cfg = exp.case_arm_config(case, &exp.baseline, seed, scale)?;
     let mut arms = vec![(exp.baseline.name.clone(), base_cfg.clone())];
     for v in &exp.variants {
-        arms.push((v.name.clone(), exp.arm_config(v, seed, scale)?));
+        arms.push((v.name.clone(), exp.case_arm_config(case, v, seed, scale)?));
     }
     let mut results = Vec::new();
     for (name, cfg) in &arms {
-        let label = format!("{} {}", exp.name, name);
+        let label = match case {
+            None => format!("{} {}", exp.name, name),
+            Some(c) => format!("{} {} {}", exp.name, c.name, name),
+        };
         let r = simulate(cfg, &mut |f| progress(&label, f))?;
         results.push((name.clone(), r));
     }

@@ -112,6 +112,7 @@ pub fn report(sim: &Sim) -> Value {
     put("back_invalidations", json!(tot.cache.back_invalidations));
     put("subpage_clears", json!(v.subpage_clears));
     put("context_switches", json!(sim.nr_context_switches));
+    put("hugetlb_faults", json!(v.hugetlb_faults));
     put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));

@@ -11,14 +11,29 @@ pub enum ClearHugePage {
     Sequential,
     /// 4.14 .. 6.19: `process_huge_page()` order, target sub-page last.
     TargetLast,
+    /// Ankur Arora's 2023 x86 override (MECHANISMS.md §3.2, not merged): regions
+    /// left, right, then the neighbourhood of the target (±2), each one string
+    /// clear; gigantic pages one straight clear.
+    #[serde(rename = "multipage-2023")]
+    Multipage2023,
+    /// Linux 7.0 `folio_zero_user()` (MECHANISMS.md §3.5): right region, left
+    /// region, neighbourhood (radius 2), each through `clear_contig_highpages()`.
+    #[serde(rename = "contiguous-7.0")]
+    Contiguous70,
+    /// The 7.0 regions, with the two far regions cleared by non-temporal stores
+    /// (`movnti`) and the neighbourhood by `rep stosb`: raised in review, never merged.
+    NontemporalFar,
 }
 
 impl ClearHugePage {
-    pub const NAMES: &'static [&'static str] = &["sequential", "target-last"];
+    pub const NAMES: &'static [&'static str] = &["sequential", "target-last", "multipage-2023", "contiguous-7.0", "nontemporal-far"];
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "sequential" => Some(Self::Sequential),
             "target-last" => Some(Self::TargetLast),
+            "multipage-2023" => Some(Self::Multipage2023),
+            "contiguous-7.0" => Some(Self::Contiguous70),
+            "nontemporal-far" => Some(Self::NontemporalFar),
             _ => None,
         }
     }
@@ -26,6 +41,9 @@ impl ClearHugePage {
         match self {
             Self::Sequential => "sequential",
             Self::TargetLast => "target-last",
+            Self::Multipage2023 => "multipage-2023",
+            Self::Contiguous70 => "contiguous-7.0",
+            Self::NontemporalFar => "nontemporal-far",
         }
     }
 }
@@ -79,5 +97,41 @@ impl ClearPage {
             Self::Erms => "erms",
             Self::Orig => "orig",
         }
+    }
+}
+
+/// The kernel's preemption model (`CONFIG_PREEMPT_*`, or `preempt=` with
+/// PREEMPT_DYNAMIC). It decides how `clear_contig_highpages()` chunks a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preempt {
+    None,
+    Voluntary,
+    Full,
+    Lazy,
+}
+
+impl Preempt {
+    pub const NAMES: &'static [&'static str] = &["none", "voluntary", "full", "lazy"];
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "voluntary" => Some(Self::Voluntary),
+            "full" => Some(Self::Full),
+            "lazy" => Some(Self::Lazy),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Voluntary => "voluntary",
+            Self::Full => "full",
+            Self::Lazy => "lazy",
+        }
+    }
+    /// `preempt_model_preemptible()`: full or lazy (RT is not modelled).
+    pub fn preemptible(self) -> bool {
+        matches!(self, Self::Full | Self::Lazy)
     }
 }

@@ -1,5 +1,8 @@
 //! Experiments: a base run config plus a baseline and named variants, each
 //! given as dotted-key overrides (`set = { "kernel.clear_huge_page" = "…" }`).
+//! Optional `[[cases]]` (each a name and overrides of the same form, e.g. a
+//! machine and a page size) cross the arms: every case runs the baseline and
+//! every variant.
 
 use super::fields::{cfg_err, Fields};
 use super::{embedded_experiments, resolve_path, set_dotted, RunConfig};
@@ -21,6 +24,8 @@ pub struct Experiment {
     pub config: toml::Table,
     pub baseline: Arm,
     pub variants: Vec<Arm>,
+    /// Settings the arms are crossed with; empty: one implicit case.
+    pub cases: Vec<Arm>,
     pub base_dir: Option<PathBuf>,
 }
 
@@ -73,8 +78,22 @@ impl Experiment {
             }
             seen.push(v.name.clone());
         }
+        let mut cases = Vec::new();
+        match top.take_value("cases") {
+            None => {}
+            Some(toml::Value::Array(a)) if !a.is_empty() => {
+                for (i, v) in a.into_iter().enumerate() {
+                    let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?)?;
+                    if cases.iter().any(|o: &Arm| o.name == c.name) {
+                        return Err(cfg_err("cases", format!("the name {:?} is used twice", c.name)));
+                    }
+                    cases.push(c);
+                }
+            }
+            Some(_) => return Err(cfg_err("cases", "expected a non-empty array of tables ([[cases]])")),
+        }
         top.finish()?;
-        Ok(Experiment { name, description, reference, config, baseline, variants, base_dir: base_dir.map(|p| p.to_path_buf()) })
+        Ok(Experiment { name, description, reference, config, baseline, variants, cases, base_dir: base_dir.map(|p| p.to_path_buf()) })
     }
 
     /// A built-in experiment name, or a path to an experiment TOML.
@@ -96,14 +115,27 @@ impl Experiment {
 
     /// The run config of one arm, with its overrides applied.
     pub fn arm_config(&self, arm: &Arm, seed: u64, scale: f64) -> Result<RunConfig, Error> {
+        self.case_arm_config(None, arm, seed, scale)
+    }
+
+    /// The run config of one arm within a case: the case's overrides first, then the arm's.
+    pub fn case_arm_config(&self, case: Option<&Arm>, arm: &Arm, seed: u64, scale: f64) -> Result<RunConfig, Error> {
         let mut t = self.config.clone();
         t.insert("seed".into(), toml::Value::Integer(seed as i64));
+        if let Some(c) = case {
+            for (k, v) in &c.set {
+                set_dotted(&mut t, k, v.clone(), &format!("cases.{}.set", c.name))?;
+            }
+        }
         let ctx = if arm.name == self.baseline.name { "baseline.set".to_string() } else { format!("variants.{}.set", arm.name) };
         for (k, v) in &arm.set {
             set_dotted(&mut t, k, v.clone(), &ctx)?;
         }
         RunConfig::from_table(t, self.base_dir.as_deref(), scale).map_err(|e| match e {
-            Error::Config { key, message } => cfg_err(key, format!("{message} (experiment {}, arm {})", self.name, arm.name)),
+            Error::Config { key, message } => match case {
+                None => cfg_err(key, format!("{message} (experiment {}, arm {})", self.name, arm.name)),
+                Some(c) => cfg_err(key, format!("{message} (experiment {}, case {}, arm {})", self.name, c.name, arm.name)),
+            },
             e => e,
         })
     }

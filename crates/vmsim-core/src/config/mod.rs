@@ -4,10 +4,11 @@
 
 pub mod experiment;
 pub mod fields;
+pub mod pftest;
 pub mod preset;
 
 use crate::api::Error;
-use crate::policy::{ClearHugePage, ClearPage, Thp};
+use crate::policy::{ClearHugePage, ClearPage, Preempt, Thp};
 use fields::{cfg_err, Fields};
 pub use preset::Preset;
 use serde::Serialize;
@@ -58,12 +59,14 @@ pub struct KernelConfig {
     pub thp: Thp,
     pub clear_huge_page: ClearHugePage,
     pub clear_page: ClearPage,
+    pub preempt: Preempt,
 }
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum WorkloadConfig {
     Usemem(UsememConfig),
+    PfTest(pftest::PfTestConfig),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -86,7 +89,8 @@ pub struct SimConfig {
 /// Deliberate defects, for tests that prove the data checks can fail.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FaultInjection {
-    /// Skip the clear of this sub-page index in the first huge page cleared.
+    /// Skip the clear of this sub-page index in the first huge page cleared
+    /// (an index beyond the folio's size skips nothing).
     pub skip_clear_subpage: Option<u64>,
 }
 
@@ -113,7 +117,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -123,12 +127,13 @@ impl RunConfig {
         if clear_page == ClearPage::Erms && !preset.string.erms {
             return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
         }
+        let preempt = Preempt::parse(&k.choice_opt("preempt", Preempt::NAMES)?.unwrap_or_else(|| "voluntary".into())).unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt };
 
         let mut w = top.sub("workload")?;
-        w.declare(&["kind", "nr_task", "size_per_task_mib"])?;
-        let kind = w.choice_opt("kind", &["usemem"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\""))?;
+        w.declare(&[&["kind", "nr_task", "size_per_task_mib"][..], pftest::KEYS].concat())?;
+        let kind = w.choice_opt("kind", &["usemem", "pf-test"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\""))?;
         let workload = match kind.as_str() {
             "usemem" => {
                 let nr_task = w.u64("nr_task")?;
@@ -145,6 +150,7 @@ impl RunConfig {
                 }
                 WorkloadConfig::Usemem(UsememConfig { nr_task, size_per_task: bytes, size_per_task_mib: bytes as f64 / MIB as f64 })
             }
+            "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
             _ => unreachable!(),
         };
         w.finish()?;
@@ -161,8 +167,8 @@ impl RunConfig {
             fi.declare(&["skip_clear_subpage"])?;
             fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
             if let Some(i) = fault_injection.skip_clear_subpage {
-                if i >= 512 {
-                    return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 512"));
+                if i >= 262144 {
+                    return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 262144 (the sub-pages of a 1 GiB page)"));
                 }
             }
             fi.finish()?;

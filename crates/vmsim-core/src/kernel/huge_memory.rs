@@ -65,6 +65,152 @@ pub fn process_huge_page_order(n: u64, nr_pages: u64) -> Vec<u64> {
     v
 }
 
+/// x86-64 `MAX_ORDER_NR_PAGES` (4 MiB of 4 KiB pages): folios above it are gigantic.
+pub const MAX_ORDER_NR_PAGES: u64 = 1024;
+/// `PROCESS_PAGES_NON_PREEMPT_BATCH` with an arch `clear_pages()`: 32 MiB of
+/// 4 KiB pages between `cond_resched()` points (MECHANISMS.md §3.4).
+pub const PROCESS_PAGES_NON_PREEMPT_BATCH: u64 = 8192;
+/// `FOLIO_ZERO_LOCALITY_RADIUS` (7.0), and the 2023 series' `width`.
+pub const FOLIO_ZERO_LOCALITY_RADIUS: u64 = 2;
+
+/// The 2023 x86 `clear_huge_page()` override (MECHANISMS.md §3.2): regions as
+/// `(start, len)` in clearing order — left `[0, n-3]`, right `[n+3, N-1]`, then
+/// the neighbourhood `[n-2, n+2]` clamped; empty regions are left out. A
+/// gigantic folio (N > MAX_ORDER_NR_PAGES) is one straight clear.
+pub fn clear_regions_2023(n: u64, nr_pages: u64) -> Vec<(u64, u64)> {
+    debug_assert!(n < nr_pages);
+    if nr_pages > MAX_ORDER_NR_PAGES {
+        return vec![(0, nr_pages)];
+    }
+    let width = FOLIO_ZERO_LOCALITY_RADIUS;
+    let s2 = n.saturating_sub(width);
+    let e2 = (n + width).min(nr_pages - 1);
+    let mut v = Vec::with_capacity(3);
+    if s2 > 0 {
+        v.push((0, s2));
+    }
+    if e2 + 1 < nr_pages {
+        v.push((e2 + 1, nr_pages - 1 - e2));
+    }
+    v.push((s2, e2 - s2 + 1));
+    v
+}
+
+/// Linux 7.0 `folio_zero_user()` (MECHANISMS.md §3.5): regions as `(start, len)`
+/// in clearing order — right of the neighbourhood, left of it, then the
+/// neighbourhood `[n-2, n+2]` clamped; empty regions left out. No special case
+/// for gigantic folios.
+pub fn clear_regions_7_0(fault_idx: u64, nr_pages: u64) -> Vec<(u64, u64)> {
+    debug_assert!(fault_idx < nr_pages);
+    let end = nr_pages - 1;
+    let hot_start = fault_idx.saturating_sub(FOLIO_ZERO_LOCALITY_RADIUS);
+    let hot_end = (fault_idx + FOLIO_ZERO_LOCALITY_RADIUS).min(end);
+    let mut v = Vec::with_capacity(3);
+    if hot_end < end {
+        v.push((hot_end + 1, end - hot_end));
+    }
+    if hot_start > 0 {
+        v.push((0, hot_start));
+    }
+    v.push((hot_start, hot_end - hot_start + 1));
+    v
+}
+
+/// `clear_contig_highpages()`'s chunks of a region of `npages`, as `(offset, count)`:
+/// one chunk when the kernel is preemptible, else at most
+/// `PROCESS_PAGES_NON_PREEMPT_BATCH` pages each, with a `cond_resched()` before each.
+pub fn clear_contig_highpages_chunks(npages: u64, preemptible: bool) -> Vec<(u64, u64)> {
+    let unit = if preemptible { npages } else { PROCESS_PAGES_NON_PREEMPT_BATCH };
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < npages {
+        let count = unit.min(npages - i);
+        v.push((i, count));
+        i += count;
+    }
+    v
+}
+
+#[cfg(test)]
+mod region_tests {
+    use super::*;
+
+    fn pages(r: &[(u64, u64)]) -> Vec<u64> {
+        r.iter().flat_map(|&(s, l)| s..s + l).collect()
+    }
+
+    #[test]
+    fn regions_7_0_worked_example_n8() {
+        assert_eq!(clear_regions_7_0(0, 8), vec![(3, 5), (0, 3)]);
+        assert_eq!(pages(&clear_regions_7_0(0, 8)), vec![3, 4, 5, 6, 7, 0, 1, 2]);
+        assert_eq!(clear_regions_7_0(3, 8), vec![(6, 2), (0, 1), (1, 5)]);
+        assert_eq!(pages(&clear_regions_7_0(3, 8)), vec![6, 7, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(clear_regions_7_0(7, 8), vec![(0, 5), (5, 3)]);
+    }
+
+    #[test]
+    fn regions_2023_n8() {
+        // Same regions as 7.0, with left before right.
+        assert_eq!(clear_regions_2023(0, 8), vec![(3, 5), (0, 3)]);
+        assert_eq!(clear_regions_2023(3, 8), vec![(0, 1), (6, 2), (1, 5)]);
+        assert_eq!(clear_regions_2023(7, 8), vec![(0, 5), (5, 3)]);
+    }
+
+    #[test]
+    fn regions_thp_512() {
+        assert_eq!(clear_regions_7_0(100, 512), vec![(103, 409), (0, 98), (98, 5)]);
+        assert_eq!(clear_regions_7_0(511, 512), vec![(0, 509), (509, 3)]);
+        assert_eq!(clear_regions_7_0(0, 512), vec![(3, 509), (0, 3)]);
+        assert_eq!(clear_regions_2023(100, 512), vec![(0, 98), (103, 409), (98, 5)]);
+        assert_eq!(clear_regions_2023(511, 512), vec![(0, 509), (509, 3)]);
+    }
+
+    #[test]
+    fn regions_small_and_gigantic() {
+        assert_eq!(clear_regions_7_0(0, 1), vec![(0, 1)]);
+        assert_eq!(clear_regions_2023(0, 1), vec![(0, 1)]);
+        // N <= 5: the neighbourhood, plus possibly one side region.
+        assert_eq!(clear_regions_7_0(2, 5), vec![(0, 5)]);
+        assert_eq!(clear_regions_7_0(0, 5), vec![(3, 2), (0, 3)]);
+        assert_eq!(clear_regions_7_0(4, 5), vec![(0, 2), (2, 3)]);
+        for nr in 1..=5u64 {
+            for n in 0..nr {
+                assert!(clear_regions_7_0(n, nr).len() <= 2, "N={nr} n={n}");
+            }
+        }
+        // 1 GiB: 2023 clears straight; 7.0 keeps the three regions.
+        assert_eq!(clear_regions_2023(0, 262144), vec![(0, 262144)]);
+        assert_eq!(clear_regions_7_0(0, 262144), vec![(3, 262141), (0, 3)]);
+        assert_eq!(clear_regions_2023(0, 1024), vec![(3, 1021), (0, 3)]);
+    }
+
+    #[test]
+    fn regions_cover_each_page_once_with_target_in_the_last() {
+        for nr in 1..=129u64 {
+            for n in 0..nr {
+                for r in [clear_regions_2023(n, nr), clear_regions_7_0(n, nr)] {
+                    let mut p = pages(&r);
+                    p.sort();
+                    assert_eq!(p, (0..nr).collect::<Vec<_>>(), "N={nr} n={n} {r:?}");
+                    assert!(r.len() <= 3 && r.iter().all(|&(_, l)| l > 0));
+                    let (s, l) = *r.last().unwrap();
+                    assert!(s <= n && n < s + l && l <= 5, "N={nr} n={n} {r:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunks() {
+        assert_eq!(clear_contig_highpages_chunks(262141, true), vec![(0, 262141)]);
+        let c = clear_contig_highpages_chunks(262141, false);
+        assert_eq!(c.len(), 32);
+        assert_eq!(c[0], (0, 8192));
+        assert_eq!(c[31], (31 * 8192, 262141 - 31 * 8192));
+        assert_eq!(clear_contig_highpages_chunks(509, false), vec![(0, 509)]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,12 +3,11 @@
 //! `do_anonymous_page`, and the huge-page clear `clear_huge_page` with the
 //! policy-selected order.
 
-use super::huge_memory::process_huge_page;
-use super::mm::{Pte, PMD_SIZE};
+use super::mm::{Pte, VmaKind, PMD_SIZE};
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::page_alloc::PageAlloc;
 use super::{instr, Kernel, StoreHow, VmStat, Work};
-use crate::policy::{ClearHugePage, ClearPage, Thp};
+use crate::policy::{ClearPage, Thp};
 use std::collections::VecDeque;
 
 #[derive(Debug)]
@@ -32,6 +31,11 @@ impl Kernel {
         }
         self.vmstat.pgfault += 1;
         work.push_back(Work::Cycles { cycles: self.costs.exception_entry_exit_cycles, instructions: 0 });
+        if let VmaKind::Hugetlb(shift) = vma.kind {
+            self.hugetlb_fault(mm_id, addr, shift, node, work)?;
+            work.push_back(Work::ReturnToUser);
+            return Ok(());
+        }
         let haddr = addr & !(PMD_SIZE - 1);
         let thp_ok = self.cfg.thp == Thp::Always && haddr >= vma.start && haddr + PMD_SIZE <= vma.end && mm.pmd_is_none(addr);
         if thp_ok && self.do_huge_pmd_anonymous_page(mm_id, addr, node, work) {
@@ -87,27 +91,10 @@ impl Kernel {
         clear_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, pfn, work);
     }
 
-    /// `clear_huge_page(page, addr_hint, pages_per_huge_page)`, order by policy.
+    /// `clear_huge_page(page, addr_hint, pages_per_huge_page)` of a 2 MiB THP:
+    /// `folio_zero_user()` with the policy's order (kernel/folio_zero.rs).
     pub fn clear_huge_page(&mut self, pfn: u64, addr_hint: u64, work: &mut VecDeque<Work>) {
-        self.vmstat.huge_page_clears += 1;
-        let skip = self.skip_clear_subpage.take();
-        let (alloc, vmstat, how) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
-        let mut clear_subpage = |i: u64| {
-            if Some(i) != skip {
-                clear_user_highpage(alloc, vmstat, how, pfn + i, work);
-            } // else: injected defect, the sub-page keeps its stale contents
-            0
-        };
-        match self.cfg.clear_huge_page {
-            ClearHugePage::Sequential => {
-                for i in 0..HPAGE_PMD_NR {
-                    clear_subpage(i);
-                }
-            }
-            ClearHugePage::TargetLast => {
-                process_huge_page(addr_hint, HPAGE_PMD_NR, clear_subpage);
-            }
-        }
+        self.folio_zero_user(pfn, HPAGE_PMD_NR, addr_hint, work);
     }
 
     pub fn install_pmd(&mut self, mm_id: usize, haddr: u64, pfn: u64) {
@@ -122,7 +109,7 @@ impl Kernel {
 }
 
 /// `clear_user_highpage()` → `clear_page()`: one 4 KiB page.
-fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: ClearPage, pfn: u64, work: &mut VecDeque<Work>) {
+pub(super) fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: ClearPage, pfn: u64, work: &mut VecDeque<Work>) {
     alloc.tags[pfn as usize] = TAG_ZERO;
     vmstat.subpage_clears += 1;
     let (how, instructions) = match variant {

@@ -8,15 +8,20 @@
 //! translations can be revalidated cheaply.
 
 use crate::machine::ipi::CpuMask;
+use crate::machine::tlb::PageSize;
 use std::collections::BTreeMap;
 
 pub const PMD_SHIFT: u32 = 21;
 pub const PMD_SIZE: u64 = 1 << PMD_SHIFT;
+pub const PUD_SHIFT: u32 = 30;
+pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaKind {
     /// Private anonymous memory (usemem maps /dev/zero MAP_PRIVATE, which is anonymous).
     AnonPrivate,
+    /// `MAP_HUGETLB` memory of the hstate with this page shift (21: 2 MiB, 30: 1 GiB).
+    Hugetlb(u32),
 }
 
 #[derive(Clone, Debug)]
@@ -44,6 +49,8 @@ pub struct Mm {
     pub asid: u16,
     pub vmas: Vec<Vma>,
     pub pmds: BTreeMap<u64, Pmd>,
+    /// PUD-level (1 GiB) huge mappings, keyed by `addr >> PUD_SHIFT`.
+    pub puds: BTreeMap<u64, Pte>,
     pub cpumask: CpuMask,
     pub generation: u64,
     next_mmap: u64,
@@ -56,6 +63,21 @@ pub struct Translation {
     pub pfn: u64,
     pub writable: bool,
     pub huge: bool,
+    /// Mapped by a 1 GiB PUD entry (then `huge` is set too).
+    pub gigantic: bool,
+}
+
+impl Translation {
+    /// The TLB entry size of this mapping.
+    pub fn page_size(&self) -> PageSize {
+        if self.gigantic {
+            PageSize::Size1G
+        } else if self.huge {
+            PageSize::Size2M
+        } else {
+            PageSize::Size4K
+        }
+    }
 }
 
 impl Mm {
@@ -65,6 +87,7 @@ impl Mm {
             asid: (id % 4096) as u16,
             vmas: Vec::new(),
             pmds: BTreeMap::new(),
+            puds: BTreeMap::new(),
             cpumask: CpuMask::empty(),
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
@@ -82,16 +105,46 @@ impl Mm {
         start
     }
 
+    /// Places a `MAP_HUGETLB` VMA of `len` bytes (rounded up to the huge page
+    /// size `1 << shift`), naturally aligned, and returns its start.
+    pub fn mmap_hugetlb(&mut self, len: u64, shift: u32) -> u64 {
+        let size = 1u64 << shift;
+        let len = len.div_ceil(size) * size;
+        let start = self.next_mmap.div_ceil(size) * size;
+        self.next_mmap = start + len + PMD_SIZE;
+        self.vmas.push(Vma { start, end: start + len, kind: VmaKind::Hugetlb(shift), writable: true });
+        start
+    }
+
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         self.vmas.iter().find(|v| v.start <= addr && addr < v.end)
     }
 
     #[inline]
     pub fn lookup(&self, addr: u64) -> Option<Translation> {
-        match self.pmds.get(&(addr >> PMD_SHIFT))? {
-            Pmd::Huge(p) => Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true }),
-            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].map(|p| Translation { pfn: p.pfn, writable: p.writable, huge: false }),
+        if !self.puds.is_empty() {
+            if let Some(p) = self.puds.get(&(addr >> PUD_SHIFT)) {
+                let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
+                return Some(Translation { pfn: p.pfn + idx, writable: p.writable, huge: true, gigantic: true });
+            }
         }
+        match self.pmds.get(&(addr >> PMD_SHIFT))? {
+            Pmd::Huge(p) => Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true, gigantic: false }),
+            Pmd::Table(t) => {
+                t[((addr >> 12) & 511) as usize].map(|p| Translation { pfn: p.pfn, writable: p.writable, huge: false, gigantic: false })
+            }
+        }
+    }
+
+    pub fn pud_is_none(&self, addr: u64) -> bool {
+        !self.puds.contains_key(&(addr >> PUD_SHIFT))
+    }
+
+    /// A 1 GiB huge mapping (hugetlb's `set_huge_pte_at` on a PUD).
+    pub fn set_pud_huge(&mut self, haddr: u64, pte: Pte) {
+        debug_assert_eq!(haddr & (PUD_SIZE - 1), 0);
+        self.puds.insert(haddr >> PUD_SHIFT, pte);
+        self.generation += 1;
     }
 
     pub fn pmd_is_none(&self, addr: u64) -> bool {
@@ -140,6 +193,10 @@ impl Mm {
                 }
             }
         }
+        let puds: Vec<u64> = self.puds.range(vma.start >> PUD_SHIFT..vma.end.div_ceil(PUD_SIZE)).map(|(k, _)| *k).collect();
+        for k in puds {
+            freed.push((self.puds.remove(&k).unwrap().pfn, true));
+        }
         self.generation += 1;
         Some((vma, freed))
     }
@@ -157,7 +214,7 @@ mod tests {
         let b = mm.mmap(4096, VmaKind::AnonPrivate, true);
         assert!(b >= a + (4 << 20) + PMD_SIZE);
         mm.set_pmd_huge(a, Pte { pfn: 1024, writable: true });
-        assert_eq!(mm.lookup(a + 5 * 4096 + 7), Some(Translation { pfn: 1029, writable: true, huge: true }));
+        assert_eq!(mm.lookup(a + 5 * 4096 + 7), Some(Translation { pfn: 1029, writable: true, huge: true, gigantic: false }));
         mm.set_pte(a + PMD_SIZE + 4096, Pte { pfn: 77, writable: false });
         assert_eq!(mm.lookup(a + PMD_SIZE + 4096).unwrap().pfn, 77);
         assert_eq!(mm.lookup(a + PMD_SIZE), None);
@@ -166,5 +223,21 @@ mod tests {
         assert_eq!(freed, vec![(1024, true), (77, false)]);
         assert_eq!(mm.rss_pages, 0);
         assert!(mm.lookup(a).is_none());
+    }
+
+    #[test]
+    fn hugetlb_1g_mapping() {
+        let mut mm = Mm::new(1);
+        let _ = mm.mmap(3 << 20, VmaKind::AnonPrivate, true);
+        let g = mm.mmap_hugetlb(2 << 30, PUD_SHIFT);
+        assert_eq!(g % PUD_SIZE, 0);
+        assert_eq!(mm.find_vma(g).unwrap().kind, VmaKind::Hugetlb(30));
+        mm.set_pud_huge(g + PUD_SIZE, Pte { pfn: 1 << 18, writable: true });
+        let t = mm.lookup(g + PUD_SIZE + 5 * 4096 + 9).unwrap();
+        assert_eq!((t.pfn, t.page_size()), ((1 << 18) + 5, PageSize::Size1G));
+        assert!(mm.lookup(g).is_none());
+        let (_, freed) = mm.munmap(g).unwrap();
+        assert_eq!(freed, vec![(1 << 18, true)]);
+        assert!(mm.lookup(g + PUD_SIZE).is_none());
     }
 }

@@ -9,7 +9,9 @@
 //! queued as work items too. The kernel touches the hardware only through
 //! line accesses, TLB operations, IPIs and fixed costs.
 
+pub mod folio_zero;
 pub mod huge_memory;
+pub mod hugetlb;
 pub mod memory;
 pub mod mm;
 pub mod page_alloc;
@@ -28,6 +30,8 @@ pub enum StoreHow {
     String,
     /// `clear_page_orig`: a loop of 8 `movq` per line.
     MovLoop,
+    /// A loop of 8 `movnti` per line: non-temporal, no cache allocation.
+    NonTemporal,
 }
 
 /// A unit of hardware work queued on a CPU by the kernel.
@@ -39,6 +43,8 @@ pub enum Work {
     Clear { line: u64, nlines: u64, how: StoreHow },
     /// Map a cleared huge folio (`set_pmd_at`) once its clear is done.
     InstallPmd { mm: usize, haddr: u64, pfn: u64 },
+    /// Map a cleared 1 GiB hugetlb folio (`set_huge_pte_at` on a PUD).
+    InstallPud { mm: usize, haddr: u64, pfn: u64 },
     /// Map a 4 KiB page once it is ready.
     InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool },
     /// Return to user mode (exception or system-call exit).
@@ -61,6 +67,8 @@ pub struct VmStat {
     pub nr_tlb_local_flush_one: u64,
     pub huge_page_clears: u64,
     pub subpage_clears: u64,
+    /// Faults on hugetlb mappings (`hugetlb_fault`); Linux has no vmstat counter for them.
+    pub hugetlb_faults: u64,
 }
 
 /// Instruction counts of kernel code paths, read off the code's structure.
@@ -72,6 +80,13 @@ pub mod instr {
     pub const CLEAR_PAGE_ORIG_PER_LINE: u64 = 11;
     /// One `process_huge_page` step: cond_resched(), the callback call, kmap/kunmap, loop.
     pub const SUBPAGE_STEP: u64 = 20;
+    /// `clear_pages_erms(addr, len)`: mov len,%ecx; xor %eax,%eax; rep stosb; ret — for any length.
+    pub const CLEAR_PAGES_ERMS: u64 = 4;
+    /// One region or chunk step of a multi-page clear: cond_resched(), the
+    /// clear_user_highpages()/clear_pages() call, kmsan hook, loop.
+    pub const REGION_STEP: u64 = 20;
+    /// A `movnti` clearing loop: 8 movnti + lea + dec + jnz per 64 B.
+    pub const CLEAR_NT_PER_LINE: u64 = 11;
 }
 
 pub struct Kernel {
@@ -82,6 +97,8 @@ pub struct Kernel {
     pub vmstat: VmStat,
     /// Remaining sub-page clear to skip (fault injection), counted in huge-page clears.
     pub skip_clear_subpage: Option<u64>,
+    /// The hugetlb pools (2 MiB and 1 GiB hstates), filled at start.
+    pub hugetlb: hugetlb::HugetlbPool,
 }
 
 impl Kernel {
@@ -93,6 +110,7 @@ impl Kernel {
             alloc: PageAlloc::new(nr_nodes, node_bytes),
             vmstat: VmStat::default(),
             skip_clear_subpage: None,
+            hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
         }
     }
 

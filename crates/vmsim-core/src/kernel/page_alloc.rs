@@ -14,6 +14,9 @@ pub const PAGE_SHIFT: u32 = 12;
 pub const HPAGE_PMD_ORDER: u32 = 9;
 pub const HPAGE_PMD_NR: u64 = 512;
 pub const TAG_ZERO: u64 = 0;
+/// A 1 GiB gigantic folio: order 18, 262144 frames, 512 blocks of 2 MiB.
+pub const HPAGE_PUD_ORDER: u32 = 18;
+pub const HPAGE_PUD_NR: u64 = 1 << HPAGE_PUD_ORDER;
 
 #[inline]
 pub fn garbage_tag(pfn: u64) -> u64 {
@@ -87,12 +90,34 @@ impl PageAlloc {
         Some(pfn)
     }
 
+    /// A gigantic (1 GiB, naturally aligned) folio on `node`, made of 512 free
+    /// 2 MiB blocks, as `alloc_contig_pages()` finds one for the hugetlb pool at
+    /// boot; the highest such range of the node is taken, so ordinary
+    /// allocations keep the low addresses. None if no aligned range is free.
+    pub fn alloc_gigantic(&mut self, node: usize) -> Option<u64> {
+        let free: std::collections::BTreeSet<u64> = self.free_blocks[node].iter().copied().collect();
+        let lo = node as u64 * self.node_frames;
+        let hi = lo + self.node_frames;
+        for k in (lo.div_ceil(HPAGE_PUD_NR)..hi / HPAGE_PUD_NR).rev() {
+            let base = k * HPAGE_PUD_NR;
+            if (0..HPAGE_PMD_NR).all(|i| free.contains(&(base + i * HPAGE_PMD_NR))) {
+                self.free_blocks[node].retain(|&b| b < base || b >= base + HPAGE_PUD_NR);
+                self.nr_free[node] -= HPAGE_PUD_NR;
+                self.folios[base as usize] = Folio { order: HPAGE_PUD_ORDER, refcount: 1, mapcount: 0 };
+                return Some(base);
+            }
+        }
+        None
+    }
+
     pub fn free(&mut self, pfn: u64) {
         let f = self.folios[pfn as usize];
         let node = self.node_of_pfn(pfn);
         self.nr_free[node] += 1 << f.order;
         self.folios[pfn as usize] = Folio::default();
-        if f.order == HPAGE_PMD_ORDER {
+        if f.order == HPAGE_PUD_ORDER {
+            self.free_blocks[node].extend((0..HPAGE_PMD_NR).rev().map(|i| pfn + i * HPAGE_PMD_NR));
+        } else if f.order == HPAGE_PMD_ORDER {
             self.free_blocks[node].push(pfn);
         } else {
             self.free_frames[node].push(pfn);
@@ -124,6 +149,26 @@ mod tests {
         }
         assert!(a.alloc(1, 9).is_none());
     }
+    #[test]
+    fn gigantic_blocks_are_aligned_and_contiguous() {
+        // Two nodes of 1.5 GiB: node 0 holds one aligned 1 GiB range, node 1 (starting at 1.5 GiB) one too.
+        let mut a = PageAlloc::new(2, 3 << 29);
+        let g0 = a.alloc_gigantic(0).unwrap();
+        assert_eq!(g0, 0);
+        assert!(a.alloc_gigantic(0).is_none());
+        let g1 = a.alloc_gigantic(1).unwrap();
+        assert_eq!((g1 % HPAGE_PUD_NR, a.node_of_pfn(g1)), (0, 1));
+        assert_eq!(a.nr_free[1], (3 << 17) - HPAGE_PUD_NR);
+        // Ordinary allocations avoid the reserved range.
+        for _ in 0..256 {
+            let b = a.alloc(0, 9).unwrap();
+            assert!(b >= HPAGE_PUD_NR);
+        }
+        assert!(a.alloc(0, 9).is_none());
+        a.free(g0);
+        assert_eq!(a.alloc_gigantic(0), Some(0));
+    }
+
     #[test]
     fn stale_tags_survive_free() {
         let mut a = PageAlloc::new(1, 4 << 20);

@@ -14,7 +14,6 @@ use super::page_alloc::{tag_store, TAG_ZERO};
 use super::tlbflush::flush_tlb_mm_range;
 use super::{Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
-use crate::machine::tlb::PageSize;
 use crate::machine::{Machine, Mode};
 use crate::workload::{store_value, Expect, Op, Program};
 use std::cmp::Reverse;
@@ -228,13 +227,23 @@ impl Sim {
                     }
                 }
                 let (kind, issue) = match how {
+                    // One string store over more bytes than the chip's threshold elides cache allocation.
+                    StoreHow::String if self.m.nocache_threshold > 0 && nlines * 64 > self.m.nocache_threshold => {
+                        (AccessKind::NtStore, self.string_issue)
+                    }
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.movq_issue),
+                    StoreHow::NonTemporal => (AccessKind::NtStore, self.movq_issue),
+                };
+                let per_line = match how {
+                    StoreHow::String => 0,
+                    StoreHow::MovLoop => super::instr::CLEAR_PAGE_ORIG_PER_LINE,
+                    StoreHow::NonTemporal => super::instr::CLEAR_NT_PER_LINE,
                 };
                 while i < nlines && self.m.cpus[cpu].clock < deadline {
                     self.m.access(cpu, line + i, kind, true, issue);
-                    if how == StoreHow::MovLoop {
-                        self.m.advance(cpu, 0, super::instr::CLEAR_PAGE_ORIG_PER_LINE);
+                    if per_line > 0 {
+                        self.m.advance(cpu, 0, per_line);
                     }
                     i += 1;
                 }
@@ -247,6 +256,7 @@ impl Sim {
             }
             Work::InstallPmd { mm, haddr, pfn } => self.k.install_pmd(mm, haddr, pfn),
             Work::InstallPte { mm, addr, pfn, writable } => self.k.install_pte(mm, addr, pfn, writable),
+            Work::InstallPud { mm, haddr, pfn } => self.k.install_pud(mm, haddr, pfn),
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
         }
         self.cpus[cpu].work.pop_front();
@@ -292,6 +302,11 @@ impl Sim {
                     let mm = self.tasks[t].mm;
                     self.tasks[t].ret = self.k.mms[mm].mmap(len, super::mm::VmaKind::AnonPrivate, true);
                 }
+                Op::MmapHugetlb { len, page_shift } => {
+                    self.syscall(cpu, 0);
+                    let mm = self.tasks[t].mm;
+                    self.tasks[t].ret = self.k.mms[mm].mmap_hugetlb(len, page_shift);
+                }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
                 Op::WriteSeq { start, len, seed } => {
                     self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos: 0, pfn: 0, page: u64::MAX, gen: u64::MAX });
@@ -319,7 +334,7 @@ impl Sim {
             if vpage != page || gen != self.k.mms[mm].generation {
                 match self.k.mms[mm].lookup(va) {
                     Some(tr) if tr.writable => {
-                        let size = if tr.huge { PageSize::Size2M } else { PageSize::Size4K };
+                        let size = tr.page_size();
                         self.m.tlb_translate(cpu, asid, va, size);
                         pfn = tr.pfn;
                         page = vpage;
@@ -351,6 +366,7 @@ impl Sim {
             self.error = Some(format!("task {t}: munmap of {start:#x}, which is not a mapping start"));
             return;
         };
+        let freed = self.k.hugetlb_unmap(&vma, freed);
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles;
         self.m.advance(cpu, c, c);
@@ -380,6 +396,8 @@ impl Sim {
                     let v = store_value(seed, vpn);
                     (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v))
                 }
+                Expect::FirstLineWritten { seed, stride } if (va - start) % stride == 0 => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
+                Expect::FirstLineWritten { .. } => TAG_ZERO,
             };
             let got = mm.lookup(va).map(|tr| self.k.alloc.tag(tr.pfn));
             if got != Some(want) {

@@ -1,6 +1,7 @@
 //! Workloads: programs of simulated tasks. A program yields system-call-like
 //! operations and memory-access runs; it never sees frames or caches.
 
+pub mod pftest;
 pub mod usemem;
 
 /// What a task asks of the system next. `ret` of the following `next()` call
@@ -14,6 +15,8 @@ pub enum Op {
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
     Check { start: u64, len: u64, expect: Expect },
     Munmap { start: u64 },
+    /// `mmap(MAP_HUGETLB)` of `len` bytes with pages of `1 << page_shift` (21 or 30), read-write.
+    MmapHugetlb { len: u64, page_shift: u32 },
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,
@@ -25,6 +28,9 @@ pub enum Expect {
     Zero,
     /// Written by `WriteSeq` with this seed.
     Written { seed: u64 },
+    /// The first line of every `stride` bytes written by a one-line `WriteSeq`
+    /// with this seed, everything else zero.
+    FirstLineWritten { seed: u64, stride: u64 },
 }
 
 pub trait Program {

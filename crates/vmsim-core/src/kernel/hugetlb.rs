@@ -1,0 +1,112 @@
+//! hugetlbfs memory (mm/hugetlb.c): per-node pools of 2 MiB and 1 GiB huge
+//! pages filled from the page allocator at start (as `nr_hugepages` set at
+//! boot), `MAP_HUGETLB` faults (`hugetlb_fault` → `hugetlb_no_page` →
+//! `folio_zero_user`), and the return of unmapped folios to the pool.
+//!
+//! Invariants: a pool folio is either on its node's free list or mapped by
+//! exactly one PMD (2 MiB) or PUD (1 GiB) entry; pool folios never go back to
+//! the page allocator during a run.
+
+use super::memory::FaultError;
+use super::mm::{Pte, Vma, VmaKind, PMD_SHIFT, PUD_SHIFT};
+use super::page_alloc::HPAGE_PMD_ORDER;
+use super::{Kernel, Work};
+use std::collections::VecDeque;
+
+/// The two x86-64 hstates.
+pub const HSTATE_SHIFTS: [u32; 2] = [PMD_SHIFT, PUD_SHIFT];
+
+fn hstate(shift: u32) -> usize {
+    match shift {
+        PMD_SHIFT => 0,
+        PUD_SHIFT => 1,
+        _ => panic!("no hstate for page shift {shift}"),
+    }
+}
+
+/// The free huge pages of each hstate, per node, and how many each holds in all.
+pub struct HugetlbPool {
+    free: [Vec<Vec<u64>>; 2],
+    /// `nr_hugepages` per hstate and node.
+    pub nr_huge_pages: [Vec<u64>; 2],
+}
+
+impl HugetlbPool {
+    pub fn new(nr_nodes: usize) -> HugetlbPool {
+        HugetlbPool { free: [vec![Vec::new(); nr_nodes], vec![Vec::new(); nr_nodes]], nr_huge_pages: [vec![0; nr_nodes], vec![0; nr_nodes]] }
+    }
+
+    pub fn free_huge_pages(&self, shift: u32, node: usize) -> u64 {
+        self.free[hstate(shift)][node].len() as u64
+    }
+}
+
+impl Kernel {
+    /// Grows the pool of `1 << shift` pages on `node` by `count` pages taken
+    /// from the page allocator (`echo N > .../node*/hugepages/.../nr_hugepages`,
+    /// done before the workload starts). Returns how many pages it got.
+    pub fn hugetlb_reserve(&mut self, node: usize, shift: u32, count: u64) -> u64 {
+        let h = hstate(shift);
+        let mut got = 0;
+        while got < count {
+            let pfn = if shift == PUD_SHIFT { self.alloc.alloc_gigantic(node) } else { self.alloc.alloc(node, HPAGE_PMD_ORDER) };
+            let Some(pfn) = pfn else { break };
+            self.hugetlb.free[h][node].push(pfn);
+            got += 1;
+        }
+        // Hand out the lowest addresses first.
+        self.hugetlb.free[h][node].sort_unstable_by(|a, b| b.cmp(a));
+        self.hugetlb.nr_huge_pages[h][node] += got;
+        got
+    }
+
+    /// `hugetlb_fault()` on a `MAP_HUGETLB` VMA with pages of `1 << shift`,
+    /// taken on a CPU of `node`: a not-present entry goes to `hugetlb_no_page()`.
+    pub(super) fn hugetlb_fault(&mut self, mm_id: usize, addr: u64, shift: u32, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
+        self.vmstat.hugetlb_faults += 1;
+        let mm = &self.mms[mm_id];
+        let present = if shift == PUD_SHIFT { !mm.pud_is_none(addr) } else { !mm.pmd_is_none(addr) };
+        if present {
+            return Ok(()); // already mapped: nothing to do
+        }
+        self.hugetlb_no_page(mm_id, addr, shift, node, work)
+    }
+
+    /// `hugetlb_no_page()`: take a folio from the pool (`alloc_hugetlb_folio`,
+    /// local node first), zero it with the faulting address as the hint, map it.
+    fn hugetlb_no_page(&mut self, mm_id: usize, addr: u64, shift: u32, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
+        let h = hstate(shift);
+        let n = self.alloc.nr_nodes;
+        // dequeue_hugetlb_folio_nodemask(): the local node, then the others in zonelist order.
+        let nd = (0..n).map(|i| (node + i) % n).find(|&nd| !self.hugetlb.free[h][nd].is_empty()).ok_or(FaultError::Oom)?;
+        let pfn = self.hugetlb.free[h][nd].pop().expect("non-empty");
+        // The THP fault path's software cost stands in for hugetlb's (no separate estimate).
+        let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
+        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        self.folio_zero_user(pfn, 1 << (shift - 12), addr, work);
+        let haddr = addr & !((1u64 << shift) - 1);
+        work.push_back(if shift == PUD_SHIFT { Work::InstallPud { mm: mm_id, haddr, pfn } } else { Work::InstallPmd { mm: mm_id, haddr, pfn } });
+        Ok(())
+    }
+
+    pub fn install_pud(&mut self, mm_id: usize, haddr: u64, pfn: u64) {
+        self.alloc.folios[pfn as usize].mapcount = 1;
+        self.mms[mm_id].set_pud_huge(haddr, Pte { pfn, writable: true });
+    }
+
+    /// Called by munmap with the folios the unmapped VMA held: hugetlb folios
+    /// go back to their node's pool (`free_huge_folio`); the rest is returned
+    /// for the page allocator.
+    pub fn hugetlb_unmap(&mut self, vma: &Vma, freed: Vec<(u64, bool)>) -> Vec<(u64, bool)> {
+        let VmaKind::Hugetlb(shift) = vma.kind else {
+            return freed;
+        };
+        let h = hstate(shift);
+        for (pfn, _) in freed {
+            self.alloc.folios[pfn as usize].mapcount = 0;
+            let node = self.alloc.node_of_pfn(pfn);
+            self.hugetlb.free[h][node].push(pfn);
+        }
+        Vec::new()
+    }
+}
