@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._config import ConfigLike, load_dict, load_text, set_dotted
-from .tables import iter_scalar_rows, scalar_metrics
+from .tables import iter_runs, iter_scalar_rows, scalar_metrics
 
 ProgressCallback = Callable[[str, float], Any]
 
@@ -187,13 +187,7 @@ def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], 
         return pd.DataFrame(list(result))
     if per_cpu:
         frames = []
-        if "variants" in result:
-            runs = [(result.get("baseline_name", "baseline"), result.get("baseline", {}))]
-            variants = result.get("variants", {})
-            runs += [(v, variants[v]) for v in result.get("variant_order") or sorted(variants)]
-        else:
-            runs = [("run", result.get("metrics", {}))]
-        for name, metrics in runs:
+        for name, metrics in iter_runs(result):
             df = pd.DataFrame(metrics.get("per_cpu", []))
             df.insert(0, "run", name)
             frames.append(df)

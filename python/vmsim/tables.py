@@ -122,7 +122,14 @@ def format_run(result: Mapping[str, Any]) -> str:
 
 
 def format_compare(result: Mapping[str, Any]) -> str:
-    """Baseline, then %change and value for each variant, metric name last."""
+    """Baseline, then %change and value for each variant, metric name last.
+    An experiment with cases gives one such table per case."""
+    if "cases" in result:
+        cases = result["cases"]
+        parts = []
+        for c in result.get("case_order") or sorted(cases):
+            parts.append(f"case: {c}\n" + format_compare(cases[c]))
+        return "\n".join(parts)
     base_name = str(result.get("baseline_name", "baseline"))
     baseline = result.get("baseline", {})
     variants = result.get("variants", {})
@@ -230,14 +237,26 @@ def format_tree(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def iter_scalar_rows(result: Mapping[str, Any]) -> Iterable[tuple]:
-    """(run name, scalar metrics) for a run or compare result."""
-    if "variants" in result:
-        yield str(result.get("baseline_name", "baseline")), scalar_metrics(result.get("baseline", {}))
+def iter_runs(result: Mapping[str, Any]) -> Iterable[tuple]:
+    """(run name, metrics) for a run or compare result; runs of a case are
+    named `case/arm`."""
+    if "cases" in result:
+        cases = result["cases"]
+        for c in result.get("case_order") or sorted(cases):
+            for name, metrics in iter_runs(cases[c]):
+                yield f"{c}/{name}", metrics
+    elif "variants" in result:
+        yield str(result.get("baseline_name", "baseline")), result.get("baseline", {})
         variants = result.get("variants", {})
         for v in result.get("variant_order") or sorted(variants):
-            yield str(v), scalar_metrics(variants[v])
+            yield str(v), variants[v]
     elif "metrics" in result:
-        yield "run", scalar_metrics(result["metrics"])
+        yield "run", result["metrics"]
     else:
-        raise ValueError("not a vmsim run or compare result (no 'metrics' or 'variants')")
+        raise ValueError("not a vmsim run or compare result (no 'metrics', 'variants' or 'cases')")
+
+
+def iter_scalar_rows(result: Mapping[str, Any]) -> Iterable[tuple]:
+    """(run name, scalar metrics) for a run or compare result."""
+    for name, metrics in iter_runs(result):
+        yield name, scalar_metrics(metrics)

@@ -148,3 +148,21 @@ def test_tree_format():
     assert lines[i + 1].split() == ["order", "gb_per_s"]
     assert lines[i + 3].split() == ["sequential", "10.5"]
     assert lines[i + 4].split() == ["target-last", "10.25"]
+
+
+def test_compare_with_cases_prints_one_table_per_case():
+    from vmsim.tables import format_compare, iter_scalar_rows
+
+    one = {
+        "experiment": "e",
+        "machine": {"name": "m", "summary": "s"},
+        "baseline_name": "a",
+        "baseline": {"x": 1.0},
+        "variants": {"b": {"x": 2.0}},
+        "variant_order": ["b"],
+    }
+    res = {"experiment": "e", "cases": {"c2": one, "c1": one}, "case_order": ["c2", "c1"]}
+    text = format_compare(res)
+    assert text.index("case: c2") < text.index("case: c1")
+    assert text.count("+100.0%") == 2
+    assert [n for n, _ in iter_scalar_rows(res)] == ["c2/a", "c2/b", "c1/a", "c1/b"]
