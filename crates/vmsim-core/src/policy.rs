@@ -3,16 +3,24 @@
 
 use serde::Serialize;
 
-/// How `clear_huge_page()` orders the sub-page clears of a huge page.
+/// The order in which a huge page's sub-pages are processed, by
+/// `clear_huge_page()` and by `copy_user_huge_page()`. Both go through the one
+/// implementation in `kernel::huge_memory::process_huge_page_in_order`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum ClearHugePage {
-    /// Kernels before 4.14: sub-pages 0..N-1 ascending, one `clear_page` each.
+pub enum HugePageOrder {
+    /// Sub-pages 0..N-1 ascending: clearing before 4.14, copying before 4.18.
     Sequential,
-    /// 4.14 .. 6.19: `process_huge_page()` order, target sub-page last.
+    /// `process_huge_page()` order, target sub-page last: clearing 4.14 .. 6.19,
+    /// copying 4.18 onwards.
     TargetLast,
 }
 
-impl ClearHugePage {
+/// How `clear_huge_page()` orders the sub-page clears of a huge page.
+pub type ClearHugePage = HugePageOrder;
+/// How `copy_user_huge_page()` orders the sub-page copies of a huge page.
+pub type CopyHugePage = HugePageOrder;
+
+impl HugePageOrder {
     pub const NAMES: &'static [&'static str] = &["sequential", "target-last"];
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -25,6 +33,35 @@ impl ClearHugePage {
         match self {
             Self::Sequential => "sequential",
             Self::TargetLast => "target-last",
+        }
+    }
+}
+
+/// What a write fault on a read-only PMD-mapped anonymous THP does
+/// (`do_huge_pmd_wp_page()`), when the huge page is still shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ThpCow {
+    /// 4.18 .. 5.7: allocate a new huge page and copy all 512 sub-pages with
+    /// `copy_user_huge_page()`, then map it with one PMD.
+    Copy,
+    /// 5.8 onwards (3917c80280c9 "thp: change CoW semantics for anon-THP"):
+    /// split the PMD into PTEs and copy only the faulting 4 KiB page.
+    Split,
+}
+
+impl ThpCow {
+    pub const NAMES: &'static [&'static str] = &["copy", "split"];
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "copy" => Some(Self::Copy),
+            "split" => Some(Self::Split),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Copy => "copy",
+            Self::Split => "split",
         }
     }
 }

@@ -7,7 +7,7 @@ pub mod fields;
 pub mod preset;
 
 use crate::api::Error;
-use crate::policy::{ClearHugePage, ClearPage, Thp};
+use crate::policy::{ClearHugePage, ClearPage, CopyHugePage, Thp, ThpCow};
 use fields::{cfg_err, Fields};
 pub use preset::Preset;
 use serde::Serialize;
@@ -58,6 +58,10 @@ pub struct KernelConfig {
     pub thp: Thp,
     pub clear_huge_page: ClearHugePage,
     pub clear_page: ClearPage,
+    /// Order of `copy_user_huge_page()` (used when `thp_cow` is `copy`).
+    pub copy_huge_page: CopyHugePage,
+    /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
+    pub thp_cow: ThpCow,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -72,6 +76,11 @@ pub struct UsememConfig {
     /// Bytes each task maps (from `size_per_task_mib`, times the scale).
     pub size_per_task: u64,
     pub size_per_task_mib: f64,
+    /// `--prealloc`: the parent maps one region before forking the tasks, which
+    /// share it copy-on-write instead of mapping their own.
+    pub prealloc: bool,
+    /// `--prefault`: the mapping is made with MAP_POPULATE.
+    pub prefault: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +97,8 @@ pub struct SimConfig {
 pub struct FaultInjection {
     /// Skip the clear of this sub-page index in the first huge page cleared.
     pub skip_clear_subpage: Option<u64>,
+    /// Skip the copy of this sub-page index in the first huge page copied.
+    pub skip_copy_subpage: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -121,8 +132,12 @@ impl RunConfig {
         if clear_page == ClearPage::Erms && !preset.string.erms {
             return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
         }
+        let copy_huge_page =
+            CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
+                .unwrap();
+        let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, copy_huge_page, thp_cow };
 
         let mut w = top.sub("workload")?;
         let kind = w.choice_opt("kind", &["usemem"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\""))?;
@@ -140,7 +155,15 @@ impl RunConfig {
                 if bytes > (64u64 << 30) {
                     return Err(cfg_err("workload.size_per_task_mib", "at most 65536 MiB per task"));
                 }
-                WorkloadConfig::Usemem(UsememConfig { nr_task, size_per_task: bytes, size_per_task_mib: bytes as f64 / MIB as f64 })
+                let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
+                let prefault = w.bool_opt("prefault")?.unwrap_or(false);
+                WorkloadConfig::Usemem(UsememConfig {
+                    nr_task,
+                    size_per_task: bytes,
+                    size_per_task_mib: bytes as f64 / MIB as f64,
+                    prealloc,
+                    prefault,
+                })
             }
             _ => unreachable!(),
         };
@@ -158,6 +181,12 @@ impl RunConfig {
             if let Some(i) = fault_injection.skip_clear_subpage {
                 if i >= 512 {
                     return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 512"));
+                }
+            }
+            fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
+            if let Some(i) = fault_injection.skip_copy_subpage {
+                if i >= 512 {
+                    return Err(cfg_err("sim.fault_injection.skip_copy_subpage", "must be a sub-page index below 512"));
                 }
             }
             fi.finish()?;

@@ -4,11 +4,18 @@
 pub mod usemem;
 
 /// What a task asks of the system next. `ret` of the following `next()` call
-/// carries the result (the address for `Mmap`, 0 otherwise).
+/// carries the result (the address for `Mmap`; for `Fork`, the child's pid in
+/// the parent and 0 in the child; 0 otherwise).
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// Anonymous private mapping of `len` bytes, read-write.
-    Mmap { len: u64 },
+    /// Anonymous private mapping of `len` bytes, read-write; with `populate`
+    /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
+    Mmap { len: u64, populate: bool },
+    /// fork(): a child process with a copy-on-write copy of the address space,
+    /// running a copy of the program (`Program::fork`).
+    Fork,
+    /// Wait until every child has exited (the task sleeps meanwhile).
+    Wait,
     /// Store every 8-byte word of [start, start+len) in ascending order (modeled per line: 8 stores).
     WriteSeq { start: u64, len: u64, seed: u64 },
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
@@ -29,8 +36,13 @@ pub enum Expect {
 
 pub trait Program {
     fn next(&mut self, ret: u64) -> Op;
-    /// Bytes the program will access in all, for progress reports.
+    /// Bytes the program will access in all, for progress reports (a forked
+    /// copy's bytes are counted by the program that forks it).
     fn total_bytes(&self) -> u64;
+    /// The child's copy of the program at `Op::Fork`; None if it cannot fork.
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        None
+    }
 }
 
 /// The value a `WriteSeq` with `seed` stores into the page at virtual page number `vpn`.
