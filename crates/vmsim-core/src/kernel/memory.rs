@@ -294,3 +294,93 @@ fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: Clear
     work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP });
     work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{embedded_machines, KernelConfig, Preset};
+    use crate::kernel::huge_memory::process_huge_page_order;
+    use crate::policy::HugePageOrder;
+
+    fn kernel(order: HugePageOrder) -> Kernel {
+        let (name, text) = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap();
+        let preset = Preset::parse(text, name).unwrap();
+        let cfg = KernelConfig {
+            thp: Thp::Always,
+            clear_huge_page: order,
+            clear_page: ClearPage::Erms,
+            copy_huge_page: order,
+            thp_cow: ThpCow::Copy,
+        };
+        Kernel::new(cfg, &preset, 1, 16 << 20)
+    }
+
+    /// Sub-page indices in the order their clears / copies were queued.
+    fn clear_order(work: &VecDeque<Work>, base: u64) -> Vec<u64> {
+        work.iter().filter_map(|w| if let Work::Clear { line, .. } = w { Some((line >> 6) - base) } else { None }).collect()
+    }
+    fn copy_order(work: &VecDeque<Work>, dst: u64, src: u64) -> Vec<u64> {
+        work.iter()
+            .filter_map(|w| match w {
+                Work::Copy { src_line, dst_line, .. } => {
+                    assert_eq!((dst_line >> 6) - dst, (src_line >> 6) - src, "sub-page i is copied to sub-page i");
+                    Some((dst_line >> 6) - dst)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_order_implementation_serves_clear_and_copy() {
+        for order in [HugePageOrder::Sequential, HugePageOrder::TargetLast] {
+            for n in [0u64, 1, 100, 255, 256, 300, 510, 511] {
+                let mut k = kernel(order);
+                let (a, b, c) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+                let hint = (5u64 << 21) + n * 4096 + 17;
+                let mut w = VecDeque::new();
+                k.clear_huge_page(a, hint, &mut w);
+                let cleared = clear_order(&w, a);
+                let mut w = VecDeque::new();
+                k.copy_user_huge_page(c, b, hint, &mut w);
+                let copied = copy_order(&w, c, b);
+                let want = match order {
+                    HugePageOrder::Sequential => (0..512).collect::<Vec<_>>(),
+                    HugePageOrder::TargetLast => process_huge_page_order(n, 512),
+                };
+                assert_eq!(cleared, want, "{order:?} n={n}");
+                assert_eq!(copied, want, "{order:?} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn copy_moves_tags_and_keeps_the_source() {
+        let mut k = kernel(HugePageOrder::TargetLast);
+        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+        for i in 0..512 {
+            k.alloc.tags[(src + i) as usize] = 1000 + i;
+        }
+        let mut w = VecDeque::new();
+        k.copy_user_huge_page(dst, src, 7 << 21, &mut w);
+        for i in 0..512 {
+            assert_eq!(k.alloc.tag(dst + i), 1000 + i);
+            assert_eq!(k.alloc.tag(src + i), 1000 + i);
+        }
+        assert_eq!(k.vmstat.subpage_copies, 512);
+    }
+
+    #[test]
+    fn skipped_copy_leaves_the_stale_tag() {
+        let mut k = kernel(HugePageOrder::TargetLast);
+        k.skip_copy_subpage = Some(9);
+        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+        let stale = k.alloc.tag(dst + 9);
+        let mut w = VecDeque::new();
+        k.copy_user_huge_page(dst, src, 0, &mut w);
+        assert_eq!(k.alloc.tag(dst + 9), stale);
+        assert_ne!(stale, k.alloc.tag(src + 9));
+        assert_eq!(copy_order(&w, dst, src).len(), 511);
+        assert_eq!(k.skip_copy_subpage, None, "only the first huge copy is affected");
+    }
+}

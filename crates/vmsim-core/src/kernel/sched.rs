@@ -539,6 +539,11 @@ impl Sim {
                     let v = store_value(seed, vpn);
                     (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v))
                 }
+                Expect::Overwritten { first, then } => {
+                    let (v, w) = (store_value(first, vpn), store_value(then, vpn));
+                    let t = (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v));
+                    (0..64).fold(t, |acc, l| tag_store(acc, l, w))
+                }
             };
             let got = match mm.lookup(va) {
                 Some(tr) => Some(self.k.alloc.tag(tr.pfn)),

@@ -32,6 +32,8 @@ pub enum Expect {
     Zero,
     /// Written by `WriteSeq` with this seed.
     Written { seed: u64 },
+    /// Written whole by `WriteSeq` with `first`, then again with `then`.
+    Overwritten { first: u64, then: u64 },
 }
 
 pub trait Program {
