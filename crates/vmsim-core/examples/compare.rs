@@ -8,7 +8,7 @@ fn main() {
         std::process::exit(2)
     });
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let keys = ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "ipc", "llc_miss_rate", "llc_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written", "stall_cycles", "data_verified"];
+    let keys = ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "ipc", "llc_miss_rate", "llc_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written", "stall_cycles", "pgfault", "pgfault_thp", "pgfault_cow_thp", "pgfault_cow_4k", "thp_cow_copies", "thp_split_pmd", "cow_reuse", "data_verified"];
     let b = &v["baseline"];
     for k in keys {
         print!("{k:28} {:>16}", b[k].to_string());
