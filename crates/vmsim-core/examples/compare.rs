@@ -10,9 +10,17 @@ fn main() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let keys = ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "ipc", "llc_miss_rate", "llc_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written", "stall_cycles", "pgfault", "pgfault_thp", "pgfault_cow_thp", "pgfault_cow_4k", "thp_cow_copies", "thp_split_pmd", "cow_reuse", "data_verified"];
     let b = &v["baseline"];
+    // Variants in the experiment's order (the JSON object is sorted by name).
+    let order: Vec<&str> = v["variant_order"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    print!("{:28} {:>16}", "", v["baseline_name"].as_str().unwrap());
+    for n in &order {
+        print!(" {n:>26}");
+    }
+    println!();
     for k in keys {
         print!("{k:28} {:>16}", b[k].to_string());
-        for (_, r) in v["variants"].as_object().unwrap() {
+        for n in &order {
+            let r = &v["variants"][*n];
             let (x, y) = (b[k].as_f64().unwrap_or(0.0), r[k].as_f64().unwrap_or(0.0));
             print!(" {:>16} ({:+.1}%)", r[k].to_string(), if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 });
         }
