@@ -1,5 +1,34 @@
-//! Runs an experiment and prints the headline metrics (a development aid).
-//! Experiments with `[[cases]]` print one table per case.
+//! Runs an experiment and prints the headline metrics (a development aid;
+//! `vmsim compare` is the user-facing command).
+use serde_json::Value;
+
+const KEYS: &[&str] = &[
+    "throughput_bytes_per_s", "fault_bytes_per_s", "elapsed_s", "user_s", "sys_s", "instructions", "ipc",
+    "llc_miss_rate", "llc_misses", "l1d_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written",
+    "stall_cycles", "pgfault", "pgfault_thp", "pgfault_cow_thp", "pgfault_cow_4k", "hugetlb_faults",
+    "thp_cow_copies", "thp_split_pmd", "cow_reuse", "data_verified",
+];
+
+fn table(v: &Value) {
+    let b = &v["baseline"];
+    // Variants in the experiment's order (the JSON object is sorted by name).
+    let order: Vec<&str> = v["variant_order"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    print!("{:28} {:>16}", "", v["baseline_name"].as_str().unwrap());
+    for n in &order {
+        print!(" {n:>26}");
+    }
+    println!();
+    for k in KEYS.iter().filter(|k| !b[**k].is_null()) {
+        print!("{k:28} {:>16}", b[*k].to_string());
+        for n in &order {
+            let r = &v["variants"][*n];
+            let (x, y) = (b[*k].as_f64().unwrap_or(0.0), r[*k].as_f64().unwrap_or(0.0));
+            print!(" {:>16} ({:+.1}%)", r[*k].to_string(), if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 });
+        }
+        println!();
+    }
+}
+
 fn main() {
     let name = std::env::args().nth(1).expect("usage: compare NAME [SCALE]");
     let scale = std::env::args().nth(2).map(|s| s.parse().unwrap());
@@ -8,7 +37,7 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2)
     });
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
     match v.get("cases") {
         None => table(&v),
         Some(cases) => {
@@ -20,30 +49,4 @@ fn main() {
         }
     }
     eprintln!("host time {:.1} s", t.elapsed().as_secs_f64());
-}
-
-fn table(v: &serde_json::Value) {
-    let mut keys = vec!["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "instructions", "ipc", "l1d_loads", "l1d_misses", "llc_miss_rate", "llc_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written", "stall_cycles", "data_verified"];
-    if v["baseline"].get("fault_bytes_per_s").is_some() {
-        keys.insert(0, "fault_bytes_per_s");
-    }
-    let b = &v["baseline"];
-    print!("{:28} {:>16}", "", v["baseline_name"].as_str().unwrap_or("baseline"));
-    let order: Vec<String> = match v["variant_order"].as_array() {
-        Some(a) => a.iter().map(|x| x.as_str().unwrap().to_string()).collect(),
-        None => v["variants"].as_object().unwrap().keys().cloned().collect(),
-    };
-    for n in &order {
-        print!(" {:>26}", n);
-    }
-    println!();
-    for k in keys {
-        print!("{k:28} {:>16}", b[k].to_string());
-        for n in &order {
-            let r = &v["variants"][n];
-            let (x, y) = (b[k].as_f64().unwrap_or(0.0), r[k].as_f64().unwrap_or(0.0));
-            print!(" {:>16} ({:+6.1}%)", r[k].to_string(), if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 });
-        }
-        println!();
-    }
 }

@@ -20,8 +20,16 @@ fn node_bytes(cfg: &RunConfig, nr_cpus: usize, nr_nodes: usize, topo: &crate::ma
     match &cfg.workload {
         WorkloadConfig::Usemem(u) => {
             let sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
-            for i in 0..u.nr_task as usize {
-                per_node[topo.node_of(i % nr_cpus)] += sz;
+            if u.prealloc {
+                // The parent's region on CPU 0's node; each child's copies on its own CPU's node.
+                per_node[topo.node_of(0)] += sz;
+                for k in 0..u.nr_task as usize {
+                    per_node[topo.node_of((1 + k) % nr_cpus)] += sz;
+                }
+            } else {
+                for i in 0..u.nr_task as usize {
+                    per_node[topo.node_of(i % nr_cpus)] += sz;
+                }
             }
         }
         WorkloadConfig::PfTest(p) => {
@@ -52,12 +60,18 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let m = Machine::new(p, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
     let mut k = Kernel::new(cfg.kernel.clone(), p, nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
+    k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
     let mut sim = Sim::new(m, k, cfg.sim.quantum_cycles);
     match &cfg.workload {
+        WorkloadConfig::Usemem(u) if u.prealloc => {
+            // One parent on CPU 0 that maps, populates and forks the tasks.
+            let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, seed, true, u.prefault, u.nr_task)), 0);
+        }
         WorkloadConfig::Usemem(u) => {
             for i in 0..u.nr_task as usize {
                 let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64 + 1);
-                sim.spawn(Box::new(Usemem::new(u.size_per_task, seed)), i % nr_cpus);
+                sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)), i % nr_cpus);
             }
         }
         WorkloadConfig::PfTest(p) => {
@@ -80,6 +94,13 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
 
 pub fn scale_text(cfg: &RunConfig) -> String {
     match &cfg.workload {
+        WorkloadConfig::Usemem(u) if u.prealloc => format!(
+            "usemem --prealloc{}: one {} MiB region ({} huge pages) mapped by the parent, shared copy-on-write by {} child task(s), each writing all of it",
+            if u.prefault { " --prefault" } else { "" },
+            u.size_per_task_mib,
+            u.size_per_task / (2 * MIB),
+            u.nr_task,
+        ),
         WorkloadConfig::Usemem(u) => format!(
             "usemem: {} task(s) x {} MiB each ({} MiB in all, {} huge pages per task)",
             u.nr_task,

@@ -98,6 +98,15 @@ pub fn report(sim: &Sim) -> Value {
     put("pgfault", json!(v.pgfault));
     put("pgfault_anon_4k", json!(v.pgfault_anon_4k));
     put("pgfault_thp", json!(v.pgfault_thp));
+    put("pgfault_cow_4k", json!(v.pgfault_cow_4k));
+    put("pgfault_cow_thp", json!(v.pgfault_cow_thp));
+    put(
+        "pgfault_by_kind",
+        json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp}),
+    );
+    put("thp_cow_copies", json!(v.thp_cow_copies));
+    put("cow_reuse", json!(v.cow_reuse));
+    put("thp_split_pmd", json!(v.thp_split_pmd));
     put("thp_fault_alloc", json!(v.thp_fault_alloc));
     put("thp_fault_fallback", json!(v.thp_fault_fallback));
     put("nr_tlb_remote_flush", json!(v.nr_tlb_remote_flush));
@@ -113,6 +122,7 @@ pub fn report(sim: &Sim) -> Value {
     put("subpage_clears", json!(v.subpage_clears));
     put("context_switches", json!(sim.nr_context_switches));
     put("hugetlb_faults", json!(v.hugetlb_faults));
+    put("subpage_copies", json!(v.subpage_copies));
     put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));

@@ -3,13 +3,13 @@
 
 use serde::Serialize;
 
-/// How `clear_huge_page()` orders the sub-page clears of a huge page.
+/// How `clear_huge_page()` / `folio_zero_user()` clears a huge page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClearHugePage {
     /// Kernels before 4.14: sub-pages 0..N-1 ascending, one `clear_page` each.
     Sequential,
-    /// 4.14 .. 6.19: `process_huge_page()` order, target sub-page last.
+    /// `process_huge_page()` order, target sub-page last: 4.14 .. 6.19.
     TargetLast,
     /// Ankur Arora's 2023 x86 override (MECHANISMS.md §3.2, not merged): regions
     /// left, right, then the neighbourhood of the target (±2), each one string
@@ -25,7 +25,25 @@ pub enum ClearHugePage {
     NontemporalFar,
 }
 
+impl From<HugePageOrder> for ClearHugePage {
+    fn from(o: HugePageOrder) -> Self {
+        match o {
+            HugePageOrder::Sequential => Self::Sequential,
+            HugePageOrder::TargetLast => Self::TargetLast,
+        }
+    }
+}
+
 impl ClearHugePage {
+    /// The one-page-at-a-time order of the per-page policies; None for the region policies.
+    pub fn per_page_order(self) -> Option<HugePageOrder> {
+        match self {
+            Self::Sequential => Some(HugePageOrder::Sequential),
+            Self::TargetLast => Some(HugePageOrder::TargetLast),
+            _ => None,
+        }
+    }
+
     pub const NAMES: &'static [&'static str] = &["sequential", "target-last", "multipage-2023", "contiguous-7.0", "nontemporal-far"];
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -44,6 +62,70 @@ impl ClearHugePage {
             Self::Multipage2023 => "multipage-2023",
             Self::Contiguous70 => "contiguous-7.0",
             Self::NontemporalFar => "nontemporal-far",
+        }
+    }
+}
+
+/// The order in which a huge page's sub-pages are processed one at a time.
+/// Both orders live in one implementation,
+/// `kernel::huge_memory::process_huge_page_in_order`, which the per-page
+/// clear and `copy_user_huge_page()` share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HugePageOrder {
+    /// Sub-pages 0..N-1 ascending: clearing before 4.14, copying before 4.18.
+    Sequential,
+    /// `process_huge_page()` order, target sub-page last: clearing 4.14 .. 6.19,
+    /// copying 4.18 onwards.
+    TargetLast,
+}
+
+/// How `copy_user_huge_page()` orders the sub-page copies of a huge page.
+pub type CopyHugePage = HugePageOrder;
+
+impl HugePageOrder {
+    pub const NAMES: &'static [&'static str] = &["sequential", "target-last"];
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "sequential" => Some(Self::Sequential),
+            "target-last" => Some(Self::TargetLast),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sequential => "sequential",
+            Self::TargetLast => "target-last",
+        }
+    }
+}
+
+/// What a write fault on a read-only PMD-mapped anonymous THP does
+/// (`do_huge_pmd_wp_page()`), when the huge page is still shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThpCow {
+    /// 4.18 .. 5.7: allocate a new huge page and copy all 512 sub-pages with
+    /// `copy_user_huge_page()`, then map it with one PMD.
+    Copy,
+    /// 5.8 onwards (3917c80280c9 "thp: change CoW semantics for anon-THP"):
+    /// split the PMD into PTEs and copy only the faulting 4 KiB page.
+    Split,
+}
+
+impl ThpCow {
+    pub const NAMES: &'static [&'static str] = &["copy", "split"];
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "copy" => Some(Self::Copy),
+            "split" => Some(Self::Split),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Copy => "copy",
+            Self::Split => "split",
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod pftest;
 pub mod preset;
 
 use crate::api::Error;
-use crate::policy::{ClearHugePage, ClearPage, Preempt, Thp};
+use crate::policy::{ClearHugePage, ClearPage, CopyHugePage, Preempt, Thp, ThpCow};
 use fields::{cfg_err, Fields};
 pub use preset::Preset;
 use serde::Serialize;
@@ -60,6 +60,10 @@ pub struct KernelConfig {
     pub clear_huge_page: ClearHugePage,
     pub clear_page: ClearPage,
     pub preempt: Preempt,
+    /// Order of `copy_user_huge_page()` (used when `thp_cow` is `copy`).
+    pub copy_huge_page: CopyHugePage,
+    /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
+    pub thp_cow: ThpCow,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -75,6 +79,11 @@ pub struct UsememConfig {
     /// Bytes each task maps (from `size_per_task_mib`, times the scale).
     pub size_per_task: u64,
     pub size_per_task_mib: f64,
+    /// `--prealloc`: the parent maps one region before forking the tasks, which
+    /// share it copy-on-write instead of mapping their own.
+    pub prealloc: bool,
+    /// `--prefault`: the mapping is made with MAP_POPULATE.
+    pub prefault: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -92,6 +101,8 @@ pub struct FaultInjection {
     /// Skip the clear of this sub-page index in the first huge page cleared
     /// (an index beyond the folio's size skips nothing).
     pub skip_clear_subpage: Option<u64>,
+    /// Skip the copy of this sub-page index in the first huge page copied.
+    pub skip_copy_subpage: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -117,7 +128,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -128,11 +139,15 @@ impl RunConfig {
             return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
         }
         let preempt = Preempt::parse(&k.choice_opt("preempt", Preempt::NAMES)?.unwrap_or_else(|| "voluntary".into())).unwrap();
+        let copy_huge_page =
+            CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
+                .unwrap();
+        let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow };
 
         let mut w = top.sub("workload")?;
-        w.declare(&[&["kind", "nr_task", "size_per_task_mib"][..], pftest::KEYS].concat())?;
+        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;
         let kind = w.choice_opt("kind", &["usemem", "pf-test"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\""))?;
         let workload = match kind.as_str() {
             "usemem" => {
@@ -148,7 +163,15 @@ impl RunConfig {
                 if bytes > (64u64 << 30) {
                     return Err(cfg_err("workload.size_per_task_mib", "at most 65536 MiB per task"));
                 }
-                WorkloadConfig::Usemem(UsememConfig { nr_task, size_per_task: bytes, size_per_task_mib: bytes as f64 / MIB as f64 })
+                let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
+                let prefault = w.bool_opt("prefault")?.unwrap_or(false);
+                WorkloadConfig::Usemem(UsememConfig {
+                    nr_task,
+                    size_per_task: bytes,
+                    size_per_task_mib: bytes as f64 / MIB as f64,
+                    prealloc,
+                    prefault,
+                })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
             _ => unreachable!(),
@@ -164,11 +187,17 @@ impl RunConfig {
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
         let mut fault_injection = FaultInjection::default();
         if let Some(mut fi) = s.sub_opt("fault_injection")? {
-            fi.declare(&["skip_clear_subpage"])?;
+            fi.declare(&["skip_clear_subpage", "skip_copy_subpage"])?;
             fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
             if let Some(i) = fault_injection.skip_clear_subpage {
                 if i >= 262144 {
                     return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 262144 (the sub-pages of a 1 GiB page)"));
+                }
+            }
+            fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
+            if let Some(i) = fault_injection.skip_copy_subpage {
+                if i >= 512 {
+                    return Err(cfg_err("sim.fault_injection.skip_copy_subpage", "must be a sub-page index below 512"));
                 }
             }
             fi.finish()?;

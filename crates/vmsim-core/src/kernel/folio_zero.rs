@@ -13,12 +13,12 @@
 //! executes as one string instruction (one start-up, then line stores).
 
 use super::huge_memory::{
-    clear_contig_highpages_chunks, clear_regions_2023, clear_regions_7_0, process_huge_page_idx, MAX_ORDER_NR_PAGES,
+    clear_contig_highpages_chunks, clear_regions_2023, clear_regions_7_0, process_huge_page_in_order, MAX_ORDER_NR_PAGES,
 };
 use super::memory::clear_user_highpage;
 use super::page_alloc::TAG_ZERO;
 use super::{instr, Kernel, StoreHow, Work};
-use crate::policy::{ClearHugePage, ClearPage};
+use crate::policy::{ClearHugePage, ClearPage, HugePageOrder};
 use std::collections::VecDeque;
 
 impl Kernel {
@@ -38,22 +38,14 @@ impl Kernel {
         };
         let preemptible = self.cfg.preempt.preemptible();
         match self.cfg.clear_huge_page {
-            ClearHugePage::Sequential => {
-                // The pre-4.14 loop (and clear_gigantic_page()): ascending, cond_resched() per 4 KiB.
-                self.clear_subpages_ascending(pfn, nr_pages, skip, work);
-            }
             ClearHugePage::TargetLast if gigantic => {
-                // clear_gigantic_page() (MECHANISMS.md §1.5): no target-last order.
-                self.clear_subpages_ascending(pfn, nr_pages, skip, work);
+                // clear_gigantic_page() (MECHANISMS.md §1.5): ascending, no target-last order.
+                self.clear_subpages_in_order(HugePageOrder::Sequential, pfn, nr_pages, addr_hint, skip, work);
             }
-            ClearHugePage::TargetLast => {
-                let (alloc, vmstat) = (&mut self.alloc, &mut self.vmstat);
-                process_huge_page_idx(n, nr_pages, |i| {
-                    if Some(i) != skip {
-                        clear_user_highpage(alloc, vmstat, variant, pfn + i, work);
-                    }
-                    0
-                });
+            ClearHugePage::Sequential | ClearHugePage::TargetLast => {
+                // One clear_page() per sub-page, in the order shared with copy_user_huge_page().
+                let order = self.cfg.clear_huge_page.per_page_order().expect("per-page policy");
+                self.clear_subpages_in_order(order, pfn, nr_pages, addr_hint, skip, work);
             }
             ClearHugePage::Multipage2023 => {
                 // clear_contig_region() per region: one clear_pages() call, no cond_resched().
@@ -81,12 +73,15 @@ impl Kernel {
         }
     }
 
-    fn clear_subpages_ascending(&mut self, pfn: u64, nr_pages: u64, skip: Option<u64>, work: &mut VecDeque<Work>) {
-        for i in 0..nr_pages {
+    fn clear_subpages_in_order(&mut self, order: HugePageOrder, pfn: u64, nr_pages: u64, addr_hint: u64, skip: Option<u64>, work: &mut VecDeque<Work>) {
+        let (alloc, vmstat, variant) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
+        // clear_subpage()
+        process_huge_page_in_order(order, addr_hint, nr_pages, |i| {
             if Some(i) != skip {
-                clear_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, pfn + i, work);
-            }
-        }
+                clear_user_highpage(alloc, vmstat, variant, pfn + i, work);
+            } // else: injected defect, the sub-page keeps its stale contents
+            0
+        });
     }
 
     /// `clear_contig_highpages(folio_page(folio, start), addr, len)`: chunks of

@@ -2,6 +2,27 @@
 //! the one implementation of the target-last order that clearing and copying
 //! share through their `process_subpage` callbacks.
 
+use crate::policy::HugePageOrder;
+
+/// Walks the sub-pages of a huge page in `order`: ascending (the kernels
+/// before target-last) or `process_huge_page()`. The one place both orders
+/// live; `clear_huge_page()` and `copy_user_huge_page()` differ only in the
+/// callback (`clear_subpage()` / `copy_subpage()`).
+pub fn process_huge_page_in_order(order: HugePageOrder, addr_hint: u64, nr_pages: u64, mut process_subpage: impl FnMut(u64) -> i32) -> i32 {
+    match order {
+        HugePageOrder::Sequential => {
+            for i in 0..nr_pages {
+                let r = process_subpage(i);
+                if r != 0 {
+                    return r;
+                }
+            }
+            0
+        }
+        HugePageOrder::TargetLast => process_huge_page(addr_hint, nr_pages, process_subpage),
+    }
+}
+
 /// mm/memory.c `process_huge_page()`: `addr_hint` lies in a naturally aligned
 /// huge page of `nr_pages` sub-pages; the sub-page holding it is processed last.
 /// A non-zero callback return aborts the walk and is returned (as copy's -EHWPOISON).

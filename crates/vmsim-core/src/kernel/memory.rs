@@ -1,14 +1,32 @@
 //! The page-fault handler for anonymous memory (mm/memory.c,
 //! mm/huge_memory.c): `handle_mm_fault` → `do_huge_pmd_anonymous_page` or
-//! `do_anonymous_page`, and the huge-page clear `clear_huge_page` with the
-//! policy-selected order.
+//! `do_anonymous_page` for a missing page, `do_huge_pmd_wp_page` or
+//! `do_wp_page` for a write to a present read-only page (copy-on-write after
+//! fork); the huge-page clear `clear_huge_page` and copy
+//! `copy_user_huge_page`, both in the policy-selected order.
 
-use super::mm::{Pte, VmaKind, PMD_SIZE};
+use super::huge_memory::process_huge_page_in_order;
+use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::page_alloc::PageAlloc;
 use super::{instr, Kernel, StoreHow, VmStat, Work};
-use crate::policy::{ClearPage, Thp};
+use crate::policy::{ClearPage, Thp, ThpCow};
 use std::collections::VecDeque;
+
+/// Cycles to turn one huge PMD into 512 PTEs (`__split_huge_pmd_locked()`):
+/// per PTE, a `set_pte_at` and a locked increment of the sub-page's mapcount.
+/// Estimate from that structure (a locked RMW costs some 20 cycles on
+/// Haswell-class cores), not a measurement.
+pub const SPLIT_PMD_PER_PTE_CYCLES: u64 = 25;
+
+/// How much a fault mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mapped {
+    /// A PMD: the whole 2 MiB around the address.
+    Huge,
+    /// One 4 KiB PTE.
+    Small,
+}
 
 #[derive(Debug)]
 pub enum FaultError {
@@ -24,27 +42,58 @@ impl Kernel {
     /// Handles a fault at `addr` taken on `cpu` (NUMA node `node`): queues the
     /// hardware work on `work` and changes kernel state.
     pub fn handle_mm_fault(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
-        let mm = &self.mms[mm_id];
-        let vma = mm.find_vma(addr).ok_or(FaultError::Segv(addr))?.clone();
+        let vma = self.mms[mm_id].find_vma(addr).ok_or(FaultError::Segv(addr))?;
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
-        self.vmstat.pgfault += 1;
         work.push_back(Work::Cycles { cycles: self.costs.exception_entry_exit_cycles, instructions: 0 });
-        if let VmaKind::Hugetlb(shift) = vma.kind {
-            self.hugetlb_fault(mm_id, addr, shift, node, work)?;
-            work.push_back(Work::ReturnToUser);
-            return Ok(());
-        }
-        let haddr = addr & !(PMD_SIZE - 1);
-        let thp_ok = self.cfg.thp == Thp::Always && haddr >= vma.start && haddr + PMD_SIZE <= vma.end && mm.pmd_is_none(addr);
-        if thp_ok && self.do_huge_pmd_anonymous_page(mm_id, addr, node, work) {
-            work.push_back(Work::ReturnToUser);
-            return Ok(());
-        }
-        self.do_anonymous_page(mm_id, addr, node, work)?;
+        self.__handle_mm_fault(mm_id, addr, write, node, work)?;
         work.push_back(Work::ReturnToUser);
         Ok(())
+    }
+
+    /// `faultin_page()` of `__get_user_pages()` (MAP_POPULATE, `mm_populate()`):
+    /// the same fault handling, entered from the kernel with no exception.
+    pub fn faultin_page(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+        let vma = self.mms[mm_id].find_vma(addr).ok_or(FaultError::Segv(addr))?;
+        if write && !vma.writable {
+            return Err(FaultError::Protection(addr));
+        }
+        self.__handle_mm_fault(mm_id, addr, write, node, work)
+    }
+
+    fn __handle_mm_fault(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+        let mm = &self.mms[mm_id];
+        let vma = mm.find_vma(addr).ok_or(FaultError::Segv(addr))?;
+        self.vmstat.pgfault += 1;
+        if let VmaKind::Hugetlb(shift) = vma.kind {
+            self.hugetlb_fault(mm_id, addr, shift, node, work)?;
+            return Ok(Mapped::Huge);
+        }
+        let haddr = addr & !(PMD_SIZE - 1);
+        match mm.pmds.get(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) => {
+                if write && !p.writable {
+                    return self.do_huge_pmd_wp_page(mm_id, addr, node, work);
+                }
+                return Ok(Mapped::Huge); // spurious: the entry already allows the access
+            }
+            Some(Pmd::Table(t)) => {
+                if let Some(p) = t[((addr >> 12) & 511) as usize] {
+                    if write && !p.writable {
+                        return self.do_wp_page(mm_id, addr, node, work);
+                    }
+                    return Ok(Mapped::Small);
+                }
+            }
+            None => {}
+        }
+        let thp_ok = self.cfg.thp == Thp::Always && haddr >= vma.start && haddr + PMD_SIZE <= vma.end && mm.pmd_is_none(addr);
+        if thp_ok && self.do_huge_pmd_anonymous_page(mm_id, addr, node, work) {
+            return Ok(Mapped::Huge);
+        }
+        self.do_anonymous_page(mm_id, addr, node, work)?;
+        Ok(Mapped::Small)
     }
 
     fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
@@ -87,6 +136,85 @@ impl Kernel {
         Ok(())
     }
 
+    /// `do_huge_pmd_wp_page()`: a write to a read-only huge PMD. The only
+    /// mapper left reuses the huge page; otherwise `thp_cow` decides: copy the
+    /// huge page (4.18 .. 5.7) or split the PMD and copy 4 KiB (5.8+).
+    fn do_huge_pmd_wp_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+        let haddr = addr & !(PMD_SIZE - 1);
+        let old = match self.mms[mm_id].pmds.get(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) => *p,
+            _ => unreachable!("do_huge_pmd_wp_page without a huge PMD"),
+        };
+        if self.alloc.folio_mapcount(old.pfn) == 1 {
+            // Reuse: pmd_mkwrite, no copy, no flush (the entry only gains permission).
+            self.vmstat.pgfault_cow_thp += 1;
+            self.vmstat.cow_reuse += 1;
+            self.mms[mm_id].make_writable(haddr);
+            let c = self.costs.page_fault_handler_cycles;
+            work.push_back(Work::Cycles { cycles: c, instructions: c });
+            return Ok(Mapped::Huge);
+        }
+        if self.cfg.thp_cow == ThpCow::Copy {
+            // alloc_hugepage_vma(): local node only, as for the anonymous THP fault.
+            if let Some(new) = self.alloc.alloc(node, HPAGE_PMD_ORDER) {
+                self.vmstat.pgfault_cow_thp += 1;
+                self.vmstat.thp_cow_copies += 1;
+                self.vmstat.pgalloc += HPAGE_PMD_NR;
+                let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
+                work.push_back(Work::Cycles { cycles: c, instructions: c });
+                // 4.18+: addr_hint = vmf->address, the fault address rounded down to 4 KiB.
+                self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
+                // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).
+                work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
+                work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn: new });
+                work.push_back(Work::PutPage { pfn: old.pfn });
+                return Ok(Mapped::Huge);
+            }
+            // No huge page: split and copy 4 KiB, as 4.18's fallback does.
+            self.vmstat.thp_fault_fallback += 1;
+        }
+        self.split_huge_pmd(mm_id, haddr, work);
+        self.do_wp_page(mm_id, addr, node, work)
+    }
+
+    /// `__split_huge_pmd()`: the PMD becomes 512 PTEs of the same folio, each
+    /// a mapping of its own; the huge TLB entry is flushed (`pmdp_invalidate`).
+    pub fn split_huge_pmd(&mut self, mm_id: usize, haddr: u64, work: &mut VecDeque<Work>) {
+        let p = self.mms[mm_id].split_huge_pmd(haddr);
+        self.alloc.map_folio(p.pfn, HPAGE_PMD_NR as u32 - 1, false);
+        self.vmstat.thp_split_pmd += 1;
+        let c = SPLIT_PMD_PER_PTE_CYCLES * HPAGE_PMD_NR;
+        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
+    }
+
+    /// `do_wp_page()`: a write to a read-only PTE. Reuses the page when this is
+    /// its only mapping (the folio's mapcount is 1, as `page_count == 1` in 5.9+),
+    /// else `wp_page_copy()`: a new page, `copy_user_highpage()`, the PTE
+    /// replaced and flushed, the old page's mapping dropped.
+    fn do_wp_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+        let addr = addr & !4095;
+        let old = self.mms[mm_id].lookup(addr).expect("present PTE");
+        debug_assert!(!old.writable && !old.huge);
+        self.vmstat.pgfault_cow_4k += 1;
+        if self.alloc.folio_mapcount(old.pfn) == 1 {
+            self.vmstat.cow_reuse += 1;
+            self.mms[mm_id].make_writable(addr);
+            let c = self.costs.page_fault_handler_cycles;
+            work.push_back(Work::Cycles { cycles: c, instructions: c });
+            return Ok(Mapped::Small);
+        }
+        let new = self.alloc_near(node, 0).ok_or(FaultError::Oom)?;
+        self.vmstat.pgalloc += 1;
+        let c = self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles;
+        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        copy_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, new, old.pfn, work);
+        work.push_back(Work::FlushTlbRange { mm: mm_id, start: addr, end: addr + 4096, stride_shift: 12 });
+        work.push_back(Work::InstallPte { mm: mm_id, addr, pfn: new, writable: true });
+        work.push_back(Work::PutPage { pfn: old.pfn });
+        Ok(Mapped::Small)
+    }
+
     fn clear_user_highpage(&mut self, pfn: u64, work: &mut VecDeque<Work>) {
         clear_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, pfn, work);
     }
@@ -97,14 +225,38 @@ impl Kernel {
         self.folio_zero_user(pfn, HPAGE_PMD_NR, addr_hint, work);
     }
 
+    /// `copy_user_huge_page(dst, src, addr_hint, vma, pages_per_huge_page)`
+    /// (4.18 .. ~6.4; later `copy_user_large_folio()`), order by policy.
+    pub fn copy_user_huge_page(&mut self, dst: u64, src: u64, addr_hint: u64, work: &mut VecDeque<Work>) {
+        let skip = self.skip_copy_subpage.take();
+        let (alloc, vmstat, how) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
+        // copy_subpage()
+        process_huge_page_in_order(self.cfg.copy_huge_page, addr_hint, HPAGE_PMD_NR, |i| {
+            if Some(i) != skip {
+                copy_user_highpage(alloc, vmstat, how, dst + i, src + i, work);
+            } // else: injected defect, the sub-page keeps its stale contents
+            0
+        });
+    }
+
+    /// `set_pmd_at()` of a freshly cleared or copied huge folio.
     pub fn install_pmd(&mut self, mm_id: usize, haddr: u64, pfn: u64) {
-        self.alloc.folios[pfn as usize].mapcount = 1;
+        self.alloc.map_folio(pfn, 1, true);
         self.mms[mm_id].set_pmd_huge(haddr, Pte { pfn, writable: true });
     }
 
+    /// `set_pte_at()` of a freshly cleared or copied 4 KiB folio.
     pub fn install_pte(&mut self, mm_id: usize, addr: u64, pfn: u64, writable: bool) {
-        self.alloc.folios[pfn as usize].mapcount = 1;
+        self.alloc.map_folio(pfn, 1, true);
         self.mms[mm_id].set_pte(addr, Pte { pfn, writable });
+    }
+
+    /// Drops one mapping of the folio holding `pfn`; returns the 4 KiB frames
+    /// freed (counted as `pgfree`).
+    pub fn put_page(&mut self, pfn: u64) -> u64 {
+        let freed = self.alloc.put_folio(pfn);
+        self.vmstat.pgfree += freed;
+        freed
     }
 }
 
@@ -118,4 +270,114 @@ pub(super) fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, va
     };
     work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP });
     work.push_back(Work::Clear { line: pfn << 6, nlines: 64, how });
+}
+
+/// `copy_user_highpage()` → `copy_page()`: one 4 KiB page. The destination
+/// takes the source's content tag at once; the lines move in simulated time.
+///
+/// arch/x86/lib/copy_page_64.S: `copy_page` is `rep movsq` over 512 quadwords
+/// when the CPU has X86_FEATURE_REP_GOOD, else `copy_page_regs`, an unrolled
+/// loop of 8 `movq` loads and 8 `movq` stores per 64 B. The model takes the
+/// string form where `clear_page` uses `rep stosb` (every ERMS machine also has
+/// REP_GOOD) and the loop where it uses `clear_page_orig`.
+fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: ClearPage, dst: u64, src: u64, work: &mut VecDeque<Work>) {
+    alloc.tags[dst as usize] = alloc.tags[src as usize];
+    vmstat.subpage_copies += 1;
+    let (how, instructions) = match variant {
+        ClearPage::Erms => (StoreHow::String, instr::COPY_PAGE_REP),
+        ClearPage::Orig => (StoreHow::MovLoop, 0), // counted per line by the executor
+    };
+    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP });
+    work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{embedded_machines, KernelConfig, Preset};
+    use crate::kernel::huge_memory::process_huge_page_order;
+    use crate::policy::HugePageOrder;
+
+    fn kernel(order: HugePageOrder) -> Kernel {
+        let (name, text) = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap();
+        let preset = Preset::parse(text, name).unwrap();
+        let cfg = KernelConfig {
+            thp: Thp::Always,
+            clear_huge_page: order.into(),
+            clear_page: ClearPage::Erms,
+            preempt: crate::policy::Preempt::Voluntary,
+            copy_huge_page: order,
+            thp_cow: ThpCow::Copy,
+        };
+        Kernel::new(cfg, &preset, 1, 16 << 20)
+    }
+
+    /// Sub-page indices in the order their clears / copies were queued.
+    fn clear_order(work: &VecDeque<Work>, base: u64) -> Vec<u64> {
+        work.iter().filter_map(|w| if let Work::Clear { line, .. } = w { Some((line >> 6) - base) } else { None }).collect()
+    }
+    fn copy_order(work: &VecDeque<Work>, dst: u64, src: u64) -> Vec<u64> {
+        work.iter()
+            .filter_map(|w| match w {
+                Work::Copy { src_line, dst_line, .. } => {
+                    assert_eq!((dst_line >> 6) - dst, (src_line >> 6) - src, "sub-page i is copied to sub-page i");
+                    Some((dst_line >> 6) - dst)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_order_implementation_serves_clear_and_copy() {
+        for order in [HugePageOrder::Sequential, HugePageOrder::TargetLast] {
+            for n in [0u64, 1, 100, 255, 256, 300, 510, 511] {
+                let mut k = kernel(order);
+                let (a, b, c) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+                let hint = (5u64 << 21) + n * 4096 + 17;
+                let mut w = VecDeque::new();
+                k.clear_huge_page(a, hint, &mut w);
+                let cleared = clear_order(&w, a);
+                let mut w = VecDeque::new();
+                k.copy_user_huge_page(c, b, hint, &mut w);
+                let copied = copy_order(&w, c, b);
+                let want = match order {
+                    HugePageOrder::Sequential => (0..512).collect::<Vec<_>>(),
+                    HugePageOrder::TargetLast => process_huge_page_order(n, 512),
+                };
+                assert_eq!(cleared, want, "{order:?} n={n}");
+                assert_eq!(copied, want, "{order:?} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn copy_moves_tags_and_keeps_the_source() {
+        let mut k = kernel(HugePageOrder::TargetLast);
+        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+        for i in 0..512 {
+            k.alloc.tags[(src + i) as usize] = 1000 + i;
+        }
+        let mut w = VecDeque::new();
+        k.copy_user_huge_page(dst, src, 7 << 21, &mut w);
+        for i in 0..512 {
+            assert_eq!(k.alloc.tag(dst + i), 1000 + i);
+            assert_eq!(k.alloc.tag(src + i), 1000 + i);
+        }
+        assert_eq!(k.vmstat.subpage_copies, 512);
+    }
+
+    #[test]
+    fn skipped_copy_leaves_the_stale_tag() {
+        let mut k = kernel(HugePageOrder::TargetLast);
+        k.skip_copy_subpage = Some(9);
+        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+        let stale = k.alloc.tag(dst + 9);
+        let mut w = VecDeque::new();
+        k.copy_user_huge_page(dst, src, 0, &mut w);
+        assert_eq!(k.alloc.tag(dst + 9), stale);
+        assert_ne!(stale, k.alloc.tag(src + 9));
+        assert_eq!(copy_order(&w, dst, src).len(), 511);
+        assert_eq!(k.skip_copy_subpage, None, "only the first huge copy is affected");
+    }
 }

@@ -39,6 +39,7 @@ pub struct Pte {
     pub writable: bool,
 }
 
+#[derive(Clone)]
 pub enum Pmd {
     Huge(Pte),
     Table(Box<[Option<Pte>; 512]>),
@@ -151,10 +152,50 @@ impl Mm {
         !self.pmds.contains_key(&(addr >> PMD_SHIFT))
     }
 
+    /// `set_pmd_at()`: maps a huge folio, into an empty PMD or over a huge
+    /// mapping being replaced (a copy-on-write fault).
     pub fn set_pmd_huge(&mut self, haddr: u64, pte: Pte) {
         debug_assert_eq!(haddr & (PMD_SIZE - 1), 0);
-        self.pmds.insert(haddr >> PMD_SHIFT, Pmd::Huge(pte));
-        self.rss_pages += 512;
+        match self.pmds.insert(haddr >> PMD_SHIFT, Pmd::Huge(pte)) {
+            None => self.rss_pages += 512,
+            Some(Pmd::Huge(_)) => self.generation += 1,
+            Some(Pmd::Table(_)) => panic!("set_pmd_huge over a PTE table at {haddr:#x}"),
+        }
+    }
+
+    /// Gives the present entry mapping `addr` write permission (the reuse of a
+    /// copy-on-write page: `wp_page_reuse()` / `maybe_pmd_mkwrite()`).
+    pub fn make_writable(&mut self, addr: u64) {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) => p.writable = true,
+            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize].as_mut().expect("present PTE").writable = true,
+            None => panic!("make_writable of an unmapped address {addr:#x}"),
+        }
+        self.generation += 1;
+    }
+
+    /// `__split_huge_pmd_locked()`: replaces the huge mapping at `haddr` by a
+    /// table of 512 PTEs mapping the same sub-pages with the same permission.
+    /// Returns the huge entry that was split.
+    pub fn split_huge_pmd(&mut self, haddr: u64) -> Pte {
+        let key = haddr >> PMD_SHIFT;
+        let Some(Pmd::Huge(p)) = self.pmds.get(&key).cloned() else { panic!("split of a PMD that is not huge at {haddr:#x}") };
+        let mut t = Box::new([None; 512]);
+        for (i, e) in t.iter_mut().enumerate() {
+            *e = Some(Pte { pfn: p.pfn + i as u64, writable: p.writable });
+        }
+        self.pmds.insert(key, Pmd::Table(t));
+        self.generation += 1;
+        p
+    }
+
+    /// A new mm for a child of `self`: the same VMAs and mmap cursor, no page
+    /// tables yet (`dup_mmap()` copies them).
+    pub fn dup(&self, id: usize) -> Mm {
+        let mut mm = Mm::new(id);
+        mm.vmas = self.vmas.clone();
+        mm.next_mmap = self.next_mmap;
+        mm
     }
 
     pub fn set_pte(&mut self, addr: u64, pte: Pte) {

@@ -10,6 +10,7 @@
 //! line accesses, TLB operations, IPIs and fixed costs.
 
 pub mod folio_zero;
+pub mod fork;
 pub mod huge_memory;
 pub mod hugetlb;
 pub mod memory;
@@ -23,12 +24,14 @@ use mm::Mm;
 use page_alloc::PageAlloc;
 use serde::Serialize;
 
-/// How a run of line stores is issued.
+/// How a run of line stores (or copies) is issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreHow {
-    /// One `rep stosb` over the run (start-up cost once, stores at the string width).
+    /// One string instruction over the run (start-up cost once, stores at the
+    /// string width): `rep stosb` for a clear, `rep movsq` for a copy.
     String,
-    /// `clear_page_orig`: a loop of 8 `movq` per line.
+    /// A loop of `movq`: `clear_page_orig` (8 stores per line) or
+    /// `copy_page_regs` (8 loads and 8 stores per line).
     MovLoop,
     /// A loop of 8 `movnti` per line: non-temporal, no cache allocation.
     NonTemporal,
@@ -41,12 +44,22 @@ pub enum Work {
     Cycles { cycles: u64, instructions: u64 },
     /// Clear `nlines` lines starting at line address `line`.
     Clear { line: u64, nlines: u64, how: StoreHow },
-    /// Map a cleared huge folio (`set_pmd_at`) once its clear is done.
+    /// Copy `nlines` lines from line address `src_line` to `dst_line`: per line
+    /// a load of the source and a store of the destination.
+    Copy { src_line: u64, dst_line: u64, nlines: u64, how: StoreHow },
+    /// Map a cleared or copied huge folio (`set_pmd_at`) once its clear or copy
+    /// is done; replaces a read-only PMD on a copy-on-write fault.
     InstallPmd { mm: usize, haddr: u64, pfn: u64 },
     /// Map a cleared 1 GiB hugetlb folio (`set_huge_pte_at` on a PUD).
     InstallPud { mm: usize, haddr: u64, pfn: u64 },
     /// Map a 4 KiB page once it is ready.
     InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool },
+    /// `flush_tlb_mm_range(mm, start, end, stride_shift)` from the working CPU,
+    /// after a present entry was replaced or split.
+    FlushTlbRange { mm: usize, start: u64, end: u64, stride_shift: u32 },
+    /// Drop the mapping of the folio holding `pfn` that a copy-on-write fault
+    /// just replaced (`page_remove_rmap` + `put_page`); frees it on the last one.
+    PutPage { pfn: u64 },
     /// Return to user mode (exception or system-call exit).
     ReturnToUser,
 }
@@ -57,6 +70,19 @@ pub struct VmStat {
     pub pgfault: u64,
     pub pgfault_anon_4k: u64,
     pub pgfault_thp: u64,
+    /// Write faults on a present read-only 4 KiB PTE (`do_wp_page`), including
+    /// those that follow a THP split.
+    pub pgfault_cow_4k: u64,
+    /// Write faults on a present read-only huge PMD resolved at PMD level
+    /// (`do_huge_pmd_wp_page` copying or reusing the huge page).
+    pub pgfault_cow_thp: u64,
+    /// Huge pages copied by `copy_user_huge_page()` (no /proc/vmstat counter exists).
+    pub thp_cow_copies: u64,
+    /// Copy-on-write faults that reused the page because no other mapping was left
+    /// (no /proc/vmstat counter exists).
+    pub cow_reuse: u64,
+    /// /proc/vmstat `thp_split_pmd`.
+    pub thp_split_pmd: u64,
     pub thp_fault_alloc: u64,
     pub thp_fault_fallback: u64,
     pub pgalloc: u64,
@@ -69,6 +95,7 @@ pub struct VmStat {
     pub subpage_clears: u64,
     /// Faults on hugetlb mappings (`hugetlb_fault`); Linux has no vmstat counter for them.
     pub hugetlb_faults: u64,
+    pub subpage_copies: u64,
 }
 
 /// Instruction counts of kernel code paths, read off the code's structure.
@@ -87,6 +114,12 @@ pub mod instr {
     pub const REGION_STEP: u64 = 20;
     /// A `movnti` clearing loop: 8 movnti + lea + dec + jnz per 64 B.
     pub const CLEAR_NT_PER_LINE: u64 = 11;
+    /// `copy_page` with X86_FEATURE_REP_GOOD: movl $512,%ecx; rep movsq; ret
+    /// (arch/x86/lib/copy_page_64.S).
+    pub const COPY_PAGE_REP: u64 = 3;
+    /// `copy_page_regs`, per 64 B: prefetcht0, dec, 8 movq loads, lea, 8 movq
+    /// stores, lea, jnz (arch/x86/lib/copy_page_64.S).
+    pub const COPY_PAGE_REGS_PER_LINE: u64 = 21;
 }
 
 pub struct Kernel {
@@ -99,6 +132,8 @@ pub struct Kernel {
     pub skip_clear_subpage: Option<u64>,
     /// The hugetlb pools (2 MiB and 1 GiB hstates), filled at start.
     pub hugetlb: hugetlb::HugetlbPool,
+    /// Remaining sub-page copy to skip (fault injection), in the next huge-page copy.
+    pub skip_copy_subpage: Option<u64>,
 }
 
 impl Kernel {
@@ -111,6 +146,7 @@ impl Kernel {
             vmstat: VmStat::default(),
             skip_clear_subpage: None,
             hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
+            skip_copy_subpage: None,
         }
     }
 

@@ -6,6 +6,12 @@
 //! position and value into the tag. Freed frames keep their stale tags, so
 //! a page handed out without being cleared is caught by the workload's check.
 //!
+//! Folio counts: `mapcount` is the number of page-table entries (PMDs or
+//! PTEs) that map any part of the folio, and `refcount` equals it while the
+//! folio is mapped (the model takes no other references: no GUP pins, no swap
+//! cache). A 4 KiB frame inside a 2 MiB folio that a split PMD maps by PTEs
+//! finds its folio through `page_folio()`.
+//!
 //! Invariants: a frame is free or owned by exactly one folio; a 2 MiB block
 //! is free only as a whole; free lists hand out the most recently freed
 //! frames first (as the per-CPU lists do), lowest addresses first initially.
@@ -32,7 +38,7 @@ pub fn tag_store(tag: u64, line_in_page: u64, value: u64) -> u64 {
     x ^ (x >> 29)
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Folio {
     pub order: u32,
     pub refcount: u32,
@@ -128,6 +134,55 @@ impl PageAlloc {
     pub fn tag(&self, pfn: u64) -> u64 {
         self.tags[pfn as usize]
     }
+
+    /// `page_folio()`: the head pfn of the allocated folio that holds `pfn`.
+    #[inline]
+    pub fn page_folio(&self, pfn: u64) -> u64 {
+        if self.folios[pfn as usize].refcount > 0 {
+            return pfn;
+        }
+        let head = pfn & !(HPAGE_PMD_NR - 1);
+        debug_assert!(
+            self.folios[head as usize].order == HPAGE_PMD_ORDER && self.folios[head as usize].refcount > 0,
+            "pfn {pfn} belongs to no allocated folio"
+        );
+        head
+    }
+
+    /// A new mapping of the folio holding `pfn` (`folio_add_*_rmap` + `folio_get`);
+    /// `first` is the mapping that takes over the allocation's reference.
+    pub fn map_folio(&mut self, pfn: u64, nr: u32, first: bool) {
+        let head = self.page_folio(pfn);
+        let f = &mut self.folios[head as usize];
+        f.mapcount += nr;
+        if !first {
+            f.refcount += nr;
+        }
+        debug_assert_eq!(f.mapcount, f.refcount);
+    }
+
+    /// Folio mapcount of the folio holding `pfn`.
+    #[inline]
+    pub fn folio_mapcount(&self, pfn: u64) -> u32 {
+        self.folios[self.page_folio(pfn) as usize].mapcount
+    }
+
+    /// Drops one mapping of the folio holding `pfn` (`folio_remove_rmap_*` +
+    /// `folio_put`). Returns the number of 4 KiB frames freed (0 while other
+    /// mappings remain).
+    pub fn put_folio(&mut self, pfn: u64) -> u64 {
+        let head = self.page_folio(pfn);
+        let f = &mut self.folios[head as usize];
+        debug_assert!(f.mapcount > 0 && f.refcount > 0, "put of an unmapped folio at pfn {pfn}");
+        f.mapcount -= 1;
+        f.refcount -= 1;
+        if f.refcount > 0 {
+            return 0;
+        }
+        let pages = 1u64 << f.order;
+        self.free(head);
+        pages
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +224,28 @@ mod tests {
         assert_eq!(a.alloc_gigantic(0), Some(0));
     }
 
+    #[test]
+    fn folio_counts_and_sub_page_lookup() {
+        let mut a = PageAlloc::new(1, 8 << 20);
+        let h = a.alloc(0, 9).unwrap();
+        a.map_folio(h, 1, true);
+        a.map_folio(h, 1, false); // fork
+        assert_eq!(a.folio_mapcount(h + 7), 2);
+        // Split of one PMD mapping into 512 PTEs.
+        a.map_folio(h, 511, false);
+        assert_eq!(a.page_folio(h + 300), h);
+        let free0 = a.nr_free[0];
+        for i in 0..512 {
+            assert_eq!(a.put_folio(h + i), 0);
+        }
+        assert_eq!(a.folio_mapcount(h), 1);
+        assert_eq!(a.put_folio(h), 512, "freed once, by the last mapping");
+        assert_eq!(a.nr_free[0], free0 + 512);
+        let s = a.alloc(0, 0).unwrap();
+        a.map_folio(s, 1, true);
+        assert_eq!(a.page_folio(s), s);
+        assert_eq!(a.put_folio(s), 1);
+    }
     #[test]
     fn stale_tags_survive_free() {
         let mut a = PageAlloc::new(1, 4 << 20);

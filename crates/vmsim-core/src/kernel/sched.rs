@@ -6,12 +6,22 @@
 //! time-sliced round-robin at user level (CFS's 3 ms minimum granularity on
 //! ≥ 8 CPUs).
 //!
+//! fork places the child on the next CPU after the parent's, round-robin
+//! (child k of a parent on CPU c goes to CPU (c + 1 + k) mod nr_cpus): on an
+//! otherwise idle machine that spreads the children as Linux's fork balancing
+//! (`select_task_rq` with SD_BALANCE_FORK) does, over idle CPUs, though not
+//! necessarily onto the same ones. A CPU that gets a task while idle resumes
+//! at the waker's clock. A task that waits for its children sleeps off the
+//! CPU until the last one exits.
+//!
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
-use super::memory::FaultError;
+use super::fork::COPY_PROCESS_CYCLES;
+use super::memory::{FaultError, Mapped};
+use super::mm::PMD_SIZE;
 use super::page_alloc::{tag_store, TAG_ZERO};
-use super::tlbflush::flush_tlb_mm_range;
+use super::tlbflush::{flush_tlb_mm_range, flush_tlb_mm_range_stride};
 use super::{Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
@@ -28,6 +38,9 @@ pub const USEMEM_INSTR_PER_WORD: u64 = 24;
 
 enum Cur {
     Write { start: u64, len: u64, seed: u64, pos: u64, pfn: u64, page: u64, gen: u64 },
+    /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
+    /// one page (or huge page) at a time, in kernel mode.
+    Populate { start: u64, len: u64, pos: u64 },
 }
 
 pub struct Task {
@@ -37,6 +50,15 @@ pub struct Task {
     cur: Option<Cur>,
     ret: u64,
     pub exited: bool,
+    /// The task that forked this one.
+    pub parent: Option<usize>,
+    /// Children forked and not yet exited.
+    pub live_children: u64,
+    pub nr_forked: u64,
+    /// Sleeping in `Op::Wait`, off every run queue.
+    pub waiting: bool,
+    /// The CPU the task last ran on (where a wake-up puts it back).
+    pub cpu: usize,
     pub start: Option<u64>,
     pub end: Option<u64>,
     /// When the task exited.
@@ -72,6 +94,9 @@ pub struct Sim {
     movq_issue: u64,
     total_bytes: u64,
     pub nr_context_switches: u64,
+    copy_issue: u64,
+    /// CPUs given a task by the last quantum, with the giver's clock.
+    wakeups: Vec<(usize, u64)>,
     pub error: Option<String>,
 }
 
@@ -83,6 +108,7 @@ impl Sim {
         let user_store_issue = (8 * USEMEM_INSTR_PER_WORD).div_ceil(m.issue_width).max(8 / stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue = (super::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width)).max(8 / stores_per_cycle);
+        let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width)).max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
         Sim {
             cpus: (0..n).map(|_| CpuCtx::default()).collect(),
@@ -97,6 +123,8 @@ impl Sim {
             movq_issue,
             total_bytes: 0,
             nr_context_switches: 0,
+            copy_issue,
+            wakeups: Vec::new(),
             error: None,
         }
     }
@@ -109,8 +137,12 @@ impl Sim {
 
     pub fn spawn(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
         let mm = self.k.new_mm();
-        let pid = self.tasks.len();
         self.total_bytes += prog.total_bytes();
+        self.new_task(prog, mm, cpu, None)
+    }
+
+    fn new_task(&mut self, prog: Box<dyn Program>, mm: usize, cpu: usize, parent: Option<usize>) -> usize {
+        let pid = self.tasks.len();
         self.tasks.push(Task {
             pid,
             mm,
@@ -118,6 +150,11 @@ impl Sim {
             cur: None,
             ret: 0,
             exited: false,
+            parent,
+            live_children: 0,
+            nr_forked: 0,
+            waiting: false,
+            cpu,
             start: None,
             end: None,
             exit: None,
@@ -138,19 +175,32 @@ impl Sim {
     /// Runs until every task has exited (or an error stops the run).
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), String> {
         let mut heap = BinaryHeap::new();
+        let mut queued = vec![false; self.cpus.len()];
         for cpu in 0..self.cpus.len() {
             if self.busy(cpu) {
                 heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
+                queued[cpu] = true;
             }
         }
         let mut quanta: u64 = 0;
         while let Some(Reverse((_, cpu))) = heap.pop() {
+            queued[cpu] = false;
             self.run_quantum(cpu);
             if let Some(e) = &self.error {
                 return Err(e.clone());
             }
             if self.busy(cpu) {
                 heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
+                queued[cpu] = true;
+            }
+            for (w, now) in std::mem::take(&mut self.wakeups) {
+                if !queued[w] {
+                    // An idle CPU wakes at the waker's time.
+                    let c = &mut self.m.cpus[w].clock;
+                    *c = (*c).max(now);
+                    heap.push(Reverse((*c, w)));
+                    queued[w] = true;
+                }
             }
             quanta += 1;
             if quanta % 8192 == 0 {
@@ -209,6 +259,7 @@ impl Sim {
         self.k.mms[mm].cpumask.set(cpu);
         self.loaded_mm[cpu] = Some(mm);
         self.cpus[cpu].current = Some(t);
+        self.tasks[t].cpu = cpu;
         self.cpus[cpu].slice_end = self.m.cpus[cpu].clock + self.slice;
     }
 
@@ -254,6 +305,46 @@ impl Sim {
                 self.cpus[cpu].pos = 0;
                 self.cpus[cpu].started = false;
             }
+            Work::Copy { src_line, dst_line, nlines, how } => {
+                let mut i = self.cpus[cpu].pos;
+                if !self.cpus[cpu].started {
+                    self.cpus[cpu].started = true;
+                    if how == StoreHow::String {
+                        self.m.string_start(cpu);
+                    }
+                }
+                let (kind, issue) = match how {
+                    StoreHow::String => (AccessKind::StringStore, self.string_issue),
+                    StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
+                    StoreHow::NonTemporal => (AccessKind::NtStore, self.copy_issue),
+                };
+                while i < nlines && self.m.cpus[cpu].clock < deadline {
+                    // The load's issue slots are covered by the store's: the
+                    // copy is bound by one store (string width) per line.
+                    self.m.access(cpu, src_line + i, AccessKind::Load, true, 0);
+                    self.m.access(cpu, dst_line + i, kind, true, issue);
+                    if how == StoreHow::MovLoop {
+                        self.m.advance(cpu, 0, super::instr::COPY_PAGE_REGS_PER_LINE);
+                    }
+                    i += 1;
+                }
+                if i < nlines {
+                    self.cpus[cpu].pos = i;
+                    return;
+                }
+                self.cpus[cpu].pos = 0;
+                self.cpus[cpu].started = false;
+            }
+            Work::FlushTlbRange { mm, start, end, stride_shift } => {
+                let k = &mut self.k;
+                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm], &self.loaded_mm, start, end, stride_shift);
+            }
+            Work::PutPage { pfn } => {
+                if self.k.put_page(pfn) > 0 {
+                    let c = self.k.costs.page_free_cycles;
+                    self.m.advance(cpu, c, c);
+                }
+            }
             Work::InstallPmd { mm, haddr, pfn } => self.k.install_pmd(mm, haddr, pfn),
             Work::InstallPte { mm, addr, pfn, writable } => self.k.install_pte(mm, addr, pfn, writable),
             Work::InstallPud { mm, haddr, pfn } => self.k.install_pud(mm, haddr, pfn),
@@ -272,11 +363,7 @@ impl Sim {
         match r {
             Ok(()) => true,
             Err(e) => {
-                self.error = Some(match e {
-                    FaultError::Segv(a) => format!("task {t}: segmentation fault at {a:#x}"),
-                    FaultError::Protection(a) => format!("task {t}: write to read-only mapping at {a:#x}"),
-                    FaultError::Oom => format!("task {t}: out of simulated memory (raise sim.node_memory_mib)"),
-                });
+                self.error = Some(fault_error(t, e));
                 false
             }
         }
@@ -297,10 +384,21 @@ impl Sim {
             match op {
                 Op::MarkStart => self.tasks[t].start = Some(self.m.cpus[cpu].clock),
                 Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
-                Op::Mmap { len } => {
+                Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].mm;
-                    self.tasks[t].ret = self.k.mms[mm].mmap(len, super::mm::VmaKind::AnonPrivate, true);
+                    let start = self.k.mms[mm].mmap(len, super::mm::VmaKind::AnonPrivate, true);
+                    self.tasks[t].ret = start;
+                    if populate {
+                        self.tasks[t].cur = Some(Cur::Populate { start, len, pos: 0 });
+                    }
+                }
+                Op::Fork => self.fork(cpu, t),
+                Op::Wait => {
+                    if self.tasks[t].live_children > 0 {
+                        self.tasks[t].waiting = true;
+                        self.cpus[cpu].current = None;
+                    }
                 }
                 Op::MmapHugetlb { len, page_shift } => {
                     self.syscall(cpu, 0);
@@ -312,19 +410,14 @@ impl Sim {
                     self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos: 0, pfn: 0, page: u64::MAX, gen: u64::MAX });
                 }
                 Op::Check { start, len, expect } => self.check(t, start, len, expect),
-                Op::Exit => {
-                    let now = self.m.cpus[cpu].clock;
-                    let task = &mut self.tasks[t];
-                    task.exited = true;
-                    task.end.get_or_insert(now);
-                    task.exit = Some(now);
-                    self.cpus[cpu].current = None;
-                }
+                Op::Exit => self.exit(cpu, t),
             }
             return;
         }
-        let Some(Cur::Write { start, len, seed, mut pos, mut pfn, mut page, mut gen }) = self.tasks[t].cur.take() else {
-            unreachable!()
+        let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take() {
+            Some(Cur::Write { start, len, seed, pos, pfn, page, gen }) => (start, len, seed, pos, pfn, page, gen),
+            Some(Cur::Populate { start, len, pos }) => return self.populate(cpu, t, start, len, pos),
+            None => unreachable!(),
         };
         let mm = self.tasks[t].mm;
         let asid = self.k.mms[mm].asid;
@@ -360,26 +453,121 @@ impl Sim {
         }
     }
 
+    /// MAP_POPULATE: faults in the next missing page of [start, start+len)
+    /// (the fault's work runs before the task continues), or returns to user
+    /// mode when every page is present.
+    fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, mut pos: u64) {
+        let mm = self.tasks[t].mm;
+        self.m.set_mode(cpu, Mode::Kernel);
+        while pos < len {
+            let va = start + pos;
+            let mapped = match self.k.mms[mm].lookup(va) {
+                Some(tr) => {
+                    if tr.huge {
+                        Mapped::Huge
+                    } else {
+                        Mapped::Small
+                    }
+                }
+                None => {
+                    let node = self.m.topo.node_of(cpu);
+                    let mut work = std::mem::take(&mut self.cpus[cpu].work);
+                    let r = self.k.faultin_page(mm, va, true, node, &mut work);
+                    self.cpus[cpu].work = work;
+                    match r {
+                        Ok(m) => {
+                            pos = next_page(start, pos, m);
+                            self.tasks[t].cur = Some(Cur::Populate { start, len, pos });
+                        }
+                        Err(e) => self.error = Some(fault_error(t, e)),
+                    }
+                    return;
+                }
+            };
+            pos = next_page(start, pos, mapped);
+        }
+        self.m.set_mode(cpu, Mode::User);
+    }
+
+    /// fork(): `copy_process()` with `dup_mmap()`, then `wake_up_new_task()`
+    /// on the next CPU round-robin. The parent's `ret` is the child's pid,
+    /// the child's 0.
+    fn fork(&mut self, cpu: usize, t: usize) {
+        let Some(prog) = self.tasks[t].prog.fork() else {
+            self.error = Some(format!("task {t}: its program cannot fork"));
+            return;
+        };
+        self.m.set_mode(cpu, Mode::Kernel);
+        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
+        self.m.advance(cpu, c, c);
+        let parent_mm = self.tasks[t].mm;
+        let copy = self.k.dup_mmap(parent_mm);
+        self.m.advance(cpu, copy.cycles, copy.cycles);
+        // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
+        let k = &mut self.k;
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, u64::MAX & !4095);
+        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
+        let pid = self.new_task(prog, copy.child_mm, target, Some(t));
+        // The child's memory is a copy: a start time the parent took (usemem's
+        // global start_time, taken in main() before --prealloc) is inherited.
+        self.tasks[pid].start = self.tasks[t].start;
+        self.tasks[t].nr_forked += 1;
+        self.tasks[t].live_children += 1;
+        self.tasks[t].ret = pid as u64;
+        self.wakeups.push((target, self.m.cpus[cpu].clock));
+        self.m.set_mode(cpu, Mode::User);
+    }
+
+    /// exit(): `exit_mmap()` releases every mapping; a parent waiting for its
+    /// last child is woken on the CPU it last ran on.
+    fn exit(&mut self, cpu: usize, t: usize) {
+        self.m.set_mode(cpu, Mode::Kernel);
+        let mm_id = self.tasks[t].mm;
+        for (start, end, zapped) in self.k.exit_mmap_ranges(mm_id) {
+            self.zap(cpu, mm_id, start, end, &zapped);
+        }
+        self.m.set_mode(cpu, Mode::User);
+        let now = self.m.cpus[cpu].clock;
+        let task = &mut self.tasks[t];
+        task.exited = true;
+        task.exit = Some(now);
+        self.cpus[cpu].current = None;
+        if let Some(p) = self.tasks[t].parent {
+            let parent = &mut self.tasks[p];
+            parent.live_children -= 1;
+            if parent.live_children == 0 && parent.waiting {
+                parent.waiting = false;
+                let pc = parent.cpu;
+                self.cpus[pc].rq.push_back(p);
+                self.wakeups.push((pc, now));
+            }
+        }
+    }
+
     fn munmap(&mut self, cpu: usize, t: usize, start: u64) {
         let mm_id = self.tasks[t].mm;
-        let Some((vma, freed)) = self.k.mms[mm_id].munmap(start) else {
+        let Some((vma, zapped)) = self.k.mms[mm_id].munmap(start) else {
             self.error = Some(format!("task {t}: munmap of {start:#x}, which is not a mapping start"));
             return;
         };
-        let freed = self.k.hugetlb_unmap(&vma, freed);
+        let zapped = self.k.hugetlb_unmap(&vma, zapped);
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles;
         self.m.advance(cpu, c, c);
-        for &(pfn, huge) in &freed {
-            let pages = if huge { 512 } else { 1 };
-            self.k.vmstat.pgfree += pages;
-            self.k.alloc.free(pfn);
+        self.zap(cpu, mm_id, vma.start, vma.end, &zapped);
+        self.m.set_mode(cpu, Mode::User);
+    }
+
+    /// Releases the entries just removed from [start, end) of `mm_id` (each
+    /// drops one mapping of its folio; the last one frees it) and flushes.
+    fn zap(&mut self, cpu: usize, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {
+        for &(pfn, _huge) in zapped {
+            self.k.put_page(pfn);
             let c = self.k.costs.page_free_cycles;
             self.m.advance(cpu, c, c);
         }
-        let mm = &self.k.mms[mm_id];
-        flush_tlb_mm_range(&mut self.m, &mut self.k.vmstat, cpu, mm, &self.loaded_mm, vma.start, vma.end);
-        self.m.set_mode(cpu, Mode::User);
+        let k = &mut self.k;
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm_id], &self.loaded_mm, start, end);
     }
 
     /// Untimed data check: every 4 KiB page of the range must carry the expected tag.
@@ -398,8 +586,18 @@ impl Sim {
                 }
                 Expect::FirstLineWritten { seed, stride } if (va - start) % stride == 0 => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
                 Expect::FirstLineWritten { .. } => TAG_ZERO,
+                Expect::Overwritten { first, then } => {
+                    let (v, w) = (store_value(first, vpn), store_value(then, vpn));
+                    let t = (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v));
+                    (0..64).fold(t, |acc, l| tag_store(acc, l, w))
+                }
             };
-            let got = mm.lookup(va).map(|tr| self.k.alloc.tag(tr.pfn));
+            let got = match mm.lookup(va) {
+                Some(tr) => Some(self.k.alloc.tag(tr.pfn)),
+                // A private anonymous page never touched reads as zeros.
+                None if matches!(expect, Expect::Zero) && mm.find_vma(va).is_some() => Some(TAG_ZERO),
+                None => None,
+            };
             if got != Some(want) {
                 bad += 1;
                 if first.is_none() {
@@ -417,5 +615,22 @@ impl Sim {
         if task.first_bad.is_none() {
             task.first_bad = first;
         }
+    }
+}
+
+/// The offset after the page (or huge page) a fault at `start + pos` mapped.
+fn next_page(start: u64, pos: u64, m: Mapped) -> u64 {
+    let va = start + pos;
+    match m {
+        Mapped::Huge => (va & !(PMD_SIZE - 1)) + PMD_SIZE - start,
+        Mapped::Small => (va & !4095) + 4096 - start,
+    }
+}
+
+fn fault_error(t: usize, e: FaultError) -> String {
+    match e {
+        FaultError::Segv(a) => format!("task {t}: segmentation fault at {a:#x}"),
+        FaultError::Protection(a) => format!("task {t}: write to read-only mapping at {a:#x}"),
+        FaultError::Oom => format!("task {t}: out of simulated memory (raise sim.node_memory_mib)"),
     }
 }

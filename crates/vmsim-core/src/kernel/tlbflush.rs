@@ -14,9 +14,26 @@ pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 /// `flush_tlb_mm_range(mm, start, end, stride_shift = PAGE_SHIFT)` issued on `cpu`.
 /// `loaded_mm[c]` is the mm CPU c currently runs (None: idle, in lazy TLB mode).
 pub fn flush_tlb_mm_range(m: &mut Machine, vmstat: &mut VmStat, cpu: usize, mm: &Mm, loaded_mm: &[Option<usize>], start: u64, end: u64) {
-    let nr = (end - start) >> 12;
+    flush_tlb_mm_range_stride(m, vmstat, cpu, mm, loaded_mm, start, end, 12)
+}
+
+/// `flush_tlb_mm_range(mm, start, end, stride_shift)`: entries are flushed one
+/// per `1 << stride_shift` bytes (PMD_SHIFT for a huge mapping, as
+/// `flush_pmd_tlb_range()` passes), up to the ceiling.
+#[allow(clippy::too_many_arguments)]
+pub fn flush_tlb_mm_range_stride(
+    m: &mut Machine,
+    vmstat: &mut VmStat,
+    cpu: usize,
+    mm: &Mm,
+    loaded_mm: &[Option<usize>],
+    start: u64,
+    end: u64,
+    stride_shift: u32,
+) {
+    let nr = (end - start) >> stride_shift;
     let full = nr > TLB_SINGLE_PAGE_FLUSH_CEILING;
-    let pages: Vec<u64> = if full { Vec::new() } else { (0..nr).map(|i| start + (i << 12)).collect() };
+    let pages: Vec<u64> = if full { Vec::new() } else { (0..nr).map(|i| start + (i << stride_shift)).collect() };
     // should_flush_tlb(): skip lazy CPUs and CPUs running another mm (they flush at switch_mm).
     let mut targets = CpuMask::empty();
     for c in mm.cpumask.iter() {

@@ -5,11 +5,18 @@ pub mod pftest;
 pub mod usemem;
 
 /// What a task asks of the system next. `ret` of the following `next()` call
-/// carries the result (the address for `Mmap`, 0 otherwise).
+/// carries the result (the address for `Mmap`; for `Fork`, the child's pid in
+/// the parent and 0 in the child; 0 otherwise).
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// Anonymous private mapping of `len` bytes, read-write.
-    Mmap { len: u64 },
+    /// Anonymous private mapping of `len` bytes, read-write; with `populate`
+    /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
+    Mmap { len: u64, populate: bool },
+    /// fork(): a child process with a copy-on-write copy of the address space,
+    /// running a copy of the program (`Program::fork`).
+    Fork,
+    /// Wait until every child has exited (the task sleeps meanwhile).
+    Wait,
     /// Store every 8-byte word of [start, start+len) in ascending order (modeled per line: 8 stores).
     WriteSeq { start: u64, len: u64, seed: u64 },
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
@@ -31,15 +38,22 @@ pub enum Expect {
     /// The first line of every `stride` bytes written by a one-line `WriteSeq`
     /// with this seed, everything else zero.
     FirstLineWritten { seed: u64, stride: u64 },
+    /// Written whole by `WriteSeq` with `first`, then again with `then`.
+    Overwritten { first: u64, then: u64 },
 }
 
 pub trait Program {
     fn next(&mut self, ret: u64) -> Op;
-    /// Bytes the program will access in all, for progress reports.
+    /// Bytes the program will access in all, for progress reports (a forked
+    /// copy's bytes are counted by the program that forks it).
     fn total_bytes(&self) -> u64;
     /// Bytes the program reports for its timed interval, given the bytes it wrote.
     fn reported_bytes(&self, written: u64) -> u64 {
         written
+    }
+    /// The child's copy of the program at `Op::Fork`; None if it cannot fork.
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        None
     }
 }
 

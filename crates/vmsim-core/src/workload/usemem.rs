@@ -1,33 +1,79 @@
-//! vm-scalability's `usemem` (MECHANISMS.md §6.1) as case-anon-w-seq runs it:
-//! each of `nr_task` processes maps its own private anonymous region, writes
-//! every 8-byte word from start to end, then unmaps it. As in usemem's
-//! `do_units()`/`output_statistics()`, the timed interval runs from the start
-//! to the end of the writes (the unmap is timed apart, "usecs to free
-//! memory"), and the bytes reported are those written plus a `bytes / 8`
-//! credit for the allocation (`do_unit()`: `rw_bytes = bytes / 8`).
-//! Before unmapping, the task checks every page holds what it wrote.
+//! vm-scalability's `usemem` (MECHANISMS.md §6.1).
+//!
+//! Without `--prealloc` (case-anon-w-seq): each of `nr_task` processes maps
+//! its own private anonymous region, writes every 8-byte word from start to
+//! end, then unmaps it. As in usemem's `do_units()`/`output_statistics()`,
+//! the timed interval runs from the start to the end of the writes (the
+//! unmap is timed apart, "usecs to free memory"), and the bytes reported are
+//! those written plus a `bytes / 8` credit for the allocation (`do_unit()`:
+//! `rw_bytes = bytes / 8`; with `--prealloc` the credit is the parent's and
+//! a child reports only what it wrote). Before unmapping, the task checks
+//! every page holds what it wrote.
+//!
+//! With `--prealloc --prefault` (case-anon-cow-seq): the parent maps one
+//! region with MAP_POPULATE (write-populated: zero-filled pages, one write
+//! fault per page or huge page, no user stores), then forks `nr_task`
+//! children. Each child writes every word of the whole shared region from
+//! start to end, so every page (or huge page) takes a copy-on-write fault.
+//! As in usemem, a child's timed interval starts at the parent's start time
+//! (taken before the region is mapped and populated, and inherited through
+//! fork) and ends after its write loop. A child checks that it reads its
+//! own data; the parent waits for all children, then checks that its region
+//! still reads as zero-filled.
+//!
+//! Simplification: usemem's children wait on a pipe until the parent has
+//! forked them all; here a child starts as soon as it is forked, so the
+//! children start staggered by the cost of one fork.
 
 use super::{Expect, Op, Program};
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parent {
+    Map,
+    MapRegion,
+    Forking,
+    Check,
+    Done,
+}
+
+#[derive(Clone)]
 pub struct Usemem {
     size: u64,
     seed: u64,
+    prealloc: bool,
+    prefault: bool,
+    nr_task: u64,
     step: u32,
     addr: u64,
+    /// Prealloc parent: where it is, and the children forked so far.
+    phase: Parent,
+    forked: u64,
+    /// In a forked child: its index.
+    child: Option<u64>,
 }
 
 impl Usemem {
+    /// One task of case-anon-w-seq: maps and writes its own region.
     pub fn new(size: u64, seed: u64) -> Usemem {
-        Usemem { size, seed, step: 0, addr: 0 }
+        Usemem { size, seed, prealloc: false, prefault: false, nr_task: 1, step: 0, addr: 0, phase: Parent::Map, forked: 0, child: None }
     }
-}
 
-impl Program for Usemem {
-    fn next(&mut self, ret: u64) -> Op {
+    /// A task with usemem's flags. With `prealloc` this is the parent that maps
+    /// the region and forks `nr_task` children; without, one of the tasks.
+    pub fn with_flags(size: u64, seed: u64, prealloc: bool, prefault: bool, nr_task: u64) -> Usemem {
+        Usemem { prealloc, prefault, nr_task, ..Usemem::new(size, seed) }
+    }
+
+    /// The seed of the data child `k` writes.
+    pub fn child_seed(seed: u64, k: u64) -> u64 {
+        seed ^ (k + 1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+    }
+
+    fn next_task(&mut self, ret: u64) -> Op {
         self.step += 1;
         match self.step {
             1 => Op::MarkStart,
-            2 => Op::Mmap { len: self.size },
+            2 => Op::Mmap { len: self.size, populate: self.prefault },
             3 => {
                 self.addr = ret;
                 Op::WriteSeq { start: self.addr, len: self.size, seed: self.seed }
@@ -38,8 +84,78 @@ impl Program for Usemem {
             _ => Op::Exit,
         }
     }
+
+    fn next_child(&mut self, k: u64) -> Op {
+        let seed = Usemem::child_seed(self.seed, k);
+        self.step += 1;
+        // No start mark: the child inherits the parent's (see the module doc).
+        match self.step {
+            1 => Op::WriteSeq { start: self.addr, len: self.size, seed },
+            2 => Op::MarkEnd,
+            3 => Op::Check { start: self.addr, len: self.size, expect: Expect::Written { seed } },
+            _ => Op::Exit,
+        }
+    }
+
+    fn next_parent(&mut self, ret: u64) -> Op {
+        match self.phase {
+            Parent::Map => {
+                // usemem's main() takes start_time before allocating the --prealloc region.
+                self.phase = Parent::MapRegion;
+                Op::MarkStart
+            }
+            Parent::MapRegion => {
+                self.phase = Parent::Forking;
+                self.step = 1;
+                Op::Mmap { len: self.size, populate: self.prefault }
+            }
+            Parent::Forking => {
+                if self.step == 1 {
+                    // mmap returned the region.
+                    self.addr = ret;
+                    self.step = 2;
+                    return Op::Fork;
+                }
+                if ret == 0 {
+                    // fork() returned 0: this is the copy running in child `forked`.
+                    let k = self.forked;
+                    self.child = Some(k);
+                    self.step = 0;
+                    return self.next_child(k);
+                }
+                self.forked += 1;
+                if self.forked < self.nr_task {
+                    return Op::Fork;
+                }
+                self.phase = Parent::Check;
+                Op::Wait
+            }
+            Parent::Check => {
+                self.phase = Parent::Done;
+                // The children's writes must not show through: the parent still
+                // reads the zero-filled pages it populated.
+                Op::Check { start: self.addr, len: self.size, expect: Expect::Zero }
+            }
+            Parent::Done => Op::Exit,
+        }
+    }
+}
+
+impl Program for Usemem {
+    fn next(&mut self, ret: u64) -> Op {
+        if let Some(k) = self.child {
+            return self.next_child(k);
+        }
+        if !self.prealloc {
+            return self.next_task(ret);
+        }
+        self.next_parent(ret)
+    }
     fn total_bytes(&self) -> u64 {
-        self.size
+        if self.prealloc { self.size * self.nr_task } else { self.size }
+    }
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        Some(Box::new(self.clone()))
     }
     fn reported_bytes(&self, written: u64) -> u64 {
         written + self.size / 8

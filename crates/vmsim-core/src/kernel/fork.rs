@@ -1,0 +1,111 @@
+//! fork's copy of the address space (kernel/fork.c `dup_mmap()`, mm/memory.c
+//! `copy_page_range()`, mm/huge_memory.c `copy_huge_pmd()`): the child gets
+//! the parent's VMAs and a copy of its page tables. Private writable
+//! anonymous pages, 4 KiB and PMD-mapped THP alike, become read-only in both
+//! and shared, each mapping counted on the folio; the first write on either
+//! side then takes a copy-on-write fault.
+
+use super::mm::{Pmd, VmaKind};
+use super::page_alloc::PageAlloc;
+use super::Kernel;
+
+/// Cycles to copy one present PTE or PMD entry: `copy_present_pte()` /
+/// `copy_huge_pmd()` do about three locked read-modify-writes (`get_page`,
+/// the rmap duplication, `ptep_set_wrprotect` on the parent's entry) plus the
+/// store of the child's entry. Estimate from that structure (a locked RMW
+/// costs some 20 cycles on Haswell-class cores), not a measurement; it is
+/// charged to the parent before the children start, so it does not enter
+/// the children's timed intervals.
+pub const COPY_ENTRY_CYCLES: u64 = 60;
+
+/// Cycles of `copy_process()` beyond the page tables (task_struct, mm_struct,
+/// files, signal handlers, scheduler set-up). Estimate (some tens of
+/// microseconds are commonly quoted for fork of a small process, most of it
+/// page-table copying); no measurement on the modeled machines was found. It
+/// is charged to the parent outside any timed interval.
+pub const COPY_PROCESS_CYCLES: u64 = 30_000;
+
+/// What `dup_mmap()` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForkCopy {
+    pub child_mm: usize,
+    pub cycles: u64,
+    /// Huge PMD entries and PTEs write-protected and shared.
+    pub pmds_shared: u64,
+    pub ptes_shared: u64,
+}
+
+impl Kernel {
+    /// `dup_mmap(mm, oldmm)`: creates the child's mm from `parent`'s. Private
+    /// writable entries are write-protected in both (`is_cow_mapping()`).
+    /// The caller flushes the parent's TLB afterwards (`flush_tlb_mm(oldmm)`
+    /// at the end of `dup_mmap()`), since its writable entries are gone.
+    pub fn dup_mmap(&mut self, parent: usize) -> ForkCopy {
+        let child_id = self.mms.len();
+        let mut child = self.mms[parent].dup(child_id);
+        let mut out = ForkCopy { child_mm: child_id, ..ForkCopy::default() };
+        let vmas = self.mms[parent].vmas.clone();
+        let (alloc, costs) = (&mut self.alloc, &self.costs);
+        let pmds = &mut self.mms[parent].pmds;
+        for vma in &vmas {
+            let cow = vma.kind == VmaKind::AnonPrivate && vma.writable;
+            for (&key, pmd) in pmds.range_mut(vma.start >> 21..vma.end >> 21) {
+                match pmd {
+                    Pmd::Huge(p) => {
+                        // copy_huge_pmd(): deposits a page table for a later split.
+                        if cow {
+                            p.writable = false;
+                        }
+                        share(alloc, p.pfn);
+                        out.pmds_shared += 1;
+                        out.cycles += COPY_ENTRY_CYCLES + costs.page_alloc_cycles;
+                        child.pmds.insert(key, Pmd::Huge(*p));
+                        child.rss_pages += 512;
+                    }
+                    Pmd::Table(t) => {
+                        // copy_pte_range(): a new PTE page for the child.
+                        out.cycles += costs.page_alloc_cycles;
+                        let mut ct = Box::new([None; 512]);
+                        for (i, e) in t.iter_mut().enumerate() {
+                            if let Some(p) = e {
+                                if cow {
+                                    p.writable = false;
+                                }
+                                share(alloc, p.pfn);
+                                out.ptes_shared += 1;
+                                out.cycles += COPY_ENTRY_CYCLES;
+                                ct[i] = Some(*p);
+                                child.rss_pages += 1;
+                            }
+                        }
+                        child.pmds.insert(key, Pmd::Table(ct));
+                    }
+                }
+            }
+        }
+        // The parent's cached writable translations are stale now.
+        self.mms[parent].generation += 1;
+        self.mms.push(child);
+        out
+    }
+
+    /// `exit_mmap()`: unmaps every VMA of `mm`. Returns the zapped entries
+    /// (head pfn or sub-page pfn, huge) per VMA range, for the caller to
+    /// release and flush.
+    pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<(u64, u64, Vec<(u64, bool)>)> {
+        let starts: Vec<u64> = self.mms[mm].vmas.iter().map(|v| v.start).collect();
+        starts
+            .into_iter()
+            .map(|s| {
+                let (vma, zapped) = self.mms[mm].munmap(s).expect("VMA start");
+                let zapped = self.hugetlb_unmap(&vma, zapped);
+                (vma.start, vma.end, zapped)
+            })
+            .collect()
+    }
+}
+
+/// One more mapping of the folio holding `pfn` (`folio_get` + rmap dup).
+fn share(alloc: &mut PageAlloc, pfn: u64) {
+    alloc.map_folio(pfn, 1, false);
+}
