@@ -103,12 +103,16 @@ def _parse_opt(text: str) -> tuple:
 
 
 def cmd_hw(args) -> int:
-    if args.command == "validate":
-        raise CliError("hw validate is not yet available")
     opts: Dict[str, Any] = {}
     for text in args.opt or []:
         key, value = _parse_opt(text)
         set_dotted(opts, key, value)
+    if args.command == "validate":
+        from .validate import validate
+
+        result = validate(**opts)
+        _emit(result, format_tree(result), args.json)
+        return 0
     raw = _core.hw_run(args.command, json.dumps(opts))
     result = json.loads(raw)
     _emit(result, format_tree(result), args.json)

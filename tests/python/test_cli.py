@@ -210,3 +210,29 @@ def test_sweep_cli(tiny_toml, tmp_path, capsys):
 def test_sweep_cli_bad_set(tiny_toml, capsys):
     assert cli.main(["sweep", str(tiny_toml), "--set", "novalues"]) == 2
     assert capsys.readouterr().err.startswith("vmsim: error: --set")
+
+
+def test_hw_validate_quick_compares_real_and_simulated(tmp_path):
+    import platform
+
+    import pytest
+
+    import vmsim
+    from vmsim.validate import kernel_policy, validate
+
+    if platform.machine() not in ("x86_64", "AMD64") or platform.system() != "Linux":
+        pytest.skip("host routines are x86-64 Linux only")
+    r = validate(quick=True)
+    rows = r["rows"]
+    assert [row["sim_policy"] for row in rows[:5]] == [
+        "sequential", "target-last", "multipage-2023", "contiguous-7.0", "nontemporal-far"]
+    for row in rows:
+        assert row["sim_gbps"] > 0
+    for row in rows[:5]:
+        assert row["real_gbps"] > 0 and row["diff_percent"] is not None
+    assert kernel_policy("4.9.0") == "sequential"
+    assert kernel_policy("6.18.44-fc") == "target-last"
+    assert kernel_policy("7.0.1") == "contiguous-7.0"
+    with pytest.raises(vmsim.ConfigError) as info:
+        validate(bogus=1)
+    assert info.value.key == "bogus"

@@ -1,0 +1,131 @@
+"""`vmsim hw validate`: the simulator's prediction for this host against a
+real measurement on this host.
+
+Two comparisons, both with 2 MiB pages and the target sub-page first:
+
+1. *Clearing routines*: each clearing strategy run for real by `vmsim hw
+   clear` (pre-faulted memory, the routine alone), against the simulator's
+   pf-test with the matching `kernel.clear_huge_page` policy on the host's
+   calibrated preset (which also pays the modeled fault entry and handler:
+   a few microseconds per 2 MiB, a few percent of the clear).
+2. *The kernel's own fault path*: `vmsim hw pf-test` on hugetlb 2 MiB pages
+   (needs root; skipped otherwise), against the simulator with the policy of
+   the host kernel's version (`sequential` before 4.14, `target-last` up to
+   6.19, `contiguous-7.0` from 7.0).
+
+The preset comes from `vmsim hw calibrate` (run here unless `preset=PATH`
+names one). Each row gives both figures and the difference in percent.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+from typing import Any, Dict, List, Optional
+
+from . import _core
+from ._api import hw, run
+from ._core import HwError
+
+# vmsim hw strategy -> simulator kernel.clear_huge_page policy
+STRATEGIES = {
+    "seq-stosb": "sequential",
+    "target-last": "target-last",
+    "multipage-2023": "multipage-2023",
+    "contiguous-7.0": "contiguous-7.0",
+    "nontemporal-far": "nontemporal-far",
+}
+
+ACCEPTED = ("preset", "pages", "reps", "quick")
+
+
+def kernel_policy(release: str) -> str:
+    """The clear_huge_page policy of a kernel release string ("6.18.4-x")."""
+    try:
+        major, minor = (int(x) for x in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return "target-last"
+    if (major, minor) < (4, 14):
+        return "sequential"
+    if major < 7:
+        return "target-last"
+    return "contiguous-7.0"
+
+
+def _median(stat: Any) -> Optional[float]:
+    return stat.get("median") if isinstance(stat, dict) else None
+
+
+def _diff(sim: Optional[float], real: Optional[float]) -> Optional[float]:
+    if sim is None or not real:
+        return None
+    return round((sim - real) / real * 100.0, 1)
+
+
+def _sim_gbps(preset: str, policy: str, size_mib: int) -> float:
+    r = run({
+        "machine": preset,
+        "kernel": {"clear_huge_page": policy},
+        "workload": {"kind": "pf-test", "size_mib": size_mib, "page_size": "2m"},
+    })
+    m = r["metrics"]
+    if not m.get("data_verified"):
+        raise _core.DataVerificationError(f"simulated pf-test with {policy} did not verify")
+    return round(m["fault_bytes_per_s"] / 1e9, 3)
+
+
+def validate(**options: Any) -> Dict[str, Any]:
+    for k in options:
+        if k not in ACCEPTED:
+            raise _core.ConfigError(k, f"unknown option; accepted: {', '.join(ACCEPTED)}")
+    quick = bool(options.get("quick", False))
+    pages = int(options.get("pages", 4 if quick else 64))
+    reps = int(options.get("reps", 1 if quick else 3))
+    if pages < 1 or reps < 1:
+        raise _core.ConfigError("pages" if pages < 1 else "reps", "must be at least 1")
+    size_mib = 2 * pages
+    preset = options.get("preset")
+    calibration = None
+    if preset is None:
+        out_dir = tempfile.mkdtemp(prefix="vmsim-validate-")
+        calibration = hw("calibrate", out_dir=out_dir, quick=quick)
+        preset = calibration.get("preset_path") or next(
+            os.path.join(out_dir, f) for f in sorted(os.listdir(out_dir)) if f.endswith(".toml"))
+    preset = os.path.abspath(str(preset))
+
+    real = hw("clear", pages=pages, reps=reps, corunner=False, target="first", strategies=list(STRATEGIES))
+    by_strategy = {r["strategy"]: r for r in real["results"]}
+    rows: List[Dict[str, Any]] = []
+    for strategy, policy in STRATEGIES.items():
+        real_gbps = _median(by_strategy.get(strategy, {}).get("gbps"))
+        sim_gbps = _sim_gbps(preset, policy, size_mib)
+        rows.append({"scenario": f"clear routine {strategy}", "sim_policy": policy,
+                     "real_gbps": real_gbps, "sim_gbps": sim_gbps, "diff_percent": _diff(sim_gbps, real_gbps)})
+
+    release = platform.release()
+    policy = kernel_policy(release)
+    try:
+        pf = hw("pf-test", size_mib=size_mib, reps=reps, kinds=["hugetlb-2m"])
+        res = pf["results"][0]
+        skipped = res.get("skipped")
+        real_gbps = None if skipped else _median(res.get("gbps"))
+    except HwError as e:
+        skipped, real_gbps = str(e), None
+    sim_gbps = _sim_gbps(preset, policy, size_mib)
+    row = {"scenario": f"kernel fault path (hugetlb 2 MiB, {release})", "sim_policy": policy,
+           "real_gbps": real_gbps, "sim_gbps": sim_gbps, "diff_percent": _diff(sim_gbps, real_gbps)}
+    if skipped:
+        row["skipped"] = skipped
+    rows.append(row)
+    return {
+        "command": "validate",
+        "preset": preset,
+        "host": real.get("host"),
+        "options": {"pages": pages, "reps": reps, "quick": quick, "size_mib": size_mib},
+        "method": "real: vmsim hw clear (median GB/s, no co-runner, target sub-page 0) and vmsim hw pf-test "
+                  "hugetlb-2m; simulated: pf-test on the calibrated preset, 2 MiB hugetlb pages, the matching "
+                  "clear_huge_page policy (the simulated figure includes modeled fault costs)",
+        "calibration": calibration,
+        "rows": rows,
+    }
