@@ -40,6 +40,13 @@ STRATEGIES = {
 ACCEPTED = ("preset", "pages", "reps", "quick")
 
 
+def _config_error(key: str, message: str) -> Exception:
+    """A ConfigError shaped like the ones the core raises (`key`, `message`)."""
+    err = _core.ConfigError(f"{key}: {message}")
+    err.key, err.message = key, message
+    return err
+
+
 def kernel_policy(release: str) -> str:
     """The clear_huge_page policy of a kernel release string ("6.18.4-x")."""
     try:
@@ -78,12 +85,12 @@ def _sim_gbps(preset: str, policy: str, size_mib: int) -> float:
 def validate(**options: Any) -> Dict[str, Any]:
     for k in options:
         if k not in ACCEPTED:
-            raise _core.ConfigError(k, f"unknown option; accepted: {', '.join(ACCEPTED)}")
+            raise _config_error(k, f"unknown option; accepted: {', '.join(ACCEPTED)}")
     quick = bool(options.get("quick", False))
     pages = int(options.get("pages", 4 if quick else 64))
     reps = int(options.get("reps", 1 if quick else 3))
     if pages < 1 or reps < 1:
-        raise _core.ConfigError("pages" if pages < 1 else "reps", "must be at least 1")
+        raise _config_error("pages" if pages < 1 else "reps", "must be at least 1")
     size_mib = 2 * pages
     preset = options.get("preset")
     calibration = None

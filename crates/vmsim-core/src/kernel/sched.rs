@@ -270,13 +270,7 @@ impl Sim {
                 self.m.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {
-                let mut i = self.cpus[cpu].pos;
-                if !self.cpus[cpu].started {
-                    self.cpus[cpu].started = true;
-                    if how == StoreHow::String {
-                        self.m.string_start(cpu);
-                    }
-                }
+                let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     // One string store over more bytes than the chip's threshold elides cache allocation.
                     StoreHow::String if self.m.nocache_threshold > 0 && nlines * 64 > self.m.nocache_threshold => {
@@ -298,21 +292,12 @@ impl Sim {
                     }
                     i += 1;
                 }
-                if i < nlines {
-                    self.cpus[cpu].pos = i;
+                if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
-                self.cpus[cpu].pos = 0;
-                self.cpus[cpu].started = false;
             }
             Work::Copy { src_line, dst_line, nlines, how } => {
-                let mut i = self.cpus[cpu].pos;
-                if !self.cpus[cpu].started {
-                    self.cpus[cpu].started = true;
-                    if how == StoreHow::String {
-                        self.m.string_start(cpu);
-                    }
-                }
+                let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
@@ -328,12 +313,9 @@ impl Sim {
                     }
                     i += 1;
                 }
-                if i < nlines {
-                    self.cpus[cpu].pos = i;
+                if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
-                self.cpus[cpu].pos = 0;
-                self.cpus[cpu].started = false;
             }
             Work::FlushTlbRange { mm, start, end, stride_shift } => {
                 let k = &mut self.k;
@@ -351,6 +333,29 @@ impl Sim {
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
         }
         self.cpus[cpu].work.pop_front();
+    }
+
+    /// Where the front bulk work item (a clear or copy of many lines) resumes;
+    /// its string instruction's start-up is paid once, however often it is resumed.
+    fn begin_bulk(&mut self, cpu: usize, how: StoreHow) -> u64 {
+        if !self.cpus[cpu].started {
+            self.cpus[cpu].started = true;
+            if how == StoreHow::String {
+                self.m.string_start(cpu);
+            }
+        }
+        self.cpus[cpu].pos
+    }
+
+    /// Records progress `i` of `nlines`; true when the item is done.
+    fn end_bulk(&mut self, cpu: usize, i: u64, nlines: u64) -> bool {
+        if i < nlines {
+            self.cpus[cpu].pos = i;
+            return false;
+        }
+        self.cpus[cpu].pos = 0;
+        self.cpus[cpu].started = false;
+        true
     }
 
     fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
