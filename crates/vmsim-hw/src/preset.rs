@@ -425,6 +425,15 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::B(host::has_flag("erms")),
         "assumed with ERMS, as the vendor optimisation manuals describe for fast strings",
     );
+    w.default(
+        "no_rfo_grant",
+        Val::S(if nodes > 1 { "memory" } else { "llc" }),
+        if nodes > 1 {
+            "assumed: with more than one NUMA node, ownership of a line in no local cache waits for the home (memory directory or snoop of the other socket), a memory-class round trip"
+        } else {
+            "assumed: single NUMA node, the LLC's snoop filter grants ownership"
+        },
+    );
     let hot = r
         .tail_touch
         .iter()

@@ -198,6 +198,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "fsrm",
                 "startup_cycles",
                 "no_rfo_full_lines",
+                "no_rfo_grant",
                 "nocache_threshold_kib",
             ],
         ),

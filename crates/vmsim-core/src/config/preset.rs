@@ -73,6 +73,10 @@ pub struct StringParams {
     pub fsrm: bool,
     pub startup_cycles: u64,
     pub no_rfo_full_lines: bool,
+    /// Where ownership without data is granted to a no-RFO full-line store that misses
+    /// the LLC: "llc" (at LLC latency) or "memory" (only once the home has ruled out
+    /// copies in other sockets: the line's idle DRAM latency).
+    pub no_rfo_grant: String,
     pub nocache_threshold_kib: u64,
 }
 
@@ -93,6 +97,7 @@ pub struct Costs {
 }
 
 pub const REPLACEMENTS: &[&str] = &["lru", "tree-plru", "srrip", "random"];
+pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
 
 struct P<'a> {
     f: Fields,
@@ -245,6 +250,7 @@ impl Preset {
             fsrm: s.b("fsrm")?,
             startup_cycles: s.u("startup_cycles")?,
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
+            no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
         };
         s.finish()?;

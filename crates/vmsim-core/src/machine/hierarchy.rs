@@ -51,8 +51,9 @@ pub enum Served {
     Llc,
     /// Another LLC instance (other socket or CCX) forwarded the line.
     RemoteCache,
-    /// Ownership granted without data (no-RFO string store, LLC miss).
-    NoFill,
+    /// Ownership granted without data (no-RFO string store, LLC miss). `remote`:
+    /// the line's home is another socket's memory.
+    NoFill { remote: bool },
     Dram { remote: bool },
     /// Non-temporal store written to memory.
     NtWrite { remote: bool },
@@ -75,6 +76,9 @@ pub struct CacheStats {
 }
 
 pub struct Latencies {
+    /// A no-RFO ownership grant waits for the home's DRAM-class round trip
+    /// (memory directory or other-socket snoop) rather than for the LLC.
+    pub no_rfo_grant_at_home: bool,
     pub l2: u64,
     pub llc: u64,
     pub remote_cache: u64,
@@ -460,7 +464,8 @@ impl Hierarchy {
             st.remote_cache_hits += 1;
             served = Served::RemoteCache;
         } else if kind == AccessKind::StringStore && self.no_rfo {
-            served = Served::NoFill;
+            let node = self.home_node(line);
+            served = Served::NoFill { remote: self.topo.socket_of_node(node) != socket };
         } else {
             let node = self.home_node(line);
             let remote = self.topo.socket_of_node(node) != socket;
@@ -519,7 +524,10 @@ impl Hierarchy {
         match s {
             Served::L1 => 0,
             Served::L2 => self.lat.l2,
-            Served::Llc | Served::NoFill => self.lat.llc,
+            Served::Llc => self.lat.llc,
+            Served::NoFill { .. } if !self.lat.no_rfo_grant_at_home => self.lat.llc,
+            Served::NoFill { remote: false } => self.lat.dram_local,
+            Served::NoFill { remote: true } => self.lat.dram_remote,
             Served::RemoteCache => self.lat.remote_cache,
             Served::Dram { remote: false } | Served::NtWrite { remote: false } => self.lat.dram_local,
             Served::Dram { remote: true } | Served::NtWrite { remote: true } => self.lat.dram_remote,

@@ -104,6 +104,7 @@ impl Machine {
             inclusive: p.llc_inclusive,
             no_rfo: p.string.no_rfo_full_lines,
             lat: Latencies {
+                no_rfo_grant_at_home: p.string.no_rfo_grant == "memory",
                 l2: p.l2.latency_cycles,
                 llc: p.llc.latency_cycles,
                 remote_cache: cyc(p.memory.remote_cache_latency_ns),
@@ -338,6 +339,55 @@ mod tests {
         let p = Preset::parse(text, "e5").unwrap();
         let m = Machine::new(&p, 1 << 30, 0).unwrap();
         (p, m)
+    }
+
+    fn icx(grant: &str) -> (Preset, Machine) {
+        let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-8358-icx").unwrap().1;
+        let mut p = Preset::parse(text, "icx").unwrap();
+        p.string.no_rfo_grant = grant.to_string();
+        let m = Machine::new(&p, 1 << 30, 0).unwrap();
+        (p, m)
+    }
+
+    #[test]
+    fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
+        // Preset as shipped: the grant waits for the home (memory directory or other-socket snoop).
+        let (p, mut m) = icx("memory");
+        assert!(p.string.no_rfo_full_lines);
+        let dram = p.ns_to_cycles(p.memory.local_latency_ns);
+        let remote = p.ns_to_cycles(p.memory.remote_latency_ns);
+        assert_eq!(m.access(0, 100, AccessKind::StringStore, true, 1), Served::NoFill { remote: false });
+        // The store itself only costs its issue; the superqueue entry is held for the local DRAM latency,
+        // the fill buffer (prefetched stream) for the L2 latency.
+        assert_eq!(m.cpus[0].clock, 1);
+        assert_eq!(m.cpus[0].sq.iter().copied().max(), Some(dram));
+        assert_eq!(m.cpus[0].lfb.iter().copied().max(), Some(p.l2.latency_cycles));
+        // No data moves: no DRAM read, and the line is owned dirty-to-be in L1.
+        assert_eq!(m.hier.dram[0].stats.bytes_read, 0);
+        assert!(m.hier.contains_l1(0, 100));
+        // A line homed on the other socket: the remote DRAM latency.
+        let remote_line = (1u64 << 30) >> 6 | 5;
+        let t = m.cpus[0].clock;
+        assert_eq!(m.access(0, remote_line, AccessKind::StringStore, true, 1), Served::NoFill { remote: true });
+        assert!(m.cpus[0].sq.contains(&(t + remote)));
+        // Granted at the LLC instead: the entry is held for the LLC latency only.
+        let (p, mut m) = icx("llc");
+        assert_eq!(m.access(0, 100, AccessKind::StringStore, true, 1), Served::NoFill { remote: false });
+        assert_eq!(m.cpus[0].sq.iter().copied().max(), Some(p.llc.latency_cycles));
+    }
+
+    #[test]
+    fn a_no_rfo_stream_is_bound_by_superqueue_over_the_grant_latency() {
+        // Little's law: one core streaming no-RFO string stores keeps at most `superqueue`
+        // grants in flight, each for the home's round trip.
+        let (p, mut m) = icx("memory");
+        let n = 50_000u64;
+        for i in 0..n {
+            m.access(0, i, AccessKind::StringStore, true, 1);
+        }
+        let gbs = (n * 64) as f64 / m.cycles_to_s(m.cpus[0].clock) / 1e9;
+        let bound = p.l2.outstanding as f64 * 64.0 / (p.memory.local_latency_ns * 1e-9) / 1e9;
+        assert!((gbs - bound).abs() / bound < 0.05, "{gbs:.1} GB/s vs superqueue bound {bound:.1} GB/s");
     }
 
     #[test]
