@@ -36,6 +36,9 @@ def plot(
     if "variants" in result:
         base_name, base = rows[0]
         names = [m for m in (metrics or base) if numeric(base.get(m))]
+        if not metrics:
+            # Unless asked for, leave out what no variant changes.
+            names = [m for m in names if any(percent_change(base.get(m), vm.get(m)) for _, vm in rows[1:])]
         fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(names) * max(1, len(rows) - 1)) + 1.5))
         height = 0.8 / max(1, len(rows) - 1)
         for j, (vname, vm) in enumerate(rows[1:]):
