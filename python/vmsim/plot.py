@@ -31,37 +31,58 @@ def plot(
     metrics on a log scale.
     """
     plt = _pyplot()
-    rows = list(iter_scalar_rows(result))
     numeric = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
-    if "variants" in result:
-        base_name, base = rows[0]
-        names = [m for m in (metrics or base) if numeric(base.get(m))]
-        if not metrics:
-            # Unless asked for, leave out what no variant changes.
-            names = [m for m in names if any(percent_change(base.get(m), vm.get(m)) for _, vm in rows[1:])]
-        fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(names) * max(1, len(rows) - 1)) + 1.5))
-        height = 0.8 / max(1, len(rows) - 1)
-        for j, (vname, vm) in enumerate(rows[1:]):
-            changes = [percent_change(base.get(m), vm.get(m)) or 0.0 for m in names]
-            ys = [i + j * height for i in range(len(names))]
-            ax.barh(ys, changes, height=height, label=f"{vname} vs {base_name}")
-        ax.set_yticks([i + height * (len(rows) - 2) / 2 for i in range(len(names))])
-        ax.set_yticklabels(names)
-        ax.invert_yaxis()
-        ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_xlabel("change against baseline (%)")
-        ax.set_title(f"{result.get('experiment', '')} on {result.get('machine', {}).get('name', '')}")
-        ax.legend(loc="best")
-    else:
-        _, m = rows[0]
-        names = [k for k in (metrics or m) if numeric(m.get(k)) and m.get(k) > 0]
-        fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(names)) + 1.5))
-        ax.barh(range(len(names)), [m[k] for k in names])
-        ax.set_yticks(range(len(names)))
-        ax.set_yticklabels(names)
-        ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_title(f"run on {result.get('machine', {}).get('name', '')}")
+    if "cases" in result or "variants" in result:
+        cases = result.get("cases")
+        order = (result.get("case_order") or sorted(cases)) if cases else [None]
+        panels = [(c, cases[c] if cases else result) for c in order]
+        prepared = [(c, r) + _compare_bars(r, metrics, numeric) for c, r in panels]
+        heights = [0.35 * max(4, len(names) * max(1, len(rows) - 1)) + 1.0 for _, _, names, rows in prepared]
+        fig, axes = plt.subplots(len(prepared), 1, figsize=(8, sum(heights) + 0.5), squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})
+        for ax, (case, r, names, rows) in zip(axes[:, 0], prepared):
+            base_name, base = rows[0]
+            height = 0.8 / max(1, len(rows) - 1)
+            for j, (vname, vm) in enumerate(rows[1:]):
+                changes = [percent_change(base.get(m), vm.get(m)) or 0.0 for m in names]
+                ys = [i + j * height for i in range(len(names))]
+                ax.barh(ys, changes, height=height, label=f"{vname} vs {base_name}")
+            ax.set_yticks([i + height * (len(rows) - 2) / 2 for i in range(len(names))])
+            ax.set_yticklabels(names)
+            ax.invert_yaxis()
+            ax.axvline(0, color="black", linewidth=0.8)
+            extent = max((abs(percent_change(base.get(m), vm.get(m)) or 0.0) for m in names for _, vm in rows[1:]), default=0.0)
+            if extent > 300:
+                # A few huge changes would flatten the rest: linear to ±100%, logarithmic beyond.
+                ax.set_xscale("symlog", linthresh=100)
+            ax.set_xlabel("change against baseline (%)")
+            title = f"{result.get('experiment', '')} on {r.get('machine', {}).get('name', '')}"
+            ax.set_title(f"{title} ({case})" if case else title)
+            ax.legend(loc="best")
+        fig.tight_layout()
+        fig.savefig(os.fspath(out), dpi=100)
+        plt.close(fig)
+        return
+    _, m = next(iter(iter_scalar_rows(result)))
+    names = [k for k in (metrics or m) if numeric(m.get(k)) and m.get(k) > 0]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(names)) + 1.5))
+    ax.barh(range(len(names)), [m[k] for k in names])
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(names)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_title(f"run on {result.get('machine', {}).get('name', '')}")
     fig.tight_layout()
     fig.savefig(os.fspath(out), dpi=100)
     plt.close(fig)
+
+
+def _compare_bars(result: Mapping[str, Any], metrics: Optional[Sequence[str]], numeric) -> tuple:
+    """The metric names to plot for one compare result, and its rows."""
+    rows = list(iter_scalar_rows(result))
+    base = rows[0][1]
+    names = [m for m in (metrics or base) if numeric(base.get(m))]
+    if not metrics:
+        # Unless asked for, leave out what no variant changes.
+        names = [m for m in names if any(percent_change(base.get(m), vm.get(m)) for _, vm in rows[1:])]
+    return names, rows

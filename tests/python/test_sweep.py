@@ -56,3 +56,22 @@ def test_sweep_rejects_bad_grid(tiny_config):
         vmsim.sweep({"workload.nr_task": []}, tiny_config)
     with pytest.raises(ValueError):
         vmsim.sweep({"kernel.thp": "always"}, tiny_config)
+
+
+def test_plot_compare_with_cases(tmp_path):
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from vmsim.plot import plot
+
+    one = {
+        "experiment": "e",
+        "machine": {"name": "m"},
+        "baseline_name": "a",
+        "baseline": {"x": 1.0, "same": 2},
+        "variants": {"b": {"x": 2.0, "same": 2}},
+        "variant_order": ["b"],
+    }
+    out = tmp_path / "p.png"
+    plot({"experiment": "e", "cases": {"c1": one, "c2": one}, "case_order": ["c1", "c2"]}, out)
+    assert out.stat().st_size > 0
