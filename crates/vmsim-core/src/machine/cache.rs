@@ -511,7 +511,7 @@ impl Cache {
             Some(Evicted {
                 line: old,
                 dirty: self.meta[slot] & DIRTY != 0,
-                sharers: self.sharers[slot],
+                sharers: self.sh(slot),
             })
         } else {
             self.valid += 1;
@@ -519,7 +519,7 @@ impl Cache {
         };
         self.tags[slot] = line;
         self.meta[slot] = (self.meta[slot] & STATE) | if dirty { DIRTY } else { 0 };
-        self.sharers[slot] = sharers;
+        self.set_sh(slot, sharers);
         self.on_fill(set, slot);
         ev
     }
@@ -555,7 +555,7 @@ impl Cache {
         match self.find(set, line) {
             Some(slot) => {
                 self.meta[slot] |= if write { DIRTY } else { 0 };
-                self.sharers[slot] |= sharers;
+                self.or_sh(slot, sharers);
                 self.promote(set, slot);
                 (true, None)
             }
@@ -563,6 +563,33 @@ impl Cache {
                 let slot = self.victim(set);
                 (false, self.fill(set, slot, line, write, sharers))
             }
+        }
+    }
+
+    /// The same cache without storage for sharers (a private cache, whose
+    /// lines are never tracked by core): every line's sharers read as 0 and
+    /// storing them is ignored, which keeps a dead array out of the hot path.
+    pub fn without_sharers(mut self) -> Cache {
+        self.sharers = Vec::new();
+        self
+    }
+
+    #[inline(always)]
+    fn sh(&self, slot: usize) -> u64 {
+        if self.sharers.is_empty() { 0 } else { self.sharers[slot] }
+    }
+
+    #[inline(always)]
+    fn set_sh(&mut self, slot: usize, v: u64) {
+        if !self.sharers.is_empty() {
+            self.sharers[slot] = v;
+        }
+    }
+
+    #[inline(always)]
+    fn or_sh(&mut self, slot: usize, v: u64) {
+        if !self.sharers.is_empty() {
+            self.sharers[slot] |= v;
         }
     }
 
@@ -598,12 +625,12 @@ impl Cache {
 
     #[inline]
     pub fn slot_sharers(&self, slot: usize) -> u64 {
-        self.sharers[slot]
+        self.sh(slot)
     }
 
     #[inline]
     pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
-        self.sharers[slot] = sharers;
+        self.set_sh(slot, sharers);
     }
 
     /// Insert a line the caller has just found absent (skips the lookup).
@@ -634,7 +661,7 @@ impl Cache {
         let set = self.index.of(line);
         if let Some(slot) = self.find(set, line) {
             self.meta[slot] |= if dirty { DIRTY } else { 0 };
-            self.sharers[slot] = sharers;
+            self.set_sh(slot, sharers);
             self.promote(set, slot);
             return None;
         }
@@ -646,10 +673,10 @@ impl Cache {
     #[inline]
     pub fn invalidate(&mut self, line: u64) -> Option<(bool, u64)> {
         let slot = self.lookup(line)?;
-        let out = (self.meta[slot] & DIRTY != 0, self.sharers[slot]);
+        let out = (self.meta[slot] & DIRTY != 0, self.sh(slot));
         self.tags[slot] = INVALID;
         self.meta[slot] &= STATE;
-        self.sharers[slot] = 0;
+        self.set_sh(slot, 0);
         self.valid -= 1;
         Some(out)
     }
@@ -657,7 +684,7 @@ impl Cache {
     /// Sharers of `line`, `None` if absent.
     #[inline]
     pub fn sharers(&self, line: u64) -> Option<u64> {
-        self.lookup(line).map(|s| self.sharers[s])
+        self.lookup(line).map(|s| self.sh(s))
     }
 
     /// Replace the sharers of `line`; false if absent.
@@ -665,7 +692,7 @@ impl Cache {
     pub fn set_sharers(&mut self, line: u64, sharers: u64) -> bool {
         match self.lookup(line) {
             Some(s) => {
-                self.sharers[s] = sharers;
+                self.set_sh(s, sharers);
                 true
             }
             None => false,
@@ -677,7 +704,7 @@ impl Cache {
     pub fn or_sharers(&mut self, line: u64, bits: u64) -> bool {
         match self.lookup(line) {
             Some(s) => {
-                self.sharers[s] |= bits;
+                self.or_sh(s, bits);
                 true
             }
             None => false,
@@ -725,13 +752,26 @@ impl Cache {
             .iter()
             .enumerate()
             .filter(|(_, &t)| t != INVALID)
-            .map(|(s, &t)| (t, self.meta[s] & DIRTY != 0, self.sharers[s]))
+            .map(|(s, &t)| (t, self.meta[s] & DIRTY != 0, self.sh(s)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_without_sharers_reads_zero_and_ignores_stores() {
+        let mut c = Cache::new(CacheGeometry { sets: 2, ways: 2 }, Replacement::Lru, 1).unwrap().without_sharers();
+        assert!(c.insert(4, true, 0b101).is_none());
+        assert_eq!(c.sharers(4), Some(0));
+        assert!(c.or_sharers(4, 1) && c.set_sharers(4, 7));
+        assert_eq!(c.sharers(4), Some(0));
+        c.insert(6, false, 3);
+        let ev = c.insert(8, false, 9).expect("set 0 is full");
+        assert_eq!((ev.line, ev.dirty, ev.sharers), (4, true, 0));
+        assert_eq!(c.invalidate(6), Some((false, 0)));
+    }
     use proptest::prelude::*;
     use std::collections::VecDeque;
 

@@ -135,8 +135,9 @@ impl Hierarchy {
         let mut l2 = Vec::new();
         let mut llc = Vec::new();
         for c in 0..t.nr_cores() as u64 {
-            l1.push(mk(p.l1.0, p.l1.1, p.l1.2, p.seed ^ (c << 8) ^ 1)?);
-            l2.push(mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?);
+            // Core-valid bits live in the LLC; private caches keep none.
+            l1.push(mk(p.l1.0, p.l1.1, p.l1.2, p.seed ^ (c << 8) ^ 1)?.without_sharers());
+            l2.push(mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?.without_sharers());
         }
         for i in 0..t.nr_llcs() as u64 {
             llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
