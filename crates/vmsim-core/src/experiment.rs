@@ -12,6 +12,9 @@ use crate::workload::usemem::Usemem;
 use serde_json::{json, Value};
 
 /// Memory per node: what the tasks placed on the node's CPUs map, with headroom.
+/// Simulated RAM a run may have in all (host cost: about 1.3 GB of model state).
+pub const MAX_SIMULATED_MEMORY: u64 = 256 << 30;
+
 fn node_bytes(cfg: &RunConfig, nr_cpus: usize, nr_nodes: usize, topo: &crate::machine::topology::Topology) -> u64 {
     if cfg.sim.node_memory_mib > 0 {
         return cfg.sim.node_memory_mib * MIB;
@@ -57,6 +60,21 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let nr_cpus = probe.nr_cpus();
     let nr_nodes = probe.nr_nodes();
     let nb = node_bytes(cfg, nr_cpus, nr_nodes, &probe);
+    let total = nb.saturating_mul(nr_nodes as u64);
+    if total > MAX_SIMULATED_MEMORY {
+        // Checked before anything is allocated: the model keeps ~20 bytes of state per 4 KiB frame.
+        let key = if cfg.sim.node_memory_mib > 0 { "sim.node_memory_mib" } else { "workload" };
+        return Err(Error::Config {
+            key: key.into(),
+            message: format!(
+                "the run needs {} GiB of simulated memory ({} node(s) x {} MiB); at most {} GiB is supported: lower the sizes, nr_task or sim.node_memory_mib, or use --scale",
+                total >> 30,
+                nr_nodes,
+                nb / MIB,
+                MAX_SIMULATED_MEMORY >> 30
+            ),
+        });
+    }
     let m = Machine::new(p, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
     let mut k = Kernel::new(cfg.kernel.clone(), p, nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
@@ -125,7 +143,7 @@ pub fn machine_json(cfg: &RunConfig) -> Value {
 /// Runs one simulation and returns its metrics.
 pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value, Error> {
     let mut sim = build(cfg)?;
-    sim.run(progress).map_err(Error::Internal)?;
+    sim.run(progress)?;
     let mut r = crate::metrics::report(&sim);
     if let WorkloadConfig::PfTest(_) = &cfg.workload {
         // pf-test's own figure: bytes made present per second of its timed interval.

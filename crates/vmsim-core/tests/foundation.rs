@@ -182,3 +182,33 @@ fn more_tasks_than_cpus_are_time_sliced() {
     assert!(cyc(0) > cyc(40), "{} vs {}", cyc(0), cyc(40));
     assert!((ins(0) / ins(40) - 2.0).abs() < 0.01, "{} vs {}", ins(0), ins(40));
 }
+
+#[test]
+fn oversized_runs_are_refused_before_allocating() {
+    let (k, m) = err(&cfg("target-last", 4096, 65536, ""));
+    assert_eq!(k, "workload");
+    assert!(m.contains("at most 256 GiB"), "{m}");
+    let (k, _) = err(&cfg("target-last", 1, 2, "[sim]\nnode_memory_mib = 1000000000\n"));
+    assert_eq!(k, "sim.node_memory_mib");
+}
+
+#[test]
+fn bad_presets_and_too_little_memory_are_config_errors() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/xeon-e5-2699v3-2s.toml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("vmsim-badpreset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run_with = |preset: &str, name: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, preset).unwrap();
+        err(&format!("machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n", p.display().to_string()))
+    };
+    let (k, m) = run_with(&text.replacen("l1_4k_entries = { value = 64", "l1_4k_entries = { value = 10", 1), "tlb.toml");
+    assert!(k.ends_with("tlb.l1_4k_entries.value"), "{k}: {m}");
+    let (k, m) = run_with(&text.replacen("ways = { value = 20", "ways = { value = 80", 1), "ways.toml");
+    assert!(k.ends_with("llc.ways.value"), "{k}: {m}");
+    std::fs::remove_dir_all(&dir).ok();
+    // A workload that does not fit the memory it was given.
+    let (k, m) = err(&cfg("target-last", 1, 64, "[sim]\nnode_memory_mib = 8\n"));
+    assert_eq!(k, "sim.node_memory_mib");
+    assert!(m.contains("ran out of simulated memory"), "{m}");
+}

@@ -177,6 +177,9 @@ fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: 
             None => 0,
         },
     };
+    if c.ways > crate::machine::cache::MAX_WAYS as u64 {
+        return Err(cfg_err(format!("{}.value", p.f.key("ways")), format!("at most {} ways are supported, got {}", crate::machine::cache::MAX_WAYS, c.ways)));
+    }
     let key = p.f.key("size_kib");
     if (c.size_kib * 1024 / 64) % c.ways != 0 {
         return Err(cfg_err(key, format!("{} KiB is not a whole number of sets of {} ways of 64 B lines", c.size_kib, c.ways)));
@@ -224,6 +227,15 @@ impl Preset {
             stlb_latency_cycles: t.u("stlb_latency_cycles")?,
             walk_cycles: t.u("walk_cycles")?,
         };
+        for (name, (entries, ways)) in [("l1_4k", tlb.l1_4k), ("l1_2m", tlb.l1_2m), ("l1_1g", tlb.l1_1g), ("stlb", tlb.stlb)] {
+            // 0 entries (or 0 ways) means the structure is absent.
+            if entries > 0 && ways > 0 && (entries % ways != 0 || ways > 64) {
+                return Err(cfg_err(
+                    format!("tlb.{name}_entries.value"),
+                    format!("{entries} entries are not a whole number of sets of {ways} ways (at most 64 ways)"),
+                ));
+            }
+        }
         t.finish()?;
 
         let mut m = P { f: top.sub("memory")?, sources: &mut sources };

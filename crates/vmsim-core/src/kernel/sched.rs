@@ -17,6 +17,7 @@
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
+use crate::api::Error;
 use super::fork::COPY_PROCESS_CYCLES;
 use super::memory::{FaultError, Mapped};
 use super::mm::PMD_SIZE;
@@ -97,7 +98,7 @@ pub struct Sim {
     copy_issue: u64,
     /// CPUs given a task by the last quantum, with the giver's clock.
     wakeups: Vec<(usize, u64)>,
-    pub error: Option<String>,
+    pub error: Option<Error>,
 }
 
 impl Sim {
@@ -173,7 +174,7 @@ impl Sim {
     }
 
     /// Runs until every task has exited (or an error stops the run).
-    pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), String> {
+    pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
         let mut heap = BinaryHeap::new();
         let mut queued = vec![false; self.cpus.len()];
         for cpu in 0..self.cpus.len() {
@@ -499,7 +500,7 @@ impl Sim {
     /// the child's 0.
     fn fork(&mut self, cpu: usize, t: usize) {
         let Some(prog) = self.tasks[t].prog.fork() else {
-            self.error = Some(format!("task {t}: its program cannot fork"));
+            self.error = Some(Error::Internal(format!("task {t}: its program cannot fork")));
             return;
         };
         self.m.set_mode(cpu, Mode::Kernel);
@@ -552,7 +553,7 @@ impl Sim {
     fn munmap(&mut self, cpu: usize, t: usize, start: u64) {
         let mm_id = self.tasks[t].mm;
         let Some((vma, zapped)) = self.k.mms[mm_id].munmap(start) else {
-            self.error = Some(format!("task {t}: munmap of {start:#x}, which is not a mapping start"));
+            self.error = Some(Error::Internal(format!("task {t}: munmap of {start:#x}, which is not a mapping start")));
             return;
         };
         let zapped = self.k.hugetlb_unmap(&vma, zapped);
@@ -632,10 +633,14 @@ fn next_page(start: u64, pos: u64, m: Mapped) -> u64 {
     }
 }
 
-fn fault_error(t: usize, e: FaultError) -> String {
+fn fault_error(t: usize, e: FaultError) -> Error {
     match e {
-        FaultError::Segv(a) => format!("task {t}: segmentation fault at {a:#x}"),
-        FaultError::Protection(a) => format!("task {t}: write to read-only mapping at {a:#x}"),
-        FaultError::Oom => format!("task {t}: out of simulated memory (raise sim.node_memory_mib)"),
+        FaultError::Segv(a) => Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
+        FaultError::Protection(a) => Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
+        // The configuration gave the workload too little memory: the user's to fix.
+        FaultError::Oom => Error::Config {
+            key: "sim.node_memory_mib".into(),
+            message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
+        },
     }
 }
