@@ -1,0 +1,104 @@
+//! Executing the hardware work the kernel queued on a CPU (kernel/mod.rs
+//! `Work`): fixed costs, bulk clears and copies as line accesses (resumable
+//! at a quantum boundary, a string instruction's start-up paid once), and the
+//! steps that must follow them (installing mappings, freeing, flushing).
+
+use super::*;
+
+impl Sim {
+    pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
+        let item = self.cpus[cpu].work.front().cloned().expect("non-empty");
+        match item {
+            Work::Cycles { cycles, instructions } => {
+                self.m.advance(cpu, cycles, instructions);
+            }
+            Work::Clear { line, nlines, how } => {
+                let mut i = self.begin_bulk(cpu, how);
+                let (kind, issue) = match how {
+                    // One string store over more bytes than the chip's threshold elides cache allocation.
+                    StoreHow::String if self.m.nocache_threshold > 0 && nlines * 64 > self.m.nocache_threshold => {
+                        (AccessKind::NtStore, self.string_issue)
+                    }
+                    StoreHow::String => (AccessKind::StringStore, self.string_issue),
+                    StoreHow::MovLoop => (AccessKind::Store, self.movq_issue),
+                    StoreHow::NonTemporal => (AccessKind::NtStore, self.movq_issue),
+                };
+                let per_line = match how {
+                    StoreHow::String => 0,
+                    StoreHow::MovLoop => crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE,
+                    StoreHow::NonTemporal => crate::kernel::instr::CLEAR_NT_PER_LINE,
+                };
+                while i < nlines && self.m.cpus[cpu].clock < deadline {
+                    self.m.access(cpu, line + i, kind, true, issue);
+                    if per_line > 0 {
+                        self.m.advance(cpu, 0, per_line);
+                    }
+                    i += 1;
+                }
+                if !self.end_bulk(cpu, i, nlines) {
+                    return;
+                }
+            }
+            Work::Copy { src_line, dst_line, nlines, how } => {
+                let mut i = self.begin_bulk(cpu, how);
+                let (kind, issue) = match how {
+                    StoreHow::String => (AccessKind::StringStore, self.string_issue),
+                    StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
+                    StoreHow::NonTemporal => (AccessKind::NtStore, self.copy_issue),
+                };
+                while i < nlines && self.m.cpus[cpu].clock < deadline {
+                    // The load's issue slots are covered by the store's: the
+                    // copy is bound by one store (string width) per line.
+                    self.m.access(cpu, src_line + i, AccessKind::Load, true, 0);
+                    self.m.access(cpu, dst_line + i, kind, true, issue);
+                    if how == StoreHow::MovLoop {
+                        self.m.advance(cpu, 0, crate::kernel::instr::COPY_PAGE_REGS_PER_LINE);
+                    }
+                    i += 1;
+                }
+                if !self.end_bulk(cpu, i, nlines) {
+                    return;
+                }
+            }
+            Work::FlushTlbRange { mm, start, end, stride_shift } => {
+                let k = &mut self.k;
+                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm], &self.loaded_mm, start, end, stride_shift);
+            }
+            Work::PutPage { pfn } => {
+                if self.k.put_page(pfn) > 0 {
+                    let c = self.k.costs.page_free_cycles;
+                    self.m.advance(cpu, c, c);
+                }
+            }
+            Work::InstallPmd { mm, haddr, pfn } => self.k.install_pmd(mm, haddr, pfn),
+            Work::InstallPte { mm, addr, pfn, writable } => self.k.install_pte(mm, addr, pfn, writable),
+            Work::InstallPud { mm, haddr, pfn } => self.k.install_pud(mm, haddr, pfn),
+            Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
+        }
+        self.cpus[cpu].work.pop_front();
+    }
+
+    /// Where the front bulk work item (a clear or copy of many lines) resumes;
+    /// its string instruction's start-up is paid once, however often it is resumed.
+    fn begin_bulk(&mut self, cpu: usize, how: StoreHow) -> u64 {
+        if !self.cpus[cpu].started {
+            self.cpus[cpu].started = true;
+            if how == StoreHow::String {
+                self.m.string_start(cpu);
+            }
+        }
+        self.cpus[cpu].pos
+    }
+
+    /// Records progress `i` of `nlines`; true when the item is done.
+    fn end_bulk(&mut self, cpu: usize, i: u64, nlines: u64) -> bool {
+        if i < nlines {
+            self.cpus[cpu].pos = i;
+            return false;
+        }
+        self.cpus[cpu].pos = 0;
+        self.cpus[cpu].started = false;
+        true
+    }
+
+}
