@@ -146,6 +146,11 @@ def format_compare(result: Mapping[str, Any]) -> str:
     lines.append("")
 
     names = metric_names(baseline, *(variants[v] for v in order))
+    # As LKP's tables do, leave out what is zero in every run (the JSON has it all).
+    runs = [baseline] + [variants[v] for v in order]
+    # The headline metrics stay, zero or not.
+    zero = [n for n in names if n not in _RANK and all(_is_number(r.get(n)) and r.get(n) == 0 for r in runs)]
+    names = [n for n in names if n not in zero]
     # columns: baseline, then (%change, value) per variant
     headers = [base_name]
     columns: List[List[str]] = [[format_value(baseline.get(n)) for n in names]]
@@ -166,6 +171,8 @@ def format_compare(result: Mapping[str, Any]) -> str:
     for i, name in enumerate(names):
         cells = [col[i].rjust(w - (2 if k == "value" else 0)).ljust(w) for col, w, k in zip(columns, widths, kinds)]
         lines.append("  " + sep.join(cells) + sep + name)
+    if zero:
+        lines.append(f"  ({len(zero)} metric(s) zero in every run not shown: {', '.join(zero)})")
     return "\n".join(lines) + "\n"
 
 

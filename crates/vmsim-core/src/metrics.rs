@@ -124,6 +124,13 @@ pub fn report(sim: &Sim) -> Value {
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
     put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
+    // System time by kernel path; the parts add up to sys_s.
+    let by_fn: Map<String, Value> =
+        crate::kernel::KFn::ALL.iter().map(|f| (f.name().to_string(), json!(sim.kfn_cycles[*f as usize]))).collect();
+    for f in crate::kernel::KFn::ALL {
+        put(&format!("sys_s_{}", f.name()), json!(sim.kfn_cycles[f as usize] as f64 / hz));
+    }
+    put("sys_cycles_by_function", Value::Object(by_fn));
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu));

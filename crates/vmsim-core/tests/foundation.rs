@@ -212,3 +212,19 @@ fn bad_presets_and_too_little_memory_are_config_errors() {
     assert_eq!(k, "sim.node_memory_mib");
     assert!(m.contains("ran out of simulated memory"), "{m}");
 }
+
+#[test]
+fn system_time_is_broken_down_by_kernel_path_completely() {
+    for c in [cfg("target-last", 80, 4, ""), cfg("sequential", 2, 4, "").replace("thp = \"always\"", "thp = \"never\"")] {
+        let v = run(&c);
+        let m = &v["metrics"];
+        let by = m["sys_cycles_by_function"].as_object().unwrap();
+        let sum: u64 = by.values().map(|x| x.as_u64().unwrap()).sum();
+        let sys: u64 = m["per_cpu"].as_array().unwrap().iter().map(|c| c["sys_cycles"].as_u64().unwrap()).sum();
+        assert_eq!(sum, sys, "every system cycle is attributed: {by:?}");
+        assert!(by["clear_page"].as_u64().unwrap() > 0);
+        assert!(by["exc_page_fault"].as_u64().unwrap() > 0);
+        assert!(by["handle_mm_fault"].as_u64().unwrap() > 0);
+        assert!(by["flush_tlb"].as_u64().unwrap() > 0 && by["free_pages"].as_u64().unwrap() > 0);
+    }
+}

@@ -229,10 +229,10 @@ impl Preset {
         };
         for (name, (entries, ways)) in [("l1_4k", tlb.l1_4k), ("l1_2m", tlb.l1_2m), ("l1_1g", tlb.l1_1g), ("stlb", tlb.stlb)] {
             // 0 entries (or 0 ways) means the structure is absent.
-            if entries > 0 && ways > 0 && (entries % ways != 0 || ways > 64) {
+            if entries > 0 && ways > 0 && entries % ways != 0 {
                 return Err(cfg_err(
                     format!("tlb.{name}_entries.value"),
-                    format!("{entries} entries are not a whole number of sets of {ways} ways (at most 64 ways)"),
+                    format!("{entries} entries are not a whole number of sets of {ways} ways"),
                 ));
             }
         }

@@ -17,7 +17,7 @@ use super::huge_memory::{
 };
 use super::memory::clear_user_highpage;
 use super::page_alloc::TAG_ZERO;
-use super::{instr, Kernel, StoreHow, Work};
+use super::{instr, KFn, Kernel, StoreHow, Work};
 use crate::policy::{ClearHugePage, ClearPage, HugePageOrder};
 use std::collections::VecDeque;
 
@@ -65,7 +65,7 @@ impl Kernel {
                     let how = if j == last { string } else { StoreHow::NonTemporal };
                     if j == last && last > 0 {
                         // sfence: order the non-temporal stores before the cached ones.
-                        work.push_back(Work::Cycles { cycles: 0, instructions: 1 });
+                        work.push_back(Work::Cycles { cycles: 0, instructions: 1, what: KFn::ClearPage });
                     }
                     self.clear_contig_highpages(pfn, s, l, how, preemptible, skip, work);
                 }
@@ -105,7 +105,7 @@ impl Kernel {
             StoreHow::String => instr::CLEAR_PAGES_ERMS,
             StoreHow::MovLoop | StoreHow::NonTemporal => 4, // entry, length shift, ret; the loop is counted per line
         };
-        work.push_back(Work::Cycles { cycles: 0, instructions: instr::REGION_STEP + call });
+        work.push_back(Work::Cycles { cycles: 0, instructions: instr::REGION_STEP + call, what: KFn::ClearPage });
         for (s, l) in runs {
             if l == 0 {
                 continue;

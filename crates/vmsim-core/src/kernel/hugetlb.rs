@@ -10,7 +10,7 @@
 use super::memory::FaultError;
 use super::mm::{Pte, Vma, VmaKind, PMD_SHIFT, PUD_SHIFT};
 use super::page_alloc::HPAGE_PMD_ORDER;
-use super::{Kernel, Work};
+use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 
 /// The two x86-64 hstates.
@@ -82,7 +82,7 @@ impl Kernel {
         let pfn = self.hugetlb.free[h][nd].pop().expect("non-empty");
         // The THP fault path's software cost stands in for hugetlb's (no separate estimate).
         let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
-        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
         self.folio_zero_user(pfn, 1 << (shift - 12), addr, work);
         let haddr = addr & !((1u64 << shift) - 1);
         work.push_back(if shift == PUD_SHIFT { Work::InstallPud { mm: mm_id, haddr, pfn } } else { Work::InstallPmd { mm: mm_id, haddr, pfn } });

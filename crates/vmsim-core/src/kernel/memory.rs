@@ -9,7 +9,7 @@ use super::huge_memory::process_huge_page_in_order;
 use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::page_alloc::PageAlloc;
-use super::{instr, Kernel, StoreHow, VmStat, Work};
+use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
 use crate::policy::{ClearPage, Thp, ThpCow};
 use std::collections::VecDeque;
 
@@ -46,7 +46,7 @@ impl Kernel {
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
-        work.push_back(Work::Cycles { cycles: self.costs.exception_entry_exit_cycles, instructions: 0 });
+        work.push_back(Work::Cycles { cycles: self.costs.exception_entry_exit_cycles, instructions: 0, what: KFn::ExcPageFault });
         self.__handle_mm_fault(mm_id, addr, write, node, work)?;
         work.push_back(Work::ReturnToUser);
         Ok(())
@@ -116,6 +116,7 @@ impl Kernel {
         work.push_back(Work::Cycles {
             cycles: self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles,
             instructions: self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles,
+            what: KFn::HandleMmFault,
         });
         self.clear_huge_page(pfn, addr, work);
         let haddr = addr & !(PMD_SIZE - 1);
@@ -130,6 +131,7 @@ impl Kernel {
         work.push_back(Work::Cycles {
             cycles: self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles,
             instructions: self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles,
+            what: KFn::HandleMmFault,
         });
         self.clear_user_highpage(pfn, work);
         work.push_back(Work::InstallPte { mm: mm_id, addr: addr & !4095, pfn, writable: true });
@@ -151,7 +153,7 @@ impl Kernel {
             self.vmstat.cow_reuse += 1;
             self.mms[mm_id].make_writable(haddr);
             let c = self.costs.page_fault_handler_cycles;
-            work.push_back(Work::Cycles { cycles: c, instructions: c });
+            work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
             return Ok(Mapped::Huge);
         }
         if self.cfg.thp_cow == ThpCow::Copy {
@@ -161,7 +163,7 @@ impl Kernel {
                 self.vmstat.thp_cow_copies += 1;
                 self.vmstat.pgalloc += HPAGE_PMD_NR;
                 let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
-                work.push_back(Work::Cycles { cycles: c, instructions: c });
+                work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
                 // 4.18+: addr_hint = vmf->address, the fault address rounded down to 4 KiB.
                 self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
                 // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).
@@ -184,7 +186,7 @@ impl Kernel {
         self.alloc.map_folio(p.pfn, HPAGE_PMD_NR as u32 - 1, false);
         self.vmstat.thp_split_pmd += 1;
         let c = SPLIT_PMD_PER_PTE_CYCLES * HPAGE_PMD_NR;
-        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::SplitHugePmd });
         work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
     }
 
@@ -201,13 +203,13 @@ impl Kernel {
             self.vmstat.cow_reuse += 1;
             self.mms[mm_id].make_writable(addr);
             let c = self.costs.page_fault_handler_cycles;
-            work.push_back(Work::Cycles { cycles: c, instructions: c });
+            work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
             return Ok(Mapped::Small);
         }
         let new = self.alloc_near(node, 0).ok_or(FaultError::Oom)?;
         self.vmstat.pgalloc += 1;
         let c = self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles;
-        work.push_back(Work::Cycles { cycles: c, instructions: c });
+        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
         copy_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, new, old.pfn, work);
         work.push_back(Work::FlushTlbRange { mm: mm_id, start: addr, end: addr + 4096, stride_shift: 12 });
         work.push_back(Work::InstallPte { mm: mm_id, addr, pfn: new, writable: true });
@@ -268,7 +270,7 @@ pub(super) fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, va
         ClearPage::Erms => (StoreHow::String, instr::CLEAR_PAGE_ERMS),
         ClearPage::Orig => (StoreHow::MovLoop, 0), // counted per line by the executor
     };
-    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP });
+    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP, what: KFn::ClearPage });
     work.push_back(Work::Clear { line: pfn << 6, nlines: 64, how });
 }
 
@@ -287,7 +289,7 @@ fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: Clear
         ClearPage::Erms => (StoreHow::String, instr::COPY_PAGE_REP),
         ClearPage::Orig => (StoreHow::MovLoop, 0), // counted per line by the executor
     };
-    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP });
+    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP, what: KFn::CopyPage });
     work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
 }
 

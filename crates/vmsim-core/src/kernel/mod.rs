@@ -37,11 +37,70 @@ pub enum StoreHow {
     NonTemporal,
 }
 
+/// The kernel paths system time is broken down by (`sys_cycles_by_function`).
+/// Names are the kernel functions (or entry points) that own the time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KFn {
+    /// Page-fault exception entry and return (`asm_exc_page_fault` … `iret`).
+    ExcPageFault,
+    /// Fault-handler software: page allocation, accounting, setting entries.
+    HandleMmFault,
+    /// Zeroing pages: `clear_page`, `clear_pages`, non-temporal clears.
+    ClearPage,
+    /// Copy-on-write copies: `copy_page`.
+    CopyPage,
+    /// `__split_huge_pmd`.
+    SplitHugePmd,
+    /// Local TLB flushes and shootdowns sent (`flush_tlb_mm_range`, waits for acknowledgements).
+    FlushTlb,
+    /// Freeing pages and unmapping entries (`zap_pte_range`, `free_pages`).
+    FreePages,
+    /// System-call entry and exit and the calls' own bookkeeping (mmap, munmap, exit).
+    Syscall,
+    /// `copy_process` / `dup_mmap` of fork.
+    Fork,
+    /// `schedule` / `switch_mm`: context switches.
+    Schedule,
+    /// Interrupt handling on IPI targets (entry, the flush, exit).
+    Interrupt,
+}
+
+impl KFn {
+    pub const ALL: [KFn; 11] = [
+        KFn::ExcPageFault,
+        KFn::HandleMmFault,
+        KFn::ClearPage,
+        KFn::CopyPage,
+        KFn::SplitHugePmd,
+        KFn::FlushTlb,
+        KFn::FreePages,
+        KFn::Syscall,
+        KFn::Fork,
+        KFn::Schedule,
+        KFn::Interrupt,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            KFn::ExcPageFault => "exc_page_fault",
+            KFn::HandleMmFault => "handle_mm_fault",
+            KFn::ClearPage => "clear_page",
+            KFn::CopyPage => "copy_page",
+            KFn::SplitHugePmd => "split_huge_pmd",
+            KFn::FlushTlb => "flush_tlb",
+            KFn::FreePages => "free_pages",
+            KFn::Syscall => "syscall",
+            KFn::Fork => "copy_process",
+            KFn::Schedule => "schedule",
+            KFn::Interrupt => "irq",
+        }
+    }
+}
+
 /// A unit of hardware work queued on a CPU by the kernel.
 #[derive(Clone, Debug)]
 pub enum Work {
-    /// Fixed software cost.
-    Cycles { cycles: u64, instructions: u64 },
+    /// Fixed software cost of a kernel path.
+    Cycles { cycles: u64, instructions: u64, what: KFn },
     /// Clear `nlines` lines starting at line address `line`.
     Clear { line: u64, nlines: u64, how: StoreHow },
     /// Copy `nlines` lines from line address `src_line` to `dst_line`: per line
@@ -62,6 +121,21 @@ pub enum Work {
     PutPage { pfn: u64 },
     /// Return to user mode (exception or system-call exit).
     ReturnToUser,
+}
+
+impl Work {
+    /// The kernel path whose system time executing this item is.
+    pub fn kfn(&self) -> KFn {
+        match self {
+            Work::Cycles { what, .. } => *what,
+            Work::Clear { .. } => KFn::ClearPage,
+            Work::Copy { .. } => KFn::CopyPage,
+            Work::FlushTlbRange { .. } => KFn::FlushTlb,
+            Work::PutPage { .. } => KFn::FreePages,
+            Work::ReturnToUser => KFn::ExcPageFault,
+            _ => KFn::HandleMmFault,
+        }
+    }
 }
 
 /// Event counters with the names of /proc/vmstat where one exists.

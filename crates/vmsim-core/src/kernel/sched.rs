@@ -23,7 +23,7 @@ use super::memory::{FaultError, Mapped};
 use super::mm::PMD_SIZE;
 use super::page_alloc::{tag_store, TAG_ZERO};
 use super::tlbflush::{flush_tlb_mm_range, flush_tlb_mm_range_stride};
-use super::{Kernel, StoreHow, Work};
+use super::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
 use crate::workload::{store_value, Expect, Op, Program};
@@ -78,6 +78,8 @@ pub struct CpuCtx {
     /// Progress in the front work item: lines done, and whether its start-up was paid.
     pos: u64,
     started: bool,
+    /// System cycles of this CPU already attributed to a kernel path.
+    sys_settled: u64,
     slice_end: u64,
 }
 
@@ -95,6 +97,8 @@ pub struct Sim {
     movq_issue: u64,
     total_bytes: u64,
     pub nr_context_switches: u64,
+    /// System cycles by kernel path, indexed like `KFn::ALL`.
+    pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
     /// CPUs given a task by the last quantum, with the giver's clock.
     wakeups: Vec<(usize, u64)>,
@@ -127,6 +131,7 @@ impl Sim {
             movq_issue,
             total_bytes: 0,
             nr_context_switches: 0,
+            kfn_cycles: [0; KFn::ALL.len()],
             copy_issue,
             wakeups: Vec::new(),
             error: None,
@@ -219,9 +224,11 @@ impl Sim {
     fn run_quantum(&mut self, cpu: usize) {
         let deadline = self.m.cpus[cpu].clock + self.quantum;
         self.m.take_interrupts(cpu);
+        self.settle(cpu, KFn::Interrupt);
         while self.m.cpus[cpu].clock < deadline {
-            if !self.cpus[cpu].work.is_empty() {
+            if let Some(what) = self.cpus[cpu].work.front().map(Work::kfn) {
                 self.exec_work(cpu, deadline);
+                self.settle(cpu, what);
                 continue;
             }
             let t = match self.cpus[cpu].current {
@@ -229,6 +236,7 @@ impl Sim {
                 None => match self.cpus[cpu].rq.pop_front() {
                     Some(t) => {
                         self.switch_to(cpu, t);
+                        self.settle(cpu, KFn::Schedule);
                         t
                     }
                     None => {
@@ -244,9 +252,21 @@ impl Sim {
                 continue;
             }
             self.exec_user(cpu, t, deadline);
+            // Kernel time a user operation caused and did not attribute itself: its system call.
+            self.settle(cpu, KFn::Syscall);
             if self.error.is_some() {
                 return;
             }
+        }
+    }
+
+    /// Attributes the system cycles `cpu` spent since the last settle to `what`.
+    fn settle(&mut self, cpu: usize, what: KFn) {
+        let sys = self.m.cpus[cpu].stats.sys_cycles;
+        let c = &mut self.cpus[cpu];
+        if sys > c.sys_settled {
+            self.kfn_cycles[what as usize] += sys - c.sys_settled;
+            c.sys_settled = sys;
         }
     }
 

@@ -9,7 +9,7 @@ impl Sim {
     pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
         let item = self.cpus[cpu].work.front().cloned().expect("non-empty");
         match item {
-            Work::Cycles { cycles, instructions } => {
+            Work::Cycles { cycles, instructions, .. } => {
                 self.m.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {

@@ -157,9 +157,11 @@ impl Sim {
         let parent_mm = self.tasks[t].mm;
         let copy = self.k.dup_mmap(parent_mm);
         self.m.advance(cpu, copy.cycles, copy.cycles);
+        self.settle(cpu, KFn::Fork);
         // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
         let k = &mut self.k;
         flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, u64::MAX & !4095);
+        self.settle(cpu, KFn::FlushTlb);
         let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
         let pid = self.new_task(prog, copy.child_mm, target, Some(t));
         // The child's memory is a copy: a start time the parent took (usemem's
@@ -215,13 +217,17 @@ impl Sim {
     /// Releases the entries just removed from [start, end) of `mm_id` (each
     /// drops one mapping of its folio; the last one frees it) and flushes.
     fn zap(&mut self, cpu: usize, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {
+        // Whatever came before (the system call's entry) is its own.
+        self.settle(cpu, KFn::Syscall);
         for &(pfn, _huge) in zapped {
             self.k.put_page(pfn);
             let c = self.k.costs.page_free_cycles;
             self.m.advance(cpu, c, c);
         }
+        self.settle(cpu, KFn::FreePages);
         let k = &mut self.k;
         flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm_id], &self.loaded_mm, start, end);
+        self.settle(cpu, KFn::FlushTlb);
     }
 
     /// Untimed data check: every 4 KiB page of the range must carry the expected tag.
