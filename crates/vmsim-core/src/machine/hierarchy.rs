@@ -241,7 +241,7 @@ impl Hierarchy {
     /// Probes the other LLC instances for `line`. For a store (or NT store) every copy is
     /// invalidated; for a load a dirty copy is written back and the line becomes shared.
     /// Returns (found, was_dirty).
-    fn probe_others(&mut self, u: usize, line: u64, store: bool, socket: usize, t: u64, st: &mut CacheStats) -> (bool, bool) {
+    fn probe_others(&mut self, u: usize, line: u64, store: bool, t: u64, st: &mut CacheStats) -> (bool, bool) {
         let mut found = false;
         let mut dirty = false;
         for v in 0..self.llc.len() {
@@ -291,7 +291,6 @@ impl Hierarchy {
                 self.llc[v].set_sharers(line, sh & !EXCL);
             }
         }
-        let _ = socket;
         (found, dirty)
     }
 
@@ -396,7 +395,7 @@ impl Hierarchy {
         let (u, bit) = self.topo.llc_of_core(core);
         let socket = self.socket_of_llc(u);
         if kind == AccessKind::NtStore {
-            return self.nt_store(core, u, bit, line, socket, t, st);
+            return self.nt_store(core, u, line, socket, t, st);
         }
         if store {
             st.l1d_stores += 1;
@@ -410,7 +409,7 @@ impl Hierarchy {
                 return (Served::L1, 0);
             }
             // Clean hit for a store: gain exclusivity, then write.
-            self.upgrade(core, u, bit, line, socket, t, st);
+            self.upgrade(u, bit, line, t, st);
             self.l1[core].access(line, true);
             return (Served::L1, 0);
         }
@@ -420,7 +419,7 @@ impl Hierarchy {
             let d = self.l2[core].slot_dirty(slot);
             self.l2[core].slot_hit(slot, false);
             if store && !d {
-                self.upgrade(core, u, bit, line, socket, t, st);
+                self.upgrade(u, bit, line, t, st);
             }
             self.fill_l1(core, u, bit, line, store, socket, t, st);
             return (Served::L2, 0);
@@ -434,7 +433,7 @@ impl Hierarchy {
             self.llc[u].slot_hit(slot, false);
             if store {
                 if sh & EXCL == 0 {
-                    self.probe_others(u, line, true, socket, t, st);
+                    self.probe_others(u, line, true, t, st);
                 }
                 self.invalidate_line_sharers(u, line, sh, Some(bit), st);
                 self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
@@ -458,7 +457,7 @@ impl Hierarchy {
             return (Served::Llc, 0);
         }
         st.llc_misses += 1;
-        let (found, was_dirty) = self.probe_others(u, line, store, socket, t, st);
+        let (found, was_dirty) = self.probe_others(u, line, store, t, st);
         let served;
         let mut wait = 0;
         if found && (was_dirty || !store) {
@@ -488,31 +487,29 @@ impl Hierarchy {
         (served, wait)
     }
 
-    fn upgrade(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) {
-        let _ = core;
+    fn upgrade(&mut self, u: usize, bit: usize, line: u64, t: u64, st: &mut CacheStats) {
         match self.llc[u].sharers(line) {
             Some(sh) => {
                 if sh & EXCL == 0 {
-                    self.probe_others(u, line, true, socket, t, st);
+                    self.probe_others(u, line, true, t, st);
                 }
                 self.invalidate_line_sharers(u, line, sh, Some(bit), st);
                 self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
             }
             None => {
-                self.probe_others(u, line, true, socket, t, st);
+                self.probe_others(u, line, true, t, st);
             }
         }
     }
 
-    fn nt_store(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) -> (Served, u64) {
-        let _ = bit;
+    fn nt_store(&mut self, core: usize, u: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) -> (Served, u64) {
         st.nt_stores += 1;
         // The full line is overwritten: every cached copy is dropped, dirty or not.
         self.drop_private(core, line);
         if let Some((_, sh)) = self.llc_invalidate(u, line) {
             self.invalidate_line_sharers(u, line, sh, None, st);
         }
-        self.probe_others(u, line, true, socket, t, st);
+        self.probe_others(u, line, true, t, st);
         let node = self.home_node(line);
         let remote = self.topo.socket_of_node(node) != socket;
         let wait = self.dram_xfer(node, socket, t, true);
