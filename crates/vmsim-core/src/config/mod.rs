@@ -157,7 +157,7 @@ impl RunConfig {
                 }
                 let mib = w.f64_opt("size_per_task_mib")?.ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
                 let bytes = (mib * scale * MIB as f64) as u64 & !4095;
-                if !(mib > 0.0) || bytes < 4096 {
+                if mib.is_nan() || mib <= 0.0 || bytes < 4096 {
                     return Err(cfg_err("workload.size_per_task_mib", format!("must give at least 4 KiB per task after scaling (got {mib} MiB x scale {scale})")));
                 }
                 if bytes > (64u64 << 30) {

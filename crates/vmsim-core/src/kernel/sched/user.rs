@@ -160,7 +160,7 @@ impl Sim {
         self.settle(cpu, KFn::Fork);
         // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
         let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, u64::MAX & !4095);
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, !4095u64);
         self.settle(cpu, KFn::FlushTlb);
         let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
         let pid = self.new_task(prog, copy.child_mm, target, Some(t));
