@@ -91,6 +91,16 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_reproduce(args) -> int:
+    from .reproduce import reproduce
+
+    if args.scale is not None and not args.scale > 0:
+        raise CliError(f"--scale must be positive, not {args.scale}")
+    results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed)
+    sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
+    return 0
+
+
 def _parse_opt(text: str) -> tuple:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -204,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("reproduce", parents=[common], help="run every built-in experiment into a results folder")
+    p.add_argument("--out", default="results", metavar="DIR", help="folder to write (default: results)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="just these experiments")
+    p.add_argument("--scale", type=float, help="memory scale factor for every experiment")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")
     p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "validate"])

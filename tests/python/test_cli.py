@@ -236,3 +236,17 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path):
     with pytest.raises(vmsim.ConfigError) as info:
         validate(bogus=1)
     assert info.value.key == "bogus"
+
+
+def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.0625", "-q", "--out", str(out)]) == 0
+    names = sorted(p.name for p in a.iterdir())
+    assert "README.md" in names and "clear-target-last.json" in names and "clear-target-last.txt" in names
+    for n in ("README.md", "clear-target-last.json", "clear-target-last.txt"):
+        assert (a / n).read_bytes() == (b / n).read_bytes(), n
+    readme = (a / "README.md").read_text()
+    assert "| clear-target-last | sequential -> target-last |" in readme
+    assert cli.main(["reproduce", "--only", "no-such-thing", "-q", "--out", str(a)]) == 2
+    assert "no-such-thing" in capsys.readouterr().err

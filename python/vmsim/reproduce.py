@@ -1,0 +1,83 @@
+"""`vmsim reproduce`: every built-in experiment (or a chosen few) into one
+folder: per experiment the full JSON, the compare table, a plot where
+matplotlib is installed, and a README.md that lists the headline change of
+each variant beside the experiment's reference (what the full-size run is
+and what was published). Deterministic: same seed and scale, same files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import _api
+from .tables import format_compare, format_value, percent_change
+
+HEADLINE = ("throughput_bytes_per_s", "fault_bytes_per_s", "llc_miss_rate", "dram_bytes_read", "sys_s", "data_verified")
+
+
+def _headline_rows(name: str, result: Dict[str, Any]) -> List[str]:
+    cases = result.get("cases")
+    panels = [(c, cases[c]) for c in (result.get("case_order") or sorted(cases))] if cases else [(None, result)]
+    rows = []
+    for case, r in panels:
+        base = r["baseline"]
+        for v in r.get("variant_order") or sorted(r["variants"]):
+            vm = r["variants"][v]
+            cells = []
+            for m in HEADLINE:
+                if m not in base:
+                    continue
+                ch = percent_change(base.get(m), vm.get(m))
+                cells.append(f"{m} {format_value(base[m])} -> {format_value(vm[m])}" + (f" ({ch:+.1f}%)" if ch is not None else ""))
+            label = f"{case}: " if case else ""
+            rows.append(f"| {name} | {label}{r['baseline_name']} -> {v} | " + "; ".join(cells) + " |")
+    return rows
+
+
+def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optional[float] = None, seed: int = 0,
+              progress: Optional[Callable[[str, float], Any]] = None) -> Dict[str, Any]:
+    """Runs the experiments and writes their results into ``out_dir``;
+    returns ``{name: result}``."""
+    names = list(only) if only else list(_api.experiments())
+    known = _api.experiments()
+    for n in names:
+        if n not in known:
+            from ._core import ConfigError
+
+            err = ConfigError(f"experiment: {n!r} is not a built-in experiment; built-in: {', '.join(known)}")
+            err.key, err.message = "experiment", f"{n!r} is not a built-in experiment"
+            raise err
+    os.makedirs(out_dir, exist_ok=True)
+    results: Dict[str, Any] = {}
+    summary = [
+        "# vmsim reproduce",
+        "",
+        f"seed {seed}, scale {scale if scale is not None else 1} (each experiment's own sizes times the scale).",
+        "Every figure below is the simulator's prediction; the references say what was measured on real machines.",
+        "",
+        "| experiment | comparison | headline metrics (baseline -> variant) |",
+        "|---|---|---|",
+    ]
+    details: List[str] = []
+    for name in names:
+        result = _api.compare(name, scale=scale, seed=seed, progress=progress)
+        results[name] = result
+        with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(out_dir, f"{name}.txt"), "w") as f:
+            f.write(format_compare(result))
+        try:
+            from .plot import plot
+
+            plot(result, os.path.join(out_dir, f"{name}.png"))
+        except ImportError:
+            pass
+        summary += _headline_rows(name, result)
+        details += ["", f"## {name}", "", result.get("description", ""), "", f"Reference: {result.get('reference', '')}",
+                    "", f"Table: `{name}.txt`; full result: `{name}.json`."]
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write("\n".join(summary + details) + "\n")
+    return results
