@@ -102,7 +102,7 @@ pub fn report(sim: &Sim) -> Value {
     put("pgfault_cow_thp", json!(v.pgfault_cow_thp));
     put(
         "pgfault_by_kind",
-        json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp}),
+        json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp, "hugetlb": v.hugetlb_faults}),
     );
     put("thp_cow_copies", json!(v.thp_cow_copies));
     put("cow_reuse", json!(v.cow_reuse));
