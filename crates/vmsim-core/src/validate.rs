@@ -361,7 +361,6 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 169, threads: 1 }, "no L2-to-L1 bandwidth limit (Haswell: 0.5 line per cycle)"),
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "no LLC-to-core bandwidth limit (Haswell: 0.2-0.3 line per cycle)"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource: the dirty lines' write-backs add no occupancy"),
-    ("xeon-e5-2699v3-2s", Bench::StringFill { kib: 256 * 1024 }, "ownership-only string stores hold the superqueue for the home's latency only; the measured 5.4 GB/s implies a much longer occupancy"),
     ("xeon-8358-icx", Bench::Load { kib: 660, threads: 1 }, "no L2-to-L1 bandwidth limit"),
     ("xeon-8358-icx", Bench::Load { kib: 25_600, threads: 1 }, "no LLC-to-core bandwidth limit"),
     ("xeon-8358-icx", Bench::Load { kib: 128 * 1024, threads: 1 }, "superqueue of 48 (an estimate) over 90 ns: the measured 15.4 GB/s implies about 21 lines in flight"),

@@ -215,7 +215,11 @@ impl Machine {
         };
         let done = start + self.hier.latency(served) + wait;
         let beyond_l2 = !matches!(served, Served::L2);
-        r.lfb[li] = if stream && beyond_l2 { start + self.l2_latency } else { done };
+        // The L2 streamer can have a read or RFO of a stream on its way, freeing the fill buffer
+        // at the L2 latency; an ownership-only request (no data) cannot be prefetched and holds
+        // its fill buffer until the grant, as the superqueue entry.
+        let prefetchable = stream && beyond_l2 && !matches!(served, Served::NoFill { .. });
+        r.lfb[li] = if prefetchable { start + self.l2_latency } else { done };
         if beyond_l2 {
             r.sq[qi] = done;
         }
@@ -369,11 +373,11 @@ mod tests {
         let dram = p.ns_to_cycles(p.memory.local_latency_ns);
         let remote = p.ns_to_cycles(p.memory.remote_latency_ns);
         assert_eq!(m.access(0, 100, AccessKind::StringStore, true, 1), Served::NoFill { remote: false });
-        // The store itself only costs its issue; the superqueue entry is held for the local DRAM latency,
-        // the fill buffer (prefetched stream) for the L2 latency.
+        // The store itself only costs its issue; the superqueue entry and the fill buffer are held
+        // for the local DRAM latency (no data to prefetch: the buffer waits for the grant).
         assert_eq!(m.cpus[0].clock, 1);
         assert_eq!(m.cores[0].sq.iter().copied().max(), Some(dram));
-        assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(p.l2.latency_cycles));
+        assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(dram));
         // No data moves: no DRAM read, and the line is owned dirty-to-be in L1.
         assert_eq!(m.hier.dram[0].stats.bytes_read, 0);
         assert!(m.hier.contains_l1(0, 100));
@@ -389,17 +393,18 @@ mod tests {
     }
 
     #[test]
-    fn a_no_rfo_stream_is_bound_by_superqueue_over_the_grant_latency() {
-        // Little's law: one core streaming no-RFO string stores keeps at most `superqueue`
-        // grants in flight, each for the home's round trip.
+    fn a_no_rfo_stream_is_bound_by_fill_buffers_over_the_grant_latency() {
+        // Little's law: one core streaming no-RFO string stores keeps at most min(fill buffers,
+        // superqueue) grants in flight, each for the home's round trip.
         let (p, mut m) = icx("memory");
         let n = 50_000u64;
         for i in 0..n {
             m.access(0, i, AccessKind::StringStore, true, 1);
         }
         let gbs = (n * 64) as f64 / m.cycles_to_s(m.cpus[0].clock) / 1e9;
-        let bound = p.l2.outstanding as f64 * 64.0 / (p.memory.local_latency_ns * 1e-9) / 1e9;
-        assert!((gbs - bound).abs() / bound < 0.05, "{gbs:.1} GB/s vs superqueue bound {bound:.1} GB/s");
+        let entries = p.l1d.outstanding.min(p.l2.outstanding) as f64;
+        let bound = entries * 64.0 / (p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.freq_mhz as f64 * 1e-6) / 1e9;
+        assert!((gbs - bound).abs() / bound < 0.01, "{gbs:.2} GB/s vs fill-buffer bound {bound:.2} GB/s");
     }
 
     #[test]
@@ -462,8 +467,11 @@ mod tests {
         assert_eq!(m.topo.core_of(36), 0);
         m.access(36, 9000, AccessKind::Store, false, 1);
         assert_eq!(m.cpus[36].stats.stall_cycles, dram);
-        // Its one issue cycle shares the epoch with CPU 0, which lately issued 10 cycles per epoch.
-        assert_eq!(m.cpus[36].clock, dram + 2);
+        // Its one issue cycle may be stretched by at most one cycle where it shares an epoch with
+        // CPU 0 (which lately issued 10 cycles per epoch); the stretch is counted as an SMT wait.
+        let waited = m.cpus[36].stats.smt_issue_wait_cycles;
+        assert!(waited <= 1);
+        assert_eq!(m.cpus[36].clock, dram + 1 + waited);
         // A thread of another core has its own.
         m.access(1, 9064, AccessKind::Store, false, 1);
         assert_eq!(m.cpus[1].clock, 1);
