@@ -40,6 +40,10 @@ def hw_run(command: str, opts_json: str = "{}") -> str:
     """Run a host measurement ("clear", "copy", "pf-test" or "calibrate") with
     options given as a JSON object. Returns the result as JSON text."""
 
+def validate_model(machine: Optional[str] = None) -> str:
+    """Run the microbenchmarks of `vmsim validate` on the model of one preset
+    (or of every preset with references). Returns JSON text with "rows" and "table"."""
+
 class VmsimError(Exception):
     """Base class of all errors raised by vmsim."""
 

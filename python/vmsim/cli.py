@@ -129,6 +129,14 @@ def cmd_hw(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    from .microbench import validate_model
+
+    result = validate_model(args.machine)
+    _emit(result, result["table"], args.json)
+    return 0
+
+
 def _parse_grid_item(text: str) -> tuple:
     key, sep, values = text.partition("=")
     if not sep or not key:
@@ -228,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="option for the measurement (VALUE parsed as JSON if it parses); repeatable")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_hw)
+
+    p = sub.add_parser("validate", parents=[common],
+                       help="microbenchmarks on each preset's model beside published measurements")
+    p.add_argument("--machine", metavar="NAME", help="one preset (default: every preset with references)")
+    p.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("sweep", parents=[common], help="run a config over a grid of values (process pool)")
     p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")

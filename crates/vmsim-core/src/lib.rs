@@ -15,4 +15,5 @@ pub mod kernel;
 pub mod machine;
 pub mod metrics;
 pub mod policy;
+pub mod validate;
 pub mod workload;

@@ -115,6 +115,13 @@ pub fn report(sim: &Sim) -> Value {
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));
+    // Per NUMA node, so that traffic and queueing can be placed (flat keys for compare tables).
+    for (n, d) in m.hier.dram.iter().enumerate() {
+        put(&format!("dram_node{n}_bytes_read"), json!(d.stats.bytes_read));
+        put(&format!("dram_node{n}_bytes_written"), json!(d.stats.bytes_written));
+        put(&format!("dram_node{n}_queue_cycles"), json!(d.stats.queue_cycles));
+    }
+    put("smt_issue_wait_cycles", json!(m.cpus.iter().map(|c| c.stats.smt_issue_wait_cycles).sum::<u64>()));
     put("stall_cycles", json!(tot.stall_cycles));
     put("tlb_walks", json!(tot.tlb_walks));
     put("remote_cache_hits", json!(tot.cache.remote_cache_hits));

@@ -84,6 +84,15 @@ fn hw_run(py: Python<'_>, command: &str, opts_json: &str) -> PyResult<String> {
     Ok(result.map_err(PyHwErr::from)?)
 }
 
+/// Runs the microbenchmarks of `vmsim validate` on the model of one preset
+/// (or every preset with references); returns JSON text with rows and a table.
+#[pyfunction]
+#[pyo3(signature = (machine = None))]
+fn validate_model(py: Python<'_>, machine: Option<String>) -> PyResult<String> {
+    let result = py.detach(move || vmsim_core::validate::run_json(machine.as_deref()));
+    Ok(result.map_err(PyVmsimErr::from)?)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -92,6 +101,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_machines, m)?)?;
     m.add_function(wrap_pyfunction!(list_experiments, m)?)?;
     m.add_function(wrap_pyfunction!(hw_run, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_model, m)?)?;
     error::register(m)?;
     Ok(())
 }

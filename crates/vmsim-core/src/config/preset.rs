@@ -96,7 +96,7 @@ pub struct Costs {
     pub context_switch_cycles: u64,
 }
 
-pub const REPLACEMENTS: &[&str] = &["lru", "tree-plru", "srrip", "random"];
+pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
 
 struct P<'a> {

@@ -1,0 +1,212 @@
+//! A physical core's resources that its SMT threads share: the L1 line fill
+//! buffers, the L2 superqueue (miss-address buffers on AMD) and the issue
+//! (allocation) bandwidth. Intel documents the fill buffers as competitively
+//! shared between Hyper-Threads (Linux `Documentation/arch/x86/mds.rst`) and
+//! the front end and allocation as alternating between active threads; a lone
+//! thread on a core gets all of them.
+//!
+//! Issue bandwidth is a calendar of `ISSUE_EPOCH`-cycle epochs, each able to
+//! issue for `ISSUE_EPOCH` cycles in total. A thread asking for `c` cycles of
+//! issue at `t` takes what the epoch has left; when its sibling has used part
+//! of an epoch, the thread's share of it is stretched over the rest of the
+//! epoch. Requests arrive in nearly time order (the scheduler advances the
+//! lowest clock for a bounded quantum), as at the DRAM calendar.
+//!
+//! Invariants: no epoch issues for more than `ISSUE_EPOCH` cycles; a lone
+//! thread (no sibling reservations) is never delayed: `reserve(t, c) == t + c`.
+
+/// Length of one issue epoch in cycles.
+pub const ISSUE_EPOCH: u64 = 64;
+/// Epochs remembered; siblings further apart in time than this do not meet.
+const RING: usize = 1024;
+
+pub struct CoreResources {
+    /// When each line fill buffer frees.
+    pub lfb: Vec<u64>,
+    /// When each superqueue entry frees.
+    pub sq: Vec<u64>,
+    pub issue: IssueSlots,
+}
+
+impl CoreResources {
+    pub fn new(fill_buffers: usize, superqueue: usize, threads: usize) -> CoreResources {
+        CoreResources {
+            lfb: vec![0; fill_buffers],
+            sq: vec![0; superqueue],
+            issue: IssueSlots::new(threads),
+        }
+    }
+}
+
+/// A sibling that issued within this many cycles of a request counts as active.
+const ACTIVE_WINDOW: u64 = 8192;
+const NEVER: u64 = u64::MAX;
+
+pub struct IssueSlots {
+    threads: usize,
+    epoch_id: Vec<u64>,
+    /// Per epoch slot, cycles issued by each thread (`threads` entries per slot).
+    used: Vec<u64>,
+    /// Per thread, when its last issue ended (NEVER: it has not issued yet).
+    last: Vec<u64>,
+}
+
+impl IssueSlots {
+    pub fn new(threads: usize) -> IssueSlots {
+        let threads = threads.max(1);
+        IssueSlots {
+            threads,
+            epoch_id: vec![NEVER; RING],
+            used: vec![0; RING * threads],
+            last: vec![NEVER; threads],
+        }
+    }
+
+    /// Cycles thread `j` issued in the latest full epoch before its last issue (or in the
+    /// epoch of its last issue, if more): what it is expected to ask of an epoch it has not reached.
+    fn recent_rate(&self, j: usize) -> u64 {
+        let n = self.threads;
+        let e = self.last[j] / ISSUE_EPOCH;
+        let at = |e: u64| {
+            let slot = (e as usize) & (RING - 1);
+            if self.epoch_id[slot] == e {
+                self.used[slot * n + j]
+            } else {
+                0
+            }
+        };
+        at(e).max(e.checked_sub(1).map_or(0, at))
+    }
+
+    /// Thread `thread` issues `c` cycles' worth of instructions starting at `t`;
+    /// returns when they are issued.
+    ///
+    /// What a sibling already took of an epoch is gone. A sibling that is active
+    /// but has not yet reached the epoch (it runs behind in simulated time) is
+    /// left what it issued per epoch lately, up to an equal share: threads running
+    /// the same issue-bound code get the same rate, as with the hardware's
+    /// alternating issue, and a sibling stalled on memory leaves the width to us.
+    #[inline]
+    pub fn reserve(&mut self, thread: usize, t: u64, c: u64) -> u64 {
+        let n = self.threads;
+        let mut pos = t;
+        let mut left = c;
+        while left > 0 {
+            let e = pos / ISSUE_EPOCH;
+            let end = (e + 1) * ISSUE_EPOCH;
+            let slot = (e as usize) & (RING - 1);
+            let id = self.epoch_id[slot];
+            if id != e {
+                if id != NEVER && id > e {
+                    // The slot holds an epoch a whole ring ahead: a sibling that far
+                    // ahead in time shares nothing with us; issue unhindered, unrecorded.
+                    let take = left.min(end - pos);
+                    pos += take;
+                    left -= take;
+                    continue;
+                }
+                self.epoch_id[slot] = e;
+                self.used[slot * n..(slot + 1) * n].fill(0);
+            }
+            let mut claimed = 0;
+            for j in (0..n).filter(|&j| j != thread) {
+                let u = self.used[slot * n + j];
+                let lj = self.last[j];
+                let behind_and_active = lj != NEVER && lj < end && lj + ACTIVE_WINDOW >= pos;
+                claimed += if behind_and_active {
+                    u.max(self.recent_rate(j).min(ISSUE_EPOCH / n as u64))
+                } else {
+                    u
+                };
+            }
+            let mine = self.used[slot * n + thread];
+            let avail = ISSUE_EPOCH.saturating_sub(claimed + mine);
+            let rem = end - pos;
+            if avail == 0 {
+                pos = end;
+                continue;
+            }
+            let take = left.min(avail).min(rem);
+            self.used[slot * n + thread] = mine + take;
+            left -= take;
+            if avail >= rem {
+                pos += take;
+            } else {
+                // Siblings hold part of what is left of the epoch: our share is spread over it.
+                pos = (pos + (take * rem).div_ceil(avail)).min(end);
+            }
+        }
+        if c > 0 {
+            self.last[thread] = pos;
+        }
+        pos
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_thread_issues_at_full_width() {
+        let mut s = IssueSlots::new(2);
+        let mut t = 5;
+        for c in [1u64, 48, 2, 63, 64, 200, 7] {
+            assert_eq!(s.reserve(0, t, c), t + c);
+            t += c + 13; // gaps (stalls) between accesses
+        }
+        assert_eq!(s.reserve(0, t, 0), t);
+    }
+
+    #[test]
+    fn two_issue_bound_siblings_each_get_half() {
+        // Two threads each issuing 48-cycle accesses back to back for 64 000 cycles
+        // of work, interleaved by quanta of 2000 cycles as the scheduler does.
+        let mut s = IssueSlots::new(2);
+        let mut clk = [0u64; 2];
+        let mut done = [0u64; 2];
+        let per = 48u64;
+        let n = 1000u64;
+        while done.iter().any(|&d| d < n) {
+            let cpu = if done[0] < n && (done[1] >= n || clk[0] <= clk[1]) {
+                0
+            } else {
+                1
+            };
+            let stop = clk[cpu] + 2000;
+            while clk[cpu] < stop && done[cpu] < n {
+                clk[cpu] = s.reserve(cpu, clk[cpu], per);
+                done[cpu] += 1;
+            }
+        }
+        // Together they issue no faster than one thread alone could issue both streams.
+        let total = 2 * n * per;
+        let end = clk[0].max(clk[1]);
+        assert!(end >= total, "{end} < {total}");
+        assert!(
+            end <= total + 2 * 2000 + 2 * ISSUE_EPOCH,
+            "{end} vs {total}"
+        );
+        // And each got half: neither finished much before the other.
+        assert!(clk[0].abs_diff(clk[1]) <= 2 * 2000 + 2 * per, "{clk:?}");
+        // A thread alone on the core afterwards has the whole width again.
+        let t = end + 2 * ACTIVE_WINDOW;
+        assert_eq!(s.reserve(0, t, 640), t + 640);
+    }
+
+    #[test]
+    fn a_thread_gets_what_its_sibling_leaves() {
+        let mut s = IssueSlots::new(2);
+        // The sibling (thread 1) ran ahead and used 16 of the 64 cycles of epoch 0, then
+        // moved on (its last issue ends in epoch 2).
+        assert_eq!(s.reserve(1, 0, 16), 16);
+        assert_eq!(s.reserve(1, 130, 2), 132);
+        // We ask for 48 at cycle 0: exactly what is left, spread over the whole epoch.
+        assert_eq!(s.reserve(0, 0, 48), 64);
+        // Nothing is left in epoch 0: a request there moves to epoch 1.
+        assert_eq!(s.reserve(0, 10, 4), 68);
+        // The sibling is active but behind us in epochs 3 and 4; lately it issued 2 cycles
+        // per epoch, so it is left 2 of each and we get the remaining 62 at a rate of 62/64.
+        assert_eq!(s.reserve(0, 192, 124), 192 + 128);
+    }
+}

@@ -1,0 +1,411 @@
+//! `vmsim validate`: independent microbenchmarks run on the hardware model of
+//! each preset, beside published measurements of the chip (or of a stated
+//! stand-in part). These are the model's calibration targets; the seed
+//! experiments are predictions and are never compared here.
+//!
+//! Each benchmark drives `machine::Machine` directly (no kernel, no TLB), the
+//! way the published tool drives the chip: pointer chasing for latency
+//! (dependent loads to random lines), likwid-bench style `load`, `copy` and
+//! `update` kernels over a working set of the stated size, memset-like fills
+//! with ordinary, fast-string or non-temporal stores, and all-core read
+//! streams. Many cores run interleaved by 2000-cycle quanta, lowest clock
+//! first, as the simulator's scheduler runs them.
+//!
+//! Invariant: a published figure is never an input of the model; a row's
+//! error is (model - published) / published.
+
+use crate::config::{embedded_machines, Preset};
+use crate::machine::hierarchy::AccessKind;
+use crate::machine::Machine;
+use serde::Serialize;
+
+/// What a row measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bench {
+    /// Dependent loads to random lines of local (or remote) memory, ns.
+    IdleLatency { remote: bool },
+    /// One core, likwid `load` over `kib` KiB (sequential, warm when it fits a cache), GB/s.
+    Load { kib: u64, threads: u64 },
+    /// One core, likwid `copy` (ordinary stores), explicit streams counted, GB/s.
+    Copy { kib: u64 },
+    /// One core, likwid `update` (read and write back the same lines), GB/s.
+    Update { kib: u64 },
+    /// One core, memset-like fill of `kib` KiB with ordinary stores (RFO), GB/s of stores.
+    Fill { kib: u64 },
+    /// One core, one `rep stosb` over `kib` KiB, GB/s.
+    StringFill { kib: u64 },
+    /// One core, non-temporal (`movnti`) fill of `kib` KiB, GB/s.
+    NtFill { kib: u64 },
+    /// One core, copy with non-temporal stores (STREAM Copy as glibc builds it for large sizes).
+    NtCopy { kib: u64 },
+    /// `cores` cores of socket 0 (one thread each) streaming loads from local memory, GB/s.
+    SocketLoad { cores: u64 },
+}
+
+impl Bench {
+    pub fn describe(&self) -> String {
+        match *self {
+            Bench::IdleLatency { remote: false } => "idle latency, local DRAM (ns)".into(),
+            Bench::IdleLatency { remote: true } => "idle latency, remote DRAM (ns)".into(),
+            Bench::Load { kib, threads: 1 } => format!("1 core load, {} (GB/s)", size(kib)),
+            Bench::Load { kib, threads } => format!("1 core, {threads} SMT threads, load, {} (GB/s)", size(kib)),
+            Bench::Copy { kib } => format!("1 core copy, {} (GB/s)", size(kib)),
+            Bench::Update { kib } => format!("1 core update, {} (GB/s)", size(kib)),
+            Bench::Fill { kib } => format!("1 core fill (stores, RFO), {} (GB/s)", size(kib)),
+            Bench::StringFill { kib } => format!("1 core rep stosb, {} (GB/s)", size(kib)),
+            Bench::NtFill { kib } => format!("1 core movnti fill, {} (GB/s)", size(kib)),
+            Bench::NtCopy { kib } => format!("1 core copy, NT stores, {} (GB/s)", size(kib)),
+            Bench::SocketLoad { cores } => format!("{cores} cores of a socket, load, DRAM (GB/s)"),
+        }
+    }
+}
+
+fn size(kib: u64) -> String {
+    if kib >= 1024 {
+        format!("{} MiB", kib / 1024)
+    } else {
+        format!("{kib} KiB")
+    }
+}
+
+/// A published measurement to compare with.
+pub struct Reference {
+    pub preset: &'static str,
+    pub bench: Bench,
+    pub published: f64,
+    /// Largest |error| accepted, and why that much.
+    pub tolerance: f64,
+    pub source: &'static str,
+}
+
+const FDIO_HSW: &str = "Intel MLC 3.5 on 2 x E5-2699 v3 (2.3 GHz, no turbo, DDR4-2133 2 DPC, HT off): FD.io CSIT report, FDio/csit docs/report/introduction/test_environment_sut_calib_hsw.rst";
+const KC_HSW: &str = "likwid-bench on E5-2695 v3 (Haswell-EP stand-in, 2.3 GHz): RRZE-HPC/kerncraft examples/machine-files/HaswellEP_E5-2695v3.yml";
+const BDW_NT: &str = "perf bench mem memset, one thread, no turbo, 2 x E5-2630 v4 (Broadwell-EP, adjacent generation): A. Arora, '[PATCH 4/8] x86/asm: add clear_page_nt()', LKML 2020-10-14";
+const TD_FILL: &str = "fill0, one thread, 98 MB, Haswell (chip model not stated, client or server unknown): Travis Downs, 'Hardware Store Elimination' (2020-05-13), travisdowns/zero-fill-bench results";
+const VSC_ICX: &str = "Intel MLC on 2 x Xeon Platinum 8360Y (Ice Lake-SP stand-in, 36 cores): hpcleuven/VscDocumentation icelake_mlc.txt";
+const KC_ICX: &str = "likwid-bench on Xeon Platinum 8360Y (Ice Lake-SP stand-in, 2.4 GHz, SNC2): RRZE-HPC/kerncraft examples/machine-files/IcelakeSP_Platinum-8360Y.yml (PR 141)";
+const KC_ZEN2: &str = "likwid-bench on EPYC 7452 (Zen 2, family stand-in for Milan, 2.35 GHz, NPS4): RRZE-HPC/kerncraft examples/machine-files/Zen2_EPYC-7452.yml";
+const SUSE_MILAN: &str = "STREAM Copy, one thread, 2 x EPYC 7713 (Milan): SUSE 'Optimizing Linux for AMD EPYC 7003 Series Processors' best-practices guide, section 5.4 (large-size copy taken to use NT stores: inferred)";
+
+/// Tolerances: same part, same tool: 15 % (the two nodes of one machine
+/// differ by up to 7 %, and DIMM population differs); a stand-in part of the
+/// same generation: 25 % (core count, clock and uncore differ); an adjacent
+/// generation or unstated model: 40 %.
+const SAME: f64 = 0.15;
+const STAND_IN: f64 = 0.25;
+const FAR: f64 = 0.40;
+
+pub const REFERENCES: &[Reference] = &[
+    // Haswell-EP
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::IdleLatency { remote: false }, published: 99.0, tolerance: SAME, source: FDIO_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::IdleLatency { remote: true }, published: 136.6, tolerance: SAME, source: FDIO_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::SocketLoad { cores: 18 }, published: 58.15, tolerance: SAME, source: FDIO_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 21, threads: 1 }, published: 134.6, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 169, threads: 1 }, published: 57.9, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 23_654, threads: 1 }, published: 23.1, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 8.93, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 128 * 1024, threads: 2 }, published: 11.19, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Copy { kib: 128 * 1024 }, published: 8.35, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Update { kib: 128 * 1024 }, published: 13.89, tolerance: STAND_IN, source: KC_HSW },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Fill { kib: 96 * 1024 }, published: 10.3, tolerance: FAR, source: TD_FILL },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::StringFill { kib: 256 * 1024 }, published: 5.42, tolerance: FAR, source: BDW_NT },
+    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::NtFill { kib: 256 * 1024 }, published: 11.78, tolerance: FAR, source: BDW_NT },
+    // Ice Lake-SP
+    Reference { preset: "xeon-8358-icx", bench: Bench::IdleLatency { remote: false }, published: 89.1, tolerance: STAND_IN, source: VSC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::IdleLatency { remote: true }, published: 142.8, tolerance: STAND_IN, source: VSC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::SocketLoad { cores: 32 }, published: 175.8, tolerance: STAND_IN, source: VSC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 21, threads: 1 }, published: 168.2, tolerance: STAND_IN, source: KC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 660, threads: 1 }, published: 110.7, tolerance: STAND_IN, source: KC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 25_600, threads: 1 }, published: 24.75, tolerance: STAND_IN, source: KC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 15.37, tolerance: STAND_IN, source: KC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Copy { kib: 128 * 1024 }, published: 14.51, tolerance: STAND_IN, source: KC_ICX },
+    Reference { preset: "xeon-8358-icx", bench: Bench::Update { kib: 128 * 1024 }, published: 24.09, tolerance: STAND_IN, source: KC_ICX },
+    // Milan
+    Reference { preset: "epyc-7j13-milan", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 21.77, tolerance: FAR, source: KC_ZEN2 },
+    Reference { preset: "epyc-7j13-milan", bench: Bench::Load { kib: 128 * 1024, threads: 2 }, published: 25.18, tolerance: FAR, source: KC_ZEN2 },
+    Reference { preset: "epyc-7j13-milan", bench: Bench::Copy { kib: 128 * 1024 }, published: 17.89, tolerance: FAR, source: KC_ZEN2 },
+    Reference { preset: "epyc-7j13-milan", bench: Bench::Update { kib: 128 * 1024 }, published: 31.65, tolerance: FAR, source: KC_ZEN2 },
+    Reference { preset: "epyc-7j13-milan", bench: Bench::NtCopy { kib: 128 * 1024 }, published: 39.5, tolerance: STAND_IN, source: SUSE_MILAN },
+];
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub preset: String,
+    pub bench: Bench,
+    pub description: String,
+    pub published: f64,
+    pub model: f64,
+    /// (model - published) / published.
+    pub error: f64,
+    pub tolerance: f64,
+    pub within: bool,
+    pub source: String,
+}
+
+fn preset(name: &str) -> Preset {
+    let text = embedded_machines().iter().find(|(n, _)| *n == name).expect("reference names a built-in preset").1;
+    Preset::parse(text, name).expect("built-in presets parse")
+}
+
+/// Runs every reference of `only` (all presets if None).
+pub fn run(only: Option<&str>) -> Vec<Row> {
+    REFERENCES
+        .iter()
+        .filter(|r| only.is_none_or(|o| o == r.preset))
+        .map(|r| {
+            let p = preset(r.preset);
+            let model = measure(&p, r.bench);
+            let error = (model - r.published) / r.published;
+            Row {
+                preset: r.preset.into(),
+                bench: r.bench,
+                description: r.bench.describe(),
+                published: r.published,
+                model,
+                error,
+                tolerance: r.tolerance,
+                within: error.abs() <= r.tolerance,
+                source: r.source.into(),
+            }
+        })
+        .collect()
+}
+
+/// `vmsim validate`: the rows of one preset (`machine`) or of all, as JSON
+/// text `{"rows": [...], "table": "..."}`.
+pub fn run_json(machine: Option<&str>) -> Result<String, crate::api::Error> {
+    if let Some(m) = machine {
+        if !REFERENCES.iter().any(|r| r.preset == m) {
+            let mut names: Vec<&str> = REFERENCES.iter().map(|r| r.preset).collect();
+            names.dedup();
+            return Err(crate::config::fields::cfg_err("machine", format!("no microbenchmarks for {m:?}; presets with references: {}", names.join(", "))));
+        }
+    }
+    let rows = run(machine);
+    let table = format(&rows);
+    serde_json::to_string(&serde_json::json!({ "rows": rows, "table": table })).map_err(|e| crate::api::Error::Internal(e.to_string()))
+}
+
+/// The rows as one table per preset.
+pub fn format(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let mut last = "";
+    for r in rows {
+        if r.preset != last {
+            if !last.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&format!("{}\n", r.preset));
+            out.push_str(&format!("  {:<46} {:>10} {:>10} {:>8} {:>6}  source\n", "microbenchmark", "published", "model", "error", "tol"));
+            last = &r.preset;
+        }
+        out.push_str(&format!(
+            "  {:<46} {:>10.2} {:>10.2} {:>+7.1}% {:>5.0}%{} {}\n",
+            r.description,
+            r.published,
+            r.model,
+            100.0 * r.error,
+            100.0 * r.tolerance,
+            if r.within { " " } else { "!" },
+            r.source
+        ));
+    }
+    out
+}
+
+const NODE_BYTES: u64 = 1 << 30;
+const QUANTUM: u64 = 2000;
+
+fn machine(p: &Preset) -> Machine {
+    Machine::new(p, NODE_BYTES, 0).expect("built-in presets build")
+}
+
+fn gbs(m: &Machine, bytes: u64, cycles: u64) -> f64 {
+    bytes as f64 / m.cycles_to_s(cycles.max(1)) / 1e9
+}
+
+/// First line of node `node`'s memory.
+fn node_base(node: u64) -> u64 {
+    node * (NODE_BYTES >> 6)
+}
+
+/// Measures one benchmark on a fresh machine of preset `p`.
+pub fn measure(p: &Preset, b: Bench) -> f64 {
+    let mut m = machine(p);
+    let load_issue = (64 / p.load_bytes_per_cycle).max(1);
+    let store_issue = (64 / p.store_bytes_per_cycle).max(1);
+    match b {
+        Bench::IdleLatency { remote } => {
+            let base = node_base(remote as u64);
+            let span = (NODE_BYTES >> 6) / 2;
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            let n = 20_000u64;
+            let t0 = m.cpus[0].clock;
+            for _ in 0..n {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
+            }
+            m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
+        }
+        Bench::Load { kib, threads } => {
+            let lines = kib * 1024 / 64;
+            let cpus: Vec<usize> = m.topo.siblings(0).into_iter().take(threads as usize).collect();
+            // Each thread streams its own share of the working set, as likwid splits it.
+            let share = lines / threads;
+            let passes = passes_for(p, kib);
+            let mut go = |m: &mut Machine, k: usize, i: u64| {
+                m.access(cpus[k], k as u64 * share + i % share, AccessKind::Load, true, load_issue);
+            };
+            let warm = warm_lines(p, kib, share);
+            interleave(&mut m, &cpus, warm, &mut go);
+            let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
+            let n = share * passes;
+            let mut go2 = |m: &mut Machine, k: usize, i: u64| go(m, k, warm + i);
+            interleave(&mut m, &cpus, n, &mut go2);
+            let cyc = cpus.iter().zip(&t0).map(|(&c, &t)| m.cpus[c].clock - t).max().unwrap();
+            gbs(&m, n * threads * 64, cyc)
+        }
+        Bench::SocketLoad { cores } => {
+            let cpus: Vec<usize> = (0..cores as usize).collect();
+            let per = 8 * 1024 * 1024 / 64;
+            let mut go = |m: &mut Machine, k: usize, i: u64| {
+                m.access(cpus[k], k as u64 * per + i, AccessKind::Load, true, load_issue);
+            };
+            interleave(&mut m, &cpus, per, &mut go);
+            let cyc = cpus.iter().map(|&c| m.cpus[c].clock).max().unwrap();
+            gbs(&m, per * cores * 64, cyc)
+        }
+        Bench::Copy { kib } | Bench::NtCopy { kib } => {
+            let half = kib * 1024 / 64 / 2;
+            let kind = if matches!(b, Bench::NtCopy { .. }) { AccessKind::NtStore } else { AccessKind::Store };
+            one_core(&mut m, half, |m, i| {
+                m.access(0, i, AccessKind::Load, true, 0);
+                m.access(0, half + i, kind, true, store_issue.max(load_issue));
+            }) * 2.0
+        }
+        Bench::Update { kib } => {
+            let lines = kib * 1024 / 64;
+            one_core(&mut m, lines, |m, i| {
+                m.access(0, i, AccessKind::Load, true, load_issue);
+                m.access(0, i, AccessKind::Store, true, store_issue);
+            }) * 2.0
+        }
+        Bench::Fill { kib } => one_core(&mut m, kib * 1024 / 64, |m, i| {
+            m.access(0, i, AccessKind::Store, true, store_issue);
+        }),
+        Bench::NtFill { kib } => one_core(&mut m, kib * 1024 / 64, |m, i| {
+            m.access(0, i, AccessKind::NtStore, true, 8);
+        }),
+        Bench::StringFill { kib } => {
+            let lines = kib * 1024 / 64;
+            let elide = p.string.nocache_threshold_kib > 0 && kib > p.string.nocache_threshold_kib;
+            let kind = if elide { AccessKind::NtStore } else { AccessKind::StringStore };
+            let t0 = m.cpus[0].clock;
+            m.string_start(0);
+            for i in 0..lines {
+                m.access(0, i, kind, true, store_issue);
+            }
+            gbs(&m, lines * 64, m.cpus[0].clock - t0)
+        }
+    }
+}
+
+/// Passes over a working set that fits a cache, so the cold first pass is a small part.
+fn passes_for(p: &Preset, kib: u64) -> u64 {
+    if kib <= p.llc.size_kib {
+        4
+    } else {
+        1
+    }
+}
+
+/// Lines touched before timing: one pass when the set fits the LLC (warm caches), none otherwise.
+fn warm_lines(p: &Preset, kib: u64, share: u64) -> u64 {
+    if kib <= p.llc.size_kib {
+        share
+    } else {
+        0
+    }
+}
+
+/// Runs `n` steps of `f` on CPU 0 and returns GB/s of 64-byte lines.
+fn one_core(m: &mut Machine, n: u64, mut f: impl FnMut(&mut Machine, u64)) -> f64 {
+    let t0 = m.cpus[0].clock;
+    for i in 0..n {
+        f(m, i);
+    }
+    gbs(m, n * 64, m.cpus[0].clock - t0)
+}
+
+/// Runs `n` steps of `f` on each of `cpus`, a quantum at a time, lowest clock first.
+fn interleave(m: &mut Machine, cpus: &[usize], n: u64, f: &mut dyn FnMut(&mut Machine, usize, u64)) {
+    let mut next = vec![0u64; cpus.len()];
+    loop {
+        let Some(k) = (0..cpus.len()).filter(|&k| next[k] < n).min_by_key(|&k| (m.cpus[cpus[k]].clock, k)) else {
+            return;
+        };
+        let stop = m.cpus[cpus[k]].clock + QUANTUM;
+        while m.cpus[cpus[k]].clock < stop && next[k] < n {
+            f(m, k, next[k]);
+            next[k] += 1;
+        }
+    }
+}
+
+/// Rows known to be outside their tolerance, with the missing mechanism. The
+/// test below fails when one of them comes within tolerance (remove it here)
+/// or when any other row leaves its tolerance.
+pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
+    ("xeon-e5-2699v3-2s", Bench::SocketLoad { cores: 18 }, "the DRAM calendar runs at STREAM Triad's sustained bandwidth for reads and writes alike; read-only streams run faster on the chip"),
+    ("xeon-e5-2699v3-2s", Bench::Load { kib: 169, threads: 1 }, "no L2-to-L1 bandwidth limit (Haswell: 0.5 line per cycle)"),
+    ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "no LLC-to-core bandwidth limit (Haswell: 0.2-0.3 line per cycle)"),
+    ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource: the dirty lines' write-backs add no occupancy"),
+    ("xeon-8358-icx", Bench::Load { kib: 660, threads: 1 }, "no L2-to-L1 bandwidth limit"),
+    ("xeon-8358-icx", Bench::Load { kib: 25_600, threads: 1 }, "no LLC-to-core bandwidth limit"),
+    ("xeon-8358-icx", Bench::Load { kib: 128 * 1024, threads: 1 }, "superqueue of 48 (an estimate) over 90 ns: the measured 15.4 GB/s implies about 21 lines in flight"),
+    ("xeon-8358-icx", Bench::Copy { kib: 128 * 1024 }, "as the load: superqueue estimate"),
+    ("xeon-8358-icx", Bench::Update { kib: 128 * 1024 }, "as the load, and write-backs hold no core resource"),
+    ("epyc-7j13-milan", Bench::Copy { kib: 128 * 1024 }, "write-allocate reads and write-backs share the miss buffers on the chip; the model's copy is bound by the reads alone"),
+    ("epyc-7j13-milan", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource"),
+    ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal stores hold a miss buffer for a full DRAM latency like a read; no write-combining model"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reference_names_a_preset_and_a_source() {
+        for r in REFERENCES {
+            assert!(embedded_machines().iter().any(|(n, _)| *n == r.preset), "{}", r.preset);
+            assert!(!r.source.is_empty() && r.published > 0.0 && r.tolerance > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_dependent_load_chase_measures_the_presets_idle_latency() {
+        let p = preset("xeon-e5-2699v3-2s");
+        let ns = measure(&p, Bench::IdleLatency { remote: false });
+        let want = p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.freq_mhz as f64 * 1000.0;
+        // A handful of the 20 000 random lines repeat (cache hits): within 0.5 %.
+        assert!((ns - want).abs() < 0.005 * want, "{ns} vs {want}");
+    }
+
+    #[test]
+    fn microbenchmarks_stay_within_tolerance_except_the_known_gaps() {
+        let rows = run(None);
+        assert_eq!(rows.len(), REFERENCES.len());
+        let mut wrong = Vec::new();
+        for r in &rows {
+            let known = KNOWN_OUTSIDE.iter().any(|(p, b, _)| *p == r.preset && *b == r.bench);
+            if known == r.within {
+                wrong.push(format!("{} {}: {:+.1}% (tolerance {:.0}%, listed as known gap: {known})", r.preset, r.description, 100.0 * r.error, 100.0 * r.tolerance));
+            }
+        }
+        assert!(wrong.is_empty(), "update KNOWN_OUTSIDE or the model:\n{}\n\n{}", wrong.join("\n"), format(&rows));
+        for (p, b, _) in KNOWN_OUTSIDE {
+            assert!(REFERENCES.iter().any(|r| r.preset == *p && r.bench == *b), "{p} {b:?} has no reference");
+        }
+    }
+}

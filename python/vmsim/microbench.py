@@ -1,0 +1,27 @@
+"""`vmsim validate`: independent microbenchmarks on the model of each preset.
+
+Each row runs one microbenchmark (pointer-chase latency, likwid-style load,
+copy and update kernels, fills with ordinary, string and non-temporal stores,
+all-core read streams) on the hardware model of a built-in preset and sets
+the result beside a published measurement of that chip or a stated stand-in,
+with the error and the tolerance the row is held to. The work is done in the
+Rust core (`vmsim_core::validate`); this module only parses its result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+from . import _core
+
+
+def validate_model(machine: Optional[str] = None) -> Dict[str, Any]:
+    """Runs the microbenchmarks of ``machine`` (all presets if None).
+
+    Returns ``{"rows": [...], "table": str}``; each row has ``preset``,
+    ``description``, ``published``, ``model``, ``error`` (fraction),
+    ``tolerance``, ``within`` and ``source``. An unknown preset raises
+    ``ConfigError`` naming ``machine``.
+    """
+    return json.loads(_core.validate_model(machine))

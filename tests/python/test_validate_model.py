@@ -1,0 +1,32 @@
+"""`vmsim validate`: microbenchmark tables of the presets' models."""
+
+import json
+
+import pytest
+
+import vmsim
+from vmsim import cli
+from vmsim.microbench import validate_model
+
+
+def test_one_preset_rows_have_sources_and_errors():
+    result = validate_model("xeon-8358-icx")
+    rows = result["rows"]
+    assert rows and all(r["preset"] == "xeon-8358-icx" for r in rows)
+    for r in rows:
+        assert r["source"] and r["published"] > 0 and r["model"] > 0
+        assert r["error"] == pytest.approx((r["model"] - r["published"]) / r["published"])
+    assert "xeon-8358-icx" in result["table"]
+
+
+def test_unknown_preset_is_a_config_error_naming_the_field():
+    with pytest.raises(vmsim.ConfigError, match="machine"):
+        validate_model("no-such-chip")
+
+
+def test_cli_validate_json(capsys):
+    assert cli.main(["validate", "--machine", "xeon-8358-icx", "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert any("idle latency" in r["description"] for r in rows)
+    assert cli.main(["validate", "--machine", "nope"]) == 2
+    assert "machine" in capsys.readouterr().err
