@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._config import ConfigLike, load_dict, load_text, set_dotted
+from ._errors import config_error, cut
 from .tables import iter_runs, iter_scalar_rows, scalar_metrics
 
 ProgressCallback = Callable[[str, float], Any]
@@ -20,6 +21,7 @@ def run(
     *,
     base_dir: Union[str, "os.PathLike[str]", None] = None,
     progress: Optional[ProgressCallback] = None,
+    check: bool = True,
 ) -> Dict[str, Any]:
     """Runs one simulation and returns its result.
 
@@ -33,11 +35,39 @@ def run(
 
     Raises ``ConfigError`` (with ``.key``, the dotted path of the bad field)
     for a bad config, ``DataVerificationError`` when the simulated workload
-    did not read back what it wrote, and ``FileNotFoundError`` for a missing
-    config file.
+    did not read back what it wrote (the full result is its ``result``
+    attribute; ``check=False`` returns it instead), and ``FileNotFoundError``
+    for a missing config file.
     """
     text, fmt, base = load_text(config, base_dir)
-    return json.loads(_core.run_config(text, fmt, base, progress))
+    result = json.loads(_core.run_config(text, fmt, base, progress))
+    if check:
+        check_verified(result)
+    return result
+
+
+def lost_data(result: Mapping[str, Any]) -> List[str]:
+    """The runs of a run or compare result whose data check failed, each as
+    ``"name: first errors"``."""
+    lost: List[str] = []
+    if not any(k in result for k in ("metrics", "variants", "cases")):
+        return lost  # host measurements and other documents hold no data check
+    for name, metrics in iter_runs(result):
+        if metrics.get("data_verified") is False:
+            errors = metrics.get("data_errors") or []
+            shown = "; ".join(str(e) for e in errors[:3]) + (f"; … {len(errors) - 3} more" if len(errors) > 3 else "")
+            lost.append(f"{name}: {shown or 'content check failed'}")
+    return lost
+
+
+def check_verified(result: Mapping[str, Any]) -> None:
+    """Raises ``DataVerificationError`` (with the result as ``.result``) when
+    any run of ``result`` lost or corrupted data."""
+    lost = lost_data(result)
+    if lost:
+        err = _core.DataVerificationError("; ".join(lost))
+        err.result = result
+        raise err
 
 
 def compare(
@@ -45,6 +75,7 @@ def compare(
     scale: Optional[float] = None,
     seed: int = 0,
     progress: Optional[ProgressCallback] = None,
+    check: bool = True,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -52,10 +83,22 @@ def compare(
     path to an experiment TOML. ``scale`` overrides the experiment's memory
     scale. The result has keys ``experiment``, ``description``, ``machine``,
     ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
-    ``variants`` (name -> metrics) and ``variant_order``.
+    ``variants`` (name -> metrics) and ``variant_order``. Raises
+    ``DataVerificationError`` as ``run`` does when any arm lost data.
     """
     exp = os.fspath(experiment)
-    return json.loads(_core.compare(exp, scale, int(seed), progress))
+    seed = check_seed(seed)
+    result = json.loads(_core.compare(exp, scale, seed, progress))
+    if check:
+        check_verified(result)
+    return result
+
+
+def check_seed(seed: Any) -> int:
+    """A seed as the core takes it: an integer in 0..2^64-1."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{2**64 - 1}")
+    return seed
 
 
 def machines() -> Dict[str, str]:
@@ -150,7 +193,8 @@ def sweep_rows(
 
     own = executor is None
     if own:
-        executor = ProcessPoolExecutor(max_workers=max(1, min(len(points), os.cpu_count() or 1)))
+        executor = process_pool(max(1, min(len(points), os.cpu_count() or 1)))
+    futures: list = []
     try:
         futures = [executor.submit(_run_point, cfg, base_dir) for cfg in configs]
         rows: List[Dict[str, Any]] = []
@@ -161,10 +205,50 @@ def sweep_rows(
             rows.append(row)
             if progress is not None:
                 progress("sweep", (i + 1) / len(points))
+    except BaseException:
+        # Ctrl-C or a failed point: nothing queued may run on.
+        stop_pool(executor, futures)
+        raise
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     return rows
+
+
+def _ignore_sigint() -> None:
+    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the pool."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def process_pool(jobs: int) -> ProcessPoolExecutor:
+    """A process pool whose workers leave Ctrl-C to the parent (see ``stop_pool``)."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+
+
+def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:
+    """Stops an executor at once: queued work is cancelled and, for a process
+    pool, the workers are terminated (a running simulation cannot be asked to
+    stop from another process), so neither a first nor a second Ctrl-C waits
+    for queued points."""
+    for fut in futures:
+        fut.cancel()
+    if isinstance(executor, ProcessPoolExecutor):
+        procs = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+    else:
+        shutdown = getattr(executor, "shutdown", None)
+        if shutdown is not None:
+            try:
+                shutdown(wait=False, cancel_futures=True)
+            except TypeError:
+                shutdown(wait=False)
 
 
 def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], *, per_cpu: bool = False):

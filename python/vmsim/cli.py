@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -12,10 +13,14 @@ from typing import Any, Dict, List, Optional, Sequence
 from . import _api, _core
 from ._config import set_dotted
 from ._progress import StderrProgress
+from ._errors import cut
+from ._io import atomic_write_text
 from .tables import format_compare, format_rows, format_run, format_tree
 
 PROG = "vmsim"
 EXIT_USAGE = 2
+#: A run completed but its data check failed (the JSON is still written).
+EXIT_DATA_LOST = 1
 
 
 class CliError(Exception):
@@ -32,7 +37,21 @@ def _write_json(obj: Any, out: str) -> None:
     if out == "-":
         sys.stdout.write(text)
     else:
-        Path(out).write_text(text, encoding="utf-8")
+        atomic_write_text(out, text)
+
+
+def _check_out(value: Optional[str], option: str = "--json") -> None:
+    """Refuses an output path that cannot be written, before any work is done."""
+    if value is None or value == "-":
+        return
+    if not value.strip():
+        raise CliError(f"{option}: an empty path; give a file name or '-' for stdout")
+    p = Path(value)
+    if p.is_dir():
+        raise CliError(f"{option} {value}: is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise CliError(f"{option} {value}: no such folder {parent}")
 
 
 def _progress(args) -> Optional[StderrProgress]:
@@ -47,11 +66,14 @@ def _run_with_progress(args, fn, *a, **kw):
         return fn(*a, progress=progress, **kw)
 
 
-def _emit(result: Dict[str, Any], text: str, json_out: Optional[str]) -> None:
+def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
     if json_out:
         _write_json(result, json_out)
     if json_out != "-":
         sys.stdout.write(text)
+    # Lost data fails the command, after the JSON that shows it is written.
+    if isinstance(result, dict):
+        _api.check_verified(result)
 
 
 def _print_listing(items: Dict[str, str]) -> None:
@@ -70,11 +92,19 @@ def cmd_experiments(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    path = Path(args.config)
+def _config_path(value: str) -> Path:
+    path = Path(value)
+    if not path.exists():
+        raise CliError(f"{value}: no such config file")
     if not path.is_file():
-        raise CliError(f"{args.config}: no such config file")
-    result = _run_with_progress(args, _api.run, path)
+        raise CliError(f"{value}: not a regular file; a config must be one")
+    return path
+
+
+def cmd_run(args) -> int:
+    path = _config_path(args.config)
+    _check_out(args.json)
+    result = _run_with_progress(args, _api.run, path, check=False)
     _emit(result, format_run(result), args.json)
     return 0
 
@@ -84,9 +114,12 @@ def cmd_compare(args) -> int:
     looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: no such experiment file")
+    if looks_like_file and not Path(experiment).is_file():
+        raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     if args.scale is not None and not args.scale > 0:
         raise CliError(f"--scale must be positive, not {args.scale}")
-    result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=args.seed)
+    _check_out(args.json)
+    result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=args.seed, check=False)
     _emit(result, format_compare(result), args.json)
     return 0
 
@@ -120,10 +153,12 @@ def cmd_hw(args) -> int:
     if args.command == "validate":
         from .validate import validate
 
+        _check_out(args.json)
         result = validate(**opts)
         _emit(result, format_tree(result), args.json)
         return 0
-    raw = _core.hw_run(args.command, json.dumps(opts))
+    _check_out(args.json)
+    raw = _core.hw_run(args.command, json.dumps(opts), bool(args.quiet))
     result = json.loads(raw)
     _emit(result, format_tree(result), args.json)
     return 0
@@ -149,23 +184,29 @@ def _parse_grid_item(text: str) -> tuple:
 
 
 def cmd_sweep(args) -> int:
-    from concurrent.futures import ProcessPoolExecutor
-
-    path = Path(args.config)
-    if not path.is_file():
-        raise CliError(f"{args.config}: no such config file")
+    path = _config_path(args.config)
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    _check_out(args.json)
     grid = dict(_parse_grid_item(item) for item in args.set)
     jobs = args.jobs or os.cpu_count() or 1
     progress = _progress(args)
-    with ProcessPoolExecutor(max_workers=jobs) as executor:
+    executor = _api.process_pool(jobs)
+    try:
         if progress is None:
             rows = _api.sweep_rows(grid, path, executor)
         else:
             with progress:
                 rows = _api.sweep_rows(grid, path, executor, progress=progress)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
     metrics = [m for m in (args.metrics or "").split(",") if m]
     if not metrics:
         metrics = ["throughput_bytes_per_s", "elapsed_s"]
+    known = set(rows[0]) if rows else set()
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(k for k in known if k not in grid))}")
     shown = [{k: row.get(k) for k in list(grid) + metrics} for row in rows]
     text = "\n".join(format_rows(shown)) + "\n"
     _emit(rows, text, args.json)
@@ -176,14 +217,26 @@ def cmd_plot(args) -> int:
     from . import plot
 
     path = Path(args.result)
-    if not path.is_file():
+    if not path.exists():
         raise CliError(f"{args.result}: no such result file")
+    if not path.is_file():
+        raise CliError(f"{args.result}: not a regular file; a result must be one")
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise CliError(f"{args.result}: not a JSON result ({e})") from None
+        raise CliError(f"{args.result}: not a JSON result ({cut(str(e), 120)})") from None
+    out = Path(args.out)
+    if not args.out.strip():
+        raise CliError("--out: an empty path; give an image file or a folder")
+    if out.is_dir():
+        out = out / f"{path.stem}.png"
     metrics = [m for m in (args.metrics or "").split(",") if m] or None
-    plot.plot(result, args.out, metrics=metrics)
+    try:
+        written = plot.plot(result, out, metrics=metrics)
+    except plot.PlotError as e:
+        raise CliError(f"{args.result}: {e}") from None
+    if not args.quiet:
+        sys.stdout.write(f"wrote {', '.join(str(w) for w in written)}\n")
     return 0
 
 
@@ -239,9 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("plot", help="plot a result JSON (needs matplotlib)")
+    p = sub.add_parser("plot", parents=[common], help="plot a result JSON (needs matplotlib)")
     p.add_argument("result", metavar="RESULT.json")
-    p.add_argument("--out", required=True, metavar="FILE.png", help="image file to write")
+    p.add_argument("--out", required=True, metavar="FILE.png|DIR",
+                   help="image file to write (.png, .pdf or .svg), or a folder to write RESULT.png into")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: all numeric ones)")
     p.set_defaults(func=cmd_plot)
     return parser
@@ -263,7 +317,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except _core.HwUnsupportedError as e:
         return _error(f"not supported on this host: {e}")
     except _core.DataVerificationError as e:
-        return _error(f"data verification failed: {e}")
+        _error(f"data verification failed: {e}")
+        return EXIT_DATA_LOST
     except _core.VmsimError as e:
         return _error(str(e))
     except FileNotFoundError as e:
@@ -272,12 +327,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
     except ImportError as e:
         return _error(str(e))
+    except ValueError as e:
+        # Bad values that surface below the CLI's own checks.
+        return _error(str(e))
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if e.args and e.args[0] == "SIGTERM":
+            # Stopped cleanly on SIGTERM: die of it, as the sender expects.
+            sys.stderr.write(f"{PROG}: terminated\n")
+            sys.stderr.flush()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return 143
         sys.stderr.write(f"\n{PROG}: interrupted\n")
         return 130
 

@@ -3,9 +3,46 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Sequence, Union
 
-from .tables import iter_scalar_rows, percent_change
+from ._errors import cut
+from ._io import atomic_path
+from .tables import iter_scalar_rows, metric_names, percent_change
+
+#: Image formats written (from the output's suffix).
+FORMATS = ("png", "pdf", "svg")
+
+
+class PlotError(ValueError):
+    """The input is not a result that can be plotted, or an option is wrong."""
+
+
+def _check_result(result: Any) -> None:
+    if not isinstance(result, Mapping) or not any(k in result for k in ("metrics", "variants", "cases")):
+        shown = cut(repr(result)) if not isinstance(result, Mapping) else "an object without 'metrics', 'variants' or 'cases'"
+        raise PlotError(f"not a vmsim run or compare result: {shown}")
+
+
+def _check_metrics(result: Mapping[str, Any], metrics: Optional[Sequence[str]]) -> None:
+    if not metrics:
+        return
+    known = metric_names(*(m for _, m in iter_scalar_rows(result)))
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        raise PlotError(f"unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(known)}")
+
+
+def _format_of(out: Union[str, "os.PathLike[str]"]) -> str:
+    suffix = os.path.splitext(os.fspath(out))[1].lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise PlotError(f"{cut(os.fspath(out))}: unknown image format {suffix!r}; accepted suffixes: {', '.join('.' + f for f in FORMATS)}")
+    return suffix
+
+
+def _save(fig, out: Union[str, "os.PathLike[str]"], fmt: str) -> str:
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=100, format=fmt)
+    return os.fspath(out)
 
 
 def _pyplot():
@@ -23,13 +60,18 @@ def plot(
     result: Mapping[str, Any],
     out: Union[str, "os.PathLike[str]"],
     metrics: Optional[Sequence[str]] = None,
-) -> None:
-    """Writes a plot of a result to ``out`` (format from its suffix).
+) -> List[str]:
+    """Writes a plot of a result to ``out`` (format from its suffix: .png,
+    .pdf or .svg) and returns the paths written. Raises ``PlotError`` for
+    input that is not a result, unknown metrics or an unknown format.
 
     A compare result gives one horizontal bar per metric and variant: the
     change against the baseline in percent. A run result gives its numeric
     metrics on a log scale.
     """
+    _check_result(result)
+    _check_metrics(result, metrics)
+    fmt = _format_of(out)
     plt = _pyplot()
     numeric = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     if "cases" in result or "variants" in result:
@@ -60,9 +102,10 @@ def plot(
             ax.set_title(f"{title} ({case})" if case else title)
             ax.legend(loc="best")
         fig.tight_layout()
-        fig.savefig(os.fspath(out), dpi=100)
-        plt.close(fig)
-        return
+        try:
+            return [_save(fig, out, fmt)]
+        finally:
+            plt.close(fig)
     _, m = next(iter(iter_scalar_rows(result)))
     names = [k for k in (metrics or m) if numeric(m.get(k)) and m.get(k) > 0]
     fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(names)) + 1.5))
@@ -73,8 +116,10 @@ def plot(
     ax.set_xscale("log")
     ax.set_title(f"run on {result.get('machine', {}).get('name', '')}")
     fig.tight_layout()
-    fig.savefig(os.fspath(out), dpi=100)
-    plt.close(fig)
+    try:
+        return [_save(fig, out, fmt)]
+    finally:
+        plt.close(fig)
 
 
 def _compare_bars(result: Mapping[str, Any], metrics: Optional[Sequence[str]], numeric) -> tuple:

@@ -75,12 +75,21 @@ fn list_experiments() -> Vec<(String, String)> {
 
 /// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`) with
 /// options given as a JSON object; returns the result as JSON text.
+/// `quiet` silences the progress notes on stderr. SIGINT and SIGTERM stop
+/// the measurement (after the host's state is restored) and raise
+/// `KeyboardInterrupt` (its argument names the signal).
 #[pyfunction]
-#[pyo3(signature = (command, opts_json = "{}"))]
-fn hw_run(py: Python<'_>, command: &str, opts_json: &str) -> PyResult<String> {
+#[pyo3(signature = (command, opts_json = "{}", quiet = false))]
+fn hw_run(py: Python<'_>, command: &str, opts_json: &str, quiet: bool) -> PyResult<String> {
     let command = command.to_owned();
     let opts = opts_json.to_owned();
-    let result = py.detach(move || vmsim_hw::run_json(&command, &opts));
+    let result = py
+        .detach(move || {
+            std::panic::catch_unwind(|| vmsim_hw::run_json_with(&command, &opts, quiet))
+        })
+        .map_err(|_| {
+            error::VmsimError::new_err("internal error (please report): vmsim hw panicked")
+        })?;
     Ok(result.map_err(PyHwErr::from)?)
 }
 
