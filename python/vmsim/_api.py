@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _core
+from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import config_error, cut
 from .tables import iter_runs, iter_scalar_rows, scalar_metrics
@@ -40,7 +41,10 @@ def run(
     for a missing config file.
     """
     text, fmt, base = load_text(config, base_dir)
+    t0 = time.monotonic()
     result = json.loads(_core.run_config(text, fmt, base, progress))
+    seed = result.get("config", {}).get("seed", 0)
+    _provenance.attach(result, "run", seeds=[seed], scale=None, host_seconds=time.monotonic() - t0, base_dir=base)
     if check:
         check_verified(result)
     return result
@@ -88,7 +92,11 @@ def compare(
     """
     exp = os.fspath(experiment)
     seed = check_seed(seed)
+    t0 = time.monotonic()
     result = json.loads(_core.compare(exp, scale, seed, progress))
+    exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
+    _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
+                       base_dir=exp_dir)
     if check:
         check_verified(result)
     return result
@@ -213,6 +221,17 @@ def sweep_rows(
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     return rows
+
+
+def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: List[Dict[str, Any]], *,
+                   host_seconds: float = 0.0) -> Dict[str, Any]:
+    """The JSON document of a sweep: ``kind`` "sweep", the ``grid``, the
+    ``base`` config, one row per point (``rows``) and the provenance block."""
+    base_config, base_dir = load_dict(base)
+    seeds = sorted({int(r["seed"]) for r in rows if isinstance(r.get("seed"), int)} or {int(base_config.get("seed", 0))})
+    doc: Dict[str, Any] = {"kind": "sweep", "grid": {k: list(v) for k, v in grid.items()}, "config": base_config,
+                           "rows": rows}
+    return _provenance.attach(doc, "sweep", seeds=seeds, scale=None, host_seconds=host_seconds, base_dir=base_dir)
 
 
 def _ignore_sigint() -> None:

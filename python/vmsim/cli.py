@@ -7,10 +7,11 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import _api, _core
+from . import _api, _core, _provenance, runtables
 from ._config import set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
@@ -82,12 +83,24 @@ def _print_listing(items: Dict[str, str]) -> None:
         print(f"{name.ljust(width)}  {description}".rstrip())
 
 
+def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
+    text = _core.builtin_toml(kind, name)
+    if text is None:
+        raise CliError(f"--show: {cut(repr(name))} is not a built-in {kind}; built-in: {', '.join(listing)}")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def cmd_machines(args) -> int:
+    if args.show:
+        return _show_builtin("machine", args.show, _api.machines())
     _print_listing(_api.machines())
     return 0
 
 
 def cmd_experiments(args) -> int:
+    if args.show:
+        return _show_builtin("experiment", args.show, _api.experiments())
     _print_listing(_api.experiments())
     return 0
 
@@ -109,18 +122,110 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _compare_worker(experiment: str, scale: Optional[float], seed: int) -> Dict[str, Any]:
+    """One seed of ``compare --runs`` (module level, for the process pool)."""
+    return _api.compare(experiment, scale=scale, seed=seed, check=False)
+
+
+def _by_case(arms: List[Any]) -> List[List[Any]]:
+    """Arms of an experiment with cases, grouped per case (``case/arm`` names)."""
+    groups: Dict[str, List[Any]] = {}
+    for name, runs in arms:
+        case = name.split("/", 1)[0] if "/" in name else ""
+        groups.setdefault(case, []).append((name, runs))
+    return list(groups.values())
+
+
+def _runs_text(groups: List[List[Any]], args) -> str:
+    metrics = [m for m in (args.metrics or "").split(",") if m] or None
+    parts = []
+    for arms in groups:
+        if args.format in ("lkp", "both"):
+            parts.append(runtables.format_lkp(arms, metrics, args.min_change))
+        if args.format in ("mmtests", "both"):
+            parts.append(runtables.format_mmtests(arms, metrics, args.min_change))
+    return "\n".join(parts)
+
+
+def _compare_saved(args, files: List[str]) -> int:
+    results = []
+    for f in files:
+        p = Path(f)
+        if not p.exists():
+            raise CliError(f"{f}: no such result file")
+        if not p.is_file():
+            raise CliError(f"{f}: not a regular file; a result must be one")
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise CliError(f"{f}: not a JSON result ({cut(str(e), 120)})") from None
+        if not isinstance(doc, dict) or not any(k in doc for k in ("metrics", "variants", "cases", "runs")):
+            raise CliError(f"{f}: not a vmsim run or compare result")
+        results.append((p.stem, doc))
+    try:
+        groups = runtables.saved_arms(results)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    text = "\n".join(_runs_text(_by_case(arms) if len(results) == 1 else [arms], args) for arms in groups)
+    sys.stdout.write(f"compared: {', '.join(files)} (base: {files[0]})\n\n" + text)
+    return 0
+
+
 def cmd_compare(args) -> int:
-    experiment = args.experiment
+    items = args.experiment
+    if len(items) > 1 or items[0].endswith(".json"):
+        if not all(i.endswith(".json") for i in items):
+            raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
+        if args.runs != 1:
+            raise CliError("--runs applies to running an experiment, not to saved results")
+        return _compare_saved(args, items)
+    experiment = items[0]
     looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
-    if looks_like_file and not Path(experiment).is_file():
+    if looks_like_file and not Path(experiment).exists():
         raise CliError(f"{experiment}: no such experiment file")
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     if args.scale is not None and not args.scale > 0:
         raise CliError(f"--scale must be positive, not {args.scale}")
+    if args.runs < 1:
+        raise CliError(f"--runs must be at least 1, not {args.runs}")
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
     _check_out(args.json)
-    result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=args.seed, check=False)
-    _emit(result, format_compare(result), args.json)
+    seed = _api.check_seed(args.seed)
+    if args.runs == 1:
+        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False)
+        text = format_compare(result) if not args.min_change else _runs_text(_by_case(runtables.arms_of(result)), args)
+        _emit(result, text, args.json)
+        return 0
+    seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
+    jobs = min(args.jobs or os.cpu_count() or 1, len(seeds))
+    t0 = time.monotonic()
+    executor = _api.process_pool(jobs)
+    futures: List[Any] = []
+    progress = _progress(args)
+    try:
+        futures = [executor.submit(_compare_worker, experiment, args.scale, s) for s in seeds]
+        runs = []
+        for i, fut in enumerate(futures):
+            runs.append(fut.result())
+            if progress is not None:
+                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
+        if progress is not None:
+            progress.close()
+    except BaseException:
+        _api.stop_pool(executor, futures)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    first = runs[0]
+    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
+                           "description": first.get("description"), "seeds": seeds, "runs": runs}
+    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
+    head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
+    _emit(doc, head + _runs_text(_by_case(runtables.arms_of(doc)), args), args.json)
+    for r in runs:
+        _api.check_verified(r)
     return 0
 
 
@@ -192,6 +297,7 @@ def cmd_sweep(args) -> int:
     jobs = args.jobs or os.cpu_count() or 1
     progress = _progress(args)
     executor = _api.process_pool(jobs)
+    t0 = time.monotonic()
     try:
         if progress is None:
             rows = _api.sweep_rows(grid, path, executor)
@@ -200,6 +306,7 @@ def cmd_sweep(args) -> int:
                 rows = _api.sweep_rows(grid, path, executor, progress=progress)
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
+    sweep_doc = _api.sweep_document(grid, path, rows, host_seconds=time.monotonic() - t0)
     metrics = [m for m in (args.metrics or "").split(",") if m]
     if not metrics:
         metrics = ["throughput_bytes_per_s", "elapsed_s"]
@@ -209,7 +316,7 @@ def cmd_sweep(args) -> int:
         raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(k for k in known if k not in grid))}")
     shown = [{k: row.get(k) for k in list(grid) + metrics} for row in rows]
     text = "\n".join(format_rows(shown)) + "\n"
-    _emit(rows, text, args.json)
+    _emit(sweep_doc, text, args.json)
     return 0
 
 
@@ -252,8 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("machines", help="list the built-in machine presets")
+    p.add_argument("--show", metavar="NAME", help="print the preset as TOML (every parameter with its source), to copy and change")
     p.set_defaults(func=cmd_machines)
     p = sub.add_parser("experiments", help="list the built-in experiments")
+    p.add_argument("--show", metavar="NAME", help="print the experiment as TOML, to copy and change")
     p.set_defaults(func=cmd_experiments)
 
     p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
@@ -262,7 +371,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
-    p.add_argument("experiment", metavar="NAME|FILE", help="built-in experiment name or experiment TOML")
+    p.add_argument("experiment", metavar="NAME|FILE", nargs="+",
+                   help="built-in experiment name or experiment TOML; or saved result JSON files (the first is the base)")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU)")
+    p.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
+                   help="show only metrics that change by at least PCT percent")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")
+    p.add_argument("--format", choices=["lkp", "mmtests", "both"], default="both",
+                   help="table layout over runs and for saved results (default both)")
     p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")

@@ -67,6 +67,28 @@ fn list_machines() -> Vec<(String, String)> {
     api::list_machines()
 }
 
+/// The resolved machine preset (every parameter with its source) of a
+/// built-in name or a preset file (relative to `base_dir`), as JSON text.
+#[pyfunction]
+#[pyo3(signature = (reference, base_dir = None))]
+fn preset_json(reference: &str, base_dir: Option<PathBuf>) -> PyResult<String> {
+    let preset = vmsim_core::config::load_machine("machine", reference, base_dir.as_deref())
+        .map_err(PyVmsimErr::from)?;
+    serde_json::to_string(&preset).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The TOML text of a built-in machine preset or experiment (`kind` is
+/// "machine" or "experiment"), or None when there is no such built-in.
+#[pyfunction]
+fn builtin_toml(kind: &str, name: &str) -> PyResult<Option<String>> {
+    let table = match kind {
+        "machine" => vmsim_core::config::embedded_machines(),
+        "experiment" => vmsim_core::config::embedded_experiments(),
+        other => return Err(PyValueError::new_err(format!("kind must be 'machine' or 'experiment', not {other:?}"))),
+    };
+    Ok(table.iter().find(|(n, _)| *n == name).map(|(_, text)| text.to_string()))
+}
+
 /// Built-in experiments as (name, one-line description).
 #[pyfunction]
 fn list_experiments() -> Vec<(String, String)> {
@@ -96,6 +118,9 @@ fn hw_run(py: Python<'_>, command: &str, opts_json: &str, quiet: bool) -> PyResu
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__git_revision__", env!("VMSIM_GIT_REVISION"))?;
+    m.add_function(wrap_pyfunction!(preset_json, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(list_machines, m)?)?;

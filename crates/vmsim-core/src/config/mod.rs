@@ -86,6 +86,9 @@ pub struct KernelConfig {
     pub copy_huge_page: CopyHugePage,
     /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
     pub thp_cow: ThpCow,
+    /// Boot parameter `page_alloc.shuffle`: shuffle the free lists at boot
+    /// (seeded by the run's seed). Off by default, as in the kernel.
+    pub page_alloc_shuffle: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -150,7 +153,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "page_alloc_shuffle"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -165,8 +168,9 @@ impl RunConfig {
             CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
                 .unwrap();
         let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
+        let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, page_alloc_shuffle };
 
         let mut w = top.sub("workload")?;
         w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;
