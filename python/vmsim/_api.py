@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
-from ._errors import config_error, cut
+from ._errors import check_json_values, config_error, cut
 from .tables import iter_runs, iter_scalar_rows, scalar_metrics
 
 ProgressCallback = Callable[[str, float], Any]
@@ -177,9 +177,87 @@ def sweep_rows(
     executor: Optional[Executor] = None,
     *,
     progress: Optional[ProgressCallback] = None,
+    keep_going: bool = False,
+    done: Optional[Sequence[Mapping[str, Any]]] = None,
+    on_row: Optional[Callable[[List[Dict[str, Any]]], Any]] = None,
 ) -> List[Dict[str, Any]]:
-    """Like ``sweep``, but always returns a list of dicts."""
+    """Like ``sweep``, but always returns a list of dicts (in grid order).
+
+    Every point's config is checked before the first one runs: a bad point
+    raises ``ConfigError`` naming the point and the key. With
+    ``keep_going=True`` a point that fails while running (or loses data)
+    becomes a row with ``status`` "failed" and its ``error``, and the other
+    points still run; otherwise the first failure raises. ``done`` holds rows
+    of an earlier, interrupted sweep: points with an "ok" row there are not
+    run again. ``on_row(rows)`` is called with all rows so far (grid order)
+    each time a point finishes, for writing results as they come."""
     base_config, base_dir = load_dict(base)
+    points, configs = _sweep_points(grid, base_config, base_dir)
+    keys = list(grid)
+    kept = {_point_key(r, keys): dict(r) for r in (done or []) if r.get("status", "ok") == "ok"}
+    rows: List[Optional[Dict[str, Any]]] = [kept.get(_point_key(p, keys)) for p in points]
+    todo = [i for i, r in enumerate(rows) if r is None]
+
+    own = executor is None
+    if own:
+        executor = process_pool(max(1, min(len(todo) or 1, os.cpu_count() or 1)))
+    futures: list = []
+    try:
+        futures = [executor.submit(_run_point, configs[i], base_dir) for i in todo]
+        index_of = {id(f): i for f, i in zip(futures, todo)}
+        finished = len(points) - len(todo)
+        for fut in _as_completed(futures):
+            i = index_of[id(fut)]
+            row = dict(points[i])
+            try:
+                result = fut.result()
+                lost = lost_data(result)
+                if lost:
+                    raise _core.DataVerificationError("; ".join(lost))
+                row.update(scalar_metrics(result.get("metrics", {})))
+                row["status"] = "ok"
+            except (_core.VmsimError, OSError) as e:
+                if not keep_going:
+                    raise
+                row.update({"status": "failed", "error": f"{type(e).__name__}: {e}"})
+            rows[i] = row
+            finished += 1
+            if on_row is not None:
+                on_row([r for r in rows if r is not None])
+            if progress is not None:
+                progress("sweep", finished / len(points))
+    except BaseException:
+        # Ctrl-C or a failed point: nothing queued may run on.
+        stop_pool(executor, futures)
+        raise
+    finally:
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return [r for r in rows if r is not None]
+
+
+def sweep_points(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> List[Dict[str, Any]]:
+    """The points of a sweep, each checked by the core (raises ``ConfigError``
+    naming the point and the key for the first bad one)."""
+    base_config, base_dir = load_dict(base)
+    return _sweep_points(grid, base_config, base_dir)[0]
+
+
+def _as_completed(futures: Sequence[Any]):
+    """Futures as they finish (concurrent.futures ones), else in order."""
+    from concurrent.futures import Future, as_completed
+
+    if all(isinstance(f, Future) for f in futures):
+        return as_completed(futures)
+    return iter(futures)
+
+
+def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    return json.dumps([row.get(k) for k in keys], sort_keys=True)
+
+
+def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any], base_dir: Optional[str]):
+    """The grid's points and their config texts, each checked by the core."""
     keys = list(grid)
     value_lists = []
     for key in keys:
@@ -189,7 +267,7 @@ def sweep_rows(
         else:
             values = list(values)
         if not values:
-            raise ValueError(f"sweep grid {key!r}: expected a non-empty list of values")
+            raise config_error(key, "expected a non-empty list of values to sweep")
         value_lists.append(values)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
     configs = []
@@ -197,30 +275,15 @@ def sweep_rows(
         cfg = json.loads(json.dumps(base_config))
         for key, value in point.items():
             set_dotted(cfg, key, value)
-        configs.append(json.dumps(cfg))
-
-    own = executor is None
-    if own:
-        executor = process_pool(max(1, min(len(points), os.cpu_count() or 1)))
-    futures: list = []
-    try:
-        futures = [executor.submit(_run_point, cfg, base_dir) for cfg in configs]
-        rows: List[Dict[str, Any]] = []
-        for i, (point, fut) in enumerate(zip(points, futures)):
-            result = fut.result()
-            row = dict(point)
-            row.update(scalar_metrics(result.get("metrics", {})))
-            rows.append(row)
-            if progress is not None:
-                progress("sweep", (i + 1) / len(points))
-    except BaseException:
-        # Ctrl-C or a failed point: nothing queued may run on.
-        stop_pool(executor, futures)
-        raise
-    finally:
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-    return rows
+        check_json_values(cfg)
+        text = json.dumps(cfg)
+        try:
+            _core.check_config(text, "json", base_dir)
+        except _core.ConfigError as e:
+            shown = ", ".join(f"{k}={cut(json.dumps(v), 30)}" for k, v in point.items())
+            raise config_error(e.key, f"{e.message} (at sweep point {shown}; no point was run)") from None
+        configs.append(text)
+    return points, configs
 
 
 def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: List[Dict[str, Any]], *,

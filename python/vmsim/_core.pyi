@@ -30,6 +30,17 @@ def compare(
     """Run an experiment (built-in name or path to an experiment TOML): its
     baseline and variants. Returns the result as JSON text."""
 
+def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
+    """Check a run config without running it (raises ConfigError)."""
+
+def preset_json(reference: str, base_dir: Optional[str] = None) -> str:
+    """The resolved machine preset, every parameter with its source, as JSON text."""
+
+def builtin_toml(kind: str, name: str) -> Optional[str]:
+    """The TOML text of a built-in "machine" or "experiment", or None."""
+
+__git_revision__: str
+
 def list_machines() -> list[tuple[str, str]]:
     """Built-in machine presets as (name, one-line description)."""
 

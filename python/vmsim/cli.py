@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import _api, _core, _provenance, runtables
-from ._config import set_dotted
+from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
-from ._io import atomic_write_text
+from ._io import atomic_path, atomic_write_text
 from .tables import format_compare, format_rows, format_run, format_tree
 
 PROG = "vmsim"
@@ -288,35 +288,94 @@ def _parse_grid_item(text: str) -> tuple:
     return key.strip(), parsed
 
 
+def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[Dict[str, Any]]:
+    if not out or out == "-":
+        raise CliError("--resume needs --json FILE: the sweep output to resume")
+    p = Path(out)
+    if not p.exists():
+        return []  # nothing to resume yet: a fresh start
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CliError(f"--resume {out}: not a sweep result ({cut(str(e), 120)})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "sweep":
+        raise CliError(f"--resume {out}: not a sweep result")
+    base, _ = load_dict(path)
+    if doc.get("grid") != {k: list(v) for k, v in grid.items()} or doc.get("config") != base:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid; give a new --json file")
+    return [r for r in doc.get("rows", []) if isinstance(r, dict)]
+
+
+def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise CliError(f"--{fmt} needs pandas: pip install 'vmsim[full]'") from None
+    df = pd.DataFrame(rows)
+    with atomic_path(out) as tmp:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            try:
+                df.to_parquet(tmp, index=False)
+            except ImportError:
+                raise CliError("--parquet needs pyarrow: pip install 'vmsim[full]'") from None
+
+
 def cmd_sweep(args) -> int:
     path = _config_path(args.config)
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
     _check_out(args.json)
+    _check_out(args.csv, "--csv")
+    _check_out(args.parquet, "--parquet")
     grid = dict(_parse_grid_item(item) for item in args.set)
+    done = _load_resume(args.json, grid, path) if args.resume else []
     jobs = args.jobs or os.cpu_count() or 1
     progress = _progress(args)
-    executor = _api.process_pool(jobs)
     t0 = time.monotonic()
+
+    def document(rows: List[Dict[str, Any]], complete: bool) -> Dict[str, Any]:
+        doc = _api.sweep_document(grid, path, rows, host_seconds=time.monotonic() - t0)
+        doc["complete"] = complete
+        return doc
+
+    def write_partial(rows: List[Dict[str, Any]]) -> None:
+        # Results are on disk as each point finishes: an interrupted sweep resumes from here.
+        if args.json and args.json != "-":
+            _write_json(document(rows, False), args.json)
+
+    # Every point is checked before any runs, so a bad value stops nothing half-way.
+    _api.sweep_points(grid, path)
+    executor = _api.process_pool(jobs)
     try:
+        kw = dict(keep_going=True, done=done, on_row=write_partial)
         if progress is None:
-            rows = _api.sweep_rows(grid, path, executor)
+            rows = _api.sweep_rows(grid, path, executor, **kw)
         else:
             with progress:
-                rows = _api.sweep_rows(grid, path, executor, progress=progress)
+                rows = _api.sweep_rows(grid, path, executor, progress=progress, **kw)
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
-    sweep_doc = _api.sweep_document(grid, path, rows, host_seconds=time.monotonic() - t0)
+    sweep_doc = document(rows, True)
     metrics = [m for m in (args.metrics or "").split(",") if m]
     if not metrics:
         metrics = ["throughput_bytes_per_s", "elapsed_s"]
-    known = set(rows[0]) if rows else set()
-    unknown = [m for m in metrics if m not in known]
+    known = set().union(*(set(r) for r in rows if r.get("status") == "ok")) if rows else set()
+    unknown = [m for m in metrics if known and m not in known]
     if unknown:
         raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(k for k in known if k not in grid))}")
-    shown = [{k: row.get(k) for k in list(grid) + metrics} for row in rows]
+    shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
     text = "\n".join(format_rows(shown)) + "\n"
     _emit(sweep_doc, text, args.json)
+    if args.csv:
+        _write_table(rows, args.csv, "csv")
+    if args.parquet:
+        _write_table(rows, args.parquet, "parquet")
+    failed = [r for r in rows if r.get("status") == "failed"]
+    if failed:
+        _error(f"{len(failed)} of {len(rows)} sweep point(s) failed (see their 'error' above); the others ran")
+        return 1
     return 0
 
 
@@ -407,7 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "or a JSON list); repeatable, the grid is the product")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: throughput_bytes_per_s,elapsed_s)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU)")
-    p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only)")
+    p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only); "
+                                                 "rewritten as each point finishes")
+    p.add_argument("--resume", action="store_true", help="run only the points that --json OUT does not already hold")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (needs pandas)")
+    p.add_argument("--parquet", metavar="FILE", help="also write the rows as Parquet (needs pandas and pyarrow: the full extra)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", parents=[common], help="plot a result JSON (needs matplotlib)")

@@ -80,6 +80,11 @@ fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
     })
 }
 
+/// Checks a run config as `run_config` would, without simulating.
+pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Result<(), Error> {
+    RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0).map(|_| ())
+}
+
 /// Runs one simulation from a run config.
 pub fn run_config(text: &str, format: Format, base_dir: Option<&Path>, progress: &mut dyn FnMut(&str, f64)) -> Result<String, Error> {
     let table = parse_table(text, format)?;

@@ -61,6 +61,15 @@ fn compare(
     Ok(result.map_err(PyVmsimErr::from)?)
 }
 
+/// Checks a run config (TOML or JSON text) without running it: raises the
+/// `ConfigError` that `run_config` would.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", base_dir = None))]
+fn check_config(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult<()> {
+    let format = parse_format(format)?;
+    Ok(api::check_config(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
+}
+
 /// Built-in machine presets as (name, one-line description).
 #[pyfunction]
 fn list_machines() -> Vec<(String, String)> {
@@ -120,6 +129,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("__git_revision__", env!("VMSIM_GIT_REVISION"))?;
     m.add_function(wrap_pyfunction!(preset_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;

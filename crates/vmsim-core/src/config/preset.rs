@@ -147,7 +147,7 @@ impl<'a> P<'a> {
         let (k, v) = self.leaf(name)?;
         match v {
             Value::Boolean(b) => Ok(b),
-            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {o}"))),
+            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {}", super::fields::show(&o)))),
         }
     }
     fn choice(&mut self, name: &'static str, choices: &[&str]) -> Result<String, Error> {
