@@ -292,8 +292,8 @@ def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: Li
     ``base`` config, one row per point (``rows``) and the provenance block."""
     base_config, base_dir = load_dict(base)
     seeds = sorted({int(r["seed"]) for r in rows if isinstance(r.get("seed"), int)} or {int(base_config.get("seed", 0))})
-    doc: Dict[str, Any] = {"kind": "sweep", "grid": {k: list(v) for k, v in grid.items()}, "config": base_config,
-                           "rows": rows}
+    doc: Dict[str, Any] = {"kind": "sweep", "grid": {k: list(v) for k, v in grid.items()}, "grid_keys": list(grid),
+                           "config": base_config, "rows": rows}
     return _provenance.attach(doc, "sweep", seeds=seeds, scale=None, host_seconds=host_seconds, base_dir=base_dir)
 
 

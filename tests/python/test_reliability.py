@@ -190,3 +190,25 @@ def test_hw_size_beyond_host_memory_is_refused():
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.hw("pf-test", size_mib=1 << 20, kinds=["4k"], reps=1)
     assert e.value.key == "size_mib"
+
+
+def test_plot_every_json_vmsim_writes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from vmsim import plot
+
+    run = {"metrics": {"throughput_bytes_per_s": 1e10, "elapsed_s": 1.0, "sys_s": 0.5, "sys_s_clear_page": 0.4,
+                       "sys_s_exc_page_fault": 0.1, "per_cpu": [{"cpu": 0, "user_cycles": 5, "sys_cycles": 3}]},
+           "machine": {"name": "m"}}
+    arms = {"experiment": "e", "baseline_name": "a", "baseline": run["metrics"], "variant_order": ["b"],
+            "variants": {"b": dict(run["metrics"], throughput_bytes_per_s=1.2e10)}, "machine": {"name": "m"}}
+    runs = {"kind": "compare-runs", "experiment": "e", "seeds": [0, 1], "runs": [arms, arms]}
+    sweep = {"kind": "sweep", "grid": {"seed": [0, 1], "workload.nr_task": [1, 2]}, "grid_keys": ["workload.nr_task", "seed"],
+             "rows": [{"workload.nr_task": n, "seed": s, "status": "ok", "elapsed_s": n + s / 10} for n in (1, 2) for s in (0, 1)]}
+    for name, doc in (("run", run), ("compare", arms), ("runs", runs), ("sweep", sweep)):
+        out = tmp_path / f"{name}.png"
+        assert plot.plot(doc, out) == [str(out)]
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(plot.PlotError, match="host measurement"):
+        plot.plot({"command": "pf-test", "host": {}, "results": []}, tmp_path / "hw.png")
+    with pytest.raises(plot.PlotError, match="nope"):
+        plot.plot(sweep, tmp_path / "x.png", metrics=["nope"])
