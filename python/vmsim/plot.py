@@ -199,9 +199,11 @@ def _sys_stack_panel(ax, arms, paths: Sequence[str], case: Optional[str]) -> Non
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(xs)
     ax.set_xticklabels([n for n, _ in arms], rotation=20, ha="right", fontsize=8)
+    # Head room above the bars for the legend.
+    ax.set_ylim(0, max(bottom + [1e-12]) * (1.25 + 0.09 * len(paths)))
     ax.set_ylabel("system time (s)", fontsize=8)
     ax.set_title(f"{case}: sys_s by kernel path" if case else "sys_s by kernel path", fontsize=9)
-    ax.legend(fontsize=6, loc="upper right")
+    ax.legend(fontsize=6, loc="upper center", ncol=2)
 
 
 def _per_cpu_panel(ax, arms, case: Optional[str]) -> None:
