@@ -333,6 +333,44 @@ def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:
                 shutdown(wait=False)
 
 
+def compare_results(
+    *results: Union[Mapping[str, Any], str, "os.PathLike[str]"],
+    min_change: float = 0.0,
+    metrics: Optional[Sequence[str]] = None,
+    layout: str = "lkp",
+) -> str:
+    """The table of saved results, as ``vmsim compare A.json B.json`` prints it.
+
+    Each argument is a result dict or the path of a result JSON (run, compare
+    or ``compare --runs``). One result shows its own arms; several are set
+    side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
+    ``min_change`` keeps the metrics that change by at least that many percent.
+    """
+    from . import runtables
+
+    if layout not in ("lkp", "mmtests"):
+        raise config_error("layout", f"{cut(repr(layout))} is not accepted; accepted: 'lkp', 'mmtests'")
+    labelled = []
+    for i, r in enumerate(results):
+        if isinstance(r, Mapping):
+            labelled.append((f"result{i + 1}", r))
+        else:
+            path = os.fspath(r)
+            with open(path, encoding="utf-8") as f:
+                labelled.append((os.path.splitext(os.path.basename(path))[0], json.load(f)))
+    if not labelled:
+        raise config_error("results", "give at least one result")
+    fmt = runtables.format_lkp if layout == "lkp" else runtables.format_mmtests
+    parts = []
+    for arms in runtables.saved_arms(labelled):
+        groups: Dict[str, list] = {}
+        for name, runs in arms:
+            case = name.split("/", 1)[0] if "/" in name and len(labelled) == 1 else ""
+            groups.setdefault(case, []).append((name, runs))
+        parts += [fmt(g, metrics, min_change) for g in groups.values()]
+    return "\n".join(parts)
+
+
 def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], *, per_cpu: bool = False):
     """A ``pandas.DataFrame`` of a result.
 
@@ -351,6 +389,12 @@ def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], 
         raise ImportError("to_dataframe needs pandas: pip install 'vmsim[full]'") from e
     if not isinstance(result, Mapping):
         return pd.DataFrame(list(result))
+    if result.get("kind") == "sweep":
+        return pd.DataFrame(result.get("rows", []))
+    if result.get("kind") == "compare-runs" and not per_cpu:
+        rows = [dict(scalar_metrics(m), run=name, seed=seed)
+                for seed, r in zip(result.get("seeds", []), result.get("runs", [])) for name, m in iter_runs(r)]
+        return pd.DataFrame(rows).set_index(["run", "seed"])
     if per_cpu:
         frames = []
         for name, metrics in iter_runs(result):

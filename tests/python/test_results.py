@@ -97,3 +97,21 @@ def test_page_alloc_shuffle_makes_the_seed_matter(tiny_config):
     assert len(set(rows)) > 1, "the seed decides physical placement once shuffling is on"
     tiny_config["seed"] = 1
     assert (vmsim.run(tiny_config)["metrics"]["llc_misses"], vmsim.run(tiny_config)["metrics"]["elapsed_s"]) == rows[1]
+
+
+def test_compare_results_from_python(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
+    text = vmsim.compare_results(tmp_path / "a.json", _fake_run(11e9, 1.0), min_change=5)
+    assert "+10.0%" in text and "sys_s" not in text
+    assert "Amean" in vmsim.compare_results(_fake_run(1e9, 1.0), _fake_run(2e9, 1.0), layout="mmtests")
+    with pytest.raises(vmsim.ConfigError):
+        vmsim.compare_results(_fake_run(1e9, 1.0), layout="csv")
+
+
+def test_to_dataframe_of_sweep_and_runs():
+    pytest.importorskip("pandas")
+    sweep = {"kind": "sweep", "rows": [{"seed": 0, "elapsed_s": 1.0}, {"seed": 1, "elapsed_s": 2.0}]}
+    assert list(vmsim.to_dataframe(sweep)["elapsed_s"]) == [1.0, 2.0]
+    arms = {"baseline_name": "a", "baseline": {"x": 1.0}, "variant_order": ["b"], "variants": {"b": {"x": 2.0}}}
+    df = vmsim.to_dataframe({"kind": "compare-runs", "seeds": [0, 1], "runs": [arms, arms]})
+    assert df.loc[("b", 1), "x"] == 2.0
