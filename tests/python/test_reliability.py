@@ -212,3 +212,17 @@ def test_plot_every_json_vmsim_writes(tmp_path):
         plot.plot({"command": "pf-test", "host": {}, "results": []}, tmp_path / "hw.png")
     with pytest.raises(plot.PlotError, match="nope"):
         plot.plot(sweep, tmp_path / "x.png", metrics=["nope"])
+
+
+def test_calibrate_quick_measures_dram_beyond_the_llc(tmp_path):
+    try:
+        r = vmsim.hw("calibrate", quick=True, out_dir=str(tmp_path))
+    except (vmsim.HwUnsupportedError, vmsim.HwError) as e:
+        pytest.skip(f"host calibration unavailable: {e}")
+    llc = max((c["size_kib"] * 1024 for c in r["host"].get("caches", []) if c.get("type") != "Instruction"), default=0)
+    assert r["raw"]["bandwidth_buffer_bytes"] >= max(4 * llc, 64 << 20)
+    text = open(r["preset_path"]).read()
+    handler = next(line for line in text.splitlines() if line.startswith("thp_fault_handler_cycles"))
+    if r["derived"]["under_hypervisor"]:
+        # A guest's first touch includes the host's fault: not stored as the handler's cost.
+        assert "not measured" in handler and r["derived"]["first_touch_thp_ns"] > 0
