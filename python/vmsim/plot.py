@@ -102,7 +102,7 @@ def plot(
     else:
         fig = _arms_figure(plt, result, metrics)
     try:
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 0.96))  # room for the figure title
         return [_save(fig, out, fmt)]
     finally:
         plt.close(fig)
@@ -137,7 +137,8 @@ def _arms_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str]
     if not names:
         raise PlotError("no numeric metric to plot")
     paths = sorted({k for s in sets for k, v in s.items() if k.startswith("sys_s_") and _num(v) and v > 0})
-    per_cpu = any(isinstance(s.get("per_cpu"), list) and s.get("per_cpu") for s in sets)
+    # Per CPU is worth a panel only when the work was spread over CPUs.
+    per_cpu = any(isinstance(s.get("per_cpu"), list) and len(s.get("per_cpu")) > 1 for s in sets)
     ncols = len(names) + (1 if paths else 0) + (1 if per_cpu else 0)
     fig, axes = plt.subplots(len(cases), ncols, figsize=(3.4 * ncols, 3.2 * len(cases) + 0.6), squeeze=False)
     nruns = max(len(runs) for _, arms in cases for _, runs in arms)
@@ -175,7 +176,8 @@ def _absolute_panel(ax, arms, metric: str, case: Optional[str]) -> None:
         if i == 0 or not base:
             text = show(metric, means[i] * div)
         else:
-            text = f"{(means[i] - base) / abs(base) * 100:+.1f}%"
+            change = (means[i] - base) / abs(base) * 100
+            text = f"{change if abs(change) >= 0.05 else 0.0:+.1f}%"
         ax.annotate(text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8,
                     xytext=(0, 2), textcoords="offset points", fontweight="bold" if i else "normal")
     ax.set_xticks(xs)
