@@ -8,7 +8,7 @@
     >>> vmsim.to_dataframe(c)                             # doctest: +SKIP
 """
 
-from ._api import compare, experiments, hw, machines, run, sweep, sweep_rows, to_dataframe
+from ._api import compare, compare_results, experiments, hw, machines, run, sweep, sweep_rows, to_dataframe
 from ._core import (
     ConfigError,
     DataVerificationError,
@@ -27,6 +27,7 @@ __all__ = [
     "VmsimError",
     "__version__",
     "compare",
+    "compare_results",
     "experiments",
     "format_compare",
     "format_run",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _core
+from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
+from ._errors import check_json_values, config_error, cut
 from .tables import iter_runs, iter_scalar_rows, scalar_metrics
 
 ProgressCallback = Callable[[str, float], Any]
@@ -20,6 +22,7 @@ def run(
     *,
     base_dir: Union[str, "os.PathLike[str]", None] = None,
     progress: Optional[ProgressCallback] = None,
+    check: bool = True,
 ) -> Dict[str, Any]:
     """Runs one simulation and returns its result.
 
@@ -33,11 +36,42 @@ def run(
 
     Raises ``ConfigError`` (with ``.key``, the dotted path of the bad field)
     for a bad config, ``DataVerificationError`` when the simulated workload
-    did not read back what it wrote, and ``FileNotFoundError`` for a missing
-    config file.
+    did not read back what it wrote (the full result is its ``result``
+    attribute; ``check=False`` returns it instead), and ``FileNotFoundError``
+    for a missing config file.
     """
     text, fmt, base = load_text(config, base_dir)
-    return json.loads(_core.run_config(text, fmt, base, progress))
+    t0 = time.monotonic()
+    result = json.loads(_core.run_config(text, fmt, base, progress))
+    seed = result.get("config", {}).get("seed", 0)
+    _provenance.attach(result, "run", seeds=[seed], scale=None, host_seconds=time.monotonic() - t0, base_dir=base)
+    if check:
+        check_verified(result)
+    return result
+
+
+def lost_data(result: Mapping[str, Any]) -> List[str]:
+    """The runs of a run or compare result whose data check failed, each as
+    ``"name: first errors"``."""
+    lost: List[str] = []
+    if not any(k in result for k in ("metrics", "variants", "cases")):
+        return lost  # host measurements and other documents hold no data check
+    for name, metrics in iter_runs(result):
+        if metrics.get("data_verified") is False:
+            errors = metrics.get("data_errors") or []
+            shown = "; ".join(str(e) for e in errors[:3]) + (f"; … {len(errors) - 3} more" if len(errors) > 3 else "")
+            lost.append(f"{name}: {shown or 'content check failed'}")
+    return lost
+
+
+def check_verified(result: Mapping[str, Any]) -> None:
+    """Raises ``DataVerificationError`` (with the result as ``.result``) when
+    any run of ``result`` lost or corrupted data."""
+    lost = lost_data(result)
+    if lost:
+        err = _core.DataVerificationError("; ".join(lost))
+        err.result = result
+        raise err
 
 
 def compare(
@@ -45,6 +79,7 @@ def compare(
     scale: Optional[float] = None,
     seed: int = 0,
     progress: Optional[ProgressCallback] = None,
+    check: bool = True,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -52,10 +87,26 @@ def compare(
     path to an experiment TOML. ``scale`` overrides the experiment's memory
     scale. The result has keys ``experiment``, ``description``, ``machine``,
     ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
-    ``variants`` (name -> metrics) and ``variant_order``.
+    ``variants`` (name -> metrics) and ``variant_order``. Raises
+    ``DataVerificationError`` as ``run`` does when any arm lost data.
     """
     exp = os.fspath(experiment)
-    return json.loads(_core.compare(exp, scale, int(seed), progress))
+    seed = check_seed(seed)
+    t0 = time.monotonic()
+    result = json.loads(_core.compare(exp, scale, seed, progress))
+    exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
+    _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
+                       base_dir=exp_dir)
+    if check:
+        check_verified(result)
+    return result
+
+
+def check_seed(seed: Any) -> int:
+    """A seed as the core takes it: an integer in 0..2^64-1."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{2**64 - 1}")
+    return seed
 
 
 def machines() -> Dict[str, str]:
@@ -126,9 +177,87 @@ def sweep_rows(
     executor: Optional[Executor] = None,
     *,
     progress: Optional[ProgressCallback] = None,
+    keep_going: bool = False,
+    done: Optional[Sequence[Mapping[str, Any]]] = None,
+    on_row: Optional[Callable[[List[Dict[str, Any]]], Any]] = None,
 ) -> List[Dict[str, Any]]:
-    """Like ``sweep``, but always returns a list of dicts."""
+    """Like ``sweep``, but always returns a list of dicts (in grid order).
+
+    Every point's config is checked before the first one runs: a bad point
+    raises ``ConfigError`` naming the point and the key. With
+    ``keep_going=True`` a point that fails while running (or loses data)
+    becomes a row with ``status`` "failed" and its ``error``, and the other
+    points still run; otherwise the first failure raises. ``done`` holds rows
+    of an earlier, interrupted sweep: points with an "ok" row there are not
+    run again. ``on_row(rows)`` is called with all rows so far (grid order)
+    each time a point finishes, for writing results as they come."""
     base_config, base_dir = load_dict(base)
+    points, configs = _sweep_points(grid, base_config, base_dir)
+    keys = list(grid)
+    kept = {_point_key(r, keys): dict(r) for r in (done or []) if r.get("status", "ok") == "ok"}
+    rows: List[Optional[Dict[str, Any]]] = [kept.get(_point_key(p, keys)) for p in points]
+    todo = [i for i, r in enumerate(rows) if r is None]
+
+    own = executor is None
+    if own:
+        executor = process_pool(max(1, min(len(todo) or 1, os.cpu_count() or 1)))
+    futures: list = []
+    try:
+        futures = [executor.submit(_run_point, configs[i], base_dir) for i in todo]
+        index_of = {id(f): i for f, i in zip(futures, todo)}
+        finished = len(points) - len(todo)
+        for fut in _as_completed(futures):
+            i = index_of[id(fut)]
+            row = dict(points[i])
+            try:
+                result = fut.result()
+                lost = lost_data(result)
+                if lost:
+                    raise _core.DataVerificationError("; ".join(lost))
+                row.update(scalar_metrics(result.get("metrics", {})))
+                row["status"] = "ok"
+            except (_core.VmsimError, OSError) as e:
+                if not keep_going:
+                    raise
+                row.update({"status": "failed", "error": f"{type(e).__name__}: {e}"})
+            rows[i] = row
+            finished += 1
+            if on_row is not None:
+                on_row([r for r in rows if r is not None])
+            if progress is not None:
+                progress("sweep", finished / len(points))
+    except BaseException:
+        # Ctrl-C or a failed point: nothing queued may run on.
+        stop_pool(executor, futures)
+        raise
+    finally:
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return [r for r in rows if r is not None]
+
+
+def sweep_points(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> List[Dict[str, Any]]:
+    """The points of a sweep, each checked by the core (raises ``ConfigError``
+    naming the point and the key for the first bad one)."""
+    base_config, base_dir = load_dict(base)
+    return _sweep_points(grid, base_config, base_dir)[0]
+
+
+def _as_completed(futures: Sequence[Any]):
+    """Futures as they finish (concurrent.futures ones), else in order."""
+    from concurrent.futures import Future, as_completed
+
+    if all(isinstance(f, Future) for f in futures):
+        return as_completed(futures)
+    return iter(futures)
+
+
+def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    return json.dumps([row.get(k) for k in keys], sort_keys=True)
+
+
+def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any], base_dir: Optional[str]):
+    """The grid's points and their config texts, each checked by the core."""
     keys = list(grid)
     value_lists = []
     for key in keys:
@@ -138,7 +267,7 @@ def sweep_rows(
         else:
             values = list(values)
         if not values:
-            raise ValueError(f"sweep grid {key!r}: expected a non-empty list of values")
+            raise config_error(key, "expected a non-empty list of values to sweep")
         value_lists.append(values)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
     configs = []
@@ -146,25 +275,100 @@ def sweep_rows(
         cfg = json.loads(json.dumps(base_config))
         for key, value in point.items():
             set_dotted(cfg, key, value)
-        configs.append(json.dumps(cfg))
+        check_json_values(cfg)
+        text = json.dumps(cfg)
+        try:
+            _core.check_config(text, "json", base_dir)
+        except _core.ConfigError as e:
+            shown = ", ".join(f"{k}={cut(json.dumps(v), 30)}" for k, v in point.items())
+            raise config_error(e.key, f"{e.message} (at sweep point {shown}; no point was run)") from None
+        configs.append(text)
+    return points, configs
 
-    own = executor is None
-    if own:
-        executor = ProcessPoolExecutor(max_workers=max(1, min(len(points), os.cpu_count() or 1)))
-    try:
-        futures = [executor.submit(_run_point, cfg, base_dir) for cfg in configs]
-        rows: List[Dict[str, Any]] = []
-        for i, (point, fut) in enumerate(zip(points, futures)):
-            result = fut.result()
-            row = dict(point)
-            row.update(scalar_metrics(result.get("metrics", {})))
-            rows.append(row)
-            if progress is not None:
-                progress("sweep", (i + 1) / len(points))
-    finally:
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-    return rows
+
+def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: List[Dict[str, Any]], *,
+                   host_seconds: float = 0.0) -> Dict[str, Any]:
+    """The JSON document of a sweep: ``kind`` "sweep", the ``grid``, the
+    ``base`` config, one row per point (``rows``) and the provenance block."""
+    base_config, base_dir = load_dict(base)
+    seeds = sorted({int(r["seed"]) for r in rows if isinstance(r.get("seed"), int)} or {int(base_config.get("seed", 0))})
+    doc: Dict[str, Any] = {"kind": "sweep", "grid": {k: list(v) for k, v in grid.items()}, "grid_keys": list(grid),
+                           "config": base_config, "rows": rows}
+    return _provenance.attach(doc, "sweep", seeds=seeds, scale=None, host_seconds=host_seconds, base_dir=base_dir)
+
+
+def _ignore_sigint() -> None:
+    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the pool."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def process_pool(jobs: int) -> ProcessPoolExecutor:
+    """A process pool whose workers leave Ctrl-C to the parent (see ``stop_pool``)."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+
+
+def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:
+    """Stops an executor at once: queued work is cancelled and, for a process
+    pool, the workers are terminated (a running simulation cannot be asked to
+    stop from another process), so neither a first nor a second Ctrl-C waits
+    for queued points."""
+    for fut in futures:
+        fut.cancel()
+    if isinstance(executor, ProcessPoolExecutor):
+        procs = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+    else:
+        shutdown = getattr(executor, "shutdown", None)
+        if shutdown is not None:
+            try:
+                shutdown(wait=False, cancel_futures=True)
+            except TypeError:
+                shutdown(wait=False)
+
+
+def compare_results(
+    *results: Union[Mapping[str, Any], str, "os.PathLike[str]"],
+    min_change: float = 0.0,
+    metrics: Optional[Sequence[str]] = None,
+    layout: str = "lkp",
+) -> str:
+    """The table of saved results, as ``vmsim compare A.json B.json`` prints it.
+
+    Each argument is a result dict or the path of a result JSON (run, compare
+    or ``compare --runs``). One result shows its own arms; several are set
+    side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
+    ``min_change`` keeps the metrics that change by at least that many percent.
+    """
+    from . import runtables
+
+    if layout not in ("lkp", "mmtests"):
+        raise config_error("layout", f"{cut(repr(layout))} is not accepted; accepted: 'lkp', 'mmtests'")
+    labelled = []
+    for i, r in enumerate(results):
+        if isinstance(r, Mapping):
+            labelled.append((f"result{i + 1}", r))
+        else:
+            path = os.fspath(r)
+            with open(path, encoding="utf-8") as f:
+                labelled.append((os.path.splitext(os.path.basename(path))[0], json.load(f)))
+    if not labelled:
+        raise config_error("results", "give at least one result")
+    fmt = runtables.format_lkp if layout == "lkp" else runtables.format_mmtests
+    parts = []
+    for arms in runtables.saved_arms(labelled):
+        groups: Dict[str, list] = {}
+        for name, runs in arms:
+            case = name.split("/", 1)[0] if "/" in name and len(labelled) == 1 else ""
+            groups.setdefault(case, []).append((name, runs))
+        parts += [fmt(g, metrics, min_change) for g in groups.values()]
+    return "\n".join(parts)
 
 
 def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], *, per_cpu: bool = False):
@@ -185,6 +389,12 @@ def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], 
         raise ImportError("to_dataframe needs pandas: pip install 'vmsim[full]'") from e
     if not isinstance(result, Mapping):
         return pd.DataFrame(list(result))
+    if result.get("kind") == "sweep":
+        return pd.DataFrame(result.get("rows", []))
+    if result.get("kind") == "compare-runs" and not per_cpu:
+        rows = [dict(scalar_metrics(m), run=name, seed=seed)
+                for seed, r in zip(result.get("seeds", []), result.get("runs", [])) for name, m in iter_runs(r)]
+        return pd.DataFrame(rows).set_index(["run", "seed"])
     if per_cpu:
         frames = []
         for name, metrics in iter_runs(result):

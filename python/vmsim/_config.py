@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+from ._errors import check_json_values, config_error, cut
+from ._io import read_regular_text
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -31,7 +34,7 @@ def _as_path(config: ConfigLike) -> Optional[Path]:
         if "\n" not in config and len(config) < 4096:
             p = Path(config)
             try:
-                if p.is_file():
+                if p.exists():  # a FIFO or device too: refused when read
                     return p
             except OSError:
                 return None
@@ -40,6 +43,13 @@ def _as_path(config: ConfigLike) -> Optional[Path]:
             # failing to parse the file name as TOML.
             return Path(config)
     return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return read_regular_text(path)
+    except ValueError as e:
+        raise config_error("config", str(e)) from None
 
 
 def _format_of(path: Path) -> str:
@@ -54,11 +64,12 @@ def load_text(config: ConfigLike, base_dir: Union[str, os.PathLike, None] = None
     string is TOML text.
     """
     if isinstance(config, Mapping):
+        check_json_values(config)
         text, fmt = json.dumps(config), "json"
     else:
         path = _as_path(config)
         if path is not None:
-            text = path.read_text(encoding="utf-8")  # FileNotFoundError if missing
+            text = _read(path)  # FileNotFoundError if missing
             fmt = _format_of(path)
             if base_dir is None:
                 base_dir = path.resolve().parent
@@ -75,11 +86,17 @@ def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
         return copy.deepcopy(dict(config)), None
     path = _as_path(config)
     if path is not None:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if _format_of(path) == "json" else tomllib.loads(text)
+        text = _read(path)
+        try:
+            data = json.loads(text) if _format_of(path) == "json" else tomllib.loads(text)
+        except ValueError as e:
+            raise config_error("config", f"{path}: not valid {_format_of(path).upper()}: {cut(str(e), 200)}") from None
         return data, os.fspath(path.resolve().parent)
     if isinstance(config, str):
-        return tomllib.loads(config), None
+        try:
+            return tomllib.loads(config), None
+        except ValueError as e:
+            raise config_error("config", f"not valid TOML: {cut(str(e), 200)}") from None
     raise TypeError(f"config must be a dict, a path or TOML text, not {type(config).__name__}")
 
 
@@ -87,13 +104,13 @@ def set_dotted(config: Dict[str, Any], key: str, value: Any) -> None:
     """Sets ``config["a"]["b"] = value`` for ``key == "a.b"``, making tables as needed."""
     parts = key.split(".")
     if not all(parts):
-        raise ValueError(f"bad dotted key {key!r}")
+        raise config_error(cut(key), "not a dotted key (names separated by single dots, e.g. workload.nr_task)")
     node = config
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         if child is None:
             child = node[part] = {}
         elif not isinstance(child, dict):
-            raise ValueError(f"{'.'.join(parts[: i + 1])} is not a table, cannot set {key}")
+            raise config_error(key, f"{'.'.join(parts[: i + 1])} is not a table, so it has no keys to set")
         node = child
     node[parts[-1]] = value

@@ -30,15 +30,29 @@ def compare(
     """Run an experiment (built-in name or path to an experiment TOML): its
     baseline and variants. Returns the result as JSON text."""
 
+def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
+    """Check a run config without running it (raises ConfigError)."""
+
+def preset_json(reference: str, base_dir: Optional[str] = None) -> str:
+    """The resolved machine preset, every parameter with its source, as JSON text."""
+
+def builtin_toml(kind: str, name: str) -> Optional[str]:
+    """The TOML text of a built-in "machine" or "experiment", or None."""
+
+__git_revision__: str
+
 def list_machines() -> list[tuple[str, str]]:
     """Built-in machine presets as (name, one-line description)."""
 
 def list_experiments() -> list[tuple[str, str]]:
     """Built-in experiments as (name, one-line description)."""
 
-def hw_run(command: str, opts_json: str = "{}") -> str:
+def hw_run(command: str, opts_json: str = "{}", quiet: bool = False) -> str:
     """Run a host measurement ("clear", "copy", "pf-test" or "calibrate") with
-    options given as a JSON object. Returns the result as JSON text."""
+    options given as a JSON object. Returns the result as JSON text.
+    ``quiet`` silences the progress notes on stderr. SIGINT and SIGTERM stop
+    it once the host's state is restored, raising ``KeyboardInterrupt`` whose
+    argument is ``"SIGINT"`` or ``"SIGTERM"``."""
 
 def validate_model(machine: Optional[str] = None) -> str:
     """Run the microbenchmarks of `vmsim validate` on the model of one preset

@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import _api, _core
-from ._config import set_dotted
+from . import _api, _core, _provenance, runtables
+from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
+from ._errors import cut
+from ._io import atomic_path, atomic_write_text
 from .tables import format_compare, format_rows, format_run, format_tree
 
 PROG = "vmsim"
 EXIT_USAGE = 2
+#: A run completed but its data check failed (the JSON is still written).
+EXIT_DATA_LOST = 1
 
 
 class CliError(Exception):
@@ -32,7 +38,21 @@ def _write_json(obj: Any, out: str) -> None:
     if out == "-":
         sys.stdout.write(text)
     else:
-        Path(out).write_text(text, encoding="utf-8")
+        atomic_write_text(out, text)
+
+
+def _check_out(value: Optional[str], option: str = "--json") -> None:
+    """Refuses an output path that cannot be written, before any work is done."""
+    if value is None or value == "-":
+        return
+    if not value.strip():
+        raise CliError(f"{option}: an empty path; give a file name or '-' for stdout")
+    p = Path(value)
+    if p.is_dir():
+        raise CliError(f"{option} {value}: is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise CliError(f"{option} {value}: no such folder {parent}")
 
 
 def _progress(args) -> Optional[StderrProgress]:
@@ -47,11 +67,14 @@ def _run_with_progress(args, fn, *a, **kw):
         return fn(*a, progress=progress, **kw)
 
 
-def _emit(result: Dict[str, Any], text: str, json_out: Optional[str]) -> None:
+def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
     if json_out:
         _write_json(result, json_out)
     if json_out != "-":
         sys.stdout.write(text)
+    # Lost data fails the command, after the JSON that shows it is written.
+    if isinstance(result, dict):
+        _api.check_verified(result)
 
 
 def _print_listing(items: Dict[str, str]) -> None:
@@ -60,34 +83,149 @@ def _print_listing(items: Dict[str, str]) -> None:
         print(f"{name.ljust(width)}  {description}".rstrip())
 
 
+def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
+    text = _core.builtin_toml(kind, name)
+    if text is None:
+        raise CliError(f"--show: {cut(repr(name))} is not a built-in {kind}; built-in: {', '.join(listing)}")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def cmd_machines(args) -> int:
+    if args.show:
+        return _show_builtin("machine", args.show, _api.machines())
     _print_listing(_api.machines())
     return 0
 
 
 def cmd_experiments(args) -> int:
+    if args.show:
+        return _show_builtin("experiment", args.show, _api.experiments())
     _print_listing(_api.experiments())
     return 0
 
 
-def cmd_run(args) -> int:
-    path = Path(args.config)
+def _config_path(value: str) -> Path:
+    path = Path(value)
+    if not path.exists():
+        raise CliError(f"{value}: no such config file")
     if not path.is_file():
-        raise CliError(f"{args.config}: no such config file")
-    result = _run_with_progress(args, _api.run, path)
+        raise CliError(f"{value}: not a regular file; a config must be one")
+    return path
+
+
+def cmd_run(args) -> int:
+    path = _config_path(args.config)
+    _check_out(args.json)
+    result = _run_with_progress(args, _api.run, path, check=False)
     _emit(result, format_run(result), args.json)
     return 0
 
 
+def _compare_worker(experiment: str, scale: Optional[float], seed: int) -> Dict[str, Any]:
+    """One seed of ``compare --runs`` (module level, for the process pool)."""
+    return _api.compare(experiment, scale=scale, seed=seed, check=False)
+
+
+def _by_case(arms: List[Any]) -> List[List[Any]]:
+    """Arms of an experiment with cases, grouped per case (``case/arm`` names)."""
+    groups: Dict[str, List[Any]] = {}
+    for name, runs in arms:
+        case = name.split("/", 1)[0] if "/" in name else ""
+        groups.setdefault(case, []).append((name, runs))
+    return list(groups.values())
+
+
+def _runs_text(groups: List[List[Any]], args) -> str:
+    metrics = [m for m in (args.metrics or "").split(",") if m] or None
+    parts = []
+    for arms in groups:
+        if args.format in ("lkp", "both"):
+            parts.append(runtables.format_lkp(arms, metrics, args.min_change))
+        if args.format in ("mmtests", "both"):
+            parts.append(runtables.format_mmtests(arms, metrics, args.min_change))
+    return "\n".join(parts)
+
+
+def _compare_saved(args, files: List[str]) -> int:
+    results = []
+    for f in files:
+        p = Path(f)
+        if not p.exists():
+            raise CliError(f"{f}: no such result file")
+        if not p.is_file():
+            raise CliError(f"{f}: not a regular file; a result must be one")
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise CliError(f"{f}: not a JSON result ({cut(str(e), 120)})") from None
+        if not isinstance(doc, dict) or not any(k in doc for k in ("metrics", "variants", "cases", "runs")):
+            raise CliError(f"{f}: not a vmsim run or compare result")
+        results.append((p.stem, doc))
+    try:
+        groups = runtables.saved_arms(results)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    text = "\n".join(_runs_text(_by_case(arms) if len(results) == 1 else [arms], args) for arms in groups)
+    sys.stdout.write(f"compared: {', '.join(files)} (base: {files[0]})\n\n" + text)
+    return 0
+
+
 def cmd_compare(args) -> int:
-    experiment = args.experiment
+    items = args.experiment
+    if len(items) > 1 or items[0].endswith(".json"):
+        if not all(i.endswith(".json") for i in items):
+            raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
+        if args.runs != 1:
+            raise CliError("--runs applies to running an experiment, not to saved results")
+        return _compare_saved(args, items)
+    experiment = items[0]
     looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
-    if looks_like_file and not Path(experiment).is_file():
+    if looks_like_file and not Path(experiment).exists():
         raise CliError(f"{experiment}: no such experiment file")
+    if looks_like_file and not Path(experiment).is_file():
+        raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     if args.scale is not None and not args.scale > 0:
         raise CliError(f"--scale must be positive, not {args.scale}")
-    result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=args.seed)
-    _emit(result, format_compare(result), args.json)
+    if args.runs < 1:
+        raise CliError(f"--runs must be at least 1, not {args.runs}")
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    _check_out(args.json)
+    seed = _api.check_seed(args.seed)
+    if args.runs == 1:
+        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False)
+        text = format_compare(result) if not args.min_change else _runs_text(_by_case(runtables.arms_of(result)), args)
+        _emit(result, text, args.json)
+        return 0
+    seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
+    jobs = min(args.jobs or os.cpu_count() or 1, len(seeds))
+    t0 = time.monotonic()
+    executor = _api.process_pool(jobs)
+    futures: List[Any] = []
+    progress = _progress(args)
+    try:
+        futures = [executor.submit(_compare_worker, experiment, args.scale, s) for s in seeds]
+        runs = []
+        for i, fut in enumerate(futures):
+            runs.append(fut.result())
+            if progress is not None:
+                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
+        if progress is not None:
+            progress.close()
+    except BaseException:
+        _api.stop_pool(executor, futures)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    first = runs[0]
+    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
+                           "description": first.get("description"), "seeds": seeds, "runs": runs}
+    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
+    head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
+    _emit(doc, head + _runs_text(_by_case(runtables.arms_of(doc)), args), args.json)
+    for r in runs:
+        _api.check_verified(r)
     return 0
 
 
@@ -120,10 +258,12 @@ def cmd_hw(args) -> int:
     if args.command == "validate":
         from .validate import validate
 
+        _check_out(args.json)
         result = validate(**opts)
         _emit(result, format_tree(result), args.json)
         return 0
-    raw = _core.hw_run(args.command, json.dumps(opts))
+    _check_out(args.json)
+    raw = _core.hw_run(args.command, json.dumps(opts), bool(args.quiet))
     result = json.loads(raw)
     _emit(result, format_tree(result), args.json)
     return 0
@@ -156,27 +296,94 @@ def _parse_grid_item(text: str) -> tuple:
     return key.strip(), parsed
 
 
-def cmd_sweep(args) -> int:
-    from concurrent.futures import ProcessPoolExecutor
+def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[Dict[str, Any]]:
+    if not out or out == "-":
+        raise CliError("--resume needs --json FILE: the sweep output to resume")
+    p = Path(out)
+    if not p.exists():
+        return []  # nothing to resume yet: a fresh start
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CliError(f"--resume {out}: not a sweep result ({cut(str(e), 120)})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "sweep":
+        raise CliError(f"--resume {out}: not a sweep result")
+    base, _ = load_dict(path)
+    if doc.get("grid") != {k: list(v) for k, v in grid.items()} or doc.get("config") != base:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid; give a new --json file")
+    return [r for r in doc.get("rows", []) if isinstance(r, dict)]
 
-    path = Path(args.config)
-    if not path.is_file():
-        raise CliError(f"{args.config}: no such config file")
+
+def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise CliError(f"--{fmt} needs pandas: pip install 'vmsim[full]'") from None
+    df = pd.DataFrame(rows)
+    with atomic_path(out) as tmp:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            try:
+                df.to_parquet(tmp, index=False)
+            except ImportError:
+                raise CliError("--parquet needs pyarrow: pip install 'vmsim[full]'") from None
+
+
+def cmd_sweep(args) -> int:
+    path = _config_path(args.config)
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    _check_out(args.json)
+    _check_out(args.csv, "--csv")
+    _check_out(args.parquet, "--parquet")
     grid = dict(_parse_grid_item(item) for item in args.set)
+    done = _load_resume(args.json, grid, path) if args.resume else []
     jobs = args.jobs or os.cpu_count() or 1
     progress = _progress(args)
-    with ProcessPoolExecutor(max_workers=jobs) as executor:
+    t0 = time.monotonic()
+
+    def document(rows: List[Dict[str, Any]], complete: bool) -> Dict[str, Any]:
+        doc = _api.sweep_document(grid, path, rows, host_seconds=time.monotonic() - t0)
+        doc["complete"] = complete
+        return doc
+
+    def write_partial(rows: List[Dict[str, Any]]) -> None:
+        # Results are on disk as each point finishes: an interrupted sweep resumes from here.
+        if args.json and args.json != "-":
+            _write_json(document(rows, False), args.json)
+
+    # Every point is checked before any runs, so a bad value stops nothing half-way.
+    _api.sweep_points(grid, path)
+    executor = _api.process_pool(jobs)
+    try:
+        kw = dict(keep_going=True, done=done, on_row=write_partial)
         if progress is None:
-            rows = _api.sweep_rows(grid, path, executor)
+            rows = _api.sweep_rows(grid, path, executor, **kw)
         else:
             with progress:
-                rows = _api.sweep_rows(grid, path, executor, progress=progress)
+                rows = _api.sweep_rows(grid, path, executor, progress=progress, **kw)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    sweep_doc = document(rows, True)
     metrics = [m for m in (args.metrics or "").split(",") if m]
     if not metrics:
         metrics = ["throughput_bytes_per_s", "elapsed_s"]
-    shown = [{k: row.get(k) for k in list(grid) + metrics} for row in rows]
+    known = set().union(*(set(r) for r in rows if r.get("status") == "ok")) if rows else set()
+    unknown = [m for m in metrics if known and m not in known]
+    if unknown:
+        raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(k for k in known if k not in grid))}")
+    shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
     text = "\n".join(format_rows(shown)) + "\n"
-    _emit(rows, text, args.json)
+    _emit(sweep_doc, text, args.json)
+    if args.csv:
+        _write_table(rows, args.csv, "csv")
+    if args.parquet:
+        _write_table(rows, args.parquet, "parquet")
+    failed = [r for r in rows if r.get("status") == "failed"]
+    if failed:
+        _error(f"{len(failed)} of {len(rows)} sweep point(s) failed (see their 'error' above); the others ran")
+        return 1
     return 0
 
 
@@ -184,14 +391,26 @@ def cmd_plot(args) -> int:
     from . import plot
 
     path = Path(args.result)
-    if not path.is_file():
+    if not path.exists():
         raise CliError(f"{args.result}: no such result file")
+    if not path.is_file():
+        raise CliError(f"{args.result}: not a regular file; a result must be one")
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise CliError(f"{args.result}: not a JSON result ({e})") from None
+        raise CliError(f"{args.result}: not a JSON result ({cut(str(e), 120)})") from None
+    out = Path(args.out)
+    if not args.out.strip():
+        raise CliError("--out: an empty path; give an image file or a folder")
+    if out.is_dir():
+        out = out / f"{path.stem}.png"
     metrics = [m for m in (args.metrics or "").split(",") if m] or None
-    plot.plot(result, args.out, metrics=metrics)
+    try:
+        written = plot.plot(result, out, metrics=metrics)
+    except plot.PlotError as e:
+        raise CliError(f"{args.result}: {e}") from None
+    if not args.quiet:
+        sys.stdout.write(f"wrote {', '.join(str(w) for w in written)}\n")
     return 0
 
 
@@ -207,8 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("machines", help="list the built-in machine presets")
+    p.add_argument("--show", metavar="NAME", help="print the preset as TOML (every parameter with its source), to copy and change")
     p.set_defaults(func=cmd_machines)
     p = sub.add_parser("experiments", help="list the built-in experiments")
+    p.add_argument("--show", metavar="NAME", help="print the experiment as TOML, to copy and change")
     p.set_defaults(func=cmd_experiments)
 
     p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
@@ -217,7 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
-    p.add_argument("experiment", metavar="NAME|FILE", help="built-in experiment name or experiment TOML")
+    p.add_argument("experiment", metavar="NAME|FILE", nargs="+",
+                   help="built-in experiment name or experiment TOML; or saved result JSON files (the first is the base)")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU)")
+    p.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
+                   help="show only metrics that change by at least PCT percent")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")
+    p.add_argument("--format", choices=["lkp", "mmtests", "both"], default="both",
+                   help="table layout over runs and for saved results (default both)")
     p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
@@ -250,12 +480,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "or a JSON list); repeatable, the grid is the product")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: throughput_bytes_per_s,elapsed_s)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU)")
-    p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only)")
+    p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only); "
+                                                 "rewritten as each point finishes")
+    p.add_argument("--resume", action="store_true", help="run only the points that --json OUT does not already hold")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (needs pandas)")
+    p.add_argument("--parquet", metavar="FILE", help="also write the rows as Parquet (needs pandas and pyarrow: the full extra)")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("plot", help="plot a result JSON (needs matplotlib)")
+    p = sub.add_parser("plot", parents=[common], help="plot a result JSON (needs matplotlib)")
     p.add_argument("result", metavar="RESULT.json")
-    p.add_argument("--out", required=True, metavar="FILE.png", help="image file to write")
+    p.add_argument("--out", required=True, metavar="FILE.png|DIR",
+                   help="image file to write (.png, .pdf or .svg), or a folder to write RESULT.png into")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: all numeric ones)")
     p.set_defaults(func=cmd_plot)
     return parser
@@ -277,7 +512,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except _core.HwUnsupportedError as e:
         return _error(f"not supported on this host: {e}")
     except _core.DataVerificationError as e:
-        return _error(f"data verification failed: {e}")
+        _error(f"data verification failed: {e}")
+        return EXIT_DATA_LOST
     except _core.VmsimError as e:
         return _error(str(e))
     except FileNotFoundError as e:
@@ -286,12 +522,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
     except ImportError as e:
         return _error(str(e))
+    except ValueError as e:
+        # Bad values that surface below the CLI's own checks.
+        return _error(str(e))
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if e.args and e.args[0] == "SIGTERM":
+            # Stopped cleanly on SIGTERM: die of it, as the sender expects.
+            sys.stderr.write(f"{PROG}: terminated\n")
+            sys.stderr.flush()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return 143
         sys.stderr.write(f"\n{PROG}: interrupted\n")
         return 130
 

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _api
+from ._errors import config_error
+
+#: Marks a folder as written by ``reproduce``, so a re-run may replace it.
+MARKER = ".vmsim-reproduce"
 from .tables import format_compare, format_value, percent_change
 
 HEADLINE = ("throughput_bytes_per_s", "fault_bytes_per_s", "llc_miss_rate", "dram_bytes_read", "sys_s", "data_verified")
@@ -44,12 +50,42 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
     known = _api.experiments()
     for n in names:
         if n not in known:
-            from ._core import ConfigError
+            raise config_error("experiment", f"{n!r} is not a built-in experiment; built-in: {', '.join(known)}")
+    out_dir = os.path.normpath(out_dir)
+    if os.path.exists(out_dir):
+        if not os.path.isdir(out_dir):
+            raise config_error("--out", f"{out_dir} exists and is not a folder")
+        if os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, MARKER)):
+            raise config_error("--out", f"{out_dir} exists, is not empty and was not written by vmsim reproduce; give a new folder")
+    parent = os.path.dirname(out_dir) or "."
+    os.makedirs(parent, exist_ok=True)
+    # Everything goes to a fresh folder that replaces out_dir only once complete,
+    # so an interrupted run leaves the previous results whole and two runs never mix.
+    work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-", dir=parent)
+    try:
+        results = _reproduce_into(work, names, scale, seed, progress)
+        with open(os.path.join(work, MARKER), "w") as f:
+            f.write("written by vmsim reproduce; a re-run replaces this folder\n")
+        os.chmod(work, 0o755)
+        if os.path.exists(out_dir):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.old-", dir=parent)
+            os.rmdir(old)
+            os.rename(out_dir, old)
+            os.rename(work, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(work, out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    # Lost data fails the command, once the files that show it are in place.
+    for result in results.values():
+        _api.check_verified(result)
+    return results
 
-            err = ConfigError(f"experiment: {n!r} is not a built-in experiment; built-in: {', '.join(known)}")
-            err.key, err.message = "experiment", f"{n!r} is not a built-in experiment"
-            raise err
-    os.makedirs(out_dir, exist_ok=True)
+
+def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed: int,
+                    progress: Optional[Callable[[str, float], Any]]) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     summary = [
         "# vmsim reproduce",
@@ -62,7 +98,7 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
     ]
     details: List[str] = []
     for name in names:
-        result = _api.compare(name, scale=scale, seed=seed, progress=progress)
+        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False)
         results[name] = result
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)

@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import subprocess
 import sys
@@ -91,11 +92,19 @@ def test_run_prints_table(tiny_toml, capsys):
     assert captured.err == ""
 
 
+def same_result_bytes(a, b):
+    """Byte-identical apart from the host time the run took (provenance.host_seconds)."""
+    drop = re.compile(rb'^\s*"host_seconds": [0-9.e+-]+,?\n', re.M)
+    ta, tb = drop.sub(b"", a.read_bytes()), drop.sub(b"", b.read_bytes())
+    assert ta == tb
+    assert len(ta) < len(a.read_bytes()), "the host time is recorded"
+
+
 def test_run_json_is_deterministic(tiny_toml, tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert cli.main(["run", "-q", str(tiny_toml), "--json", str(a)]) == 0
     assert cli.main(["run", "-q", str(tiny_toml), "--json", str(b)]) == 0
-    assert a.read_bytes() == b.read_bytes()
+    same_result_bytes(a, b)
     data = json.loads(a.read_text())
     assert set(data) >= {"config", "machine", "scale", "metrics"}
     # the full result, nested values included
@@ -128,7 +137,7 @@ def test_compare_json_deterministic_across_processes(tmp_path):
     for out in (a, b):
         proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--json", str(out))
         assert proc.returncode == 0, proc.stderr
-    assert a.read_bytes() == b.read_bytes()
+    same_result_bytes(a, b)
 
 
 def test_hw_validate_bad_option(capsys):
@@ -202,7 +211,9 @@ def test_sweep_cli(tiny_toml, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["workload.nr_task", "kernel.clear_huge_page", "throughput_bytes_per_s", "elapsed_s"]
     assert len(lines) == 2 + 4
-    rows = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "sweep" and doc["provenance"]["command"] == "sweep"
+    rows = doc["rows"]
     assert [(r["workload.nr_task"], r["kernel.clear_huge_page"]) for r in rows] == [
         (1, "sequential"), (1, "target-last"), (2, "sequential"), (2, "target-last")]
 
@@ -244,8 +255,13 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
         assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.0625", "-q", "--out", str(out)]) == 0
     names = sorted(p.name for p in a.iterdir())
     assert "README.md" in names and "clear-target-last.json" in names and "clear-target-last.txt" in names
-    for n in ("README.md", "clear-target-last.json", "clear-target-last.txt"):
+    for n in ("README.md", "clear-target-last.txt"):
         assert (a / n).read_bytes() == (b / n).read_bytes(), n
+    same_result_bytes(a / "clear-target-last.json", b / "clear-target-last.json")
+    # A re-run into a folder it wrote replaces it whole.
+    (a / "stale.txt").write_text("from an older run")
+    assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.0625", "-q", "--out", str(a)]) == 0
+    assert not (a / "stale.txt").exists()
     readme = (a / "README.md").read_text()
     assert "| clear-target-last | sequential -> target-last |" in readme
     assert cli.main(["reproduce", "--only", "no-such-thing", "-q", "--out", str(a)]) == 2

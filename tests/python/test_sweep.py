@@ -75,3 +75,62 @@ def test_plot_compare_with_cases(tmp_path):
     out = tmp_path / "p.png"
     plot({"experiment": "e", "cases": {"c1": one, "c2": one}, "case_order": ["c1", "c2"]}, out)
     assert out.stat().st_size > 0
+
+
+def _sweep(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "vmsim", "sweep", "-q", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_sweep_bad_point_is_reported_and_the_rest_run(tiny_toml, tmp_path):
+    import json
+
+    out = tmp_path / "s.json"
+    proc = _sweep(str(tiny_toml), "--set", 'sim.fault_injection=[{}, {"skip_clear_subpage": 3}]', "-j", "1",
+                  "--json", str(out))
+    assert proc.returncode == 1, proc.stderr
+    assert "1 of 2 sweep point(s) failed" in proc.stderr and "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is True
+    assert [r["status"] for r in doc["rows"]] == ["ok", "failed"]
+    assert "DataVerificationError" in doc["rows"][1]["error"]
+
+
+def test_sweep_validates_every_point_first(tiny_toml, tmp_path):
+    out = tmp_path / "s.json"
+    proc = _sweep(str(tiny_toml), "--set", "workload.nr_task=1,0", "--json", str(out))
+    assert proc.returncode == 2
+    assert "workload.nr_task" in proc.stderr and "no point was run" in proc.stderr
+    assert not out.exists()
+
+
+def test_sweep_resume_runs_only_missing_points(tiny_toml, tmp_path):
+    import json
+
+    out = tmp_path / "s.json"
+    assert _sweep(str(tiny_toml), "--set", "seed=0,1,2", "-j", "1", "--json", str(out)).returncode == 0
+    doc = json.loads(out.read_text())
+    # As if killed after the first point: one row on disk, marked incomplete.
+    marker = dict(doc["rows"][0], elapsed_s=-1.0)  # a value no run gives: shows the row was kept, not re-run
+    doc["rows"], doc["complete"] = [marker], False
+    out.write_text(json.dumps(doc))
+    proc = _sweep(str(tiny_toml), "--set", "seed=0,1,2", "-j", "1", "--json", str(out), "--resume")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["seed"] for r in rows] == [0, 1, 2]
+    assert rows[0]["elapsed_s"] == -1.0 and rows[1]["elapsed_s"] > 0
+    # Another grid cannot resume this file.
+    proc = _sweep(str(tiny_toml), "--set", "seed=5,6", "--json", str(out), "--resume")
+    assert proc.returncode == 2 and "another config or grid" in proc.stderr
+
+
+def test_sweep_csv_and_parquet(tiny_toml, tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    csv, pq = tmp_path / "s.csv", tmp_path / "s.parquet"
+    assert _sweep(str(tiny_toml), "--set", "seed=0,1", "-j", "1", "--csv", str(csv), "--parquet", str(pq)).returncode == 0
+    a, b = pd.read_csv(csv), pd.read_parquet(pq)
+    assert list(a["seed"]) == [0, 1] and list(b["seed"]) == [0, 1]
+    assert (b["throughput_bytes_per_s"] > 0).all()

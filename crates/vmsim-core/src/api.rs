@@ -41,13 +41,48 @@ fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
         Format::Json => {
             let v: serde_json::Value =
                 serde_json::from_str(text).map_err(|e| Error::Config { key: "config".into(), message: format!("not valid JSON: {e}") })?;
-            match toml::Value::try_from(v) {
-                Ok(toml::Value::Table(t)) => Ok(t),
-                Ok(_) => Err(Error::Config { key: "config".into(), message: "expected a JSON object".into() }),
-                Err(e) => Err(Error::Config { key: "config".into(), message: format!("cannot be represented (null values are not accepted): {e}") }),
+            match json_to_toml("", v)? {
+                toml::Value::Table(t) => Ok(t),
+                _ => Err(Error::Config { key: "config".into(), message: "expected a JSON object".into() }),
             }
         }
     }
+}
+
+/// A JSON value as TOML, refusing what TOML cannot hold (null, integers of
+/// 2^63 and above) with an error that names the value's dotted key.
+fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
+    use serde_json::Value as J;
+    let name = |k: &str| if k.is_empty() { "config".to_string() } else { k.to_string() };
+    Ok(match v {
+        J::Null => return Err(Error::Config { key: name(key), message: "null is not accepted: give a value or leave the key out".into() }),
+        J::Bool(b) => toml::Value::Boolean(b),
+        J::String(s) => toml::Value::String(s),
+        J::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => toml::Value::Integer(i),
+            (None, Some(_)) if n.is_u64() => {
+                return Err(Error::Config { key: name(key), message: format!("{n} is out of range; integers are at most 2^63-1") })
+            }
+            (None, Some(f)) => toml::Value::Float(f),
+            (None, None) => return Err(Error::Config { key: name(key), message: format!("{n} is not a number vmsim accepts") }),
+        },
+        J::Array(items) => toml::Value::Array(
+            items.into_iter().enumerate().map(|(i, x)| json_to_toml(&format!("{}[{i}]", name(key)), x)).collect::<Result<_, _>>()?,
+        ),
+        J::Object(map) => {
+            let mut t = toml::Table::new();
+            for (k, x) in map {
+                let sub = if key.is_empty() { k.clone() } else { format!("{key}.{k}") };
+                t.insert(k, json_to_toml(&sub, x)?);
+            }
+            toml::Value::Table(t)
+        }
+    })
+}
+
+/// Checks a run config as `run_config` would, without simulating.
+pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Result<(), Error> {
+    RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0).map(|_| ())
 }
 
 /// Runs one simulation from a run config.

@@ -79,6 +79,9 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let mut k = Kernel::new(cfg.kernel.clone(), p, nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
     k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
+    if cfg.kernel.page_alloc_shuffle {
+        k.alloc.shuffle_free_memory(cfg.seed);
+    }
     let mut sim = Sim::new(m, k, cfg.sim.quantum_cycles);
     match &cfg.workload {
         WorkloadConfig::Usemem(u) if u.prealloc => {

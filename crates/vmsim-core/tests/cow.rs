@@ -85,6 +85,7 @@ fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
         preempt: Preempt::Voluntary,
         copy_huge_page: HugePageOrder::TargetLast,
         thp_cow,
+        page_alloc_shuffle: false,
     };
     let k = Kernel::new(cfg, &preset, m.topo.nr_nodes(), node);
     Sim::new(m, k, 2000)

@@ -217,16 +217,17 @@ fn run_mode(
             .strats
             .iter()
             .map(|&st| {
-                eprintln!(
-                    "vmsim hw: {} {} (no co-runner)",
+                crate::ctl::check()?;
+                crate::ctl::note(&format!(
+                    "{} {} (no co-runner)",
                     kind_name(s.kind),
                     st.name()
-                );
+                ));
                 let mut r = measure_strategy(s, st, dst, src);
                 r["corunner"] = json!(false);
-                r
+                Ok(r)
             })
-            .collect());
+            .collect::<Result<_, HwError>>()?);
     }
     let skip = |why: String| {
         s.strats
@@ -253,11 +254,16 @@ fn run_mode(
         std::thread::sleep(std::time::Duration::from_millis(100));
         let mut out = Vec::new();
         for &st in &s.strats {
-            eprintln!(
-                "vmsim hw: {} {} (with co-runner)",
+            if let Err(e) = crate::ctl::check() {
+                co.stop.store(true, Ordering::Relaxed);
+                let _ = h.join();
+                return Err(e);
+            }
+            crate::ctl::note(&format!(
+                "{} {} (with co-runner)",
                 kind_name(s.kind),
                 st.name()
-            );
+            ));
             let b0 = co.bytes.load(Ordering::Relaxed);
             let t0 = Instant::now();
             let mut r = measure_strategy(s, st, dst, src);
@@ -332,6 +338,13 @@ pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
     };
 
     let bytes = pages * HPAGE;
+    let co_bytes = if modes.contains(&true) {
+        4 * host::llc_bytes()
+    } else {
+        0
+    };
+    let src_bytes = if kind == Kind::Copy { bytes } else { 0 };
+    crate::ctl::guard_memory("pages", (bytes + src_bytes) as u64 + co_bytes)?;
     let mut dst = Mapping::anon(bytes, backing)?;
     sys::prefault(dst.as_mut_slice(), SUBPAGE, 0xA5);
     let mut src = Mapping::anon(if kind == Kind::Copy { bytes } else { SUBPAGE }, backing)?;

@@ -62,8 +62,12 @@ fn sanitise(s: &str) -> String {
 
 fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let llc = host::llc_bytes() as usize;
-    let say = |what: &str| eprintln!("vmsim hw: calibrate: {what}");
-    say("core clock");
+    let say = |what: &str| -> Result<(), HwError> {
+        crate::ctl::check()?;
+        crate::ctl::note(&format!("calibrate: {what}"));
+        Ok(())
+    };
+    say("core clock")?;
     let core_ghz = m::core_ghz(if quick { 2_000_000 } else { 50_000_000 });
     let tsc_ghz = sys::measure_tsc_ghz();
     let sizes: Vec<usize> = if quick {
@@ -74,7 +78,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let loads = if quick { 20_000 } else { 2_000_000 };
     let mut chase = Vec::new();
     for &s in &sizes {
-        say(&format!("pointer chase {} KiB", s >> 10));
+        say(&format!("pointer chase {} KiB", s >> 10))?;
         chase.push((s, m::chase_ns(s, Backing::Thp, loads)?));
     }
     let big = *sizes.last().unwrap();
@@ -83,15 +87,18 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     } else {
         Some((big, m::chase_ns(big, Backing::Small, loads)?))
     };
-    let bw_bytes = if quick { 4 << 20 } else { 4 * llc };
-    let passes = if quick { 2 } else { 4 };
-    say("bandwidths");
+    // DRAM bandwidth wants a buffer well beyond the LLC in every mode: a
+    // smaller one measures the cache. Quick mode makes fewer passes instead.
+    let bw_bytes = (4 * llc).max(64 << 20);
+    crate::ctl::guard_memory("calibrate", bw_bytes as u64)?;
+    let passes = if quick { 1 } else { 4 };
+    say("bandwidths")?;
     let store_gbps = m::stosb_gbps(bw_bytes, passes)?;
     let (movnti_gbps, nt_gbps, nt_how) = m::nt_gbps(bw_bytes, passes)?;
     let read_gbps = m::read_gbps(bw_bytes, passes)?;
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 50_000 })?;
-    say("system call, faults, context switch");
+    say("system call, faults, context switch")?;
     let syscall_ns = m::syscall_ns(if quick { 20_000 } else { 1_000_000 });
     let f4k = if quick { 4 << 20 } else { 64 << 20 };
     let (fault4k_ns, free4k_ns, _) = m::fault_ns(f4k, Backing::Small, SUBPAGE)?;
@@ -107,7 +114,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let (thp_fault_ns, _, thp_kib) = m::fault_ns(thp_bytes, Backing::Thp, HPAGE)?;
     let clear2m_ns = m::clear_ns(if quick { 8 << 20 } else { 4 * llc }, HPAGE)?;
     let ctxsw_ns = m::context_switch_ns(if quick { 2_000 } else { 50_000 }).ok();
-    say("string-store cache allocation probe");
+    say("string-store cache allocation probe")?;
     let probe: Vec<usize> = if quick {
         vec![64 << 10, 1 << 20]
     } else {

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod clear;
 pub mod copy;
+pub mod ctl;
 pub mod host;
 mod measure;
 pub mod opts;
@@ -35,6 +36,8 @@ pub enum HwError {
     Unsupported(String),
     /// A system call or file operation failed.
     Io(String),
+    /// Stopped by this signal (SIGINT or SIGTERM) after restoring the host's state.
+    Interrupted(i32),
 }
 
 impl fmt::Display for HwError {
@@ -43,6 +46,7 @@ impl fmt::Display for HwError {
             HwError::Config { key, message } => write!(f, "option '{key}': {message}"),
             HwError::Unsupported(m) => write!(f, "unsupported on this host: {m}"),
             HwError::Io(m) => write!(f, "I/O error: {m}"),
+            HwError::Interrupted(sig) => write!(f, "stopped by signal {sig}"),
         }
     }
 }
@@ -62,6 +66,13 @@ pub const COMMANDS: [&str; 4] = ["clear", "copy", "pf-test", "calibrate"];
 /// "calibrate"; `opts_json` is a JSON object of options (unknown keys are an
 /// error naming the key and the accepted ones). Returns the results as JSON.
 pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
+    run_json_with(command, opts_json, false)
+}
+
+/// As [`run_json`]; `quiet` silences the progress notes on stderr. SIGINT
+/// and SIGTERM stop the command between measurement steps (see [`ctl`]).
+pub fn run_json_with(command: &str, opts_json: &str, quiet: bool) -> Result<String, HwError> {
+    let _session = ctl::Session::start(quiet);
     let value = match command {
         "clear" => bench::run(bench::Kind::Clear, opts_json)?,
         "copy" => bench::run(bench::Kind::Copy, opts_json)?,

@@ -22,6 +22,7 @@ struct PoolGuard {
 impl Drop for PoolGuard {
     fn drop(&mut self) {
         if let Err(e) = std::fs::write(&self.path, self.original.to_string()) {
+            // Not a progress note: the host was left changed, so always said.
             eprintln!(
                 "vmsim hw: could not restore {} to {}: {e}",
                 self.path, self.original
@@ -47,13 +48,27 @@ fn reserve(kib: u64, needed: u64) -> Result<PoolGuard, String> {
     let path = format!("{dir}/nr_hugepages");
     let original = read_u64(&path)
         .ok_or_else(|| format!("{path} not readable: no {kib} KiB hugetlb support"))?;
-    let free = read_u64(&format!("{dir}/free_hugepages")).unwrap_or(0);
+    // Free pages that a reservation has not already promised to a mapping.
+    let free = read_u64(&format!("{dir}/free_hugepages"))
+        .unwrap_or(0)
+        .saturating_sub(read_u64(&format!("{dir}/resv_hugepages")).unwrap_or(0));
     let guard = PoolGuard {
         path: path.clone(),
         original,
     };
     if free < needed {
-        let want = original + (needed - free);
+        // The pool grows by what is missing, from the host's free memory.
+        let grow = needed - free;
+        if let Some(avail) = crate::ctl::mem_available() {
+            if grow * kib * 1024 > avail / 4 * 3 {
+                return Err(format!(
+                    "{grow} more {kib} KiB pages ({} MiB) would take more than three quarters of the host's {} MiB available memory",
+                    (grow * kib) >> 10,
+                    avail >> 20
+                ));
+            }
+        }
+        let want = original + grow;
         std::fs::write(&path, want.to_string())
             .map_err(|e| format!("writing {want} to {path}: {e}"))?;
     }
@@ -84,7 +99,7 @@ fn one_rep(bytes: usize, backing: Backing, stride: usize) -> Result<(f64, Option
     Ok((dt, thp))
 }
 
-fn run_kind(kind: &str, size_mib: u64, reps: usize) -> Value {
+fn run_kind(kind: &str, size_mib: u64, reps: usize) -> Result<Value, HwError> {
     let (backing, stride, pool_kib): (Backing, usize, Option<u64>) = match kind {
         "hugetlb-2m" => (Backing::Hugetlb(21), 2 << 20, Some(2048)),
         "hugetlb-1g" => (Backing::Hugetlb(30), 1 << 30, Some(1 << 20)),
@@ -96,18 +111,19 @@ fn run_kind(kind: &str, size_mib: u64, reps: usize) -> Value {
     let _guard = match pool_kib {
         Some(kib) => match reserve(kib, (bytes / stride) as u64) {
             Ok(g) => Some(g),
-            Err(why) => return json!({"kind": kind, "skipped": why}),
+            Err(why) => return Ok(json!({"kind": kind, "skipped": why})),
         },
         None => None,
     };
-    eprintln!(
-        "vmsim hw: pf-test {kind} {} MiB x {reps} (+1 warm-up)",
+    crate::ctl::note(&format!(
+        "pf-test {kind} {} MiB x {reps} (+1 warm-up)",
         bytes >> 20
-    );
+    ));
     let mut gbps = Vec::new();
     let mut cold = None;
     let mut thp_kib = None;
     for rep in 0..=reps {
+        crate::ctl::check()?;
         match one_rep(bytes, backing, stride) {
             Ok((dt, thp)) => {
                 let g = bytes as f64 / dt / 1e9;
@@ -118,7 +134,7 @@ fn run_kind(kind: &str, size_mib: u64, reps: usize) -> Value {
                 }
                 thp_kib = thp_kib.or(thp);
             }
-            Err(e) => return json!({"kind": kind, "skipped": e.to_string()}),
+            Err(e) => return Ok(json!({"kind": kind, "skipped": e.to_string()})),
         }
     }
     let mut r = json!({"kind": kind, "bytes": bytes, "faults_per_rep": bytes / stride,
@@ -128,7 +144,7 @@ fn run_kind(kind: &str, size_mib: u64, reps: usize) -> Value {
         r["thp_observed"] = json!(thp_kib.is_some_and(|k| k > 0));
         r["thp_enabled"] = json!(host::thp_mode());
     }
-    r
+    Ok(r)
 }
 
 pub fn run(opts_json: &str) -> Result<Value, HwError> {
@@ -138,7 +154,14 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let kinds = opts
         .names("kinds", &KINDS)?
         .unwrap_or(KINDS.iter().map(|s| s.to_string()).collect());
-    let results: Vec<Value> = kinds.iter().map(|k| run_kind(k, size_mib, reps)).collect();
+    // Hugetlb pages are not counted here: the pool check in `reserve` covers them.
+    if kinds.iter().any(|k| k == "thp" || k == "4k") {
+        crate::ctl::guard_memory("size_mib", (size_mib << 20) + (2 << 20))?;
+    }
+    let results: Vec<Value> = kinds
+        .iter()
+        .map(|k| run_kind(k, size_mib, reps))
+        .collect::<Result<_, _>>()?;
     Ok(json!({
         "host": host::info(),
         "command": "pf-test",

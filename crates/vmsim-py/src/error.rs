@@ -120,9 +120,16 @@ impl From<PyHwErr> for PyErr {
             HostError::Config { key, message } => config_error(py, &key, &message),
             HostError::Unsupported(msg) => HwUnsupportedError::new_err(msg),
             HostError::Io(msg) => HwError::new_err(msg),
+            HostError::Interrupted(sig) => {
+                let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
+                pyo3::exceptions::PyKeyboardInterrupt::new_err(name)
+            }
         })
     }
 }
+
+/// SIGTERM's number on Linux (all architectures vmsim-hw builds for).
+const SIGTERM: i32 = 15;
 
 /// Adds the exception types to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -61,10 +61,41 @@ fn compare(
     Ok(result.map_err(PyVmsimErr::from)?)
 }
 
+/// Checks a run config (TOML or JSON text) without running it: raises the
+/// `ConfigError` that `run_config` would.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", base_dir = None))]
+fn check_config(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult<()> {
+    let format = parse_format(format)?;
+    Ok(api::check_config(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
+}
+
 /// Built-in machine presets as (name, one-line description).
 #[pyfunction]
 fn list_machines() -> Vec<(String, String)> {
     api::list_machines()
+}
+
+/// The resolved machine preset (every parameter with its source) of a
+/// built-in name or a preset file (relative to `base_dir`), as JSON text.
+#[pyfunction]
+#[pyo3(signature = (reference, base_dir = None))]
+fn preset_json(reference: &str, base_dir: Option<PathBuf>) -> PyResult<String> {
+    let preset = vmsim_core::config::load_machine("machine", reference, base_dir.as_deref())
+        .map_err(PyVmsimErr::from)?;
+    serde_json::to_string(&preset).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The TOML text of a built-in machine preset or experiment (`kind` is
+/// "machine" or "experiment"), or None when there is no such built-in.
+#[pyfunction]
+fn builtin_toml(kind: &str, name: &str) -> PyResult<Option<String>> {
+    let table = match kind {
+        "machine" => vmsim_core::config::embedded_machines(),
+        "experiment" => vmsim_core::config::embedded_experiments(),
+        other => return Err(PyValueError::new_err(format!("kind must be 'machine' or 'experiment', not {other:?}"))),
+    };
+    Ok(table.iter().find(|(n, _)| *n == name).map(|(_, text)| text.to_string()))
 }
 
 /// Built-in experiments as (name, one-line description).
@@ -75,12 +106,21 @@ fn list_experiments() -> Vec<(String, String)> {
 
 /// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`) with
 /// options given as a JSON object; returns the result as JSON text.
+/// `quiet` silences the progress notes on stderr. SIGINT and SIGTERM stop
+/// the measurement (after the host's state is restored) and raise
+/// `KeyboardInterrupt` (its argument names the signal).
 #[pyfunction]
-#[pyo3(signature = (command, opts_json = "{}"))]
-fn hw_run(py: Python<'_>, command: &str, opts_json: &str) -> PyResult<String> {
+#[pyo3(signature = (command, opts_json = "{}", quiet = false))]
+fn hw_run(py: Python<'_>, command: &str, opts_json: &str, quiet: bool) -> PyResult<String> {
     let command = command.to_owned();
     let opts = opts_json.to_owned();
-    let result = py.detach(move || vmsim_hw::run_json(&command, &opts));
+    let result = py
+        .detach(move || {
+            std::panic::catch_unwind(|| vmsim_hw::run_json_with(&command, &opts, quiet))
+        })
+        .map_err(|_| {
+            error::VmsimError::new_err("internal error (please report): vmsim hw panicked")
+        })?;
     Ok(result.map_err(PyHwErr::from)?)
 }
 
@@ -96,6 +136,10 @@ fn validate_model(py: Python<'_>, machine: Option<String>) -> PyResult<String> {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__git_revision__", env!("VMSIM_GIT_REVISION"))?;
+    m.add_function(wrap_pyfunction!(preset_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(list_machines, m)?)?;

@@ -85,6 +85,17 @@ where
             .error
             .take()
             .expect("progress reporter aborted without an error")),
-        Err(payload) => panic::resume_unwind(payload),
+        // A panic in the core is a bug, but it must reach Python as a typed
+        // error that `except Exception` catches, never as a PanicException.
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(crate::error::VmsimError::new_err(format!(
+                "internal error (please report): {what}"
+            )))
+        }
     }
 }

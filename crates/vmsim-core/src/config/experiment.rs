@@ -102,14 +102,18 @@ impl Experiment {
             return Experiment::parse(text, reference, None);
         }
         let p = resolve_path(reference, None);
-        if p.is_file() {
-            let text = std::fs::read_to_string(&p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
+        if p.exists() {
+            let text = super::read_config_file("experiment", &p)?;
             return Experiment::parse(&text, &p.display().to_string(), p.parent());
         }
         let names: Vec<&str> = embedded_experiments().iter().map(|(n, _)| *n).collect();
         Err(cfg_err(
             "experiment",
-            format!("{reference:?} is neither a built-in experiment nor an existing file; built-in experiments: {}", names.join(", ")),
+            format!(
+                "{} is neither a built-in experiment nor an existing file; built-in experiments: {}",
+                super::fields::cut(&format!("{reference:?}"), 60),
+                names.join(", ")
+            ),
         ))
     }
 

@@ -117,7 +117,7 @@ impl Fields {
         match self.str_opt(name)? {
             None => Ok(None),
             Some(s) if choices.contains(&s.as_str()) => Ok(Some(s)),
-            Some(s) => Err(cfg_err(key, format!("{:?} is not accepted; accepted: {}", s, quote_list(choices)))),
+            Some(s) => Err(cfg_err(key, format!("{} is not accepted; accepted: {}", cut(&format!("{s:?}"), 60), quote_list(choices)))),
         }
     }
 
@@ -149,11 +149,29 @@ impl Fields {
     }
 }
 
+/// A value as the error message quotes it, cut to a readable length so one
+/// pasted megabyte does not become a megabyte-long error line.
 pub fn show(v: &Value) -> String {
-    match v {
+    let text = match v {
         Value::String(s) => format!("{:?}", s),
         other => other.to_string(),
+    };
+    cut(&text, 60)
+}
+
+/// A float as an error message shows it: plain when short, else in e-notation.
+pub fn show_f64(x: f64) -> String {
+    if x != 0.0 && (x.abs() >= 1e9 || x.abs() < 1e-6) { format!("{x:e}") } else { format!("{x}") }
+}
+
+/// `text` cut to at most `max` characters, marked with an ellipsis when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
     }
+    let head: String = one_line.chars().take(max).collect();
+    format!("{head}… ({} characters)", text.chars().count())
 }
 
 pub fn quote_list(choices: &[&str]) -> String {

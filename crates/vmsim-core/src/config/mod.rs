@@ -2,6 +2,7 @@
 //! every error naming its dotted key. Presets and experiments shipped with
 //! the project are embedded at build time (see build.rs).
 
+pub mod bounds;
 pub mod experiment;
 pub mod fields;
 pub mod pftest;
@@ -33,7 +34,7 @@ pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Resu
     }
     let p = resolve_path(reference, base_dir);
     if reference.ends_with(".toml") && p.exists() {
-        let text = std::fs::read_to_string(&p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
+        let text = read_config_file(key, &p)?;
         return Preset::parse(&text, &p.display().to_string()).map_err(|e| match e {
             Error::Config { key, message } => cfg_err(format!("{reference}: {key}"), message),
             e => e,
@@ -42,8 +43,29 @@ pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Resu
     let names: Vec<&str> = embedded_machines().iter().map(|(n, _)| *n).collect();
     Err(cfg_err(
         key,
-        format!("{reference:?} is neither a built-in machine nor an existing .toml file; built-in machines: {}", names.join(", ")),
+        format!(
+            "{} is neither a built-in machine nor an existing .toml file; built-in machines: {}",
+            fields::cut(&format!("{reference:?}"), 60),
+            names.join(", ")
+        ),
     ))
+}
+
+/// Largest config or preset file read: far above any real one, and a bound on
+/// what a mistaken path (a device, a log) can make the reader swallow.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a config, preset or experiment file. Anything but a regular file
+/// (a FIFO would block for good, `/dev/zero` would never end) is refused.
+pub fn read_config_file(key: &str, p: &Path) -> Result<String, Error> {
+    let meta = std::fs::metadata(p).map_err(|e| cfg_err(key, format!("{}: {e}", p.display())))?;
+    if !meta.is_file() {
+        return Err(cfg_err(key, format!("{}: not a regular file", p.display())));
+    }
+    if meta.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(cfg_err(key, format!("{}: {} bytes; a config file is at most {} bytes", p.display(), meta.len(), MAX_CONFIG_FILE_BYTES)));
+    }
+    std::fs::read_to_string(p).map_err(|e| cfg_err(key, format!("{}: {e}", p.display())))
 }
 
 pub fn resolve_path(p: &str, base_dir: Option<&Path>) -> PathBuf {
@@ -64,6 +86,9 @@ pub struct KernelConfig {
     pub copy_huge_page: CopyHugePage,
     /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
     pub thp_cow: ThpCow,
+    /// Boot parameter `page_alloc.shuffle`: shuffle the free lists at boot
+    /// (seeded by the run's seed). Off by default, as in the kernel.
+    pub page_alloc_shuffle: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -128,7 +153,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "page_alloc_shuffle"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -143,8 +168,9 @@ impl RunConfig {
             CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
                 .unwrap();
         let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
+        let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, page_alloc_shuffle };
 
         let mut w = top.sub("workload")?;
         w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;
@@ -185,22 +211,17 @@ impl RunConfig {
             return Err(cfg_err("sim.quantum_cycles", "must be between 100 and 10000000"));
         }
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
+        let max_mib = crate::experiment::MAX_SIMULATED_MEMORY / MIB;
+        if node_memory_mib > max_mib {
+            return Err(cfg_err("sim.node_memory_mib", format!("{node_memory_mib} MiB is out of range; accepted: 0 (sized from the workload) or up to {max_mib}")));
+        }
         let mut fault_injection = FaultInjection::default();
         if let Some(mut fi) = s.sub_opt("fault_injection")? {
             fi.declare(&["skip_clear_subpage", "skip_copy_subpage"])?;
             fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
-            if let Some(i) = fault_injection.skip_clear_subpage {
-                if i >= 262144 {
-                    return Err(cfg_err("sim.fault_injection.skip_clear_subpage", "must be a sub-page index below 262144 (the sub-pages of a 1 GiB page)"));
-                }
-            }
             fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
-            if let Some(i) = fault_injection.skip_copy_subpage {
-                if i >= 512 {
-                    return Err(cfg_err("sim.fault_injection.skip_copy_subpage", "must be a sub-page index below 512"));
-                }
-            }
             fi.finish()?;
+            check_fault_injection(&fault_injection, &kernel, &workload)?;
         }
         s.finish()?;
         top.finish()?;
@@ -210,6 +231,38 @@ impl RunConfig {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("config serialises")
     }
+}
+
+/// Refuses an injected defect that the configured run can never reach, so a
+/// test that means to make the data check fail cannot pass by doing nothing.
+fn check_fault_injection(fi: &FaultInjection, kernel: &KernelConfig, workload: &WorkloadConfig) -> Result<(), Error> {
+    if let Some(i) = fi.skip_clear_subpage {
+        let key = "sim.fault_injection.skip_clear_subpage";
+        let subpages = match workload {
+            WorkloadConfig::PfTest(p) => 1u64 << (p.page_shift - 12),
+            WorkloadConfig::Usemem(_) if kernel.thp == Thp::Always => 512,
+            WorkloadConfig::Usemem(_) => {
+                return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\" or a pf-test workload"))
+            }
+        };
+        if i >= subpages {
+            return Err(cfg_err(key, format!("{i} is not a sub-page of the run's huge pages; accepted: 0..={}", subpages - 1)));
+        }
+    }
+    if let Some(i) = fi.skip_copy_subpage {
+        let key = "sim.fault_injection.skip_copy_subpage";
+        let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc) && kernel.thp == Thp::Always && kernel.thp_cow == ThpCow::Copy;
+        if !copies {
+            return Err(cfg_err(
+                key,
+                "no huge page is copied in this run; needs a usemem workload with prealloc = true, kernel.thp = \"always\" and kernel.thp_cow = \"copy\"",
+            ));
+        }
+        if i >= 512 {
+            return Err(cfg_err(key, format!("{i} is not a sub-page of a 2 MiB page; accepted: 0..=511")));
+        }
+    }
+    Ok(())
 }
 
 /// Sets `value` at the dotted `key` inside `table`, creating tables on the way.

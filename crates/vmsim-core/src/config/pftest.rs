@@ -24,8 +24,9 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PfTestConfig
     let page_size = w.choice_opt("page_size", &["2m", "1g"])?.unwrap_or_else(|| "2m".into());
     let page_shift = if page_size == "1g" { 30 } else { 21 };
     let mib = w.f64_opt("size_mib")?.ok_or_else(|| cfg_err(w.key("size_mib"), "missing required key"))?;
-    if !(mib > 0.0 && mib.is_finite()) {
-        return Err(cfg_err(w.key("size_mib"), format!("must be a positive number of MiB, got {mib}")));
+    if !(mib > 0.0 && mib * scale <= 65536.0) {
+        let shown = super::fields::show_f64(mib);
+        return Err(cfg_err(w.key("size_mib"), format!("{shown} MiB (x scale {scale}) is out of range; accepted: more than 0, at most 65536 MiB after scaling")));
     }
     let page = 1u64 << page_shift;
     let size = ((mib * scale * MIB as f64) as u64).div_ceil(page).max(1) * page;

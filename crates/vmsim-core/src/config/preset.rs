@@ -147,7 +147,7 @@ impl<'a> P<'a> {
         let (k, v) = self.leaf(name)?;
         match v {
             Value::Boolean(b) => Ok(b),
-            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {o}"))),
+            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {}", super::fields::show(&o)))),
         }
     }
     fn choice(&mut self, name: &'static str, choices: &[&str]) -> Result<String, Error> {
@@ -177,6 +177,7 @@ fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: 
             None => 0,
         },
     };
+    super::bounds::check_cache(p.f.path(), c.size_kib, c.latency_cycles, outstanding.map(|n| (n, c.outstanding)))?;
     if c.ways > crate::machine::cache::MAX_WAYS as u64 {
         return Err(cfg_err(format!("{}.value", p.f.key("ways")), format!("at most {} ways are supported, got {}", crate::machine::cache::MAX_WAYS, c.ways)));
     }
@@ -285,17 +286,7 @@ impl Preset {
         c.finish()?;
         top.finish()?;
 
-        let cpus = sockets * cores_per_socket * threads_per_core;
-        if cpus > crate::machine::topology::MAX_CPUS as u64 {
-            return Err(cfg_err("cpu", format!("{cpus} hardware threads; at most {} are supported", crate::machine::topology::MAX_CPUS)));
-        }
-        if cores_per_socket % llc_instances_per_socket != 0 || cores_per_socket / llc_instances_per_socket > 64 {
-            return Err(cfg_err(
-                "llc.instances_per_socket.value",
-                "must divide cpu.cores_per_socket into groups of at most 64 cores",
-            ));
-        }
-        Ok(Preset {
+        let preset = Preset {
             name,
             description,
             model,
@@ -316,7 +307,19 @@ impl Preset {
             string,
             costs,
             sources,
-        })
+        };
+        super::bounds::check(&preset)?;
+        let cpus = sockets * cores_per_socket * threads_per_core;
+        if cpus > crate::machine::topology::MAX_CPUS as u64 {
+            return Err(cfg_err("cpu", format!("{cpus} hardware threads; at most {} are supported", crate::machine::topology::MAX_CPUS)));
+        }
+        if cores_per_socket % llc_instances_per_socket != 0 || cores_per_socket / llc_instances_per_socket > 64 {
+            return Err(cfg_err(
+                "llc.instances_per_socket.value",
+                "must divide cpu.cores_per_socket into groups of at most 64 cores",
+            ));
+        }
+        Ok(preset)
     }
 
     pub fn nr_cpus(&self) -> usize {

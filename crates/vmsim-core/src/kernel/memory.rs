@@ -310,6 +310,7 @@ mod tests {
             preempt: crate::policy::Preempt::Voluntary,
             copy_huge_page: order,
             thp_cow: ThpCow::Copy,
+            page_alloc_shuffle: false,
         };
         Kernel::new(cfg, &preset, 1, 16 << 20)
     }

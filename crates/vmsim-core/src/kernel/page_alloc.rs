@@ -14,7 +14,17 @@
 //!
 //! Invariants: a frame is free or owned by exactly one folio; a 2 MiB block
 //! is free only as a whole; free lists hand out the most recently freed
-//! frames first (as the per-CPU lists do), lowest addresses first initially.
+//! frames first (as the per-CPU lists do), lowest addresses first initially
+//! unless the free lists were shuffled at boot (`shuffle_free_memory`).
+//!
+//! Free-page shuffling (CONFIG_SHUFFLE_PAGE_ALLOC, mm/shuffle.c, boot
+//! parameter `page_alloc.shuffle`): at boot the kernel randomises the order
+//! of the free lists in units of `SHUFFLE_ORDER` pages (order 10 = 4 MiB:
+//! `MAX_ORDER - 1` in 5.2 .. 6.3, `MAX_PAGE_ORDER` since). The model
+//! permutes its 4 MiB units (pairs of 2 MiB blocks) with a generator seeded
+//! by the run's seed, so the seed decides physical placement, as boot-time
+//! randomness does on a real machine. Not modeled: the random head/tail
+//! placement of freed high-order pages (`shuffle_pick_tail`).
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const HPAGE_PMD_ORDER: u32 = 9;
@@ -23,6 +33,8 @@ pub const TAG_ZERO: u64 = 0;
 /// A 1 GiB gigantic folio: order 18, 262144 frames, 512 blocks of 2 MiB.
 pub const HPAGE_PUD_ORDER: u32 = 18;
 pub const HPAGE_PUD_NR: u64 = 1 << HPAGE_PUD_ORDER;
+/// `SHUFFLE_ORDER` of mm/shuffle.h: free lists are shuffled in 4 MiB units.
+pub const SHUFFLE_ORDER: u32 = 10;
 
 #[inline]
 pub fn garbage_tag(pfn: u64) -> u64 {
@@ -77,6 +89,41 @@ impl PageAlloc {
 
     pub fn node_of_pfn(&self, pfn: u64) -> usize {
         (pfn / self.node_frames) as usize
+    }
+
+    /// `shuffle_free_memory()`: permutes each node's free 2 MiB blocks in
+    /// units of `SHUFFLE_ORDER` (aligned pairs of blocks, kept in address
+    /// order within a unit), Fisher-Yates with a generator seeded by `seed`.
+    /// Called once, at boot, before anything is allocated.
+    pub fn shuffle_free_memory(&mut self, seed: u64) {
+        let per_unit = 1u64 << (SHUFFLE_ORDER - HPAGE_PMD_ORDER);
+        for (node, blocks) in self.free_blocks.iter_mut().enumerate() {
+            let mut state = seed ^ (node as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F);
+            let mut next = || {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^ (z >> 31)
+            };
+            // Units in address order; a trailing half unit stays a unit of its own.
+            let mut sorted = blocks.clone();
+            sorted.sort_unstable();
+            let mut units: Vec<Vec<u64>> = Vec::new();
+            for b in sorted {
+                let unit = b / (HPAGE_PMD_NR * per_unit);
+                match units.last_mut() {
+                    Some(u) if u[0] / (HPAGE_PMD_NR * per_unit) == unit => u.push(b),
+                    _ => units.push(vec![b]),
+                }
+            }
+            for i in (1..units.len()).rev() {
+                let j = (next() % (i as u64 + 1)) as usize;
+                units.swap(i, j);
+            }
+            // The list pops from its end: the first unit is handed out first, low block first.
+            *blocks = units.into_iter().rev().flat_map(|u| u.into_iter().rev()).collect();
+        }
     }
 
     /// Allocates a folio of `order` (0 or 9) on `node`; None if the node has none.
@@ -188,6 +235,32 @@ impl PageAlloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    fn order9(a: &mut PageAlloc, node: usize) -> Vec<u64> {
+        std::iter::from_fn(|| a.alloc(node, 9)).collect()
+    }
+    #[test]
+    fn shuffle_permutes_4mib_units_by_seed() {
+        let fresh = || PageAlloc::new(2, 64 << 20);
+        let plain = order9(&mut fresh(), 1);
+        let mut a = fresh();
+        a.shuffle_free_memory(7);
+        let s7 = order9(&mut a, 1);
+        let mut b = fresh();
+        b.shuffle_free_memory(7);
+        assert_eq!(order9(&mut b, 1), s7, "same seed, same placement");
+        let mut c = fresh();
+        c.shuffle_free_memory(8);
+        assert_ne!(order9(&mut c, 1), s7, "another seed, another placement");
+        assert_ne!(s7, plain);
+        let mut sorted = s7.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, plain, "a permutation of the same free blocks");
+        // Handed out in whole SHUFFLE_ORDER units: aligned pairs, low block first.
+        for pair in s7.chunks(2) {
+            assert_eq!(pair[0] % (2 * HPAGE_PMD_NR), 0);
+            assert_eq!(pair[1], pair[0] + HPAGE_PMD_NR);
+        }
+    }
     #[test]
     fn alloc_free_roundtrip() {
         let mut a = PageAlloc::new(2, 8 << 20);

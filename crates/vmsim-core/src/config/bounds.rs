@@ -1,0 +1,228 @@
+//! Physically meaningful ranges for every machine-preset number, and the
+//! host-memory guard on the modeled caches.
+//!
+//! Invariant: a preset that passes [`check`] builds a machine whose every
+//! size, count and latency fits the model's integer types and whose state
+//! fits in host memory, so no preset value can abort, panic or wrap. The
+//! ranges are generous (about ten times beyond any shipped or announced part)
+//! and exist to refuse nonsense, not to judge a plausible design.
+
+use super::fields::{cfg_err, show_f64};
+use super::preset::Preset;
+use crate::api::Error;
+
+/// Largest modeled cache instance: 4 GiB (today's largest LLC slice is ~100 MiB).
+pub const MAX_CACHE_KIB: u64 = 4 << 20;
+/// All modeled cache instances together (L1d and L2 per CPU, LLC per instance).
+/// The model keeps ~17 bytes per 64-byte line, so this is ~1.1 GB of host memory.
+pub const MAX_MODELED_CACHE_BYTES: u64 = 4 << 30;
+
+fn range_u(key: &str, v: u64, lo: u64, hi: u64, unit: &str) -> Result<(), Error> {
+    if (lo..=hi).contains(&v) {
+        return Ok(());
+    }
+    Err(cfg_err(
+        format!("{key}.value"),
+        format!("{v} is out of range; accepted: {lo}..={hi}{unit}"),
+    ))
+}
+
+fn range_f(key: &str, v: f64, lo: f64, hi: f64, unit: &str) -> Result<(), Error> {
+    if v.is_finite() && v >= lo && v <= hi {
+        return Ok(());
+    }
+    Err(cfg_err(
+        format!("{key}.value"),
+        format!(
+            "{} is out of range; accepted: {lo}..={hi}{unit}",
+            show_f64(v)
+        ),
+    ))
+}
+
+/// Checks one cache level's numbers (called before its geometry is derived).
+pub fn check_cache(
+    prefix: &str,
+    size_kib: u64,
+    latency_cycles: u64,
+    outstanding: Option<(&str, u64)>,
+) -> Result<(), Error> {
+    range_u(
+        &format!("{prefix}.size_kib"),
+        size_kib,
+        1,
+        MAX_CACHE_KIB,
+        " KiB",
+    )?;
+    range_u(
+        &format!("{prefix}.latency_cycles"),
+        latency_cycles,
+        1,
+        10_000,
+        " cycles",
+    )?;
+    if let Some((name, n)) = outstanding {
+        range_u(&format!("{prefix}.{name}"), n, 1, 1024, " entries")?;
+    }
+    Ok(())
+}
+
+/// Checks every number of a parsed preset against its physical range.
+pub fn check(p: &Preset) -> Result<(), Error> {
+    range_u("cpu.freq_mhz", p.freq_mhz, 100, 20_000, " MHz")?;
+    range_u("cpu.sockets", p.sockets, 1, 64, "")?;
+    range_u("cpu.cores_per_socket", p.cores_per_socket, 1, 1024, "")?;
+    range_u("cpu.threads_per_core", p.threads_per_core, 1, 8, "")?;
+    range_u("cpu.issue_width", p.issue_width, 1, 64, " per cycle")?;
+    range_u(
+        "cpu.store_bytes_per_cycle",
+        p.store_bytes_per_cycle,
+        1,
+        1024,
+        " bytes",
+    )?;
+    range_u(
+        "cpu.load_bytes_per_cycle",
+        p.load_bytes_per_cycle,
+        1,
+        1024,
+        " bytes",
+    )?;
+    range_u(
+        "llc.instances_per_socket",
+        p.llc_instances_per_socket,
+        1,
+        1024,
+        "",
+    )?;
+
+    let t = &p.tlb;
+    for (name, (entries, ways)) in [
+        ("l1_4k", t.l1_4k),
+        ("l1_2m", t.l1_2m),
+        ("l1_1g", t.l1_1g),
+        ("stlb", t.stlb),
+    ] {
+        range_u(
+            &format!("tlb.{name}_entries"),
+            entries,
+            0,
+            1 << 20,
+            " entries",
+        )?;
+        range_u(&format!("tlb.{name}_ways"), ways, 0, 1 << 20, " ways")?;
+        if ways > entries {
+            return Err(cfg_err(
+                format!("tlb.{name}_ways.value"),
+                format!("{ways} ways exceed the {entries} entries"),
+            ));
+        }
+    }
+    range_u(
+        "tlb.stlb_latency_cycles",
+        t.stlb_latency_cycles,
+        0,
+        10_000,
+        " cycles",
+    )?;
+    range_u("tlb.walk_cycles", t.walk_cycles, 0, 100_000, " cycles")?;
+
+    let m = &p.memory;
+    range_u("memory.nodes_per_socket", m.nodes_per_socket, 1, 64, "")?;
+    range_u("memory.channels_per_node", m.channels_per_node, 1, 64, "")?;
+    range_u("memory.dram_mts", m.dram_mts, 100, 100_000, " MT/s")?;
+    range_f(
+        "memory.peak_bandwidth_gbs",
+        m.peak_bandwidth_gbs,
+        0.0,
+        100_000.0,
+        " GB/s",
+    )?;
+    range_f(
+        "memory.sustained_bandwidth_gbs",
+        m.sustained_bandwidth_gbs,
+        0.001,
+        100_000.0,
+        " GB/s",
+    )?;
+    range_f(
+        "memory.local_latency_ns",
+        m.local_latency_ns,
+        1.0,
+        10_000.0,
+        " ns",
+    )?;
+    range_f(
+        "memory.remote_latency_ns",
+        m.remote_latency_ns,
+        0.0,
+        10_000.0,
+        " ns",
+    )?;
+    range_f(
+        "memory.remote_cache_latency_ns",
+        m.remote_cache_latency_ns,
+        0.0,
+        10_000.0,
+        " ns",
+    )?;
+    range_f(
+        "memory.interconnect_bandwidth_gbs",
+        m.interconnect_bandwidth_gbs,
+        0.0,
+        100_000.0,
+        " GB/s",
+    )?;
+
+    range_u(
+        "string.startup_cycles",
+        p.string.startup_cycles,
+        0,
+        100_000,
+        " cycles",
+    )?;
+    range_u(
+        "string.nocache_threshold_kib",
+        p.string.nocache_threshold_kib,
+        0,
+        1 << 30,
+        " KiB",
+    )?;
+
+    let c = &p.costs;
+    let cycles = 100_000_000; // 0.1 s at 1 GHz: far beyond any kernel fast path
+    for (name, v) in [
+        ("exception_entry_exit_cycles", c.exception_entry_exit_cycles),
+        ("syscall_entry_exit_cycles", c.syscall_entry_exit_cycles),
+        ("page_fault_handler_cycles", c.page_fault_handler_cycles),
+        ("thp_fault_handler_cycles", c.thp_fault_handler_cycles),
+        ("page_alloc_cycles", c.page_alloc_cycles),
+        ("page_free_cycles", c.page_free_cycles),
+        ("ipi_send_cycles", c.ipi_send_cycles),
+        ("ipi_handle_cycles", c.ipi_handle_cycles),
+        ("tlb_flush_full_cycles", c.tlb_flush_full_cycles),
+        ("invlpg_cycles", c.invlpg_cycles),
+        ("context_switch_cycles", c.context_switch_cycles),
+    ] {
+        range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
+    }
+    range_f("costs.ipi_latency_ns", c.ipi_latency_ns, 0.0, 1e8, " ns")?;
+
+    // Host-memory guard: L1d and L2 per hardware thread, the LLC per instance.
+    let cpus = p.sockets * p.cores_per_socket * p.threads_per_core;
+    let llcs = p.sockets * p.llc_instances_per_socket;
+    let modeled = (cpus * (p.l1d.size_kib + p.l2.size_kib))
+        .saturating_add(llcs.saturating_mul(p.llc.size_kib))
+        * 1024;
+    if modeled > MAX_MODELED_CACHE_BYTES {
+        return Err(cfg_err(
+            "llc.size_kib.value",
+            format!(
+                "the modeled caches come to {} MiB in all ({cpus} CPUs x (L1d + L2) + {llcs} LLC instance(s)); at most {} MiB is supported",
+                modeled >> 20,
+                MAX_MODELED_CACHE_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(())
+}

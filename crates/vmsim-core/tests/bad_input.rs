@@ -1,0 +1,183 @@
+//! Bad input is refused with a config error naming its key: preset numbers
+//! outside their physical range (which used to abort or panic), simulated
+//! memory sizes that wrapped, fault injections the run can never reach,
+//! JSON values TOML cannot hold, and config files that are not regular files.
+
+use vmsim_core::api::{run_config, Error, Format};
+use vmsim_core::config::Preset;
+
+const PRESET: &str = include_str!("../../../machines/xeon-e5-2699v3-2s.toml");
+
+/// The preset with the first `value = ` after `[section]` + `key` replaced.
+fn with_value(section: &str, key: &str, value: &str) -> String {
+    let start = PRESET.find(&format!("[{section}]")).expect("section");
+    let at = start
+        + PRESET[start..]
+            .find(&format!("\n{key} = {{ value = "))
+            .expect("key");
+    let v0 = at + PRESET[at..].find("value = ").unwrap() + "value = ".len();
+    let v1 = v0 + PRESET[v0..].find(',').unwrap();
+    format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
+}
+
+fn preset_err(section: &str, key: &str, value: &str) -> (String, String) {
+    match Preset::parse(&with_value(section, key, value), "test") {
+        Err(Error::Config { key, message }) => (key, message),
+        Ok(_) => panic!("{section}.{key} = {value} was accepted"),
+        Err(e) => panic!("{section}.{key} = {value}: not a config error: {e}"),
+    }
+}
+
+#[test]
+fn shipped_preset_passes_its_bounds() {
+    Preset::parse(PRESET, "test").expect("shipped preset is valid");
+}
+
+#[test]
+fn preset_numbers_out_of_physical_range_name_their_key() {
+    for (section, key, value) in [
+        ("l1d", "fill_buffers", "1099511627776"),
+        ("l1d", "fill_buffers", "9223372036854775807"),
+        ("l2", "size_kib", "9223372036854775807"),
+        ("l2", "superqueue", "100000"),
+        ("llc", "latency_cycles", "9223372036854775807"),
+        ("memory", "local_latency_ns", "1e300"),
+        ("memory", "sustained_bandwidth_gbs", "1e300"),
+        ("cpu", "freq_mhz", "9223372036854775807"),
+        ("cpu", "sockets", "4294967296"),
+        ("tlb", "stlb_entries", "1099511627776"),
+        ("costs", "page_fault_handler_cycles", "9223372036854775807"),
+        ("costs", "ipi_latency_ns", "1e300"),
+    ] {
+        let (k, msg) = preset_err(section, key, value);
+        assert_eq!(k, format!("{section}.{key}.value"), "{msg}");
+        assert!(msg.contains("accepted"), "{k}: {msg}");
+        assert!(msg.len() < 200, "{k}: message too long: {msg}");
+    }
+}
+
+#[test]
+fn modeled_caches_are_bounded_by_host_memory() {
+    // 64 GiB of LLC per instance: refused before anything is allocated.
+    let (k, _) = preset_err("llc", "size_kib", "67108864");
+    assert_eq!(k, "llc.size_kib.value");
+    // 2.2 GiB per instance is inside the per-cache range, but 2 sockets x 2.2 GiB
+    // with the private caches pass the guard on all modeled caches together.
+    let text = with_value("llc", "size_kib", "2304000");
+    match Preset::parse(&text, "test") {
+        Err(Error::Config { key, message }) => {
+            assert_eq!(key, "llc.size_kib.value");
+            assert!(message.contains("modeled caches"), "{message}");
+        }
+        other => panic!("accepted: {:?}", other.map(|p| p.llc.size_kib)),
+    }
+}
+
+fn run_err(text: &str, format: Format) -> (String, String) {
+    match run_config(text, format, None, &mut |_, _| {}) {
+        Err(Error::Config { key, message }) => (key, message),
+        other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+}
+
+fn usemem(extra: &str) -> String {
+    format!("machine = \"xeon-e5-2699v3-2s\"\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n{extra}")
+}
+
+#[test]
+fn node_memory_that_would_wrap_is_refused() {
+    let (k, m) = run_err(
+        &usemem("[sim]\nnode_memory_mib = 17592186044480\n"),
+        Format::Toml,
+    );
+    assert_eq!(k, "sim.node_memory_mib");
+    assert!(m.contains("out of range"), "{m}");
+}
+
+#[test]
+fn fault_injection_the_run_cannot_reach_is_refused() {
+    // No copy-on-write of huge pages in a plain usemem run.
+    let (k, _) = run_err(
+        &usemem("[sim.fault_injection]\nskip_copy_subpage = 3\n"),
+        Format::Toml,
+    );
+    assert_eq!(k, "sim.fault_injection.skip_copy_subpage");
+    // A 2 MiB page has 512 sub-pages.
+    let (k, m) = run_err(
+        &usemem("[sim.fault_injection]\nskip_clear_subpage = 600\n"),
+        Format::Toml,
+    );
+    assert_eq!(k, "sim.fault_injection.skip_clear_subpage");
+    assert!(m.contains("0..=511"), "{m}");
+    // thp = never clears no huge page.
+    let (k, _) = run_err(
+        &usemem("[kernel]\nthp = \"never\"\n[sim.fault_injection]\nskip_clear_subpage = 1\n"),
+        Format::Toml,
+    );
+    assert_eq!(k, "sim.fault_injection.skip_clear_subpage");
+}
+
+#[test]
+fn json_values_toml_cannot_hold_name_their_key() {
+    let base = r#"{"machine": "xeon-e5-2699v3-2s", "workload": {"kind": "usemem", "nr_task": 1, "size_per_task_mib": 2}, "#;
+    let (k, _) = run_err(&format!("{base}\"seed\": null}}"), Format::Json);
+    assert_eq!(k, "seed");
+    let (k, _) = run_err(
+        &format!("{base}\"seed\": 9223372036854775808}}"),
+        Format::Json,
+    );
+    assert_eq!(k, "seed");
+    let (k, _) = run_err(
+        &format!("{base}\"sim\": {{\"quantum_cycles\": null}}}}"),
+        Format::Json,
+    );
+    assert_eq!(k, "sim.quantum_cycles");
+}
+
+#[test]
+fn pf_test_size_beyond_range_is_refused_not_wrapped() {
+    let text =
+        "machine = \"xeon-e5-2699v3-2s\"\n[workload]\nkind = \"pf-test\"\nsize_mib = 1e300\n";
+    let (k, m) = run_err(text, Format::Toml);
+    assert_eq!(k, "workload.size_mib");
+    assert!(m.contains("1e300"), "{m}");
+}
+
+#[test]
+fn long_values_are_cut_in_messages() {
+    let long = "x".repeat(5000);
+    let (k, m) = run_err(
+        &usemem(&format!("[kernel]\nthp = \"{long}\"\n")),
+        Format::Toml,
+    );
+    assert_eq!(k, "kernel.thp");
+    assert!(m.len() < 300, "{} characters", m.len());
+    assert!(m.contains("5002 characters"), "{m}");
+}
+
+#[test]
+fn a_preset_that_is_not_a_regular_file_is_refused() {
+    let text = "machine = \"/dev/zero.toml\"\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n";
+    // /dev/zero.toml does not exist: the usual unknown-machine error.
+    let (k, _) = run_err(text, Format::Toml);
+    assert_eq!(k, "machine");
+    // A FIFO named like a preset: refused without opening it (opening would block).
+    let dir = std::env::temp_dir().join(format!("vmsim-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("m.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    assert_eq!(unsafe { mkfifo(c.as_ptr(), 0o600) }, 0);
+    let text = format!(
+        "machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n",
+        fifo.to_str().unwrap()
+    );
+    let (k, m) = run_err(&text, Format::Toml);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(k, "machine");
+    assert!(m.contains("not a regular file"), "{m}");
+}
+
+extern "C" {
+    fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+}

@@ -1,0 +1,208 @@
+"""Tables of arms over runs: LKP's ``base ±%stddev  %change  new ±%stddev
+metric`` rows and mmtests' Amean/Stddev/CoeffVar/Min/Max blocks, from fresh
+``compare --runs`` results or from saved result files.
+
+An *arm* is one configuration with one or more runs (seeds); each run is a
+metrics dict. Values are shown in units (GB/s, s, K/s, GB); the JSON keeps
+the raw numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .stats import Summary, significant, summarise
+from .tables import iter_runs, metric_names
+
+Arm = Tuple[str, List[Mapping[str, Any]]]
+
+
+def arms_of(result: Mapping[str, Any], label: Optional[str] = None) -> List[Arm]:
+    """The arms of a run, compare, or compare-runs result, each with its runs."""
+    if result.get("kind") == "compare-runs":
+        runs = result.get("runs") or []
+        if not runs:
+            return []
+        names = [n for n, _ in iter_runs(runs[0])]
+        per = {n: [] for n in names}
+        for r in runs:
+            for n, m in iter_runs(r):
+                per.setdefault(n, []).append(m)
+        return [(n, per[n]) for n in names]
+    arms = [(n, [m]) for n, m in iter_runs(result)]
+    if label is not None and len(arms) == 1 and arms[0][0] == "run":
+        arms = [(label, arms[0][1])]
+    return arms
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def unit_of(metric: str) -> Tuple[str, float]:
+    """(unit, divisor) to show a metric in."""
+    if metric.endswith("bytes_per_s"):
+        return "GB/s", 1e9
+    if metric.endswith("_per_s"):
+        return "K/s", 1e3
+    if metric.endswith("_s") or metric.startswith("sys_s_"):
+        return "s", 1.0
+    if metric.startswith("dram_bytes") or metric.endswith("_bytes"):
+        return "GB", 1e9
+    return "", 1.0
+
+
+def show(metric: str, value: float) -> str:
+    unit, div = unit_of(metric)
+    x = value / div
+    a = abs(x)
+    if a == 0:
+        text = "0"
+    elif not unit and float(x).is_integer() and a < 1e12:
+        text = str(int(x))
+    elif a >= 1e7 or a < 1e-3:
+        text = f"{x:.3e}"
+    elif a >= 100:
+        text = f"{x:.1f}"
+    else:
+        text = f"{x:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def higher_is_better(metric: str) -> bool:
+    """For mmtests' gain/loss sign: rates and IPC gain upwards, the rest (times, counts) downwards."""
+    return metric.endswith("_per_s") or metric == "ipc"
+
+
+def _summaries(arms: Sequence[Arm], metric: str) -> Optional[List[Summary]]:
+    out = []
+    for _, runs in arms:
+        vals = [r.get(metric) for r in runs]
+        if not vals or not all(_num(v) for v in vals):
+            return None
+        out.append(summarise(vals))
+    return out
+
+
+def _change(a: Summary, b: Summary) -> Optional[float]:
+    if a.mean == 0:
+        return None
+    return (b.mean - a.mean) / abs(a.mean) * 100.0
+
+
+def _sd_pct(s: Summary) -> str:
+    cv = s.cv_percent
+    if s.n < 2 or cv is None or cv < 0.5:
+        return "      "
+    return f"±{cv:3.0f}%"
+
+
+def _mark(sig: Optional[bool]) -> str:
+    return {True: "*", False: "~", None: " "}[sig]
+
+
+def rows(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> List[Dict[str, Any]]:
+    """One record per metric with the arms' summaries and each variant's
+    change against the first arm; metrics whose every |change| is below
+    ``min_change`` percent (or that no arm changes) are left out."""
+    names = list(metrics) if metrics else metric_names(*(m for _, runs in arms for m in runs))
+    out = []
+    for name in names:
+        sums = _summaries(arms, name)
+        if sums is None:
+            continue
+        base = sums[0]
+        changes = [_change(base, s) for s in sums[1:]]
+        sigs = [significant(base, s) for s in sums[1:]]
+        if not metrics:
+            moved = [c for c in changes if c is not None and abs(c) >= max(min_change, 1e-9)]
+            if not moved:
+                continue
+        elif min_change and not any(c is not None and abs(c) >= min_change for c in changes):
+            continue
+        out.append({"metric": name, "summaries": sums, "changes": changes, "significant": sigs})
+    return out
+
+
+def format_lkp(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> str:
+    """LKP compare layout: ``base ±%stddev  %change  new ±%stddev  metric``.
+    A change beyond the noise (Welch, 5%) ends in ``*``, one inside it in
+    ``~``; with a single run per arm no mark is given."""
+    recs = rows(arms, metrics, min_change)
+    names = [n for n, _ in arms]
+    runs = [len(r) for _, r in arms]
+    # Columns: base (9) ±sd (6) | per variant: %change (8) mark (1), value (18) ±sd (6).
+    head = [f"  {names[0][:20]:>20}" + "".join(f"  {'':>9}  {n[:21]:>21}" for n in names[1:]),
+            f"  {'%stddev':>20}" + "".join(f"  {'%change':>9}  {'%stddev':>21}" for _ in names[1:]),
+            f"  {'(' + str(runs[0]) + ' runs)':>20}" + "".join(f"  {'':>9}  {'(' + str(n) + ' runs)':>21}" for n in runs[1:])]
+    lines = head + ["  " + "-" * (20 + 34 * (len(names) - 1))]
+    for rec in recs:
+        m = rec["metric"]
+        s0 = rec["summaries"][0]
+        cells = f"  {show(m, s0.mean):>13} {_sd_pct(s0)}"
+        for s, c, sig in zip(rec["summaries"][1:], rec["changes"], rec["significant"]):
+            ch = "" if c is None else f"{c:+.1f}%"
+            cells += f"  {ch:>8}{_mark(sig)}  {show(m, s.mean):>14} {_sd_pct(s)}"
+        lines.append(f"{cells}  {m}")
+    if not recs:
+        lines.append("  (no metric changes" + (f" by {min_change}% or more" if min_change else "") + ")")
+    lines.append("  * change beyond the noise (Welch t-test, 5%); ~ change inside the noise; no mark: one run, untested")
+    return "\n".join(lines) + "\n"
+
+
+def format_mmtests(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> str:
+    """mmtests compare layout: per metric, Amean/Stddev/CoeffVar/Min/Max rows,
+    each arm's value with its difference to the first arm in brackets; a mean
+    that differs beyond the noise is marked ``*  12.34%*`` as mmtests does."""
+    recs = rows(arms, metrics, min_change)
+    names = [n for n, _ in arms]
+    width = 26
+    lines = [f"{'':<9} {'':<28}" + "".join(f"{n[:width]:>{width}}" for n in names)]
+    for rec in recs:
+        m = rec["metric"]
+        base = rec["summaries"][0]
+        for label, get in (("Amean", lambda s: s.mean), ("Stddev", lambda s: s.stddev),
+                           ("CoeffVar", lambda s: s.cv_percent), ("Min", lambda s: s.min), ("Max", lambda s: s.max)):
+            cells = []
+            for i, s in enumerate(rec["summaries"]):
+                v = get(s)
+                if v is None:
+                    cells.append(f"{'-':>{width}}")
+                    continue
+                text = f"{v:.2f}" if label == "CoeffVar" else show(m, v)
+                b = get(base)
+                if i == 0 or b in (None, 0) or label in ("CoeffVar", "Stddev"):
+                    pct = "" if i else "(   0.00%)"
+                    cells.append(f"{text + ' ' + pct if pct else text:>{width}}")
+                    continue
+                d = (v - b) / abs(b) * 100.0 if higher_is_better(m) else (b - v) / abs(b) * 100.0
+                sig = rec["significant"][i - 1] if label == "Amean" else None
+                cell = f"{text} *{d:7.2f}%*" if sig else f"{text} ({d:7.2f}%)"
+                cells.append(f"{cell:>{width}}")
+            lines.append(f"{label:<9} {m[:28]:<28}" + "".join(cells))
+    if not recs:
+        lines.append("(no metric changes" + (f" by {min_change}% or more" if min_change else "") + ")")
+    lines.append("Differences in brackets are gains (+) and losses (-) as mmtests shows them: for times a lower value is a gain;"
+                 " *…* marks a mean that differs beyond the noise (Welch t-test, 5%).")
+    return "\n".join(lines) + "\n"
+
+
+def saved_arms(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> List[List[Arm]]:
+    """Groups of arms to tabulate from saved results ``(label, result)``.
+
+    One file: its own arms (baseline first). Several files: for each arm name
+    found in every file, the files side by side (the first file is the base);
+    single-run results are one arm each, named by their file."""
+    per_file = [arms_of(r, label) for label, r in results]
+    if len(results) == 1:
+        return [per_file[0]]
+    if all(len(a) == 1 for a in per_file):
+        return [[(label, arms[0][1]) for (label, _), arms in zip(results, per_file)]]
+    common = [n for n, _ in per_file[0] if all(any(m == n for m, _ in arms) for arms in per_file[1:])]
+    if not common:
+        raise ValueError("the files share no arm (configuration name) to compare")
+    groups = []
+    for n in common:
+        groups.append([(f"{label}:{n}", dict(arms)[n]) for (label, _), arms in zip(results, per_file)])
+    return groups

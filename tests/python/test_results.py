@@ -1,0 +1,117 @@
+"""Provenance, built-ins as TOML, statistics over runs and compare of saved results."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import vmsim
+from vmsim import cli, runtables, stats
+
+
+def test_every_run_result_carries_provenance(tiny_config):
+    r = vmsim.run(tiny_config)
+    p = r["provenance"]
+    assert p["schema_version"] >= 2 and p["command"] == "run" and p["seeds"] == [0]
+    assert p["vmsim_version"] == vmsim.__version__ and p["git_revision"]
+    preset = p["machines"]["xeon-e5-2699v3-2s"]
+    assert preset["l1d"]["size_kib"] == 32
+    assert preset["sources"]["l1d.size_kib"], "each parameter keeps its source"
+    assert p["host_seconds"] >= 0
+
+
+def test_builtins_print_as_toml_that_parses(capsys):
+    import tomllib
+
+    assert cli.main(["machines", "--show", "xeon-8358-icx"]) == 0
+    doc = tomllib.loads(capsys.readouterr().out)
+    assert doc["name"] == "xeon-8358-icx" and doc["l1d"]["size_kib"]["source"]
+    assert cli.main(["experiments", "--show", "clear-target-last"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["name"] == "clear-target-last"
+    assert cli.main(["machines", "--show", "nope"]) == 2
+
+
+def test_welch_marks_noise_and_change():
+    a = stats.summarise([10.0, 10.2, 9.8, 10.1, 9.9])
+    same = stats.summarise([10.1, 9.9, 10.0, 10.2, 9.8])
+    moved = stats.summarise([12.0, 12.2, 11.8, 12.1, 11.9])
+    assert stats.significant(a, same) is False
+    assert stats.significant(a, moved) is True
+    assert stats.significant(stats.summarise([1.0]), moved) is None
+    assert stats.summarise([3.0, 3.0]).stddev == 0.0
+
+
+def _fake_run(tp, sys_s):
+    return {"metrics": {"throughput_bytes_per_s": tp, "sys_s": sys_s, "data_verified": True}, "machine": {"name": "m"}}
+
+
+def test_compare_saved_results_with_min_change(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
+    (tmp_path / "b.json").write_text(json.dumps(_fake_run(12e9, 1.01)))
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "lkp"]) == 0
+    out = capsys.readouterr().out
+    assert "+20.0%" in out and "10 GB/s" in out and "12 GB/s" in out and "sys_s" in out
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "throughput_bytes_per_s" in out and "sys_s" not in out
+    assert "Amean" in out and "CoeffVar" in out
+
+
+def test_compare_runs_spread_and_significance_from_arms():
+    base = ("base", [_fake_run(10e9 + d, 1.0)["metrics"] for d in (0, 1e8, -1e8)])
+    new = ("new", [_fake_run(12e9 + d, 1.0)["metrics"] for d in (0, 1e8, -1e8)])
+    text = runtables.format_lkp([base, new])
+    line = next(l for l in text.splitlines() if l.endswith("throughput_bytes_per_s"))
+    assert "±" in line and "+20.0%*" in line
+    mm = runtables.format_mmtests([base, new])
+    assert any(l.startswith("Amean") and "*" in l for l in mm.splitlines())
+
+
+@pytest.mark.sim
+def test_compare_runs_cli_writes_runs_and_provenance(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "vmsim", "compare", "clear-target-last", "--runs", "2", "-j", "2",
+                           "--scale", "0.05", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "%stddev" in proc.stdout and "Amean" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "compare-runs" and doc["seeds"] == [0, 1] and len(doc["runs"]) == 2
+    assert doc["provenance"]["seeds"] == [0, 1]
+    # The saved file compares again without re-running.
+    again = subprocess.run([sys.executable, "-m", "vmsim", "compare", str(out), "--format", "lkp"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "%stddev" in again.stdout
+
+
+@pytest.mark.sim
+def test_page_alloc_shuffle_makes_the_seed_matter(tiny_config):
+    tiny_config["kernel"]["page_alloc_shuffle"] = True
+    tiny_config["workload"].update(nr_task=4, size_per_task_mib=64)
+    rows = []
+    for seed in (0, 1, 2):
+        tiny_config["seed"] = seed
+        m = vmsim.run(tiny_config)["metrics"]
+        assert m["data_verified"] is True
+        rows.append((m["llc_misses"], m["elapsed_s"]))
+    assert len(set(rows)) > 1, "the seed decides physical placement once shuffling is on"
+    tiny_config["seed"] = 1
+    assert (vmsim.run(tiny_config)["metrics"]["llc_misses"], vmsim.run(tiny_config)["metrics"]["elapsed_s"]) == rows[1]
+
+
+def test_compare_results_from_python(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
+    text = vmsim.compare_results(tmp_path / "a.json", _fake_run(11e9, 1.0), min_change=5)
+    assert "+10.0%" in text and "sys_s" not in text
+    assert "Amean" in vmsim.compare_results(_fake_run(1e9, 1.0), _fake_run(2e9, 1.0), layout="mmtests")
+    with pytest.raises(vmsim.ConfigError):
+        vmsim.compare_results(_fake_run(1e9, 1.0), layout="csv")
+
+
+def test_to_dataframe_of_sweep_and_runs():
+    pytest.importorskip("pandas")
+    sweep = {"kind": "sweep", "rows": [{"seed": 0, "elapsed_s": 1.0}, {"seed": 1, "elapsed_s": 2.0}]}
+    assert list(vmsim.to_dataframe(sweep)["elapsed_s"]) == [1.0, 2.0]
+    arms = {"baseline_name": "a", "baseline": {"x": 1.0}, "variant_order": ["b"], "variants": {"b": {"x": 2.0}}}
+    df = vmsim.to_dataframe({"kind": "compare-runs", "seeds": [0, 1], "runs": [arms, arms]})
+    assert df.loc[("b", 1), "x"] == 2.0
