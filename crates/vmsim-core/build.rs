@@ -25,7 +25,10 @@ fn embed(dir: &Path, out: &mut String, konst: &str) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read at run time, not baked in with env!(): a build script compiled in one checkout
+    // and reused from a copied target directory must still embed this checkout's files.
+    let manifest = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../..");
     let mut out = String::new();
     embed(&root.join("machines"), &mut out, "MACHINES");
     embed(&root.join("experiments"), &mut out, "EXPERIMENTS");
