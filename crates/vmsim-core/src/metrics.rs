@@ -68,7 +68,7 @@ pub fn report(sim: &Sim) -> Value {
     let instructions = tot.user_instructions + tot.sys_instructions;
     let cycles = tot.user_cycles + tot.sys_cycles;
     let v = &sim.k.vmstat;
-    let verified = !sim.tasks.is_empty() && sim.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0);
+    let verified = sim.tasks.iter().any(|t| !t.is_kthread()) && sim.tasks.iter().filter(|t| !t.is_kthread()).all(|t| t.pages_checked > 0 && t.bad_pages == 0);
     let errors: Vec<Value> = sim
         .tasks
         .iter()
@@ -120,7 +120,7 @@ pub fn report(sim: &Sim) -> Value {
     put("remote_cache_hits", json!(tot.cache.remote_cache_hits));
     put("back_invalidations", json!(tot.cache.back_invalidations));
     put("subpage_clears", json!(v.subpage_clears));
-    put("context_switches", json!(sim.nr_context_switches));
+    put("context_switches", json!(sim.nr_context_switches()));
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
     put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));

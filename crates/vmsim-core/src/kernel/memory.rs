@@ -99,14 +99,14 @@ impl Kernel {
     fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
         // Local node first, then the others in order (the default policy's zonelist).
         let n = self.alloc.nr_nodes;
-        (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc.alloc(nd, order))
+        (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc_pages_node(nd, order))
     }
 
     /// Returns false when no huge page could be had (the caller falls back to 4 KiB).
     fn do_huge_pmd_anonymous_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> bool {
         // THP allocations do not fall back to remote nodes by default (__GFP_THISNODE in
         // the defrag-less fault path of the kernels modeled); they fall back to 4 KiB pages.
-        let Some(pfn) = self.alloc.alloc(node, HPAGE_PMD_ORDER) else {
+        let Some(pfn) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) else {
             self.vmstat.thp_fault_fallback += 1;
             return false;
         };
@@ -158,7 +158,7 @@ impl Kernel {
         }
         if self.cfg.thp_cow == ThpCow::Copy {
             // alloc_hugepage_vma(): local node only, as for the anonymous THP fault.
-            if let Some(new) = self.alloc.alloc(node, HPAGE_PMD_ORDER) {
+            if let Some(new) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) {
                 self.vmstat.pgfault_cow_thp += 1;
                 self.vmstat.thp_cow_copies += 1;
                 self.vmstat.pgalloc += HPAGE_PMD_NR;

@@ -52,7 +52,10 @@ pub struct Mm {
     pub pmds: BTreeMap<u64, Pmd>,
     /// PUD-level (1 GiB) huge mappings, keyed by `addr >> PUD_SHIFT`.
     pub puds: BTreeMap<u64, Pte>,
+    /// CPUs that have run this mm since they last switched away (lazy ones included).
     pub cpumask: CpuMask,
+    /// Flushes of this mm's TLB entries so far (`context.tlb_gen`).
+    pub tlb_gen: u64,
     pub generation: u64,
     next_mmap: u64,
     pub rss_pages: u64,
@@ -90,6 +93,7 @@ impl Mm {
             pmds: BTreeMap::new(),
             puds: BTreeMap::new(),
             cpumask: CpuMask::empty(),
+            tlb_gen: 0,
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
             rss_pages: 0,

@@ -9,12 +9,15 @@
 //! queued as work items too. The kernel touches the hardware only through
 //! line accesses, TLB operations, IPIs and fixed costs.
 
+pub mod engine;
 pub mod folio_zero;
 pub mod fork;
 pub mod huge_memory;
 pub mod hugetlb;
+pub mod kthread;
 pub mod memory;
 pub mod mm;
+pub mod mmzone;
 pub mod page_alloc;
 pub mod sched;
 pub mod tlbflush;
@@ -208,10 +211,17 @@ pub struct Kernel {
     pub hugetlb: hugetlb::HugetlbPool,
     /// Remaining sub-page copy to skip (fault injection), in the next huge-page copy.
     pub skip_copy_subpage: Option<u64>,
+    /// Every wait queue of the kernel (kernel objects hold their ids).
+    pub waitq: sched::wait::WaitQueues,
+    /// Per-node watermarks and kswapd wait queues.
+    pub pgdat: Vec<mmzone::PgData>,
 }
 
 impl Kernel {
     pub fn new(cfg: KernelConfig, preset: &Preset, nr_nodes: usize, node_bytes: u64) -> Kernel {
+        let mut waitq = sched::wait::WaitQueues::default();
+        let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
+        let pgdat = (0..nr_nodes).map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq)).collect();
         Kernel {
             cfg,
             costs: preset.costs.clone(),
@@ -221,6 +231,8 @@ impl Kernel {
             skip_clear_subpage: None,
             hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
             skip_copy_subpage: None,
+            waitq,
+            pgdat,
         }
     }
 

@@ -24,6 +24,8 @@ pub enum Op {
     Munmap { start: u64 },
     /// `mmap(MAP_HUGETLB)` of `len` bytes with pages of `1 << page_shift` (21 or 30), read-write.
     MmapHugetlb { len: u64, page_shift: u32 },
+    /// `nanosleep()`: sleep for `ns` nanoseconds of simulated time.
+    Nanosleep { ns: u64 },
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,

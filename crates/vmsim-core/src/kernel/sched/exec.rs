@@ -62,7 +62,7 @@ impl Sim {
             }
             Work::FlushTlbRange { mm, start, end, stride_shift } => {
                 let k = &mut self.k;
-                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm], &self.loaded_mm, start, end, stride_shift);
+                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[mm], &mut self.tlbstate, start, end, stride_shift);
             }
             Work::PutPage { pfn } => {
                 if self.k.put_page(pfn) > 0 {

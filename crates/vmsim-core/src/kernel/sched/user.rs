@@ -8,7 +8,7 @@ use super::*;
 
 impl Sim {
     fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
-        let mm = self.tasks[t].mm;
+        let mm = self.tasks[t].user_mm();
         let node = self.m.topo.node_of(cpu);
         self.m.set_mode(cpu, Mode::Kernel);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
@@ -33,14 +33,14 @@ impl Sim {
     pub(super) fn exec_user(&mut self, cpu: usize, t: usize, deadline: u64) {
         if self.tasks[t].cur.is_none() {
             let ret = self.tasks[t].ret;
-            let op = self.tasks[t].prog.next(ret);
+            let op = self.tasks[t].prog().next(ret);
             self.tasks[t].ret = 0;
             match op {
                 Op::MarkStart => self.tasks[t].start = Some(self.m.cpus[cpu].clock),
                 Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
-                    let mm = self.tasks[t].mm;
+                    let mm = self.tasks[t].user_mm();
                     let start = self.k.mms[mm].mmap(len, crate::kernel::mm::VmaKind::AnonPrivate, true);
                     self.tasks[t].ret = start;
                     if populate {
@@ -51,15 +51,21 @@ impl Sim {
                 Op::Wait => {
                     if self.tasks[t].live_children > 0 {
                         self.tasks[t].waiting = true;
-                        self.cpus[cpu].current = None;
+                        self.sched.sleep_current(cpu);
                     }
                 }
                 Op::MmapHugetlb { len, page_shift } => {
                     self.syscall(cpu, 0);
-                    let mm = self.tasks[t].mm;
+                    let mm = self.tasks[t].user_mm();
                     self.tasks[t].ret = self.k.mms[mm].mmap_hugetlb(len, page_shift);
                 }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
+                Op::Nanosleep { ns } => {
+                    self.syscall(cpu, 0);
+                    // hrtimer_start(): expiry relative to the time of the call.
+                    let until = self.m.cpus[cpu].clock + ns * self.m.freq_mhz / 1000;
+                    self.sleep_until(cpu, until);
+                }
                 Op::WriteSeq { start, len, seed } => {
                     self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos: 0, pfn: 0, page: u64::MAX, gen: u64::MAX });
                 }
@@ -73,7 +79,7 @@ impl Sim {
             Some(Cur::Populate { start, len, pos }) => return self.populate(cpu, t, start, len, pos),
             None => unreachable!(),
         };
-        let mm = self.tasks[t].mm;
+        let mm = self.tasks[t].user_mm();
         let asid = self.k.mms[mm].asid;
         while pos < len && self.m.cpus[cpu].clock < deadline {
             let va = start + pos;
@@ -111,7 +117,7 @@ impl Sim {
     /// (the fault's work runs before the task continues), or returns to user
     /// mode when every page is present.
     fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, mut pos: u64) {
-        let mm = self.tasks[t].mm;
+        let mm = self.tasks[t].user_mm();
         self.m.set_mode(cpu, Mode::Kernel);
         while pos < len {
             let va = start + pos;
@@ -147,30 +153,30 @@ impl Sim {
     /// on the next CPU round-robin. The parent's `ret` is the child's pid,
     /// the child's 0.
     fn fork(&mut self, cpu: usize, t: usize) {
-        let Some(prog) = self.tasks[t].prog.fork() else {
+        let Some(prog) = self.tasks[t].prog().fork() else {
             self.error = Some(Error::Internal(format!("task {t}: its program cannot fork")));
             return;
         };
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
         self.m.advance(cpu, c, c);
-        let parent_mm = self.tasks[t].mm;
+        let parent_mm = self.tasks[t].user_mm();
         let copy = self.k.dup_mmap(parent_mm);
         self.m.advance(cpu, copy.cycles, copy.cycles);
         self.settle(cpu, KFn::Fork);
         // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
         let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, !4095u64);
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[parent_mm], &mut self.tlbstate, 0, !4095u64);
         self.settle(cpu, KFn::FlushTlb);
         let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
-        let pid = self.new_task(prog, copy.child_mm, target, Some(t));
+        let pid = self.add_task(Body::User(prog), Some(copy.child_mm), Some(t));
         // The child's memory is a copy: a start time the parent took (usemem's
         // global start_time, taken in main() before --prealloc) is inherited.
         self.tasks[pid].start = self.tasks[t].start;
         self.tasks[t].nr_forked += 1;
         self.tasks[t].live_children += 1;
         self.tasks[t].ret = pid as u64;
-        self.wakeups.push((target, self.m.cpus[cpu].clock));
+        self.sched.wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
         self.m.set_mode(cpu, Mode::User);
     }
 
@@ -178,7 +184,7 @@ impl Sim {
     /// last child is woken on the CPU it last ran on.
     fn exit(&mut self, cpu: usize, t: usize) {
         self.m.set_mode(cpu, Mode::Kernel);
-        let mm_id = self.tasks[t].mm;
+        let mm_id = self.tasks[t].user_mm();
         for (start, end, zapped) in self.k.exit_mmap_ranges(mm_id) {
             self.zap(cpu, mm_id, start, end, &zapped);
         }
@@ -187,21 +193,20 @@ impl Sim {
         let task = &mut self.tasks[t];
         task.exited = true;
         task.exit = Some(now);
-        self.cpus[cpu].current = None;
+        self.sched.exit_current(cpu);
+        self.live_user_tasks -= 1;
         if let Some(p) = self.tasks[t].parent {
             let parent = &mut self.tasks[p];
             parent.live_children -= 1;
             if parent.live_children == 0 && parent.waiting {
                 parent.waiting = false;
-                let pc = parent.cpu;
-                self.cpus[pc].rq.push_back(p);
-                self.wakeups.push((pc, now));
+                self.sched.wake_up_process(p, now);
             }
         }
     }
 
     fn munmap(&mut self, cpu: usize, t: usize, start: u64) {
-        let mm_id = self.tasks[t].mm;
+        let mm_id = self.tasks[t].user_mm();
         let Some((vma, zapped)) = self.k.mms[mm_id].munmap(start) else {
             self.error = Some(Error::Internal(format!("task {t}: munmap of {start:#x}, which is not a mapping start")));
             return;
@@ -226,13 +231,13 @@ impl Sim {
         }
         self.settle(cpu, KFn::FreePages);
         let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm_id], &self.loaded_mm, start, end);
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[mm_id], &mut self.tlbstate, start, end);
         self.settle(cpu, KFn::FlushTlb);
     }
 
     /// Untimed data check: every 4 KiB page of the range must carry the expected tag.
     fn check(&mut self, t: usize, start: u64, len: u64, expect: Expect) {
-        let mm = &self.k.mms[self.tasks[t].mm];
+        let mm = &self.k.mms[self.tasks[t].user_mm()];
         let mut bad = 0;
         let mut first = None;
         let mut va = start;

@@ -1,0 +1,162 @@
+//! The kernel's concurrency machinery end to end: timers firing at their
+//! exact simulated time, a kernel thread sleeping on a wait queue and woken
+//! by an allocation, lazy TLB on CPUs that switch to kernel threads.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
+use vmsim_core::kernel::kthread::{KthreadFn, KthreadStep};
+use vmsim_core::kernel::sched::Sim;
+use vmsim_core::kernel::{KFn, Kernel, Work};
+use vmsim_core::machine::Machine;
+use vmsim_core::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
+use vmsim_core::workload::usemem::Usemem;
+use vmsim_core::workload::{Op, Program};
+
+const NODE_BYTES: u64 = 256 << 20;
+
+fn preset() -> Preset {
+    let (name, text) = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap();
+    Preset::parse(text, name).unwrap()
+}
+
+fn sim() -> Sim {
+    let p = preset();
+    let cfg = KernelConfig {
+        thp: Thp::Always,
+        clear_huge_page: HugePageOrder::TargetLast.into(),
+        clear_page: ClearPage::Erms,
+        preempt: Preempt::Voluntary,
+        copy_huge_page: HugePageOrder::TargetLast,
+        thp_cow: ThpCow::Copy,
+    };
+    let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);
+    Sim::new(m, k, 2000)
+}
+
+/// Marks its start, sleeps `ns`, marks its end.
+struct Sleeper {
+    ns: u64,
+    step: u32,
+}
+
+impl Program for Sleeper {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::MarkStart,
+            2 => Op::Nanosleep { ns: self.ns },
+            3 => Op::MarkEnd,
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn a_timer_fires_at_its_exact_simulated_time() {
+    let mut s = sim();
+    let p = preset();
+    let long = s.spawn(Box::new(Sleeper { ns: 1_000_000, step: 0 }), 3);
+    let short = s.spawn(Box::new(Sleeper { ns: 250_000, step: 0 }), 3);
+    // A busy CPU elsewhere: events interleave with its quanta.
+    s.spawn(Box::new(Usemem::new(4 << 20, 1)), 0);
+    s.run(&mut |_| {}).unwrap();
+    let cycles = |ns: u64| ns * p.freq_mhz / 1000;
+    // The short sleeper wakes first, on a CPU that holds its mm lazily: no flush. The long one
+    // then finds the short one's mm loaded: switch_mm writes CR3, a full flush.
+    for (t, ns, flush) in [(long, 1_000_000, p.costs.tlb_flush_full_cycles), (short, 250_000, 0)] {
+        let start = s.tasks[t].start.unwrap();
+        let woken = s.sched.last_wakeup(t).expect("woken by its timer");
+        // The sleep begins after the system-call entry; the timer is armed for exactly `ns` after it.
+        let expiry = start + p.costs.syscall_entry_exit_cycles + cycles(ns);
+        assert_eq!(woken, expiry, "task {t}");
+        // Its CPU was idle: it runs again at the expiry, after the context switch.
+        assert_eq!(s.tasks[t].end.unwrap(), expiry + p.costs.context_switch_cycles + flush, "task {t}");
+    }
+    assert_eq!(s.engine.nr_fired, 2);
+    assert!(s.engine.is_empty());
+}
+
+/// A kernel thread that waits on a node's kswapd queue; each time it is
+/// woken it records the time and does 1000 cycles of work.
+struct Waiter {
+    node: usize,
+    woken: Rc<RefCell<Vec<u64>>>,
+    waiting: bool,
+}
+
+impl KthreadFn for Waiter {
+    fn name(&self) -> String {
+        format!("waiter{}", self.node)
+    }
+    fn step(&mut self, k: &mut Kernel, _cpu: usize, now: u64, work: &mut VecDeque<Work>) -> KthreadStep {
+        if !self.waiting {
+            self.waiting = true;
+            return KthreadStep::Wait(k.pgdat[self.node].kswapd_wait);
+        }
+        self.waiting = false;
+        self.woken.borrow_mut().push(now);
+        work.push_back(Work::Cycles { cycles: 1000, instructions: 1000, what: KFn::Schedule });
+        KthreadStep::Continue
+    }
+}
+
+fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
+    let mut s = sim();
+    let woken = Rc::new(RefCell::new(Vec::new()));
+    // Its first step (at time 0) queues work, then it waits.
+    let kt = s.kthread_run(Box::new(Waiter { node: 0, woken: woken.clone(), waiting: false }), 5);
+    if let Some(d) = low_below_start {
+        s.k.pgdat[0].wmark_low = s.k.alloc.nr_free[0] - d;
+    }
+    s.spawn(Box::new(Usemem::new(8 << 20, 7)), 0);
+    s.run(&mut |_| {}).unwrap();
+    let w = woken.borrow().clone();
+    (s, w, kt)
+}
+
+#[test]
+fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
+    // The low watermark lies between the second and third huge-page allocation.
+    let (s, woken, kt) = run_waiter(Some(2 * 512));
+    assert!(s.k.pgdat[0].nr_kswapd_wakeups >= 1);
+    assert!(!woken.is_empty(), "the kernel thread ran after being woken");
+    let first = s.sched.last_wakeup(kt).expect("woken");
+    let user = &s.tasks[1];
+    assert!(first > user.start.unwrap() && first < user.end.unwrap(), "woken during the writes");
+    // It ran on its own CPU once per wake-up, after it, in kernel mode.
+    assert_eq!(woken.len() as u64, s.k.pgdat[0].nr_kswapd_wakeups);
+    assert!(woken[0] >= first || woken.len() > 1);
+    assert_eq!(s.sched.task_cpu(kt), 5);
+    assert!(s.m.cpus[5].stats.sys_cycles >= 1000 * woken.len() as u64 && s.m.cpus[5].stats.user_cycles == 0);
+    // Without crossing the watermark it sleeps for good, and the run still ends.
+    let (s, woken, kt) = run_waiter(None);
+    assert_eq!(s.k.pgdat[0].nr_kswapd_wakeups, 0);
+    assert!(woken.is_empty());
+    assert_eq!(s.sched.last_wakeup(kt), None);
+    assert!(s.tasks[1].exited);
+}
+
+#[test]
+fn a_cpu_running_a_kernel_thread_keeps_the_mm_lazily_in_its_cpumask() {
+    let mut s = sim();
+    let woken = Rc::new(RefCell::new(Vec::new()));
+    // A user task sleeps on CPU 4; the kernel thread queued behind it runs meanwhile.
+    let u = s.spawn(Box::new(Sleeper { ns: 100_000, step: 0 }), 4);
+    let kt = s.kthread_run(Box::new(Waiter { node: 0, woken, waiting: false }), 4);
+    s.run(&mut |_| {}).unwrap();
+    let mm = s.tasks[u].mm.unwrap();
+    assert!(s.tasks[kt].mm.is_none());
+    // After the kernel thread ran and the user task exited, CPU 4 holds the mm lazily.
+    assert_eq!(s.tlbstate[4].loaded_mm, Some(mm));
+    assert!(s.tlbstate[4].is_lazy);
+    assert!(s.k.mms[mm].cpumask.test(4), "a lazy CPU stays in mm_cpumask");
+    // Switching from the kernel thread back to the same mm needed no flush:
+    // the only full flush on CPU 4 is the first switch to the mm (a CR3 write).
+    assert_eq!(s.m.cpus[4].stats.tlb_flush_full, 1);
+}
