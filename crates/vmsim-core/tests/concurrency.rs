@@ -160,3 +160,85 @@ fn a_cpu_running_a_kernel_thread_keeps_the_mm_lazily_in_its_cpumask() {
     // the only full flush on CPU 4 is the first switch to the mm (a CR3 write).
     assert_eq!(s.m.cpus[4].stats.tlb_flush_full, 1);
 }
+
+/// A process that clones one thread; both sleep until T1 and then T2 (so
+/// each CPU holds the mm lazily and switches back at the same cost), then
+/// store to the same address. The leader writes pages 0 and 1 and checks
+/// page 1 (page 0's final contents depend on how the two threads' stores
+/// interleave, a data race of the program's own); the thread writes one line
+/// of page 0. Both exit; the last one's exit tears the mm down.
+#[derive(Clone)]
+struct Racer {
+    step: u32,
+    addr: u64,
+    thread: bool,
+    t1_ns: u64,
+    t2_ns: u64,
+    seed: u64,
+}
+
+impl Program for Racer {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::MarkStart,
+            2 => Op::Mmap { len: 2 << 20, populate: false },
+            3 => {
+                self.addr = ret;
+                Op::Clone
+            }
+            4 => {
+                self.thread = ret == 0;
+                Op::ClockNanosleepAbs { ns: self.t1_ns }
+            }
+            5 => Op::ClockNanosleepAbs { ns: self.t2_ns },
+            6 if self.thread => Op::WriteSeq { start: self.addr, len: 64, seed: self.seed + 1 },
+            6 => Op::WriteSeq { start: self.addr, len: 8192, seed: self.seed },
+            7 => Op::MarkEnd,
+            8 if !self.thread => Op::Check { start: self.addr + 4096, len: 4096, expect: vmsim_core::workload::Expect::Written { seed: self.seed } },
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        8192
+    }
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
+fn race(thp: Thp) -> Sim {
+    let mut s = sim();
+    s.k.cfg.thp = thp;
+    let free = s.k.alloc.nr_free.clone();
+    let leader = s.spawn(Box::new(Racer { step: 0, addr: 0, thread: false, t1_ns: 200_000, t2_ns: 400_000, seed: 9 }), 0);
+    s.run(&mut |_| {}).unwrap();
+    let thread = leader + 1;
+    let p = preset();
+    let t2 = 400_000 * p.freq_mhz / 1000;
+    // Both threads woke at T2 on CPUs holding the mm lazily, so both fault at T2 + one context switch.
+    assert_eq!(s.sched.last_wakeup(leader), Some(t2));
+    assert_eq!(s.sched.last_wakeup(thread), Some(t2));
+    assert_eq!(s.tasks[thread].mm, s.tasks[leader].mm, "CLONE_VM shares the mm");
+    assert_eq!((s.sched.task_cpu(leader), s.sched.task_cpu(thread)), (0, 1));
+    let faults = if thp == Thp::Always { 2 } else { 3 }; // 4 KiB pages: page 1 is a fault of its own
+    assert_eq!(s.k.vmstat.pgfault, faults, "both threads faulted");
+    assert_eq!(s.k.vmstat.fault_race_backouts, 1, "the second install found the entry taken and backed out");
+    let t = &s.tasks[leader];
+    assert_eq!((t.pages_checked, t.bad_pages), (1, 0), "{:?}", t.first_bad);
+    // Nothing leaked: after the last user's exit (exit_mmap) every frame is free again.
+    assert_eq!(s.k.alloc.nr_free, free);
+    assert_eq!(s.k.vmstat.pgalloc, s.k.vmstat.pgfree);
+    assert_eq!(s.k.mms[s.tasks[leader].mm.unwrap()].mm_users, 0);
+    s
+}
+
+#[test]
+fn two_threads_faulting_one_address_map_exactly_one_folio() {
+    let s = race(Thp::Always);
+    assert_eq!(s.k.vmstat.thp_fault_alloc, 2);
+    assert_eq!(s.k.vmstat.pgalloc, 2 * 512);
+    let s = race(Thp::Never);
+    assert_eq!(s.k.vmstat.pgfault_anon_4k, 3);
+    assert_eq!(s.k.vmstat.pgalloc, 3);
+}

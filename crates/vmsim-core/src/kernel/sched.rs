@@ -27,12 +27,9 @@
 
 use crate::api::Error;
 use super::engine::{Engine, Event};
-use super::fork::COPY_PROCESS_CYCLES;
 use super::kthread::{KthreadFn, KthreadStep};
-use super::memory::{FaultError, Mapped};
-use super::mm::PMD_SIZE;
 use super::page_alloc::{tag_store, TAG_ZERO};
-use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState};
+use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState};
 use super::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
@@ -52,7 +49,7 @@ use rq::Scheduler;
 /// development host. Macro-fusion of compare-and-branch pairs is not modelled.
 pub const USEMEM_INSTR_PER_WORD: u64 = 24;
 
-enum Cur {
+pub(crate) enum Cur {
     Write { start: u64, len: u64, seed: u64, pos: u64, pfn: u64, page: u64, gen: u64 },
     /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
     /// one page (or huge page) at a time, in kernel mode.
@@ -72,8 +69,8 @@ pub struct Task {
     /// The task's address space; None for a kernel thread.
     pub mm: Option<usize>,
     body: Body,
-    cur: Option<Cur>,
-    ret: u64,
+    pub(crate) cur: Option<Cur>,
+    pub(crate) ret: u64,
     pub exited: bool,
     /// The task that forked this one.
     pub parent: Option<usize>,
@@ -97,10 +94,10 @@ impl Task {
         matches!(self.body, Body::Kernel(_))
     }
     /// The mm of a user task.
-    fn user_mm(&self) -> usize {
+    pub(crate) fn user_mm(&self) -> usize {
         self.mm.expect("a user task has an mm")
     }
-    fn prog(&mut self) -> &mut Box<dyn Program> {
+    pub(crate) fn prog(&mut self) -> &mut Box<dyn Program> {
         match &mut self.body {
             Body::User(p) => p,
             Body::Kernel(_) => panic!("task {} is a kernel thread", self.pid),
@@ -112,7 +109,7 @@ impl Task {
 /// queued on the CPU and the attribution of its system time.
 #[derive(Default)]
 pub struct CpuCtx {
-    work: VecDeque<Work>,
+    pub(crate) work: VecDeque<Work>,
     /// Progress in the front work item: lines done, and whether its start-up was paid.
     pos: u64,
     started: bool,
@@ -135,7 +132,7 @@ pub struct Sim {
     movq_issue: u64,
     total_bytes: u64,
     /// User tasks created and not yet exited.
-    live_user_tasks: usize,
+    pub(crate) live_user_tasks: usize,
     /// System cycles by kernel path, indexed like `KFn::ALL`.
     pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
@@ -204,7 +201,7 @@ impl Sim {
         pid
     }
 
-    fn add_task(&mut self, body: Body, mm: Option<usize>, parent: Option<usize>) -> usize {
+    pub(crate) fn add_task(&mut self, body: Body, mm: Option<usize>, parent: Option<usize>) -> usize {
         let pid = self.tasks.len();
         if let Body::User(_) = body {
             self.live_user_tasks += 1;
@@ -313,7 +310,7 @@ impl Sim {
     }
 
     /// `nanosleep`-style: the current task of `cpu` sleeps until simulated time `until`.
-    fn sleep_until(&mut self, cpu: usize, until: u64) {
+    pub(crate) fn sleep_until(&mut self, cpu: usize, until: u64) {
         let t = self.sched.sleep_current(cpu);
         self.engine.arm(until, Event::WakeTask(t));
     }
@@ -361,7 +358,7 @@ impl Sim {
     }
 
     /// Attributes the system cycles `cpu` spent since the last settle to `what`.
-    fn settle(&mut self, cpu: usize, what: KFn) {
+    pub(crate) fn settle(&mut self, cpu: usize, what: KFn) {
         let sys = self.m.cpus[cpu].stats.sys_cycles;
         let c = &mut self.cpus[cpu];
         if sys > c.sys_settled {

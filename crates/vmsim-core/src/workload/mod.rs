@@ -26,6 +26,11 @@ pub enum Op {
     MmapHugetlb { len: u64, page_shift: u32 },
     /// `nanosleep()`: sleep for `ns` nanoseconds of simulated time.
     Nanosleep { ns: u64 },
+    /// `clock_nanosleep(TIMER_ABSTIME)`: sleep until simulated time `ns` (from the start of the run).
+    ClockNanosleepAbs { ns: u64 },
+    /// `clone(CLONE_VM | CLONE_THREAD)`: a thread sharing the caller's address
+    /// space, running a copy of the program (`Program::fork`); `ret` as for `Fork`.
+    Clone,
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,
