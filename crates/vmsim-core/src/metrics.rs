@@ -112,6 +112,11 @@ pub fn report(sim: &Sim) -> Value {
     put("nr_tlb_remote_flush", json!(v.nr_tlb_remote_flush));
     put("nr_tlb_remote_flush_received", json!(v.nr_tlb_remote_flush_received));
     put("nr_tlb_local_flush_all", json!(v.nr_tlb_local_flush_all));
+    // IPIs by cause, as /proc/interrupts' TLB, RES and CAL lines count them on the targets.
+    for c in crate::machine::ipi::IpiCause::ALL {
+        let n: u64 = m.cpus.iter().map(|x| x.stats.ipis_received_by_cause[c as usize]).sum();
+        put(&format!("ipis_{}", c.name()), json!(n));
+    }
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));

@@ -242,3 +242,88 @@ fn two_threads_faulting_one_address_map_exactly_one_folio() {
     assert_eq!(s.k.vmstat.pgfault_anon_4k, 3);
     assert_eq!(s.k.vmstat.pgalloc, 3);
 }
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Leader,
+    Thread,
+    Child,
+}
+
+/// A leader writes page P, clones a thread that writes P and then a long
+/// region Q, sleeps, forks a child (which sleeps and exits) and writes P
+/// again: a copy-on-write fault that moves P to a new frame while the thread
+/// still runs. The thread then writes P again. Every flush of P must reach
+/// the thread's CPU, or its TLB keeps P's old frame.
+#[derive(Clone)]
+struct Shooter {
+    step: u32,
+    role: Role,
+    p: u64,
+    q: u64,
+}
+
+impl Program for Shooter {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        const MS: u64 = 1_000_000;
+        match (self.role, self.step) {
+            (Role::Leader, 1) => Op::MarkStart,
+            (Role::Leader, 2) => Op::Mmap { len: 2 << 20, populate: false },
+            (Role::Leader, 3) => {
+                self.p = ret;
+                Op::Mmap { len: 32 << 20, populate: false }
+            }
+            (Role::Leader, 4) => {
+                self.q = ret;
+                Op::WriteSeq { start: self.p, len: 4096, seed: 1 }
+            }
+            (Role::Leader, 5) => Op::Clone,
+            (Role::Leader, 6) if ret == 0 => {
+                self.role = Role::Thread;
+                Op::WriteSeq { start: self.p, len: 4096, seed: 2 }
+            }
+            (Role::Leader, 6) => Op::ClockNanosleepAbs { ns: 2 * MS },
+            (Role::Leader, 7) => Op::Fork,
+            (Role::Leader, 8) if ret == 0 => {
+                self.role = Role::Child;
+                Op::ClockNanosleepAbs { ns: 50 * MS }
+            }
+            (Role::Leader, 8) => Op::WriteSeq { start: self.p, len: 4096, seed: 3 },
+            (Role::Thread, 7) => Op::WriteSeq { start: self.q, len: 32 << 20, seed: 4 },
+            (Role::Thread, 8) => Op::WriteSeq { start: self.p, len: 4096, seed: 5 },
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
+fn shoot(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
+    let mut s = sim();
+    let leader = s.spawn(Box::new(Shooter { step: 0, role: Role::Leader, p: 0, q: 0 }), 0);
+    let mm = s.tasks[leader].mm.unwrap();
+    s.k.mms[mm].inject_no_shootdown = inject;
+    let r = s.run(&mut |_| {});
+    (s, r)
+}
+
+#[test]
+fn the_tlb_truth_check_catches_a_missing_shootdown() {
+    use vmsim_core::machine::ipi::IpiCause;
+    let (s, r) = shoot(false);
+    r.expect("with every shootdown sent, no TLB entry is stale");
+    // The thread's CPU got the fork's full flush and the copy-on-write fault's flush of P.
+    assert!(s.m.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] >= 2);
+    assert!(s.k.vmstat.thp_cow_copies >= 1, "P moved to a new frame");
+    let (s, r) = shoot(true);
+    match r {
+        Err(vmsim_core::api::Error::Internal(m)) => assert!(m.contains("stale TLB entry on CPU 1"), "{m}"),
+        other => panic!("a missing flush must fail the run, got {other:?}"),
+    }
+    assert_eq!(s.m.cpus[1].stats.ipis_received, 0);
+}

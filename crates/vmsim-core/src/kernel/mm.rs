@@ -85,6 +85,9 @@ pub struct Mm {
     pub tlb_gen: u64,
     /// Tasks using this address space (`mm_users`): a process and its `CLONE_VM` threads.
     pub mm_users: u32,
+    /// Fault injection: flushes of this mm send no shootdown IPIs (a kernel
+    /// that forgets remote CPUs), for the tests of the TLB truth check.
+    pub inject_no_shootdown: bool,
     pub generation: u64,
     next_mmap: u64,
     pub rss_pages: u64,
@@ -124,6 +127,7 @@ impl Mm {
             cpumask: CpuMask::empty(),
             tlb_gen: 0,
             mm_users: 1,
+            inject_no_shootdown: false,
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
             rss_pages: 0,

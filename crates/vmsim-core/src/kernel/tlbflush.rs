@@ -82,7 +82,7 @@ pub fn flush_tlb_mm_range_stride(
     // should_flush_tlb(): skip lazy CPUs and CPUs running another mm (they flush at switch_mm).
     let mut targets = CpuMask::empty();
     for c in mm.cpumask.iter() {
-        if c != cpu && ts[c].loaded_mm == Some(mm.id) && !ts[c].is_lazy {
+        if c != cpu && ts[c].loaded_mm == Some(mm.id) && !ts[c].is_lazy && !mm.inject_no_shootdown {
             targets.set(c);
             ts[c].tlb_gen = gen;
         }

@@ -97,7 +97,16 @@ impl Sim {
                 match self.k.mms[mm].walk(va, true) {
                     Some(tr) if tr.writable => {
                         let size = tr.page_size();
-                        self.m.tlb_translate(cpu, asid, va, size);
+                        // The TLB truth check: a hit must translate to what the page tables say.
+                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
+                        if let Some(cached) = self.m.tlb_translate(cpu, asid, va, size, base) {
+                            if cached != base {
+                                self.error = Some(Error::Internal(format!(
+                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
+                                )));
+                                return;
+                            }
+                        }
                         pfn = tr.pfn;
                         page = vpage;
                         gen = self.k.mms[mm].generation;
