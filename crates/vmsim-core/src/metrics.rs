@@ -136,6 +136,22 @@ pub fn report(sim: &Sim) -> Value {
         put(&format!("sys_s_{}", f.name()), json!(sim.kfn_cycles[f as usize] as f64 / hz));
     }
     put("sys_cycles_by_function", Value::Object(by_fn));
+    // The access engine's per-task counts and latency histograms (tasks that made `Access` runs).
+    let access: Vec<Value> = sim
+        .tasks
+        .iter()
+        .filter(|t| t.access.reads + t.access.writes > 0)
+        .map(|t| {
+            let h = &t.access.latency;
+            let last = h.buckets.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+            json!({"task": t.pid, "reads": t.access.reads, "writes": t.access.writes,
+                   "latency_p50_cycles": h.percentile(50.0), "latency_p99_cycles": h.percentile(99.0),
+                   "latency_log2_hist": &h.buckets[..last]})
+        })
+        .collect();
+    if !access.is_empty() {
+        put("task_accesses", Value::Array(access));
+    }
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu));

@@ -327,3 +327,37 @@ fn the_tlb_truth_check_catches_a_missing_shootdown() {
     }
     assert_eq!(s.m.cpus[1].stats.ipis_received, 0);
 }
+
+#[test]
+fn the_access_engine_keeps_per_task_latency_histograms_of_random_reads() {
+    use vmsim_core::workload::randread::RandRead;
+    use vmsim_core::workload::Pattern;
+    let run = |seeds: [u64; 2]| {
+        let mut s = sim();
+        // 96 MiB each: more than both LLCs together, so most reads go to DRAM.
+        let a = s.spawn(Box::new(RandRead::new(96 << 20, 20_000, Pattern::Uniform, 8, true, seeds[0])), 0);
+        let b = s.spawn(Box::new(RandRead::new(16 << 20, 20_000, Pattern::Normal { sigma_pages: 64.0 }, 8, true, seeds[1])), 1);
+        s.run(&mut |_| {}).unwrap();
+        (s, a, b)
+    };
+    let (s, a, b) = run([1, 2]);
+    let p = preset();
+    for t in [a, b] {
+        let st = &s.tasks[t].access;
+        assert_eq!((st.reads, st.writes), (20_000, 0));
+        assert_eq!(st.latency.count(), 20_000);
+        assert_eq!((s.tasks[t].pages_checked > 0, s.tasks[t].bad_pages), (true, 0));
+    }
+    // Uniform over 96 MiB: the median read misses to local DRAM; a read never costs less than its issue.
+    let (ha, hb) = (&s.tasks[a].access.latency, &s.tasks[b].access.latency);
+    let dram = p.ns_to_cycles(p.memory.local_latency_ns);
+    assert!(ha.percentile(50.0) >= dram / 2, "median {} vs DRAM {dram}", ha.percentile(50.0));
+    assert_eq!(ha.buckets[0], 0);
+    // Normal with sigma 64 pages keeps most reads in about 1 MiB, which the caches hold: lower median.
+    assert!(hb.percentile(50.0) < ha.percentile(50.0), "{} vs {}", hb.percentile(50.0), ha.percentile(50.0));
+    // Seeded: the same seeds give the same histograms, another seed another one.
+    let (s2, _, _) = run([1, 2]);
+    assert_eq!(&s2.tasks[a].access, &s.tasks[a].access);
+    let (s3, _, _) = run([3, 2]);
+    assert_ne!(s3.tasks[a].access.latency, s.tasks[a].access.latency);
+}

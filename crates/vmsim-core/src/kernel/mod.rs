@@ -24,6 +24,7 @@ pub mod mmzone;
 pub mod page_alloc;
 pub mod sched;
 pub mod tlbflush;
+pub mod uapi;
 
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;

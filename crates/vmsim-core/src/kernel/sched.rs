@@ -33,7 +33,7 @@ use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_
 use super::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
-use crate::workload::{store_value, Expect, Op, Program};
+use super::uapi::{store_value, Expect, Op, Program};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -54,6 +54,8 @@ pub(crate) enum Cur {
     /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
     /// one page (or huge page) at a time, in kernel mode.
     Populate { start: u64, len: u64, pos: u64 },
+    /// An `Op::Access` run of the access engine.
+    Access(access::AccessRun),
 }
 
 /// What a task runs.
@@ -87,6 +89,8 @@ pub struct Task {
     pub pages_checked: u64,
     pub bad_pages: u64,
     pub first_bad: Option<String>,
+    /// The access engine's operation counts and latency histogram.
+    pub access: access::AccessStats,
 }
 
 impl Task {
@@ -139,6 +143,7 @@ pub struct Sim {
     pub error: Option<Error>,
 }
 
+pub mod access;
 mod exec;
 mod user;
 
@@ -224,6 +229,7 @@ impl Sim {
             pages_checked: 0,
             bad_pages: 0,
             first_bad: None,
+            access: access::AccessStats::default(),
         });
         pid
     }

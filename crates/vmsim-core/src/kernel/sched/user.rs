@@ -69,6 +69,7 @@ impl Sim {
                     self.tasks[t].ret = self.k.mms[mm].mmap_hugetlb(len, page_shift);
                 }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
+                Op::Access(a) => self.tasks[t].cur = Some(Cur::Access(access::AccessRun::new(a))),
                 Op::Nanosleep { ns } => {
                     self.syscall(cpu, 0);
                     // hrtimer_start(): expiry relative to the time of the call.
@@ -86,6 +87,7 @@ impl Sim {
         let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take() {
             Some(Cur::Write { start, len, seed, pos, pfn, page, gen }) => (start, len, seed, pos, pfn, page, gen),
             Some(Cur::Populate { start, len, pos }) => return self.populate(cpu, t, start, len, pos),
+            Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
             None => unreachable!(),
         };
         let mm = self.tasks[t].user_mm();
