@@ -15,4 +15,5 @@ pub mod kernel;
 pub mod machine;
 pub mod metrics;
 pub mod policy;
+pub mod stats;
 pub mod workload;

@@ -104,6 +104,8 @@ pub fn report(sim: &Sim) -> Value {
         "pgfault_by_kind",
         json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp, "hugetlb": v.hugetlb_faults}),
     );
+    put("pgalloc", json!(v.pgalloc));
+    put("pgfree", json!(v.pgfree));
     put("thp_cow_copies", json!(v.thp_cow_copies));
     put("cow_reuse", json!(v.cow_reuse));
     put("thp_split_pmd", json!(v.thp_split_pmd));
@@ -117,6 +119,8 @@ pub fn report(sim: &Sim) -> Value {
         let n: u64 = m.cpus.iter().map(|x| x.stats.ipis_received_by_cause[c as usize]).sum();
         put(&format!("ipis_{}", c.name()), json!(n));
     }
+    put("ipis_sent", json!(m.cpus.iter().map(|c| c.stats.ipis_sent).sum::<u64>()));
+    put("dram_remote_reads", json!(m.cpus.iter().map(|c| c.stats.cache.dram_remote_reads).sum::<u64>()));
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));
@@ -152,6 +156,12 @@ pub fn report(sim: &Sim) -> Value {
     if !access.is_empty() {
         put("task_accesses", Value::Array(access));
     }
+    // Every counter of every component, and their change over the region of interest.
+    let all = sim.counters();
+    if let Some((begin, end)) = &sim.roi {
+        put("roi", end.as_ref().unwrap_or(&all).sub(begin).0);
+    }
+    put("counters", all.0);
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu));

@@ -361,3 +361,56 @@ fn the_access_engine_keeps_per_task_latency_histograms_of_random_reads() {
     let (s3, _, _) = run([3, 2]);
     assert_ne!(s3.tasks[a].access.latency, s.tasks[a].access.latency);
 }
+
+/// Maps 8 MiB, writes the first 2 MiB, then within a region of interest the other 6 MiB.
+struct RoiWriter {
+    step: u32,
+    addr: u64,
+}
+
+impl Program for RoiWriter {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Mmap { len: 8 << 20, populate: false },
+            2 => {
+                self.addr = ret;
+                Op::WriteSeq { start: self.addr, len: 2 << 20, seed: 11 }
+            }
+            3 => Op::RoiBegin,
+            4 => Op::WriteSeq { start: self.addr + (2 << 20), len: 6 << 20, seed: 11 },
+            5 => Op::RoiEnd,
+            6 => Op::Check { start: self.addr, len: 8 << 20, expect: vmsim_core::workload::Expect::Written { seed: 11 } },
+            7 => Op::Munmap { start: self.addr },
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        8 << 20
+    }
+}
+
+#[test]
+fn a_stats_region_of_interest_is_end_minus_start() {
+    let mut s = sim();
+    s.spawn(Box::new(RoiWriter { step: 0, addr: 0 }), 2);
+    s.run(&mut |_| {}).unwrap();
+    let r = vmsim_core::metrics::report(&s);
+    assert_eq!(r["data_verified"], true);
+    let (roi, all) = (&r["roi"], &r["counters"]);
+    // Three of the four huge-page faults fall in the region; the unmap's frees after it.
+    assert_eq!(roi["vmstat"]["pgfault"], 3);
+    assert_eq!(roi["vmstat"]["thp_fault_alloc"], 3);
+    assert_eq!(roi["vmstat"]["pgalloc"], 3 * 512);
+    assert_eq!(roi["vmstat"]["pgfree"], 0);
+    assert_eq!(all["vmstat"]["pgfault"], 4);
+    assert_eq!(all["vmstat"]["pgfree"], 4 * 512);
+    // Every counter of every component is in both, and the region's never exceeds the total.
+    let (ru, au) = (roi["cpu"]["user_instructions"].as_u64().unwrap(), all["cpu"]["user_instructions"].as_u64().unwrap());
+    assert!(ru > 0 && ru < au);
+    assert_eq!(ru, 3 * 32768 * 8 * 24, "the region's stores: 3 x 2 MiB of 64 B lines at usemem's 8 x 24 instructions");
+    for k in ["vmstat", "sched", "events", "cpu", "tlb", "dram"] {
+        assert!(roi[k].is_object() && all[k].is_object(), "{k}");
+    }
+    assert_eq!(all["cpu"]["cache"]["l1d_stores"].as_u64(), r["l1d_stores"].as_u64());
+}

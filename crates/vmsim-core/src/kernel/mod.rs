@@ -29,7 +29,6 @@ pub mod uapi;
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;
 use page_alloc::PageAlloc;
-use serde::Serialize;
 
 /// How a run of line stores (or copies) is issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,8 +148,8 @@ impl Work {
     }
 }
 
+crate::counters! {
 /// Event counters with the names of /proc/vmstat where one exists.
-#[derive(Clone, Debug, Default, Serialize)]
 pub struct VmStat {
     pub pgfault: u64,
     pub pgfault_anon_4k: u64,
@@ -187,6 +186,7 @@ pub struct VmStat {
     pub fault_race_backouts: u64,
     /// /proc/vmstat `numa_hint_faults`: faults on PROT_NONE entries of accessible VMAs.
     pub numa_hint_faults: u64,
+}
 }
 
 /// Instruction counts of kernel code paths, read off the code's structure.

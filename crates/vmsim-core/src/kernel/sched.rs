@@ -141,6 +141,8 @@ pub struct Sim {
     pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
     pub error: Option<Error>,
+    /// Counters at the start of the region of interest and, once it ended, at its end.
+    pub roi: Option<(crate::stats::Counters, Option<crate::stats::Counters>)>,
 }
 
 pub mod access;
@@ -174,6 +176,7 @@ impl Sim {
             kfn_cycles: [0; KFn::ALL.len()],
             copy_issue,
             error: None,
+            roi: None,
         }
     }
 
@@ -187,7 +190,33 @@ impl Sim {
 
     /// Context switches so far.
     pub fn nr_context_switches(&self) -> u64 {
-        self.sched.nr_switches
+        self.sched.stats.nr_switches
+    }
+
+    /// Every component's counters now: the kernel's vmstat, the scheduler's,
+    /// the engine's and wait queues', and the hardware's summed over CPUs
+    /// (cycles, instructions, caches, TLBs, IPIs) and memory channels.
+    pub fn counters(&self) -> crate::stats::Counters {
+        use crate::stats::Counters;
+        let mut cpu = Counters::default();
+        let mut tlb = Counters::default();
+        for (i, c) in self.m.cpus.iter().enumerate() {
+            cpu.add(&Counters::of(&c.stats));
+            tlb.add(&Counters::of(&self.m.tlb_stats(i)));
+        }
+        let mut dram = Counters::default();
+        for d in &self.m.hier.dram {
+            dram.add(&Counters::of(&d.stats));
+        }
+        let kswapd: u64 = self.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
+        Counters(serde_json::json!({
+            "vmstat": Counters::of(&self.k.vmstat).0,
+            "sched": Counters::of(&self.sched.stats).0,
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.k.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "cpu": cpu.0,
+            "tlb": tlb.0,
+            "dram": dram.0,
+        }))
     }
 
     /// Creates a task with a new mm on `cpu`'s run queue.

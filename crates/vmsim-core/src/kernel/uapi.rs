@@ -35,6 +35,10 @@ pub enum Op {
     /// `clone(CLONE_VM | CLONE_THREAD)`: a thread sharing the caller's address
     /// space, running a copy of the program (`Program::fork`); `ret` as for `Fork`.
     Clone,
+    /// Start and end of the run's region of interest (as `perf stat --control`
+    /// enable/disable): the report gives every counter's change over it.
+    RoiBegin,
+    RoiEnd,
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,

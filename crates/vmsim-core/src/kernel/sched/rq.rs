@@ -23,6 +23,16 @@ pub enum TaskState {
     Dead,
 }
 
+crate::counters! {
+    /// The scheduler's counters (/proc/schedstat and /proc/stat names).
+    pub struct SchedStats {
+        /// Context switches (`ctxt` of /proc/stat).
+        pub nr_switches: u64,
+        /// Sleeping tasks woken (`ttwu_count` of schedstat).
+        pub nr_wakeups: u64,
+    }
+}
+
 pub struct Scheduler {
     rq: Vec<VecDeque<usize>>,
     curr: Vec<Option<usize>>,
@@ -34,8 +44,7 @@ pub struct Scheduler {
     task_cpu: Vec<usize>,
     /// Simulated time of each task's last wake-up.
     last_wakeup: Vec<Option<u64>>,
-    pub nr_switches: u64,
-    pub nr_wakeups: u64,
+    pub stats: SchedStats,
     /// CPUs given a task since last taken, with the waker's time.
     wakeups: Vec<(usize, u64)>,
 }
@@ -50,8 +59,7 @@ impl Scheduler {
             state: Vec::new(),
             task_cpu: Vec::new(),
             last_wakeup: Vec::new(),
-            nr_switches: 0,
-            nr_wakeups: 0,
+            stats: SchedStats::default(),
             wakeups: Vec::new(),
         }
     }
@@ -79,7 +87,7 @@ impl Scheduler {
         }
         self.state[pid] = TaskState::Runnable;
         self.last_wakeup[pid] = Some(now);
-        self.nr_wakeups += 1;
+        self.stats.nr_wakeups += 1;
         let cpu = self.task_cpu[pid];
         self.rq[cpu].push_back(pid);
         self.wakeups.push((cpu, now));
@@ -125,7 +133,7 @@ impl Scheduler {
     /// with a fresh slice starting at `now`.
     pub fn pick_next_task(&mut self, cpu: usize) -> Option<usize> {
         let t = self.rq[cpu].pop_front()?;
-        self.nr_switches += 1;
+        self.stats.nr_switches += 1;
         self.curr[cpu] = Some(t);
         self.task_cpu[t] = cpu;
         Some(t)
@@ -176,6 +184,6 @@ mod tests {
         assert_eq!(s.take_wakeups(), vec![(0, 300)]);
         assert_eq!(s.pick_next_task(0), Some(0));
         assert_eq!(s.pick_next_task(0), Some(1));
-        assert_eq!(s.nr_switches, 4);
+        assert_eq!(s.stats.nr_switches, 4);
     }
 }

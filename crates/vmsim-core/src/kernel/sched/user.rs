@@ -38,6 +38,13 @@ impl Sim {
             self.tasks[t].ret = 0;
             match op {
                 Op::MarkStart => self.tasks[t].start = Some(self.m.cpus[cpu].clock),
+                Op::RoiBegin => self.roi = Some((self.counters(), None)),
+                Op::RoiEnd => {
+                    let end = self.counters();
+                    if let Some((_, e)) = &mut self.roi {
+                        *e = Some(end);
+                    }
+                }
                 Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
