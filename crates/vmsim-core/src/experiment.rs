@@ -1,7 +1,7 @@
 //! Building and running a simulation from a run config, and comparing an
 //! experiment's baseline with its variants.
 
-use crate::api::Error;
+use crate::error::Error;
 use crate::config::experiment::{Arm, Experiment};
 use crate::config::{RunConfig, MIB};
 use crate::kernel::sched::Sim;

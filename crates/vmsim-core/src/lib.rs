@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod config;
+pub mod error;
 pub mod experiment;
 pub mod kernel;
 pub mod machine;

@@ -9,7 +9,7 @@ use super::mm::{Pmd, VmaKind};
 use super::sched::{Body, Sim};
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
-use crate::api::Error;
+use crate::error::Error;
 use crate::machine::Mode;
 use super::page_alloc::PageAlloc;
 use super::Kernel;

@@ -452,12 +452,12 @@ mod tests {
     }
 }
 
-pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::api::Error {
+pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
     match e {
-        FaultError::Segv(a) => crate::api::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
-        FaultError::Protection(a) => crate::api::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
+        FaultError::Segv(a) => crate::error::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
+        FaultError::Protection(a) => crate::error::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
         // The configuration gave the workload too little memory: the user's to fix.
-        FaultError::Oom => crate::api::Error::Config {
+        FaultError::Oom => crate::error::Error::Config {
             key: "sim.node_memory_mib".into(),
             message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
         },

@@ -5,7 +5,7 @@
 use super::sched::Sim;
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
-use crate::api::Error;
+use crate::error::Error;
 use crate::machine::Mode;
 
 impl Sim {

@@ -25,7 +25,7 @@
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
-use crate::api::Error;
+use crate::error::Error;
 use super::engine::{Engine, Event};
 use super::kthread::{KthreadFn, KthreadStep};
 use super::page_alloc::{tag_store, TAG_ZERO};

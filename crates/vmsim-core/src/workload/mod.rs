@@ -8,7 +8,7 @@ pub mod usemem;
 
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
 
-use crate::api::Error;
+use crate::error::Error;
 use crate::config::{WorkloadConfig, MIB};
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;

@@ -8,7 +8,7 @@
 //! sub-page is zero except the line it touched.
 
 use super::{Expect, Op, Program, Workload};
-use crate::api::Error;
+use crate::error::Error;
 use crate::config::pftest::PfTestConfig;
 use crate::config::MIB;
 use crate::kernel::sched::Sim;

@@ -26,7 +26,7 @@
 //! children start staggered by the cost of one fork.
 
 use super::{Expect, Op, Program, Workload};
-use crate::api::Error;
+use crate::error::Error;
 use crate::config::{UsememConfig, MIB};
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
