@@ -30,6 +30,9 @@ pub const COPY_ENTRY_CYCLES: u64 = 60;
 /// is charged to the parent outside any timed interval.
 pub const COPY_PROCESS_CYCLES: u64 = 30_000;
 
+/// A VMA range torn down by `exit_mmap()`: start, end and the zapped (pfn, huge) entries.
+pub type ZapRange = (u64, u64, Vec<(u64, bool)>);
+
 /// What `dup_mmap()` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ForkCopy {
@@ -97,7 +100,7 @@ impl Kernel {
     /// `exit_mmap()`: unmaps every VMA of `mm`. Returns the zapped entries
     /// (head pfn or sub-page pfn, huge) per VMA range, for the caller to
     /// release and flush.
-    pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<(u64, u64, Vec<(u64, bool)>)> {
+    pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<ZapRange> {
         let starts: Vec<u64> = self.mms[mm].vmas.iter().map(|v| v.start).collect();
         starts
             .into_iter()

@@ -361,6 +361,18 @@ fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: Clear
     work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
 }
 
+pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
+    match e {
+        FaultError::Segv(a) => crate::error::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
+        FaultError::Protection(a) => crate::error::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
+        // The configuration gave the workload too little memory: the user's to fix.
+        FaultError::Oom => crate::error::Error::Config {
+            key: "sim.node_memory_mib".into(),
+            message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,16 +463,3 @@ mod tests {
         assert_eq!(k.skip_copy_subpage, None, "only the first huge copy is affected");
     }
 }
-
-pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
-    match e {
-        FaultError::Segv(a) => crate::error::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
-        FaultError::Protection(a) => crate::error::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
-        // The configuration gave the workload too little memory: the user's to fix.
-        FaultError::Oom => crate::error::Error::Config {
-            key: "sim.node_memory_mib".into(),
-            message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
-        },
-    }
-}
-

@@ -154,7 +154,7 @@ impl Sim {
                     let v = store_value(seed, vpn);
                     (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v))
                 }
-                Expect::FirstLineWritten { seed, stride } if (va - start) % stride == 0 => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
+                Expect::FirstLineWritten { seed, stride } if (va - start).is_multiple_of(stride) => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
                 Expect::FirstLineWritten { .. } => TAG_ZERO,
                 Expect::Overwritten { first, then } => {
                     let (v, w) = (store_value(first, vpn), store_value(then, vpn));
