@@ -6,28 +6,7 @@ use crate::config::{embedded_experiments, embedded_machines, RunConfig};
 use serde_json::json;
 use std::path::Path;
 
-#[derive(Debug, Clone)]
-pub enum Error {
-    /// Bad configuration: `key` is the dotted path of the offending field.
-    Config { key: String, message: String },
-    /// A workload's final content-tag check failed.
-    DataVerification(String),
-    Io(String),
-    Internal(String),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Config { key, message } => write!(f, "{key}: {message}"),
-            Error::DataVerification(m) => write!(f, "data verification failed: {m}"),
-            Error::Io(m) => write!(f, "{m}"),
-            Error::Internal(m) => write!(f, "simulation error: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
+pub use crate::error::Error;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Format {

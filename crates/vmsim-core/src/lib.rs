@@ -10,10 +10,12 @@
 
 pub mod api;
 pub mod config;
+pub mod error;
 pub mod experiment;
 pub mod kernel;
 pub mod machine;
 pub mod metrics;
 pub mod policy;
+pub mod stats;
 pub mod validate;
 pub mod workload;

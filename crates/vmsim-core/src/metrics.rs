@@ -68,7 +68,7 @@ pub fn report(sim: &Sim) -> Value {
     let instructions = tot.user_instructions + tot.sys_instructions;
     let cycles = tot.user_cycles + tot.sys_cycles;
     let v = &sim.k.vmstat;
-    let verified = !sim.tasks.is_empty() && sim.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0);
+    let verified = sim.tasks.iter().any(|t| !t.is_kthread()) && sim.tasks.iter().filter(|t| !t.is_kthread()).all(|t| t.pages_checked > 0 && t.bad_pages == 0);
     let errors: Vec<Value> = sim
         .tasks
         .iter()
@@ -104,6 +104,8 @@ pub fn report(sim: &Sim) -> Value {
         "pgfault_by_kind",
         json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp, "hugetlb": v.hugetlb_faults}),
     );
+    put("pgalloc", json!(v.pgalloc));
+    put("pgfree", json!(v.pgfree));
     put("thp_cow_copies", json!(v.thp_cow_copies));
     put("cow_reuse", json!(v.cow_reuse));
     put("thp_split_pmd", json!(v.thp_split_pmd));
@@ -112,6 +114,13 @@ pub fn report(sim: &Sim) -> Value {
     put("nr_tlb_remote_flush", json!(v.nr_tlb_remote_flush));
     put("nr_tlb_remote_flush_received", json!(v.nr_tlb_remote_flush_received));
     put("nr_tlb_local_flush_all", json!(v.nr_tlb_local_flush_all));
+    // IPIs by cause, as /proc/interrupts' TLB, RES and CAL lines count them on the targets.
+    for c in crate::machine::ipi::IpiCause::ALL {
+        let n: u64 = m.cpus.iter().map(|x| x.stats.ipis_received_by_cause[c as usize]).sum();
+        put(&format!("ipis_{}", c.name()), json!(n));
+    }
+    put("ipis_sent", json!(m.cpus.iter().map(|c| c.stats.ipis_sent).sum::<u64>()));
+    put("dram_remote_reads", json!(m.cpus.iter().map(|c| c.stats.cache.dram_remote_reads).sum::<u64>()));
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));
@@ -127,7 +136,7 @@ pub fn report(sim: &Sim) -> Value {
     put("remote_cache_hits", json!(tot.cache.remote_cache_hits));
     put("back_invalidations", json!(tot.cache.back_invalidations));
     put("subpage_clears", json!(v.subpage_clears));
-    put("context_switches", json!(sim.nr_context_switches));
+    put("context_switches", json!(sim.nr_context_switches()));
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
     put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
@@ -138,6 +147,28 @@ pub fn report(sim: &Sim) -> Value {
         put(&format!("sys_s_{}", f.name()), json!(sim.kfn_cycles[f as usize] as f64 / hz));
     }
     put("sys_cycles_by_function", Value::Object(by_fn));
+    // The access engine's per-task counts and latency histograms (tasks that made `Access` runs).
+    let access: Vec<Value> = sim
+        .tasks
+        .iter()
+        .filter(|t| t.access.reads + t.access.writes > 0)
+        .map(|t| {
+            let h = &t.access.latency;
+            let last = h.buckets.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+            json!({"task": t.pid, "reads": t.access.reads, "writes": t.access.writes,
+                   "latency_p50_cycles": h.percentile(50.0), "latency_p99_cycles": h.percentile(99.0),
+                   "latency_log2_hist": &h.buckets[..last]})
+        })
+        .collect();
+    if !access.is_empty() {
+        put("task_accesses", Value::Array(access));
+    }
+    // Every counter of every component, and their change over the region of interest.
+    let all = sim.counters();
+    if let Some((begin, end)) = &sim.roi {
+        put("roi", end.as_ref().unwrap_or(&all).sub(begin).0);
+    }
+    put("counters", all.0);
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu));

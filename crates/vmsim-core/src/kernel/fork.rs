@@ -6,6 +6,11 @@
 //! side then takes a copy-on-write fault.
 
 use super::mm::{Pmd, VmaKind};
+use super::sched::{Body, Sim};
+use super::tlbflush::flush_tlb_mm_range;
+use super::KFn;
+use crate::error::Error;
+use crate::machine::Mode;
 use super::page_alloc::PageAlloc;
 use super::Kernel;
 
@@ -24,6 +29,9 @@ pub const COPY_ENTRY_CYCLES: u64 = 60;
 /// page-table copying); no measurement on the modeled machines was found. It
 /// is charged to the parent outside any timed interval.
 pub const COPY_PROCESS_CYCLES: u64 = 30_000;
+
+/// A VMA range torn down by `exit_mmap()`: start, end and the zapped (pfn, huge) entries.
+pub type ZapRange = (u64, u64, Vec<(u64, bool)>);
 
 /// What `dup_mmap()` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,7 +100,7 @@ impl Kernel {
     /// `exit_mmap()`: unmaps every VMA of `mm`. Returns the zapped entries
     /// (head pfn or sub-page pfn, huge) per VMA range, for the caller to
     /// release and flush.
-    pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<(u64, u64, Vec<(u64, bool)>)> {
+    pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<ZapRange> {
         let starts: Vec<u64> = self.mms[mm].vmas.iter().map(|v| v.start).collect();
         starts
             .into_iter()
@@ -108,4 +116,62 @@ impl Kernel {
 /// One more mapping of the folio holding `pfn` (`folio_get` + rmap dup).
 fn share(alloc: &mut PageAlloc, pfn: u64) {
     alloc.map_folio(pfn, 1, false);
+}
+
+impl Sim {
+    /// fork(): `copy_process()` with `dup_mmap()`, then `wake_up_new_task()`
+    /// on the next CPU round-robin. The parent's `ret` is the child's pid,
+    /// the child's 0.
+    pub(crate) fn fork(&mut self, cpu: usize, t: usize) {
+        let Some(prog) = self.tasks[t].prog().fork() else {
+            self.error = Some(Error::Internal(format!("task {t}: its program cannot fork")));
+            return;
+        };
+        self.m.set_mode(cpu, Mode::Kernel);
+        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
+        self.m.advance(cpu, c, c);
+        let parent_mm = self.tasks[t].user_mm();
+        let copy = self.k.dup_mmap(parent_mm);
+        self.m.advance(cpu, copy.cycles, copy.cycles);
+        self.settle(cpu, KFn::Fork);
+        // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
+        let k = &mut self.k;
+        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[parent_mm], &mut self.tlbstate, 0, !4095u64);
+        self.settle(cpu, KFn::FlushTlb);
+        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
+        let pid = self.add_task(Body::User(prog), Some(copy.child_mm), Some(t));
+        // The child's memory is a copy: a start time the parent took (usemem's
+        // global start_time, taken in main() before --prealloc) is inherited.
+        self.tasks[pid].start = self.tasks[t].start;
+        self.tasks[t].nr_forked += 1;
+        self.tasks[t].live_children += 1;
+        self.tasks[t].ret = pid as u64;
+        self.sched.wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
+        self.m.set_mode(cpu, Mode::User);
+    }
+
+    /// clone(CLONE_VM | CLONE_THREAD): `copy_process()` without `dup_mmap()`;
+    /// the thread shares the caller's mm (`mmget`), so no TLB flush is
+    /// needed. Placed like a forked child; the caller's `ret` is the thread's
+    /// pid, the thread's 0.
+    pub(crate) fn clone_thread(&mut self, cpu: usize, t: usize) {
+        let Some(prog) = self.tasks[t].prog().fork() else {
+            self.error = Some(Error::Internal(format!("task {t}: its program cannot clone")));
+            return;
+        };
+        self.m.set_mode(cpu, Mode::Kernel);
+        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
+        self.m.advance(cpu, c, c);
+        self.settle(cpu, KFn::Fork);
+        let mm = self.tasks[t].user_mm();
+        self.k.mmget(mm);
+        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
+        let pid = self.add_task(Body::User(prog), Some(mm), Some(t));
+        self.tasks[pid].start = self.tasks[t].start;
+        self.tasks[t].nr_forked += 1;
+        self.tasks[t].live_children += 1;
+        self.tasks[t].ret = pid as u64;
+        self.sched.wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
+        self.m.set_mode(cpu, Mode::User);
+    }
 }

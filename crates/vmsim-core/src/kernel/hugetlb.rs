@@ -85,13 +85,28 @@ impl Kernel {
         work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
         self.folio_zero_user(pfn, 1 << (shift - 12), addr, work);
         let haddr = addr & !((1u64 << shift) - 1);
-        work.push_back(if shift == PUD_SHIFT { Work::InstallPud { mm: mm_id, haddr, pfn } } else { Work::InstallPmd { mm: mm_id, haddr, pfn } });
+        work.push_back(if shift == PUD_SHIFT { Work::InstallPud { mm: mm_id, haddr, pfn } } else { Work::InstallPmd { mm: mm_id, haddr, pfn, orig: None } });
         Ok(())
     }
 
-    pub fn install_pud(&mut self, mm_id: usize, haddr: u64, pfn: u64) {
+    /// `set_huge_pte_at()` on a PUD after rechecking `huge_pte_none` under the
+    /// page-table lock; false (the folio goes back to the pool) if another
+    /// thread mapped the page first.
+    pub fn install_pud(&mut self, mm_id: usize, haddr: u64, pfn: u64) -> bool {
+        if !self.mms[mm_id].pud_is_none(haddr) {
+            self.hugetlb_backout(pfn, PUD_SHIFT);
+            return false;
+        }
         self.alloc.folios[pfn as usize].mapcount = 1;
-        self.mms[mm_id].set_pud_huge(haddr, Pte { pfn, writable: true });
+        self.mms[mm_id].set_pud_huge(haddr, Pte::new(pfn, true));
+        true
+    }
+
+    /// `hugetlb_no_page()`'s `backout:` path: the folio it took returns to its node's pool.
+    pub(super) fn hugetlb_backout(&mut self, pfn: u64, shift: u32) {
+        self.vmstat.fault_race_backouts += 1;
+        let node = self.alloc.node_of_pfn(pfn);
+        self.hugetlb.free[hstate(shift)][node].push(pfn);
     }
 
     /// Called by munmap with the folios the unmapped VMA held: hugetlb folios

@@ -72,6 +72,10 @@ impl Kernel {
         }
         let haddr = addr & !(PMD_SIZE - 1);
         match mm.pmds.get(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) if p.protnone => return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Huge)),
+            Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.protnone) => {
+                return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Small));
+            }
             Some(Pmd::Huge(p)) => {
                 if write && !p.writable {
                     return self.do_huge_pmd_wp_page(mm_id, addr, node, work);
@@ -96,17 +100,28 @@ impl Kernel {
         Ok(Mapped::Small)
     }
 
+    /// `do_numa_page()` / `do_huge_pmd_numa_page()`: an access to a PROT_NONE
+    /// entry of an accessible VMA (a NUMA hinting fault). The entry gets its
+    /// protection back; the page stays where it is (migration is not modelled).
+    fn do_numa_page(&mut self, mm_id: usize, addr: u64, work: &mut VecDeque<Work>, m: Mapped) -> Mapped {
+        self.vmstat.numa_hint_faults += 1;
+        self.mms[mm_id].set_protnone(addr, false);
+        let c = self.costs.page_fault_handler_cycles;
+        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+        m
+    }
+
     fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
         // Local node first, then the others in order (the default policy's zonelist).
         let n = self.alloc.nr_nodes;
-        (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc.alloc(nd, order))
+        (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc_pages_node(nd, order))
     }
 
     /// Returns false when no huge page could be had (the caller falls back to 4 KiB).
     fn do_huge_pmd_anonymous_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> bool {
         // THP allocations do not fall back to remote nodes by default (__GFP_THISNODE in
         // the defrag-less fault path of the kernels modeled); they fall back to 4 KiB pages.
-        let Some(pfn) = self.alloc.alloc(node, HPAGE_PMD_ORDER) else {
+        let Some(pfn) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) else {
             self.vmstat.thp_fault_fallback += 1;
             return false;
         };
@@ -120,7 +135,7 @@ impl Kernel {
         });
         self.clear_huge_page(pfn, addr, work);
         let haddr = addr & !(PMD_SIZE - 1);
-        work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn });
+        work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn, orig: None });
         true
     }
 
@@ -134,7 +149,7 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         self.clear_user_highpage(pfn, work);
-        work.push_back(Work::InstallPte { mm: mm_id, addr: addr & !4095, pfn, writable: true });
+        work.push_back(Work::InstallPte { mm: mm_id, addr: addr & !4095, pfn, writable: true, orig: None });
         Ok(())
     }
 
@@ -158,7 +173,7 @@ impl Kernel {
         }
         if self.cfg.thp_cow == ThpCow::Copy {
             // alloc_hugepage_vma(): local node only, as for the anonymous THP fault.
-            if let Some(new) = self.alloc.alloc(node, HPAGE_PMD_ORDER) {
+            if let Some(new) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) {
                 self.vmstat.pgfault_cow_thp += 1;
                 self.vmstat.thp_cow_copies += 1;
                 self.vmstat.pgalloc += HPAGE_PMD_NR;
@@ -168,7 +183,7 @@ impl Kernel {
                 self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
                 // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).
                 work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
-                work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn: new });
+                work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn: new, orig: Some(old) });
                 work.push_back(Work::PutPage { pfn: old.pfn });
                 return Ok(Mapped::Huge);
             }
@@ -212,7 +227,7 @@ impl Kernel {
         work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
         copy_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, new, old.pfn, work);
         work.push_back(Work::FlushTlbRange { mm: mm_id, start: addr, end: addr + 4096, stride_shift: 12 });
-        work.push_back(Work::InstallPte { mm: mm_id, addr, pfn: new, writable: true });
+        work.push_back(Work::InstallPte { mm: mm_id, addr, pfn: new, writable: true, orig: self.mms[mm_id].entry(addr) });
         work.push_back(Work::PutPage { pfn: old.pfn });
         Ok(Mapped::Small)
     }
@@ -241,16 +256,69 @@ impl Kernel {
         });
     }
 
-    /// `set_pmd_at()` of a freshly cleared or copied huge folio.
-    pub fn install_pmd(&mut self, mm_id: usize, haddr: u64, pfn: u64) {
+    /// `set_pmd_at()` of a freshly cleared or copied huge folio, after
+    /// rechecking the entry under the page-table lock (`pmd_none` or
+    /// `pmd_same(orig)`). False if another thread changed it first: the folio
+    /// is released (`folio_put`, or back to the hugetlb pool) and nothing is mapped.
+    pub fn install_pmd(&mut self, mm_id: usize, haddr: u64, pfn: u64, orig: Option<Pte>) -> bool {
+        let mm = &self.mms[mm_id];
+        let cur = match mm.pmds.get(&(haddr >> PMD_SHIFT)) {
+            None => None,
+            Some(Pmd::Huge(p)) => Some(*p),
+            Some(Pmd::Table(_)) => {
+                return self.backout_pmd(mm_id, haddr, pfn);
+            }
+        };
+        let same = match (cur, orig) {
+            (None, None) => true,
+            (Some(c), Some(o)) => c.same(&o),
+            _ => false,
+        };
+        if !same {
+            return self.backout_pmd(mm_id, haddr, pfn);
+        }
         self.alloc.map_folio(pfn, 1, true);
-        self.mms[mm_id].set_pmd_huge(haddr, Pte { pfn, writable: true });
+        self.mms[mm_id].set_pmd_huge(haddr, Pte::new(pfn, true));
+        true
     }
 
-    /// `set_pte_at()` of a freshly cleared or copied 4 KiB folio.
-    pub fn install_pte(&mut self, mm_id: usize, addr: u64, pfn: u64, writable: bool) {
+    fn backout_pmd(&mut self, mm_id: usize, haddr: u64, pfn: u64) -> bool {
+        if let Some(VmaKind::Hugetlb(shift)) = self.mms[mm_id].find_vma(haddr).map(|v| v.kind) {
+            self.hugetlb_backout(pfn, shift);
+        } else {
+            self.vmstat.fault_race_backouts += 1;
+            self.vmstat.pgfree += HPAGE_PMD_NR;
+            self.alloc.free(pfn);
+        }
+        false
+    }
+
+    /// `set_pte_at()` of a freshly cleared or copied 4 KiB folio after the
+    /// recheck under the page-table lock (`pte_none` or `pte_same(orig)`, and
+    /// no huge mapping installed meanwhile); false, with the page freed, if
+    /// another thread changed the entry first.
+    pub fn install_pte(&mut self, mm_id: usize, addr: u64, pfn: u64, writable: bool, orig: Option<Pte>) -> bool {
+        let mm = &self.mms[mm_id];
+        let cur = match mm.pmds.get(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(_)) => Some(None),
+            Some(Pmd::Table(t)) => Some(t[((addr >> 12) & 511) as usize]),
+            None => None,
+        };
+        let same = match (cur, orig) {
+            // No PTE table yet (pte_alloc makes one) or an empty slot.
+            (None, None) | (Some(None), None) => !matches!(mm.pmds.get(&(addr >> PMD_SHIFT)), Some(Pmd::Huge(_))),
+            (Some(Some(c)), Some(o)) => c.same(&o),
+            _ => false,
+        };
+        if !same {
+            self.vmstat.fault_race_backouts += 1;
+            self.vmstat.pgfree += 1;
+            self.alloc.free(pfn);
+            return false;
+        }
         self.alloc.map_folio(pfn, 1, true);
-        self.mms[mm_id].set_pte(addr, Pte { pfn, writable });
+        self.mms[mm_id].set_pte(addr, Pte::new(pfn, writable));
+        true
     }
 
     /// Drops one mapping of the folio holding `pfn`; returns the 4 KiB frames
@@ -291,6 +359,18 @@ fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: Clear
     };
     work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP, what: KFn::CopyPage });
     work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
+}
+
+pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
+    match e {
+        FaultError::Segv(a) => crate::error::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
+        FaultError::Protection(a) => crate::error::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
+        // The configuration gave the workload too little memory: the user's to fix.
+        FaultError::Oom => crate::error::Error::Config {
+            key: "sim.node_memory_mib".into(),
+            message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -32,11 +32,38 @@ pub struct Vma {
     pub writable: bool,
 }
 
-/// A present PTE: pfn and write permission.
+/// A PTE or huge PMD/PUD entry that is not `pte_none` (absent entries are
+/// `None`). `young` (the accessed bit) and `dirty` are set by the hardware
+/// walk on access; a `protnone` entry (`PAGE_NONE` in an accessible VMA, as
+/// NUMA balancing leaves it) is not present to the hardware: any access faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pte {
     pub pfn: u64,
     pub writable: bool,
+    pub young: bool,
+    pub dirty: bool,
+    pub protnone: bool,
+}
+
+impl Pte {
+    /// A new entry as the fault handler installs it (`mk_pte`): young, and
+    /// dirty when writable (`maybe_mkwrite(pte_mkdirty())` of a write fault).
+    pub fn new(pfn: u64, writable: bool) -> Pte {
+        Pte { pfn, writable, young: true, dirty: writable, protnone: false }
+    }
+
+    /// Present to the hardware (`pte_present` and not `pte_protnone`).
+    pub fn accessible(&self) -> bool {
+        !self.protnone
+    }
+
+    /// `pte_same` for the fields a fault decides on: the frame, the write
+    /// permission and PROT_NONE. The accessed and dirty bits are left out: the
+    /// model sets them at once on access, where hardware would set them
+    /// between the fault and its recheck and the fault would simply retry.
+    pub fn same(&self, other: &Pte) -> bool {
+        self.pfn == other.pfn && self.writable == other.writable && self.protnone == other.protnone
+    }
 }
 
 #[derive(Clone)]
@@ -52,7 +79,15 @@ pub struct Mm {
     pub pmds: BTreeMap<u64, Pmd>,
     /// PUD-level (1 GiB) huge mappings, keyed by `addr >> PUD_SHIFT`.
     pub puds: BTreeMap<u64, Pte>,
+    /// CPUs that have run this mm since they last switched away (lazy ones included).
     pub cpumask: CpuMask,
+    /// Flushes of this mm's TLB entries so far (`context.tlb_gen`).
+    pub tlb_gen: u64,
+    /// Tasks using this address space (`mm_users`): a process and its `CLONE_VM` threads.
+    pub mm_users: u32,
+    /// Fault injection: flushes of this mm send no shootdown IPIs (a kernel
+    /// that forgets remote CPUs), for the tests of the TLB truth check.
+    pub inject_no_shootdown: bool,
     pub generation: u64,
     next_mmap: u64,
     pub rss_pages: u64,
@@ -90,6 +125,9 @@ impl Mm {
             pmds: BTreeMap::new(),
             puds: BTreeMap::new(),
             cpumask: CpuMask::empty(),
+            tlb_gen: 0,
+            mm_users: 1,
+            inject_no_shootdown: false,
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
             rss_pages: 0,
@@ -137,6 +175,52 @@ impl Mm {
         }
     }
 
+    /// The modeled hardware page walk for an access: the translation if the
+    /// entry is present to the hardware, with its accessed bit set (and its
+    /// dirty bit on a write the entry permits). None: the access faults.
+    #[inline]
+    pub fn walk(&mut self, addr: u64, write: bool) -> Option<Translation> {
+        let mark = |p: &mut Pte| {
+            p.young = true;
+            if write && p.writable {
+                p.dirty = true;
+            }
+        };
+        if !self.puds.is_empty() {
+            if let Some(p) = self.puds.get_mut(&(addr >> PUD_SHIFT)) {
+                if !p.accessible() {
+                    return None;
+                }
+                mark(p);
+                let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
+                return Some(Translation { pfn: p.pfn + idx, writable: p.writable, huge: true, gigantic: true });
+            }
+        }
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT))? {
+            Pmd::Huge(p) if p.accessible() => {
+                mark(p);
+                Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true, gigantic: false })
+            }
+            Pmd::Huge(_) => None,
+            Pmd::Table(t) => {
+                let p = t[((addr >> 12) & 511) as usize].as_mut().filter(|p| p.accessible())?;
+                mark(p);
+                Some(Translation { pfn: p.pfn, writable: p.writable, huge: false, gigantic: false })
+            }
+        }
+    }
+
+    /// The entry (huge or not) mapping `addr`, if any.
+    pub fn entry(&self, addr: u64) -> Option<Pte> {
+        if let Some(p) = self.puds.get(&(addr >> PUD_SHIFT)) {
+            return Some(*p);
+        }
+        match self.pmds.get(&(addr >> PMD_SHIFT))? {
+            Pmd::Huge(p) => Some(*p),
+            Pmd::Table(t) => t[((addr >> 12) & 511) as usize],
+        }
+    }
+
     pub fn pud_is_none(&self, addr: u64) -> bool {
         !self.puds.contains_key(&(addr >> PUD_SHIFT))
     }
@@ -174,6 +258,17 @@ impl Mm {
         self.generation += 1;
     }
 
+    /// Sets or clears PROT_NONE on the entry (huge or not) mapping `addr`
+    /// (`change_prot_numa()` sets it; a NUMA hinting fault clears it).
+    pub fn set_protnone(&mut self, addr: u64, on: bool) {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) => p.protnone = on,
+            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize].as_mut().expect("present PTE").protnone = on,
+            None => panic!("set_protnone of an unmapped address {addr:#x}"),
+        }
+        self.generation += 1;
+    }
+
     /// `__split_huge_pmd_locked()`: replaces the huge mapping at `haddr` by a
     /// table of 512 PTEs mapping the same sub-pages with the same permission.
     /// Returns the huge entry that was split.
@@ -182,7 +277,7 @@ impl Mm {
         let Some(Pmd::Huge(p)) = self.pmds.get(&key).cloned() else { panic!("split of a PMD that is not huge at {haddr:#x}") };
         let mut t = Box::new([None; 512]);
         for (i, e) in t.iter_mut().enumerate() {
-            *e = Some(Pte { pfn: p.pfn + i as u64, writable: p.writable });
+            *e = Some(Pte { pfn: p.pfn + i as u64, ..p });
         }
         self.pmds.insert(key, Pmd::Table(t));
         self.generation += 1;
@@ -254,9 +349,9 @@ mod tests {
         assert_eq!(mm.find_vma(a + (4 << 20) - 1).unwrap().start, a);
         let b = mm.mmap(4096, VmaKind::AnonPrivate, true);
         assert!(b >= a + (4 << 20) + PMD_SIZE);
-        mm.set_pmd_huge(a, Pte { pfn: 1024, writable: true });
+        mm.set_pmd_huge(a, Pte::new(1024, true));
         assert_eq!(mm.lookup(a + 5 * 4096 + 7), Some(Translation { pfn: 1029, writable: true, huge: true, gigantic: false }));
-        mm.set_pte(a + PMD_SIZE + 4096, Pte { pfn: 77, writable: false });
+        mm.set_pte(a + PMD_SIZE + 4096, Pte::new(77, false));
         assert_eq!(mm.lookup(a + PMD_SIZE + 4096).unwrap().pfn, 77);
         assert_eq!(mm.lookup(a + PMD_SIZE), None);
         assert_eq!(mm.rss_pages, 513);
@@ -267,13 +362,33 @@ mod tests {
     }
 
     #[test]
+    fn the_walk_sets_accessed_and_dirty_and_prot_none_hides_the_entry() {
+        let mut mm = Mm::new(1);
+        let a = mm.mmap(4 << 20, VmaKind::AnonPrivate, true);
+        mm.set_pte(a, Pte { young: false, dirty: false, ..Pte::new(5, true) });
+        mm.set_pmd_huge(a + PMD_SIZE, Pte { young: false, dirty: false, ..Pte::new(1024, false) });
+        assert_eq!(mm.walk(a + 8, false).unwrap().pfn, 5);
+        assert_eq!(mm.entry(a).map(|p| (p.young, p.dirty)), Some((true, false)));
+        mm.walk(a, true);
+        assert!(mm.entry(a).unwrap().dirty);
+        // A write through a read-only entry sets the accessed bit only (then it faults).
+        assert!(!mm.walk(a + PMD_SIZE, true).unwrap().writable);
+        assert_eq!(mm.entry(a + PMD_SIZE).map(|p| (p.young, p.dirty)), Some((true, false)));
+        mm.set_protnone(a + PMD_SIZE + 4096, true);
+        assert_eq!(mm.walk(a + PMD_SIZE, false), None, "PROT_NONE: not present to the hardware");
+        assert!(mm.lookup(a + PMD_SIZE).is_some(), "but still mapped");
+        mm.set_protnone(a + PMD_SIZE, false);
+        assert!(mm.walk(a + PMD_SIZE, false).is_some());
+    }
+
+    #[test]
     fn hugetlb_1g_mapping() {
         let mut mm = Mm::new(1);
         let _ = mm.mmap(3 << 20, VmaKind::AnonPrivate, true);
         let g = mm.mmap_hugetlb(2 << 30, PUD_SHIFT);
         assert_eq!(g % PUD_SIZE, 0);
         assert_eq!(mm.find_vma(g).unwrap().kind, VmaKind::Hugetlb(30));
-        mm.set_pud_huge(g + PUD_SIZE, Pte { pfn: 1 << 18, writable: true });
+        mm.set_pud_huge(g + PUD_SIZE, Pte::new(1 << 18, true));
         let t = mm.lookup(g + PUD_SIZE + 5 * 4096 + 9).unwrap();
         assert_eq!((t.pfn, t.page_size()), ((1 << 18) + 5, PageSize::Size1G));
         assert!(mm.lookup(g).is_none());

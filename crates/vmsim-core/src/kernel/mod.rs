@@ -9,20 +9,26 @@
 //! queued as work items too. The kernel touches the hardware only through
 //! line accesses, TLB operations, IPIs and fixed costs.
 
+pub mod engine;
+pub mod exit;
 pub mod folio_zero;
 pub mod fork;
+pub mod gup;
 pub mod huge_memory;
 pub mod hugetlb;
+pub mod kthread;
 pub mod memory;
 pub mod mm;
+pub mod mmap;
+pub mod mmzone;
 pub mod page_alloc;
 pub mod sched;
 pub mod tlbflush;
+pub mod uapi;
 
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;
 use page_alloc::PageAlloc;
-use serde::Serialize;
 
 /// How a run of line stores (or copies) is issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,12 +113,16 @@ pub enum Work {
     /// a load of the source and a store of the destination.
     Copy { src_line: u64, dst_line: u64, nlines: u64, how: StoreHow },
     /// Map a cleared or copied huge folio (`set_pmd_at`) once its clear or copy
-    /// is done; replaces a read-only PMD on a copy-on-write fault.
-    InstallPmd { mm: usize, haddr: u64, pfn: u64 },
+    /// is done, if the entry is still what the fault saw: `pmd_none` (`orig`
+    /// None) or the read-only PMD a copy-on-write fault replaces (`pmd_same`).
+    /// Otherwise another thread won: the folio is freed and a `PutPage` that
+    /// follows is dropped.
+    InstallPmd { mm: usize, haddr: u64, pfn: u64, orig: Option<mm::Pte> },
     /// Map a cleared 1 GiB hugetlb folio (`set_huge_pte_at` on a PUD).
     InstallPud { mm: usize, haddr: u64, pfn: u64 },
-    /// Map a 4 KiB page once it is ready.
-    InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool },
+    /// Map a 4 KiB page once it is ready, if the entry is still `orig`
+    /// (`pte_none` or, on copy-on-write, `pte_same`); as `InstallPmd` otherwise.
+    InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool, orig: Option<mm::Pte> },
     /// `flush_tlb_mm_range(mm, start, end, stride_shift)` from the working CPU,
     /// after a present entry was replaced or split.
     FlushTlbRange { mm: usize, start: u64, end: u64, stride_shift: u32 },
@@ -138,8 +148,8 @@ impl Work {
     }
 }
 
+crate::counters! {
 /// Event counters with the names of /proc/vmstat where one exists.
-#[derive(Clone, Debug, Default, Serialize)]
 pub struct VmStat {
     pub pgfault: u64,
     pub pgfault_anon_4k: u64,
@@ -170,6 +180,13 @@ pub struct VmStat {
     /// Faults on hugetlb mappings (`hugetlb_fault`); Linux has no vmstat counter for them.
     pub hugetlb_faults: u64,
     pub subpage_copies: u64,
+    /// Faults that found, on rechecking the entry under the page-table lock,
+    /// that another thread had mapped the page first, and freed what they had
+    /// allocated (no /proc/vmstat counter exists).
+    pub fault_race_backouts: u64,
+    /// /proc/vmstat `numa_hint_faults`: faults on PROT_NONE entries of accessible VMAs.
+    pub numa_hint_faults: u64,
+}
 }
 
 /// Instruction counts of kernel code paths, read off the code's structure.
@@ -208,10 +225,17 @@ pub struct Kernel {
     pub hugetlb: hugetlb::HugetlbPool,
     /// Remaining sub-page copy to skip (fault injection), in the next huge-page copy.
     pub skip_copy_subpage: Option<u64>,
+    /// Every wait queue of the kernel (kernel objects hold their ids).
+    pub waitq: sched::wait::WaitQueues,
+    /// Per-node watermarks and kswapd wait queues.
+    pub pgdat: Vec<mmzone::PgData>,
 }
 
 impl Kernel {
     pub fn new(cfg: KernelConfig, preset: &Preset, nr_nodes: usize, node_bytes: u64) -> Kernel {
+        let mut waitq = sched::wait::WaitQueues::default();
+        let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
+        let pgdat = (0..nr_nodes).map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq)).collect();
         Kernel {
             cfg,
             costs: preset.costs.clone(),
@@ -221,6 +245,8 @@ impl Kernel {
             skip_clear_subpage: None,
             hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
             skip_copy_subpage: None,
+            waitq,
+            pgdat,
         }
     }
 
@@ -228,5 +254,19 @@ impl Kernel {
         let id = self.mms.len();
         self.mms.push(Mm::new(id));
         id
+    }
+
+    /// `mmget`: one more task uses the mm (a `CLONE_VM` thread).
+    pub fn mmget(&mut self, mm: usize) {
+        self.mms[mm].mm_users += 1;
+    }
+
+    /// `mmput`: a task stops using the mm; true if it was the last user (the
+    /// caller then tears the address space down with `exit_mmap`).
+    pub fn mmput(&mut self, mm: usize) -> bool {
+        let u = &mut self.mms[mm].mm_users;
+        debug_assert!(*u > 0, "mmput of an mm with no users");
+        *u -= 1;
+        *u == 0
     }
 }

@@ -1,10 +1,18 @@
-//! Tasks, per-CPU run queues and the deterministic interleaving of CPUs.
+//! The run loop and the tasks: which CPU runs next, what it runs, and the
+//! task table. The scheduler's own decisions (run queues, slices, wake-ups)
+//! are in sched/rq.rs, wait queues in sched/wait.rs, timed events in
+//! engine.rs; what a context switch does to address spaces is
+//! tlbflush.rs's `switch_mm_irqs_off` / `enter_lazy_tlb`.
 //!
 //! The loop always advances the CPU with the lowest clock (ties: lowest CPU
-//! id) for at most one quantum. A CPU first executes the kernel work queued
-//! on it, then its current task's user operation. More tasks than CPUs are
-//! time-sliced round-robin at user level (CFS's 3 ms minimum granularity on
-//! ≥ 8 CPUs).
+//! id) for at most one quantum; an event (timer) due at or before that clock
+//! fires first, and an idle CPU it gives a task resumes at the event's time.
+//! A CPU first executes the kernel work queued on it, then its current task:
+//! a user task's next operation (sched/user.rs) or a kernel thread's next
+//! step. More tasks than CPUs are time-sliced round-robin at user level
+//! (CFS's 3 ms minimum granularity on >= 8 CPUs). The run ends when every
+//! user task has exited (kernel threads and their timers do not keep it
+//! alive) or nothing is left to run.
 //!
 //! fork places the child on the next CPU after the parent's, round-robin
 //! (child k of a parent on CPU c goes to CPU (c + 1 + k) mod nr_cpus): on an
@@ -17,18 +25,22 @@
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
-use crate::api::Error;
-use super::fork::COPY_PROCESS_CYCLES;
-use super::memory::{FaultError, Mapped};
-use super::mm::PMD_SIZE;
+use crate::error::Error;
+use super::engine::{Engine, Event};
+use super::kthread::{KthreadFn, KthreadStep};
 use super::page_alloc::{tag_store, TAG_ZERO};
-use super::tlbflush::{flush_tlb_mm_range, flush_tlb_mm_range_stride};
+use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState};
 use super::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
-use crate::workload::{store_value, Expect, Op, Program};
+use super::uapi::{store_value, Expect, Op, Program};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+pub mod rq;
+pub mod wait;
+
+use rq::Scheduler;
 
 /// Instructions per 8-byte word of usemem's `do_rw_once()` write path: 24, counted
 /// on the x86-64 code gcc 12.2 -O2 emits for a loop of the same structure (the
@@ -37,29 +49,38 @@ use std::collections::{BinaryHeap, VecDeque};
 /// development host. Macro-fusion of compare-and-branch pairs is not modelled.
 pub const USEMEM_INSTR_PER_WORD: u64 = 24;
 
-enum Cur {
+pub(crate) enum Cur {
     Write { start: u64, len: u64, seed: u64, pos: u64, pfn: u64, page: u64, gen: u64 },
     /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
     /// one page (or huge page) at a time, in kernel mode.
     Populate { start: u64, len: u64, pos: u64 },
+    /// An `Op::Access` run of the access engine.
+    Access(access::AccessRun),
+}
+
+/// What a task runs.
+pub enum Body {
+    /// A user program, speaking to the kernel through `Op`s.
+    User(Box<dyn Program>),
+    /// A kernel thread.
+    Kernel(Box<dyn KthreadFn>),
 }
 
 pub struct Task {
     pub pid: usize,
-    pub mm: usize,
-    prog: Box<dyn Program>,
-    cur: Option<Cur>,
-    ret: u64,
+    /// The task's address space; None for a kernel thread.
+    pub mm: Option<usize>,
+    body: Body,
+    pub(crate) cur: Option<Cur>,
+    pub(crate) ret: u64,
     pub exited: bool,
     /// The task that forked this one.
     pub parent: Option<usize>,
     /// Children forked and not yet exited.
     pub live_children: u64,
     pub nr_forked: u64,
-    /// Sleeping in `Op::Wait`, off every run queue.
+    /// Sleeping in `Op::Wait` until its last child exits.
     pub waiting: bool,
-    /// The CPU the task last ran on (where a wake-up puts it back).
-    pub cpu: usize,
     pub start: Option<u64>,
     pub end: Option<u64>,
     /// When the task exited.
@@ -68,19 +89,36 @@ pub struct Task {
     pub pages_checked: u64,
     pub bad_pages: u64,
     pub first_bad: Option<String>,
+    /// The access engine's operation counts and latency histogram.
+    pub access: access::AccessStats,
 }
 
+impl Task {
+    pub fn is_kthread(&self) -> bool {
+        matches!(self.body, Body::Kernel(_))
+    }
+    /// The mm of a user task.
+    pub(crate) fn user_mm(&self) -> usize {
+        self.mm.expect("a user task has an mm")
+    }
+    pub(crate) fn prog(&mut self) -> &mut Box<dyn Program> {
+        match &mut self.body {
+            Body::User(p) => p,
+            Body::Kernel(_) => panic!("task {} is a kernel thread", self.pid),
+        }
+    }
+}
+
+/// The kernel's per-CPU state beyond the scheduler's: the hardware work
+/// queued on the CPU and the attribution of its system time.
 #[derive(Default)]
 pub struct CpuCtx {
-    pub rq: VecDeque<usize>,
-    pub current: Option<usize>,
-    work: VecDeque<Work>,
+    pub(crate) work: VecDeque<Work>,
     /// Progress in the front work item: lines done, and whether its start-up was paid.
     pos: u64,
     started: bool,
     /// System cycles of this CPU already attributed to a kernel path.
     sys_settled: u64,
-    slice_end: u64,
 }
 
 pub struct Sim {
@@ -88,23 +126,26 @@ pub struct Sim {
     pub k: Kernel,
     pub tasks: Vec<Task>,
     pub cpus: Vec<CpuCtx>,
-    /// The mm each CPU has loaded and is running (None: idle / lazy TLB).
-    pub loaded_mm: Vec<Option<usize>>,
+    pub sched: Scheduler,
+    pub engine: Engine,
+    /// Each CPU's `cpu_tlbstate`: the mm it has loaded, lazily or not.
+    pub tlbstate: Vec<TlbState>,
     quantum: u64,
-    slice: u64,
     user_store_issue: u64,
     string_issue: u64,
     movq_issue: u64,
     total_bytes: u64,
-    pub nr_context_switches: u64,
+    /// User tasks created and not yet exited.
+    pub(crate) live_user_tasks: usize,
     /// System cycles by kernel path, indexed like `KFn::ALL`.
     pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
-    /// CPUs given a task by the last quantum, with the giver's clock.
-    wakeups: Vec<(usize, u64)>,
     pub error: Option<Error>,
+    /// Counters at the start of the region of interest and, once it ended, at its end.
+    pub roi: Option<(crate::stats::Counters, Option<crate::stats::Counters>)>,
 }
 
+pub mod access;
 mod exec;
 mod user;
 
@@ -120,42 +161,89 @@ impl Sim {
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
         Sim {
             cpus: (0..n).map(|_| CpuCtx::default()).collect(),
-            loaded_mm: vec![None; n],
+            sched: Scheduler::new(n, slice),
+            engine: Engine::default(),
+            tlbstate: vec![TlbState::default(); n],
             m,
             k,
             tasks: Vec::new(),
             quantum,
-            slice,
             user_store_issue,
             string_issue,
             movq_issue,
             total_bytes: 0,
-            nr_context_switches: 0,
+            live_user_tasks: 0,
             kfn_cycles: [0; KFn::ALL.len()],
             copy_issue,
-            wakeups: Vec::new(),
             error: None,
+            roi: None,
         }
     }
 
-    /// Creates a task with a new mm on `cpu`'s run queue.
     /// Bytes a task reports, as the workload counts them.
     pub fn reported_bytes(&self, t: usize) -> u64 {
-        self.tasks[t].prog.reported_bytes(self.tasks[t].bytes)
+        match &self.tasks[t].body {
+            Body::User(p) => p.reported_bytes(self.tasks[t].bytes),
+            Body::Kernel(_) => 0,
+        }
     }
 
+    /// Context switches so far.
+    pub fn nr_context_switches(&self) -> u64 {
+        self.sched.stats.nr_switches
+    }
+
+    /// Every component's counters now: the kernel's vmstat, the scheduler's,
+    /// the engine's and wait queues', and the hardware's summed over CPUs
+    /// (cycles, instructions, caches, TLBs, IPIs) and memory channels.
+    pub fn counters(&self) -> crate::stats::Counters {
+        use crate::stats::Counters;
+        let mut cpu = Counters::default();
+        let mut tlb = Counters::default();
+        for (i, c) in self.m.cpus.iter().enumerate() {
+            cpu.add(&Counters::of(&c.stats));
+            tlb.add(&Counters::of(&self.m.tlb_stats(i)));
+        }
+        let mut dram = Counters::default();
+        for d in &self.m.hier.dram {
+            dram.add(&Counters::of(&d.stats));
+        }
+        let kswapd: u64 = self.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
+        Counters(serde_json::json!({
+            "vmstat": Counters::of(&self.k.vmstat).0,
+            "sched": Counters::of(&self.sched.stats).0,
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.k.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "cpu": cpu.0,
+            "tlb": tlb.0,
+            "dram": dram.0,
+        }))
+    }
+
+    /// Creates a task with a new mm on `cpu`'s run queue.
     pub fn spawn(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
         let mm = self.k.new_mm();
         self.total_bytes += prog.total_bytes();
-        self.new_task(prog, mm, cpu, None)
+        let pid = self.add_task(Body::User(prog), Some(mm), None);
+        self.sched.add_task(pid, cpu);
+        pid
     }
 
-    fn new_task(&mut self, prog: Box<dyn Program>, mm: usize, cpu: usize, parent: Option<usize>) -> usize {
+    /// `kthread_run` bound to `cpu` (`kthread_create_on_cpu` + `wake_up_process`).
+    pub fn kthread_run(&mut self, f: Box<dyn KthreadFn>, cpu: usize) -> usize {
+        let pid = self.add_task(Body::Kernel(f), None, None);
+        self.sched.add_task(pid, cpu);
+        pid
+    }
+
+    pub(crate) fn add_task(&mut self, body: Body, mm: Option<usize>, parent: Option<usize>) -> usize {
         let pid = self.tasks.len();
+        if let Body::User(_) = body {
+            self.live_user_tasks += 1;
+        }
         self.tasks.push(Task {
             pid,
             mm,
-            prog,
+            body,
             cur: None,
             ret: 0,
             exited: false,
@@ -163,7 +251,6 @@ impl Sim {
             live_children: 0,
             nr_forked: 0,
             waiting: false,
-            cpu,
             start: None,
             end: None,
             exit: None,
@@ -171,28 +258,37 @@ impl Sim {
             pages_checked: 0,
             bad_pages: 0,
             first_bad: None,
+            access: access::AccessStats::default(),
         });
-        self.cpus[cpu].rq.push_back(pid);
         pid
     }
 
     fn busy(&self, cpu: usize) -> bool {
-        let c = &self.cpus[cpu];
-        c.current.is_some() || !c.rq.is_empty() || !c.work.is_empty()
+        self.sched.has_tasks(cpu) || !self.cpus[cpu].work.is_empty()
     }
 
-    /// Runs until every task has exited (or an error stops the run).
+    /// Runs until every user task has exited (or an error stops the run).
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
         let mut heap = BinaryHeap::new();
         let mut queued = vec![false; self.cpus.len()];
-        for cpu in 0..self.cpus.len() {
+        for (cpu, q) in queued.iter_mut().enumerate() {
             if self.busy(cpu) {
                 heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
-                queued[cpu] = true;
+                *q = true;
             }
         }
         let mut quanta: u64 = 0;
-        while let Some(Reverse((_, cpu))) = heap.pop() {
+        while self.live_user_tasks > 0 {
+            // An event due before the next CPU's quantum fires first.
+            if let Some(te) = self.engine.next_time() {
+                if heap.peek().is_none_or(|Reverse((c, _))| te <= *c) {
+                    let (t, ev) = self.engine.pop_due(te).expect("due");
+                    self.fire(t, ev);
+                    self.kick(&mut heap, &mut queued);
+                    continue;
+                }
+            }
+            let Some(Reverse((_, cpu))) = heap.pop() else { break };
             queued[cpu] = false;
             self.run_quantum(cpu);
             if let Some(e) = &self.error {
@@ -202,23 +298,56 @@ impl Sim {
                 heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
                 queued[cpu] = true;
             }
-            for (w, now) in std::mem::take(&mut self.wakeups) {
-                if !queued[w] {
-                    // An idle CPU wakes at the waker's time.
-                    let c = &mut self.m.cpus[w].clock;
-                    *c = (*c).max(now);
-                    heap.push(Reverse((*c, w)));
-                    queued[w] = true;
-                }
+            if self.k.waitq.has_woken() {
+                self.wake_woken(self.m.cpus[cpu].clock);
             }
+            self.kick(&mut heap, &mut queued);
             quanta += 1;
-            if quanta % 8192 == 0 {
+            if quanta.is_multiple_of(8192) {
                 let done: u64 = self.tasks.iter().map(|t| t.bytes).sum();
                 progress(done as f64 / self.total_bytes.max(1) as f64);
             }
         }
         progress(1.0);
         Ok(())
+    }
+
+    /// Queues the CPUs given a task while idle; an idle CPU wakes at the waker's time.
+    fn kick(&mut self, heap: &mut BinaryHeap<Reverse<(u64, usize)>>, queued: &mut [bool]) {
+        for (w, now) in self.sched.take_wakeups() {
+            if !queued[w] {
+                let c = &mut self.m.cpus[w].clock;
+                *c = (*c).max(now);
+                heap.push(Reverse((*c, w)));
+                queued[w] = true;
+            }
+        }
+    }
+
+    /// An event's time has come.
+    fn fire(&mut self, t: u64, ev: Event) {
+        match ev {
+            Event::WakeTask(pid) => {
+                self.sched.wake_up_process(pid, t);
+            }
+            Event::WakeQueue(q) => {
+                self.k.waitq.wake_up(q);
+            }
+        }
+        self.wake_woken(t);
+    }
+
+    /// Hands the tasks woken from wait queues to the scheduler.
+    fn wake_woken(&mut self, now: u64) {
+        for pid in self.k.waitq.take_woken() {
+            self.sched.wake_up_process(pid, now);
+        }
+    }
+
+    /// `nanosleep`-style: the current task of `cpu` sleeps until simulated time `until`.
+    pub(crate) fn sleep_until(&mut self, cpu: usize, until: u64) {
+        let t = self.sched.sleep_current(cpu);
+        self.engine.arm(until, Event::WakeTask(t));
     }
 
     fn run_quantum(&mut self, cpu: usize) {
@@ -231,29 +360,32 @@ impl Sim {
                 self.settle(cpu, what);
                 continue;
             }
-            let t = match self.cpus[cpu].current {
+            let t = match self.sched.current(cpu) {
                 Some(t) => t,
-                None => match self.cpus[cpu].rq.pop_front() {
+                None => match self.sched.pick_next_task(cpu) {
                     Some(t) => {
-                        self.switch_to(cpu, t);
+                        self.context_switch(cpu, t);
                         self.settle(cpu, KFn::Schedule);
                         t
                     }
                     None => {
-                        self.loaded_mm[cpu] = None;
+                        // The idle task is a kernel thread: lazy TLB.
+                        enter_lazy_tlb(&mut self.tlbstate[cpu]);
                         return;
                     }
                 },
             };
-            if self.m.cpus[cpu].clock >= self.cpus[cpu].slice_end && !self.cpus[cpu].rq.is_empty() {
+            if self.sched.tick(cpu, self.m.cpus[cpu].clock) {
                 // Time slice over: round-robin to the next task.
-                self.cpus[cpu].current = None;
-                self.cpus[cpu].rq.push_back(t);
                 continue;
             }
-            self.exec_user(cpu, t, deadline);
-            // Kernel time a user operation caused and did not attribute itself: its system call.
-            self.settle(cpu, KFn::Syscall);
+            if self.tasks[t].is_kthread() {
+                self.exec_kthread(cpu, t);
+            } else {
+                self.exec_user(cpu, t, deadline);
+                // Kernel time a user operation caused and did not attribute itself: its system call.
+                self.settle(cpu, KFn::Syscall);
+            }
             if self.error.is_some() {
                 return;
             }
@@ -261,7 +393,7 @@ impl Sim {
     }
 
     /// Attributes the system cycles `cpu` spent since the last settle to `what`.
-    fn settle(&mut self, cpu: usize, what: KFn) {
+    pub(crate) fn settle(&mut self, cpu: usize, what: KFn) {
         let sys = self.m.cpus[cpu].stats.sys_cycles;
         let c = &mut self.cpus[cpu];
         if sys > c.sys_settled {
@@ -270,21 +402,45 @@ impl Sim {
         }
     }
 
-    fn switch_to(&mut self, cpu: usize, t: usize) {
-        let mm = self.tasks[t].mm;
-        self.nr_context_switches += 1;
+    /// `context_switch()` to `t` on `cpu`: `switch_mm_irqs_off` for a user
+    /// task, lazy TLB for a kernel thread; a fresh slice.
+    fn context_switch(&mut self, cpu: usize, t: usize) {
         self.m.set_mode(cpu, Mode::Kernel);
         self.m.advance(cpu, self.k.costs.context_switch_cycles, self.k.costs.context_switch_cycles);
-        if self.loaded_mm[cpu] != Some(mm) {
-            // switch_mm without PCID: the CR3 write flushes the TLB.
-            self.m.flush_tlb_local_all(cpu);
+        match self.tasks[t].mm {
+            Some(mm) => {
+                switch_mm_irqs_off(&mut self.m, &mut self.tlbstate[cpu], &mut self.k.mms[mm], cpu);
+                self.m.set_mode(cpu, Mode::User);
+            }
+            None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
         }
-        self.m.set_mode(cpu, Mode::User);
-        self.k.mms[mm].cpumask.set(cpu);
-        self.loaded_mm[cpu] = Some(mm);
-        self.cpus[cpu].current = Some(t);
-        self.tasks[t].cpu = cpu;
-        self.cpus[cpu].slice_end = self.m.cpus[cpu].clock + self.slice;
+        self.sched.start_slice(cpu, self.m.cpus[cpu].clock);
     }
 
+    /// One step of a kernel thread: its queued work runs before the next step.
+    fn exec_kthread(&mut self, cpu: usize, t: usize) {
+        let now = self.m.cpus[cpu].clock;
+        let mut work = std::mem::take(&mut self.cpus[cpu].work);
+        let Body::Kernel(f) = &mut self.tasks[t].body else { unreachable!("a kernel thread") };
+        let step = f.step(&mut self.k, cpu, now, &mut work);
+        let queued = !work.is_empty();
+        self.cpus[cpu].work = work;
+        match step {
+            KthreadStep::Continue if queued => {}
+            KthreadStep::Continue => {
+                let name = f.name();
+                self.error = Some(Error::Internal(format!("kernel thread {name} continued without queuing work")));
+            }
+            KthreadStep::Wait(q) => {
+                let t = self.sched.sleep_current(cpu);
+                self.k.waitq.wait(q, t);
+            }
+            KthreadStep::SleepUntil(until) => self.sleep_until(cpu, until),
+            KthreadStep::Exit => {
+                self.sched.exit_current(cpu);
+                self.tasks[t].exited = true;
+                self.tasks[t].exit = Some(now);
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! CPU masks and inter-processor interrupts: the sender pays per target and
 //! waits for the acknowledgements; each target pays interrupt entry, the
-//! handler and exit when it next runs.
+//! handler and exit when it next runs. Every IPI has a cause, counted per
+//! CPU as /proc/interrupts counts them.
 //!
 //! Invariant: a mask never has a bit at or above `MAX_CPUS`.
 
@@ -56,6 +57,39 @@ impl CpuMask {
         let mut m = *self;
         m.clear(cpu);
         !m.is_empty()
+    }
+}
+
+/// Why an IPI was sent: the x86 vectors /proc/interrupts counts apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpiCause {
+    /// A TLB shootdown (`flush_tlb_func` run on the target): the "TLB" line.
+    TlbShootdown,
+    /// `smp_send_reschedule`: the "RES" line.
+    Reschedule,
+    /// Any other `smp_call_function*` work: the "CAL" line. (Linux delivers
+    /// shootdowns through the call-function vector too; the model counts each
+    /// IPI once, under its cause.)
+    CallFunction,
+}
+
+impl IpiCause {
+    pub const ALL: [IpiCause; 3] = [IpiCause::TlbShootdown, IpiCause::Reschedule, IpiCause::CallFunction];
+    /// Report key.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpiCause::TlbShootdown => "tlb_shootdown",
+            IpiCause::Reschedule => "reschedule",
+            IpiCause::CallFunction => "call_function",
+        }
+    }
+    /// The /proc/interrupts line.
+    pub fn proc_interrupts(self) -> &'static str {
+        match self {
+            IpiCause::TlbShootdown => "TLB",
+            IpiCause::Reschedule => "RES",
+            IpiCause::CallFunction => "CAL",
+        }
     }
 }
 

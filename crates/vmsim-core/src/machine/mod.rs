@@ -26,7 +26,7 @@ use crate::config::Preset;
 use self::core::CoreResources;
 use cache::Replacement;
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
-use ipi::{CpuMask, IpiCosts};
+use ipi::{CpuMask, IpiCause, IpiCosts};
 use serde::Serialize;
 use tlb::{PageSize, Tlb, TlbConfig, TlbHit, TlbStats};
 use topology::Topology;
@@ -48,6 +48,9 @@ pub struct CpuStats {
     pub stlb_hits: u64,
     pub ipis_sent: u64,
     pub ipis_received: u64,
+    /// IPIs sent and received by cause, indexed like `IpiCause::ALL`.
+    pub ipis_sent_by_cause: [u64; 3],
+    pub ipis_received_by_cause: [u64; 3],
     pub tlb_flush_full: u64,
     pub tlb_flush_page: u64,
     pub stall_cycles: u64,
@@ -238,20 +241,25 @@ impl Machine {
         self.advance(cpu, self.string_startup, 1);
     }
 
-    /// Translates `vaddr` through the CPU's TLB; on a miss the walk is charged and the entry filled.
+    /// Translates `vaddr` through the CPU's TLB; on a miss the walk is
+    /// charged and the entry filled with `pfn`, the frame the caller's walk
+    /// found for the page. Returns the frame a hit translated to (None on a
+    /// miss), for the caller to check against its page tables.
     #[inline]
-    pub fn tlb_translate(&mut self, cpu: usize, asid: u16, vaddr: u64, size: PageSize) {
-        let hit = self.cpus[cpu].tlb.lookup(asid, vaddr, size);
+    pub fn tlb_translate(&mut self, cpu: usize, asid: u16, vaddr: u64, size: PageSize, pfn: u64) -> Option<u64> {
+        let (hit, cached) = self.cpus[cpu].tlb.lookup_pfn(asid, vaddr, size);
         match hit {
-            TlbHit::L1 => {}
+            TlbHit::L1 => Some(cached),
             TlbHit::Stlb => {
                 self.cpus[cpu].stats.stlb_hits += 1;
                 self.advance(cpu, self.stlb_latency, 0);
+                Some(cached)
             }
             TlbHit::Miss => {
                 self.cpus[cpu].stats.tlb_walks += 1;
                 self.advance(cpu, self.walk_cycles, 0);
-                self.cpus[cpu].tlb.fill(asid, vaddr, size);
+                self.cpus[cpu].tlb.fill_pfn(asid, vaddr, size, pfn);
+                None
             }
         }
     }
@@ -296,10 +304,28 @@ impl Machine {
                     c.stats.tlb_flush_page += p.len() as u64;
                 }
             }
+        }
+        self.send_ipi(from, targets, IpiCause::TlbShootdown, work);
+    }
+
+    /// Sends an IPI for `cause` from `from` to `targets` (which must not
+    /// include it): the sender pays per target and waits for the last
+    /// acknowledgement; each target's handler (entry, `work` cycles, exit) is
+    /// charged when it next runs.
+    pub fn send_ipi(&mut self, from: usize, targets: &CpuMask, cause: IpiCause, work: u64) {
+        let n = targets.count() as u64;
+        if n == 0 {
+            return;
+        }
+        for t in targets.iter() {
+            debug_assert_ne!(t, from);
+            let c = &mut self.cpus[t];
             c.stats.ipis_received += 1;
+            c.stats.ipis_received_by_cause[cause as usize] += 1;
             c.irq_pending += self.ipi.handle_cycles + work;
         }
         self.cpus[from].stats.ipis_sent += n;
+        self.cpus[from].stats.ipis_sent_by_cause[cause as usize] += n;
         let cyc = self.ipi.sender_cycles(n, work);
         self.advance(from, cyc, 20 * n);
     }

@@ -12,9 +12,11 @@
 //! configured with 0 entries or 0 ways is absent: it never hits and a fill
 //! ignores it.
 //!
-//! The TLB caches translations only: it knows nothing of page tables or
-//! physical frames, and the caller does the page walk after a miss and then
-//! calls [`Tlb::fill`]. Paging-structure caches are not modelled.
+//! The TLB caches translations: each entry keeps the frame number the
+//! caller's page walk found for it ([`Tlb::fill_pfn`]) and a hit returns it
+//! ([`Tlb::lookup_pfn`]), so the caller can check a hit against its page
+//! tables and catch a missing flush. It knows nothing of page tables itself.
+//! Paging-structure caches are not modelled.
 //!
 //! # Invariants
 //!
@@ -132,6 +134,8 @@ struct TlbArray {
     vpn: Vec<u64>,
     key: Vec<u32>,
     stamp: Vec<u64>,
+    /// The frame number each entry translates its page to.
+    pfn: Vec<u64>,
 }
 
 impl TlbArray {
@@ -144,6 +148,7 @@ impl TlbArray {
                 vpn: vec![],
                 key: vec![],
                 stamp: vec![],
+                pfn: vec![],
             };
         }
         assert!(
@@ -163,6 +168,7 @@ impl TlbArray {
             vpn: vec![INVALID; n],
             key: vec![0; n],
             stamp: vec![0; n],
+            pfn: vec![INVALID; n],
         }
     }
 
@@ -187,7 +193,7 @@ impl TlbArray {
 
     /// Install (or refresh) an entry, evicting the set's LRU entry if full.
     #[inline]
-    fn insert(&mut self, vpn: u64, key: u32, now: u64) {
+    fn insert(&mut self, vpn: u64, key: u32, now: u64, pfn: u64) {
         if self.ways == 0 {
             return;
         }
@@ -209,6 +215,7 @@ impl TlbArray {
         self.vpn[victim] = vpn;
         self.key[victim] = key;
         self.stamp[victim] = now;
+        self.pfn[victim] = pfn;
     }
 
     #[inline]
@@ -285,24 +292,31 @@ impl Tlb {
     /// refills the L1. Hits update LRU state; a miss changes no entry.
     #[inline]
     pub fn lookup(&mut self, asid: u16, vaddr: u64, size: PageSize) -> TlbHit {
+        self.lookup_pfn(asid, vaddr, size).0
+    }
+
+    /// [`Tlb::lookup`], also returning the frame number a hit translates to.
+    #[inline]
+    pub fn lookup_pfn(&mut self, asid: u16, vaddr: u64, size: PageSize) -> (TlbHit, u64) {
         self.stats.lookups += 1;
         self.clock += 1;
         let (vpn, k, i) = (vaddr >> size.shift(), key(asid, size), size.index());
         if let Some(s) = self.l1[i].find(vpn, k) {
             self.l1[i].stamp[s] = self.clock;
             self.stats.l1_hits += 1;
-            return TlbHit::L1;
+            return (TlbHit::L1, self.l1[i].pfn[s]);
         }
         if self.stlb_holds[i] {
             if let Some(s) = self.stlb.find(vpn, k) {
                 self.stlb.stamp[s] = self.clock;
-                self.l1[i].insert(vpn, k, self.clock);
+                let pfn = self.stlb.pfn[s];
+                self.l1[i].insert(vpn, k, self.clock, pfn);
                 self.stats.stlb_hits += 1;
-                return TlbHit::Stlb;
+                return (TlbHit::Stlb, pfn);
             }
         }
         self.stats.misses += 1;
-        TlbHit::Miss
+        (TlbHit::Miss, INVALID)
     }
 
     /// After a miss (the caller did the page walk): install the translation
@@ -310,11 +324,17 @@ impl Tlb {
     /// An entry already present is refreshed, never duplicated.
     #[inline]
     pub fn fill(&mut self, asid: u16, vaddr: u64, size: PageSize) {
+        self.fill_pfn(asid, vaddr, size, INVALID)
+    }
+
+    /// [`Tlb::fill`] with the frame number the page translates to.
+    #[inline]
+    pub fn fill_pfn(&mut self, asid: u16, vaddr: u64, size: PageSize, pfn: u64) {
         self.clock += 1;
         let (vpn, k, i) = (vaddr >> size.shift(), key(asid, size), size.index());
-        self.l1[i].insert(vpn, k, self.clock);
+        self.l1[i].insert(vpn, k, self.clock, pfn);
         if self.stlb_holds[i] {
-            self.stlb.insert(vpn, k, self.clock);
+            self.stlb.insert(vpn, k, self.clock, pfn);
         }
     }
 
@@ -401,6 +421,16 @@ mod tests {
         assert!(c.validate().unwrap_err().contains("stlb"));
         c.stlb = (0, 0);
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn entries_keep_their_frame_number() {
+        let mut t = Tlb::new(&small());
+        t.fill_pfn(1, 4 * M2, Size2M, 777);
+        assert_eq!(t.lookup_pfn(1, 4 * M2 + 9 * K4, Size2M), (TlbHit::L1, 777));
+        t.fill_pfn(1, 4 * M2, Size2M, 778);
+        assert_eq!(t.lookup_pfn(1, 4 * M2, Size2M), (TlbHit::L1, 778), "a refill replaces the frame");
+        assert_eq!(t.lookup_pfn(1, 6 * M2, Size2M).0, TlbHit::Miss);
     }
 
     #[test]

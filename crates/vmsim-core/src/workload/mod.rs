@@ -1,64 +1,43 @@
-//! Workloads: programs of simulated tasks. A program yields system-call-like
-//! operations and memory-access runs; it never sees frames or caches.
+//! Workloads: programs of simulated tasks. A program yields system calls and
+//! access runs of the kernel's ABI (kernel/uapi.rs); it never sees frames or
+//! caches.
 
 pub mod pftest;
+pub mod randread;
 pub mod usemem;
 
-/// What a task asks of the system next. `ret` of the following `next()` call
-/// carries the result (the address for `Mmap`; for `Fork`, the child's pid in
-/// the parent and 0 in the child; 0 otherwise).
-#[derive(Clone, Debug)]
-pub enum Op {
-    /// Anonymous private mapping of `len` bytes, read-write; with `populate`
-    /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
-    Mmap { len: u64, populate: bool },
-    /// fork(): a child process with a copy-on-write copy of the address space,
-    /// running a copy of the program (`Program::fork`).
-    Fork,
-    /// Wait until every child has exited (the task sleeps meanwhile).
-    Wait,
-    /// Store every 8-byte word of [start, start+len) in ascending order (modeled per line: 8 stores).
-    WriteSeq { start: u64, len: u64, seed: u64 },
-    /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
-    Check { start: u64, len: u64, expect: Expect },
-    Munmap { start: u64 },
-    /// `mmap(MAP_HUGETLB)` of `len` bytes with pages of `1 << page_shift` (21 or 30), read-write.
-    MmapHugetlb { len: u64, page_shift: u32 },
-    /// usemem's timing points: the task's own measured interval.
-    MarkStart,
-    MarkEnd,
-    Exit,
+pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
+
+use crate::error::Error;
+use crate::config::{WorkloadConfig, MIB};
+use crate::kernel::sched::Sim;
+use crate::machine::topology::Topology;
+use serde_json::Value;
+
+/// A workload a run config can name: how it sizes memory, which tasks it
+/// starts, how it describes its scale and what it adds to the report.
+/// Adding a workload means its module, its config and a line in `registry`.
+pub trait Workload {
+    /// Simulated memory per NUMA node when the config leaves it to the workload.
+    fn node_bytes(&self, topo: &Topology, nr_cpus: usize) -> u64;
+    /// Creates the workload's tasks (and any set-up, such as hugetlb pools).
+    fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error>;
+    /// One line saying what runs, at what size.
+    fn scale_text(&self) -> String;
+    /// The workload's own figures, added to the run's report.
+    fn report(&self, _r: &mut Value) {}
 }
 
-#[derive(Clone, Copy, Debug)]
-pub enum Expect {
-    Zero,
-    /// Written by `WriteSeq` with this seed.
-    Written { seed: u64 },
-    /// The first line of every `stride` bytes written by a one-line `WriteSeq`
-    /// with this seed, everything else zero.
-    FirstLineWritten { seed: u64, stride: u64 },
-    /// Written whole by `WriteSeq` with `first`, then again with `then`.
-    Overwritten { first: u64, then: u64 },
-}
-
-pub trait Program {
-    fn next(&mut self, ret: u64) -> Op;
-    /// Bytes the program will access in all, for progress reports (a forked
-    /// copy's bytes are counted by the program that forks it).
-    fn total_bytes(&self) -> u64;
-    /// Bytes the program reports for its timed interval, given the bytes it wrote.
-    fn reported_bytes(&self, written: u64) -> u64 {
-        written
-    }
-    /// The child's copy of the program at `Op::Fork`; None if it cannot fork.
-    fn fork(&self) -> Option<Box<dyn Program>> {
-        None
+/// The workload a config names.
+pub fn registry(cfg: &WorkloadConfig) -> Box<dyn Workload + '_> {
+    match cfg {
+        WorkloadConfig::Usemem(u) => Box::new(usemem::UsememWorkload(u)),
+        WorkloadConfig::PfTest(p) => Box::new(pftest::PfTestWorkload(p)),
     }
 }
 
-/// The value a `WriteSeq` with `seed` stores into the page at virtual page number `vpn`.
-#[inline]
-pub fn store_value(seed: u64, vpn: u64) -> u64 {
-    seed ^ vpn.wrapping_mul(0xFF51_AFD7_ED55_8CCD)
+/// What the tasks on each node map, with headroom (a quarter more, plus 64 MiB), in 2 MiB units.
+pub fn with_headroom(per_node: &[u64]) -> u64 {
+    let need = per_node.iter().copied().max().unwrap_or(0);
+    (need + need / 4 + 64 * MIB).div_ceil(2 * MIB) * 2 * MIB
 }

@@ -7,7 +7,13 @@
 //! second. Before unmapping, the task checks (untimed) that every 4 KiB
 //! sub-page is zero except the line it touched.
 
-use super::{Expect, Op, Program};
+use super::{Expect, Op, Program, Workload};
+use crate::error::Error;
+use crate::config::pftest::PfTestConfig;
+use crate::config::MIB;
+use crate::kernel::sched::Sim;
+use crate::machine::topology::Topology;
+use serde_json::Value;
 
 pub struct PfTest {
     size: u64,
@@ -55,5 +61,55 @@ impl Program for PfTest {
     /// pf-test reports the bytes it made present (every huge page it faulted), not the bytes it stored.
     fn reported_bytes(&self, _written: u64) -> u64 {
         self.size
+    }
+}
+
+/// pf-test as a configured workload (`kind = "pf-test"`).
+pub struct PfTestWorkload<'a>(pub &'a PfTestConfig);
+
+impl Workload for PfTestWorkload<'_> {
+    fn node_bytes(&self, topo: &Topology, _nr_cpus: usize) -> u64 {
+        let p = self.0;
+        // The hugetlb pool on the task's node; 1 GiB pages want whole, aligned GiBs.
+        let mut per_node = vec![0u64; topo.nr_nodes()];
+        per_node[topo.node_of(p.cpu as usize)] += p.size;
+        if p.page_shift == 30 {
+            let need = per_node.into_iter().max().unwrap_or(0) + 64 * MIB;
+            return need.div_ceil(1 << 30) << 30;
+        }
+        super::with_headroom(&per_node)
+    }
+
+    fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
+        let p = self.0;
+        let cpu = p.cpu as usize;
+        let node = sim.m.topo.node_of(cpu);
+        let want = p.size >> p.page_shift;
+        let got = sim.k.hugetlb_reserve(node, p.page_shift, want);
+        if got < want {
+            return Err(Error::Config {
+                key: "sim.node_memory_mib".into(),
+                message: format!("node {node} has room for only {got} of the {want} {} huge pages pf-test needs; raise it or set 0 (sized from the workload)", p.page_size),
+            });
+        }
+        let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 1;
+        sim.spawn(Box::new(PfTest::new(p.size, p.page_shift, seed)), cpu);
+        Ok(())
+    }
+
+    fn scale_text(&self) -> String {
+        let p = self.0;
+        format!(
+            "pf-test: 1 task on CPU {}, {} MiB of MAP_HUGETLB memory in {} page(s) of {}",
+            p.cpu,
+            p.size_mib,
+            p.size >> p.page_shift,
+            if p.page_shift == 30 { "1 GiB" } else { "2 MiB" }
+        )
+    }
+
+    /// pf-test's own figure: bytes made present per second of its timed interval.
+    fn report(&self, r: &mut Value) {
+        r["fault_bytes_per_s"] = r["throughput_bytes_per_s"].clone();
     }
 }

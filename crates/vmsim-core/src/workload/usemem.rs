@@ -25,7 +25,11 @@
 //! forked them all; here a child starts as soon as it is forked, so the
 //! children start staggered by the cost of one fork.
 
-use super::{Expect, Op, Program};
+use super::{Expect, Op, Program, Workload};
+use crate::error::Error;
+use crate::config::{UsememConfig, MIB};
+use crate::kernel::sched::Sim;
+use crate::machine::topology::Topology;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Parent {
@@ -159,5 +163,65 @@ impl Program for Usemem {
     }
     fn reported_bytes(&self, written: u64) -> u64 {
         written + self.size / 8
+    }
+}
+
+/// usemem as a configured workload (`kind = "usemem"`).
+pub struct UsememWorkload<'a>(pub &'a UsememConfig);
+
+impl Workload for UsememWorkload<'_> {
+    fn node_bytes(&self, topo: &Topology, nr_cpus: usize) -> u64 {
+        let u = self.0;
+        let mut per_node = vec![0u64; topo.nr_nodes()];
+        let sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
+        if u.prealloc {
+            // The parent's region on CPU 0's node; each child's copies on its own CPU's node.
+            per_node[topo.node_of(0)] += sz;
+            for k in 0..u.nr_task as usize {
+                per_node[topo.node_of((1 + k) % nr_cpus)] += sz;
+            }
+        } else {
+            for i in 0..u.nr_task as usize {
+                per_node[topo.node_of(i % nr_cpus)] += sz;
+            }
+        }
+        super::with_headroom(&per_node)
+    }
+
+    fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
+        let u = self.0;
+        let base = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        if u.prealloc {
+            // One parent on CPU 0 that maps, populates and forks the tasks.
+            sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, base, true, u.prefault, u.nr_task)), 0);
+        } else {
+            let nr_cpus = sim.m.topo.nr_cpus();
+            for i in 0..u.nr_task as usize {
+                let seed = base ^ (i as u64 + 1);
+                sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)), i % nr_cpus);
+            }
+        }
+        Ok(())
+    }
+
+    fn scale_text(&self) -> String {
+        let u = self.0;
+        if u.prealloc {
+            format!(
+                "usemem --prealloc{}: one {} MiB region ({} huge pages) mapped by the parent, shared copy-on-write by {} child task(s), each writing all of it",
+                if u.prefault { " --prefault" } else { "" },
+                u.size_per_task_mib,
+                u.size_per_task / (2 * MIB),
+                u.nr_task,
+            )
+        } else {
+            format!(
+                "usemem: {} task(s) x {} MiB each ({} MiB in all, {} huge pages per task)",
+                u.nr_task,
+                u.size_per_task_mib,
+                u.size_per_task_mib * u.nr_task as f64,
+                u.size_per_task / (2 * MIB)
+            )
+        }
     }
 }

@@ -62,7 +62,7 @@ impl Sim {
             }
             Work::FlushTlbRange { mm, start, end, stride_shift } => {
                 let k = &mut self.k;
-                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm], &self.loaded_mm, start, end, stride_shift);
+                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[mm], &mut self.tlbstate, start, end, stride_shift);
             }
             Work::PutPage { pfn } => {
                 if self.k.put_page(pfn) > 0 {
@@ -70,9 +70,19 @@ impl Sim {
                     self.m.advance(cpu, c, c);
                 }
             }
-            Work::InstallPmd { mm, haddr, pfn } => self.k.install_pmd(mm, haddr, pfn),
-            Work::InstallPte { mm, addr, pfn, writable } => self.k.install_pte(mm, addr, pfn, writable),
-            Work::InstallPud { mm, haddr, pfn } => self.k.install_pud(mm, haddr, pfn),
+            Work::InstallPmd { mm, haddr, pfn, orig } => {
+                if !self.k.install_pmd(mm, haddr, pfn, orig) {
+                    self.drop_put_of_replaced(cpu);
+                }
+            }
+            Work::InstallPte { mm, addr, pfn, writable, orig } => {
+                if !self.k.install_pte(mm, addr, pfn, writable, orig) {
+                    self.drop_put_of_replaced(cpu);
+                }
+            }
+            Work::InstallPud { mm, haddr, pfn } => {
+                self.k.install_pud(mm, haddr, pfn);
+            }
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
         }
         self.cpus[cpu].work.pop_front();
@@ -101,4 +111,11 @@ impl Sim {
         true
     }
 
+    /// A copy-on-write install that lost the race also keeps its mapping of
+    /// the old page: the `PutPage` queued right after the install goes.
+    fn drop_put_of_replaced(&mut self, cpu: usize) {
+        if let Some(Work::PutPage { .. }) = self.cpus[cpu].work.get(1) {
+            self.cpus[cpu].work.remove(1);
+        }
+    }
 }

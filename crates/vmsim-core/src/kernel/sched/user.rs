@@ -1,14 +1,15 @@
-//! What a task does at user level and the process calls it makes: the
-//! operations of a workload's program (mmap, munmap, fork, exit, wait,
-//! sequential writes, MAP_POPULATE) and the untimed data check. A write
-//! that finds no writable mapping enters the fault handler, whose work the
-//! CPU then executes (exec.rs) before the write resumes.
+//! What a user task does: the operations of its program, dispatched to the
+//! process calls (kernel/fork.rs, exit.rs, mmap.rs, gup.rs), the user-level
+//! access loop and the untimed data check. A write that finds no writable
+//! mapping enters the fault handler, whose work the CPU then executes
+//! (exec.rs) before the write resumes.
 
 use super::*;
+use crate::kernel::memory::fault_error;
 
 impl Sim {
-    fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
-        let mm = self.tasks[t].mm;
+    pub(crate) fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
+        let mm = self.tasks[t].user_mm();
         let node = self.m.topo.node_of(cpu);
         self.m.set_mode(cpu, Mode::Kernel);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
@@ -23,7 +24,7 @@ impl Sim {
         }
     }
 
-    fn syscall(&mut self, cpu: usize, cycles: u64) {
+    pub(crate) fn syscall(&mut self, cpu: usize, cycles: u64) {
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles + cycles;
         self.m.advance(cpu, c, c);
@@ -33,14 +34,21 @@ impl Sim {
     pub(super) fn exec_user(&mut self, cpu: usize, t: usize, deadline: u64) {
         if self.tasks[t].cur.is_none() {
             let ret = self.tasks[t].ret;
-            let op = self.tasks[t].prog.next(ret);
+            let op = self.tasks[t].prog().next(ret);
             self.tasks[t].ret = 0;
             match op {
                 Op::MarkStart => self.tasks[t].start = Some(self.m.cpus[cpu].clock),
+                Op::RoiBegin => self.roi = Some((self.counters(), None)),
+                Op::RoiEnd => {
+                    let end = self.counters();
+                    if let Some((_, e)) = &mut self.roi {
+                        *e = Some(end);
+                    }
+                }
                 Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
-                    let mm = self.tasks[t].mm;
+                    let mm = self.tasks[t].user_mm();
                     let start = self.k.mms[mm].mmap(len, crate::kernel::mm::VmaKind::AnonPrivate, true);
                     self.tasks[t].ret = start;
                     if populate {
@@ -48,18 +56,33 @@ impl Sim {
                     }
                 }
                 Op::Fork => self.fork(cpu, t),
+                Op::Clone => self.clone_thread(cpu, t),
+                Op::ClockNanosleepAbs { ns } => {
+                    self.syscall(cpu, 0);
+                    let until = ns * self.m.freq_mhz / 1000;
+                    if until > self.m.cpus[cpu].clock {
+                        self.sleep_until(cpu, until);
+                    }
+                }
                 Op::Wait => {
                     if self.tasks[t].live_children > 0 {
                         self.tasks[t].waiting = true;
-                        self.cpus[cpu].current = None;
+                        self.sched.sleep_current(cpu);
                     }
                 }
                 Op::MmapHugetlb { len, page_shift } => {
                     self.syscall(cpu, 0);
-                    let mm = self.tasks[t].mm;
+                    let mm = self.tasks[t].user_mm();
                     self.tasks[t].ret = self.k.mms[mm].mmap_hugetlb(len, page_shift);
                 }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
+                Op::Access(a) => self.tasks[t].cur = Some(Cur::Access(access::AccessRun::new(a))),
+                Op::Nanosleep { ns } => {
+                    self.syscall(cpu, 0);
+                    // hrtimer_start(): expiry relative to the time of the call.
+                    let until = self.m.cpus[cpu].clock + ns * self.m.freq_mhz / 1000;
+                    self.sleep_until(cpu, until);
+                }
                 Op::WriteSeq { start, len, seed } => {
                     self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos: 0, pfn: 0, page: u64::MAX, gen: u64::MAX });
                 }
@@ -71,18 +94,28 @@ impl Sim {
         let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take() {
             Some(Cur::Write { start, len, seed, pos, pfn, page, gen }) => (start, len, seed, pos, pfn, page, gen),
             Some(Cur::Populate { start, len, pos }) => return self.populate(cpu, t, start, len, pos),
+            Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
             None => unreachable!(),
         };
-        let mm = self.tasks[t].mm;
+        let mm = self.tasks[t].user_mm();
         let asid = self.k.mms[mm].asid;
         while pos < len && self.m.cpus[cpu].clock < deadline {
             let va = start + pos;
             let vpage = va >> 12;
             if vpage != page || gen != self.k.mms[mm].generation {
-                match self.k.mms[mm].lookup(va) {
+                match self.k.mms[mm].walk(va, true) {
                     Some(tr) if tr.writable => {
                         let size = tr.page_size();
-                        self.m.tlb_translate(cpu, asid, va, size);
+                        // The TLB truth check: a hit must translate to what the page tables say.
+                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
+                        if let Some(cached) = self.m.tlb_translate(cpu, asid, va, size, base) {
+                            if cached != base {
+                                self.error = Some(Error::Internal(format!(
+                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
+                                )));
+                                return;
+                            }
+                        }
                         pfn = tr.pfn;
                         page = vpage;
                         gen = self.k.mms[mm].generation;
@@ -107,132 +140,9 @@ impl Sim {
         }
     }
 
-    /// MAP_POPULATE: faults in the next missing page of [start, start+len)
-    /// (the fault's work runs before the task continues), or returns to user
-    /// mode when every page is present.
-    fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, mut pos: u64) {
-        let mm = self.tasks[t].mm;
-        self.m.set_mode(cpu, Mode::Kernel);
-        while pos < len {
-            let va = start + pos;
-            let mapped = match self.k.mms[mm].lookup(va) {
-                Some(tr) => {
-                    if tr.huge {
-                        Mapped::Huge
-                    } else {
-                        Mapped::Small
-                    }
-                }
-                None => {
-                    let node = self.m.topo.node_of(cpu);
-                    let mut work = std::mem::take(&mut self.cpus[cpu].work);
-                    let r = self.k.faultin_page(mm, va, true, node, &mut work);
-                    self.cpus[cpu].work = work;
-                    match r {
-                        Ok(m) => {
-                            pos = next_page(start, pos, m);
-                            self.tasks[t].cur = Some(Cur::Populate { start, len, pos });
-                        }
-                        Err(e) => self.error = Some(fault_error(t, e)),
-                    }
-                    return;
-                }
-            };
-            pos = next_page(start, pos, mapped);
-        }
-        self.m.set_mode(cpu, Mode::User);
-    }
-
-    /// fork(): `copy_process()` with `dup_mmap()`, then `wake_up_new_task()`
-    /// on the next CPU round-robin. The parent's `ret` is the child's pid,
-    /// the child's 0.
-    fn fork(&mut self, cpu: usize, t: usize) {
-        let Some(prog) = self.tasks[t].prog.fork() else {
-            self.error = Some(Error::Internal(format!("task {t}: its program cannot fork")));
-            return;
-        };
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
-        self.m.advance(cpu, c, c);
-        let parent_mm = self.tasks[t].mm;
-        let copy = self.k.dup_mmap(parent_mm);
-        self.m.advance(cpu, copy.cycles, copy.cycles);
-        self.settle(cpu, KFn::Fork);
-        // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
-        let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[parent_mm], &self.loaded_mm, 0, !4095u64);
-        self.settle(cpu, KFn::FlushTlb);
-        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
-        let pid = self.new_task(prog, copy.child_mm, target, Some(t));
-        // The child's memory is a copy: a start time the parent took (usemem's
-        // global start_time, taken in main() before --prealloc) is inherited.
-        self.tasks[pid].start = self.tasks[t].start;
-        self.tasks[t].nr_forked += 1;
-        self.tasks[t].live_children += 1;
-        self.tasks[t].ret = pid as u64;
-        self.wakeups.push((target, self.m.cpus[cpu].clock));
-        self.m.set_mode(cpu, Mode::User);
-    }
-
-    /// exit(): `exit_mmap()` releases every mapping; a parent waiting for its
-    /// last child is woken on the CPU it last ran on.
-    fn exit(&mut self, cpu: usize, t: usize) {
-        self.m.set_mode(cpu, Mode::Kernel);
-        let mm_id = self.tasks[t].mm;
-        for (start, end, zapped) in self.k.exit_mmap_ranges(mm_id) {
-            self.zap(cpu, mm_id, start, end, &zapped);
-        }
-        self.m.set_mode(cpu, Mode::User);
-        let now = self.m.cpus[cpu].clock;
-        let task = &mut self.tasks[t];
-        task.exited = true;
-        task.exit = Some(now);
-        self.cpus[cpu].current = None;
-        if let Some(p) = self.tasks[t].parent {
-            let parent = &mut self.tasks[p];
-            parent.live_children -= 1;
-            if parent.live_children == 0 && parent.waiting {
-                parent.waiting = false;
-                let pc = parent.cpu;
-                self.cpus[pc].rq.push_back(p);
-                self.wakeups.push((pc, now));
-            }
-        }
-    }
-
-    fn munmap(&mut self, cpu: usize, t: usize, start: u64) {
-        let mm_id = self.tasks[t].mm;
-        let Some((vma, zapped)) = self.k.mms[mm_id].munmap(start) else {
-            self.error = Some(Error::Internal(format!("task {t}: munmap of {start:#x}, which is not a mapping start")));
-            return;
-        };
-        let zapped = self.k.hugetlb_unmap(&vma, zapped);
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles;
-        self.m.advance(cpu, c, c);
-        self.zap(cpu, mm_id, vma.start, vma.end, &zapped);
-        self.m.set_mode(cpu, Mode::User);
-    }
-
-    /// Releases the entries just removed from [start, end) of `mm_id` (each
-    /// drops one mapping of its folio; the last one frees it) and flushes.
-    fn zap(&mut self, cpu: usize, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {
-        // Whatever came before (the system call's entry) is its own.
-        self.settle(cpu, KFn::Syscall);
-        for &(pfn, _huge) in zapped {
-            self.k.put_page(pfn);
-            let c = self.k.costs.page_free_cycles;
-            self.m.advance(cpu, c, c);
-        }
-        self.settle(cpu, KFn::FreePages);
-        let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &k.mms[mm_id], &self.loaded_mm, start, end);
-        self.settle(cpu, KFn::FlushTlb);
-    }
-
     /// Untimed data check: every 4 KiB page of the range must carry the expected tag.
     fn check(&mut self, t: usize, start: u64, len: u64, expect: Expect) {
-        let mm = &self.k.mms[self.tasks[t].mm];
+        let mm = &self.k.mms[self.tasks[t].user_mm()];
         let mut bad = 0;
         let mut first = None;
         let mut va = start;
@@ -244,7 +154,7 @@ impl Sim {
                     let v = store_value(seed, vpn);
                     (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v))
                 }
-                Expect::FirstLineWritten { seed, stride } if (va - start) % stride == 0 => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
+                Expect::FirstLineWritten { seed, stride } if (va - start).is_multiple_of(stride) => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
                 Expect::FirstLineWritten { .. } => TAG_ZERO,
                 Expect::Overwritten { first, then } => {
                     let (v, w) = (store_value(first, vpn), store_value(then, vpn));
@@ -275,27 +185,5 @@ impl Sim {
         if task.first_bad.is_none() {
             task.first_bad = first;
         }
-    }
-}
-
-
-/// The offset after the page (or huge page) a fault at `start + pos` mapped.
-fn next_page(start: u64, pos: u64, m: Mapped) -> u64 {
-    let va = start + pos;
-    match m {
-        Mapped::Huge => (va & !(PMD_SIZE - 1)) + PMD_SIZE - start,
-        Mapped::Small => (va & !4095) + 4096 - start,
-    }
-}
-
-fn fault_error(t: usize, e: FaultError) -> Error {
-    match e {
-        FaultError::Segv(a) => Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
-        FaultError::Protection(a) => Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
-        // The configuration gave the workload too little memory: the user's to fix.
-        FaultError::Oom => Error::Config {
-            key: "sim.node_memory_mib".into(),
-            message: format!("task {t} ran out of simulated memory; raise it, or set 0 to size memory from the workload"),
-        },
     }
 }

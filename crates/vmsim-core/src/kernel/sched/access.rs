@@ -1,0 +1,229 @@
+//! The access engine: runs a task's `Op::Access` (kernel/uapi.rs) — `count`
+//! word accesses over a range in a pattern (sequential, strided, uniform or
+//! normal over pages; seeded), a read/write mix, the workload's own
+//! instruction cost per access, dependent or not. Each access walks the page
+//! table when it leaves the page it is on (setting accessed/dirty bits),
+//! goes through the TLB (checked against the page table), takes a fault
+//! where the entry does not allow it (the fault's work runs, then the same
+//! access is retried), and is one line access to the machine. Per task it
+//! counts reads and writes and keeps a log2 histogram of access latencies
+//! (cycles from issue to the core moving on: the full miss latency for a
+//! dependent access, the issue and any stall otherwise).
+//!
+//! The hardware model treats every load that is not part of a sequential
+//! stream as dependent, so independent random loads are timed as dependent
+//! ones. A read of a never-touched anonymous page allocates and zeroes a
+//! page (the shared zero page is not modelled).
+
+use super::*;
+use crate::kernel::uapi::{Access, Pattern};
+use serde::Serialize;
+
+/// Log2 histogram of access latencies: bucket `i` counts accesses of
+/// `[2^i, 2^(i+1))` cycles (bucket 0 also counts 0).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LatencyHist {
+    pub buckets: [u64; 32],
+}
+
+impl LatencyHist {
+    #[inline]
+    pub fn record(&mut self, cycles: u64) {
+        let b = (63 - (cycles | 1).leading_zeros()).min(31) as usize;
+        self.buckets[b] += 1;
+    }
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+    /// The upper bound (cycles) of the bucket holding the `p`-th percentile.
+    pub fn percentile(&self, p: f64) -> u64 {
+        let n = self.count();
+        let want = ((n as f64) * p / 100.0).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return (2u64 << i) - 1;
+            }
+        }
+        0
+    }
+}
+
+/// What the access engine counted for one task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AccessStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub latency: LatencyHist,
+}
+
+/// Progress of an `Access` run.
+#[derive(Clone, Debug)]
+pub(crate) struct AccessRun {
+    a: Access,
+    done: u64,
+    rng: u64,
+    /// The access being made (kept across a fault so it is retried).
+    pending: Option<(u64, bool)>,
+    page: u64,
+    pfn: u64,
+    gen: u64,
+    writable: bool,
+}
+
+impl AccessRun {
+    pub(crate) fn new(a: Access) -> AccessRun {
+        AccessRun { a, done: 0, rng: a.seed ^ 0x6A09_E667_F3BC_C909, pending: None, page: u64::MAX, pfn: 0, gen: u64::MAX, writable: false }
+    }
+
+    /// splitmix64.
+    fn next_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The address and kind of access number `done`.
+    fn next_access(&mut self) -> (u64, bool) {
+        let a = self.a;
+        let len = a.len.max(8);
+        let off = match a.pattern {
+            Pattern::Sequential => (self.done * 8) % len,
+            Pattern::Strided { stride } => {
+                let x = self.done * stride.max(8);
+                (x + (x / len) * 64) % len
+            }
+            Pattern::Uniform => (self.next_u64() % (len / 8)) * 8,
+            Pattern::Normal { sigma_pages } => {
+                let pages = len.div_ceil(4096);
+                let mid = (pages / 2) as f64;
+                let page = loop {
+                    // Box-Muller.
+                    let (u1, u2) = (self.unit().max(f64::MIN_POSITIVE), self.unit());
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    let p = (mid + z * sigma_pages).round();
+                    if p >= 0.0 && (p as u64) < pages {
+                        break p as u64;
+                    }
+                };
+                (page * 4096 + (self.next_u64() % 512) * 8) % len
+            }
+        };
+        let write = match a.write_permille {
+            0 => false,
+            w if w >= 1000 => true,
+            w => self.next_u64() % 1000 < w as u64,
+        };
+        (a.start + off, write)
+    }
+}
+
+impl Sim {
+    pub(crate) fn exec_access(&mut self, cpu: usize, t: usize, deadline: u64, mut r: AccessRun) {
+        let mm = self.tasks[t].user_mm();
+        let asid = self.k.mms[mm].asid;
+        let issue = r.a.instr_per_access.div_ceil(self.m.issue_width).max(1);
+        let stream = r.a.pattern == Pattern::Sequential && !r.a.dependent;
+        while r.done < r.a.count && self.m.cpus[cpu].clock < deadline {
+            let (va, write) = match r.pending {
+                Some(p) => p,
+                None => {
+                    let p = r.next_access();
+                    r.pending = Some(p);
+                    p
+                }
+            };
+            let vpage = va >> 12;
+            if vpage != r.page || r.gen != self.k.mms[mm].generation || (write && !r.writable) {
+                match self.k.mms[mm].walk(va, write) {
+                    Some(tr) if tr.writable || !write => {
+                        let size = tr.page_size();
+                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
+                        if let Some(cached) = self.m.tlb_translate(cpu, asid, va, size, base) {
+                            if cached != base {
+                                self.error = Some(Error::Internal(format!(
+                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
+                                )));
+                                return;
+                            }
+                        }
+                        (r.pfn, r.page, r.gen, r.writable) = (tr.pfn, vpage, self.k.mms[mm].generation, tr.writable);
+                    }
+                    _ => {
+                        r.page = u64::MAX;
+                        self.tasks[t].cur = Some(Cur::Access(r));
+                        self.fault(cpu, t, va, write);
+                        return;
+                    }
+                }
+            }
+            let lip = (va >> 6) & 63;
+            let t0 = self.m.cpus[cpu].clock;
+            let kind = if write { AccessKind::Store } else { AccessKind::Load };
+            self.m.access(cpu, (r.pfn << 6) | lip, kind, stream, issue);
+            self.m.advance(cpu, 0, r.a.instr_per_access);
+            let st = &mut self.tasks[t].access;
+            st.latency.record(self.m.cpus[cpu].clock - t0);
+            if write {
+                st.writes += 1;
+                let tag = &mut self.k.alloc.tags[r.pfn as usize];
+                *tag = tag_store(*tag, lip, store_value(r.a.seed, vpage));
+            } else {
+                st.reads += 1;
+            }
+            self.tasks[t].bytes += 8;
+            r.done += 1;
+            r.pending = None;
+        }
+        if r.done < r.a.count {
+            self.tasks[t].cur = Some(Cur::Access(r));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn histogram_buckets_are_log2() {
+        let mut h = LatencyHist::default();
+        for c in [0, 1, 2, 3, 4, 250, 256] {
+            h.record(c);
+        }
+        assert_eq!(&h.buckets[..9], &[2, 2, 1, 0, 0, 0, 0, 1, 1]);
+        assert_eq!(h.count(), 7);
+        assert_eq!(h.percentile(50.0), 3);
+        assert_eq!(h.percentile(100.0), 511);
+    }
+
+    #[test]
+    fn patterns_stay_in_range_and_are_seeded() {
+        let a = Access { start: 1 << 30, len: 8 << 20, pattern: Pattern::Uniform, count: 1000, write_permille: 250, instr_per_access: 4, dependent: true, seed: 5 };
+        for pattern in [Pattern::Sequential, Pattern::Strided { stride: 4096 }, Pattern::Uniform, Pattern::Normal { sigma_pages: 100.0 }] {
+            let mut r = AccessRun::new(Access { pattern, ..a });
+            let mut again = AccessRun::new(Access { pattern, ..a });
+            let mut writes = 0;
+            for _ in 0..1000 {
+                let (va, w) = r.next_access();
+                assert!(va >= a.start && va < a.start + a.len && va % 8 == 0, "{pattern:?} {va:#x}");
+                assert_eq!((va, w), again.next_access());
+                writes += w as u32;
+                r.done += 1;
+                again.done += 1;
+            }
+            assert!((150..350).contains(&writes), "{pattern:?}: {writes} writes of 1000 at 25%");
+        }
+        // Normal: most accesses fall within two sigmas of the middle page.
+        let mut r = AccessRun::new(Access { pattern: Pattern::Normal { sigma_pages: 50.0 }, write_permille: 0, ..a });
+        let mid = (a.len / 4096 / 2) as f64;
+        let near = (0..1000).filter(|_| ((((r.next_access().0 - a.start) >> 12) as f64) - mid).abs() <= 100.0).count();
+        assert!(near > 900, "{near}");
+    }
+}

@@ -1,0 +1,112 @@
+//! The system-call ABI, owned by the kernel: what a user program may ask
+//! (`Op`), the access descriptions of the access engine (`Access`,
+//! `Pattern`), the program interface the kernel drives (`Program`) and the
+//! data convention the untimed check uses (`store_value`, `Expect`).
+//! Workloads (crate::workload) implement `Program` against it; the kernel
+//! never depends on a workload.
+
+/// What a task asks of the system next. `ret` of the following `next()` call
+/// carries the result (the address for `Mmap`; for `Fork`, the child's pid in
+/// the parent and 0 in the child; 0 otherwise).
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Anonymous private mapping of `len` bytes, read-write; with `populate`
+    /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
+    Mmap { len: u64, populate: bool },
+    /// fork(): a child process with a copy-on-write copy of the address space,
+    /// running a copy of the program (`Program::fork`).
+    Fork,
+    /// Wait until every child has exited (the task sleeps meanwhile).
+    Wait,
+    /// usemem's write loop: store every 8-byte word of [start, start+len) in
+    /// ascending order (modeled per line: 8 stores at usemem's instruction count).
+    WriteSeq { start: u64, len: u64, seed: u64 },
+    /// A run of accesses through the access engine (sched/access.rs).
+    Access(Access),
+    /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
+    Check { start: u64, len: u64, expect: Expect },
+    Munmap { start: u64 },
+    /// `mmap(MAP_HUGETLB)` of `len` bytes with pages of `1 << page_shift` (21 or 30), read-write.
+    MmapHugetlb { len: u64, page_shift: u32 },
+    /// `nanosleep()`: sleep for `ns` nanoseconds of simulated time.
+    Nanosleep { ns: u64 },
+    /// `clock_nanosleep(TIMER_ABSTIME)`: sleep until simulated time `ns` (from the start of the run).
+    ClockNanosleepAbs { ns: u64 },
+    /// `clone(CLONE_VM | CLONE_THREAD)`: a thread sharing the caller's address
+    /// space, running a copy of the program (`Program::fork`); `ret` as for `Fork`.
+    Clone,
+    /// Start and end of the run's region of interest (as `perf stat --control`
+    /// enable/disable): the report gives every counter's change over it.
+    RoiBegin,
+    RoiEnd,
+    /// usemem's timing points: the task's own measured interval.
+    MarkStart,
+    MarkEnd,
+    Exit,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    Zero,
+    /// Written by `WriteSeq` with this seed.
+    Written { seed: u64 },
+    /// The first line of every `stride` bytes written by a one-line `WriteSeq`
+    /// with this seed, everything else zero.
+    FirstLineWritten { seed: u64, stride: u64 },
+    /// Written whole by `WriteSeq` with `first`, then again with `then`.
+    Overwritten { first: u64, then: u64 },
+}
+
+pub trait Program {
+    fn next(&mut self, ret: u64) -> Op;
+    /// Bytes the program will access in all, for progress reports (a forked
+    /// copy's bytes are counted by the program that forks it).
+    fn total_bytes(&self) -> u64;
+    /// Bytes the program reports for its timed interval, given the bytes it wrote.
+    fn reported_bytes(&self, written: u64) -> u64 {
+        written
+    }
+    /// The child's copy of the program at `Op::Fork`; None if it cannot fork.
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        None
+    }
+}
+
+/// The value a `WriteSeq` with `seed` stores into the page at virtual page number `vpn`.
+#[inline]
+pub fn store_value(seed: u64, vpn: u64) -> u64 {
+    seed ^ vpn.wrapping_mul(0xFF51_AFD7_ED55_8CCD)
+}
+
+/// Where the accesses of an `Access` go, over the lines of its range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// Every line in ascending order, wrapping at the end.
+    Sequential,
+    /// Every `stride`-th byte in ascending order, wrapping (offset by one line per pass).
+    Strided { stride: u64 },
+    /// A line drawn uniformly from the range (seeded).
+    Uniform,
+    /// A page drawn from a normal distribution over the range's pages (mean at
+    /// the middle page, standard deviation `sigma_pages`, redrawn outside the
+    /// range), then a uniform line in it (seeded).
+    Normal { sigma_pages: f64 },
+}
+
+/// A run of `count` word accesses to [start, start+len).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Access {
+    pub start: u64,
+    pub len: u64,
+    pub pattern: Pattern,
+    pub count: u64,
+    /// Writes per 1000 accesses; the rest are reads (seeded choice).
+    pub write_permille: u32,
+    /// Instructions per access of the workload's compiled loop (usemem's 24 per word is usemem's).
+    pub instr_per_access: u64,
+    /// Each access waits for the previous one's data (pointer chasing).
+    pub dependent: bool,
+    /// Seeds the pattern and the choice of reads and writes; a write stores
+    /// `store_value(seed, vpn)` into its line.
+    pub seed: u64,
+}
