@@ -80,12 +80,15 @@ def compare(
     seed: int = 0,
     progress: Optional[ProgressCallback] = None,
     check: bool = True,
+    set: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
     ``experiment`` is a built-in experiment name (see ``experiments()``) or a
     path to an experiment TOML. ``scale`` overrides the experiment's memory
-    scale. The result has keys ``experiment``, ``description``, ``machine``,
+    scale. ``set`` maps dotted config keys to values applied to every arm
+    (for example ``{"kernel.page_alloc_shuffle": True}``); a bad key raises
+    ``ConfigError`` naming it. The result has keys ``experiment``, ``description``, ``machine``,
     ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
     ``variants`` (name -> metrics) and ``variant_order``. Raises
     ``DataVerificationError`` as ``run`` does when any arm lost data.
@@ -93,7 +96,10 @@ def compare(
     exp = os.fspath(experiment)
     seed = check_seed(seed)
     t0 = time.monotonic()
-    result = json.loads(_core.compare(exp, scale, seed, progress))
+    set_json = json.dumps(dict(set)) if set else None
+    result = json.loads(_core.compare(exp, scale, seed, progress, set_json))
+    if set:
+        result["set"] = dict(set)
     exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
     _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
                        base_dir=exp_dir)

@@ -26,9 +26,11 @@ def compare(
     scale: Optional[float] = None,
     seed: int = 0,
     progress: Optional[ProgressCallback] = None,
+    set_json: Optional[str] = None,
 ) -> str:
     """Run an experiment (built-in name or path to an experiment TOML): its
-    baseline and variants. Returns the result as JSON text."""
+    baseline and variants, with ``set_json`` (a JSON object of dotted config
+    keys to values) applied to every arm. Returns the result as JSON text."""
 
 def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
     """Check a run config without running it (raises ConfigError)."""

@@ -122,9 +122,22 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _compare_worker(experiment: str, scale: Optional[float], seed: int) -> Dict[str, Any]:
+def _compare_worker(experiment: str, scale: Optional[float], seed: int,
+                    settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One seed of ``compare --runs`` (module level, for the process pool)."""
-    return _api.compare(experiment, scale=scale, seed=seed, check=False)
+    return _api.compare(experiment, scale=scale, seed=seed, check=False, set=settings)
+
+
+def _compare_settings(args) -> Optional[Dict[str, Any]]:
+    """``compare --set KEY=VALUE`` options as a dict (values as JSON where they parse)."""
+    settings: Dict[str, Any] = {}
+    for text in getattr(args, "set", None) or []:
+        key, sep, _ = text.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set expects KEY=VALUE, not {cut(repr(text))}")
+        key, value = _parse_opt(text)
+        settings[key] = value
+    return settings or None
 
 
 def _by_case(arms: List[Any]) -> List[List[Any]]:
@@ -178,6 +191,8 @@ def cmd_compare(args) -> int:
             raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
         if args.runs != 1:
             raise CliError("--runs applies to running an experiment, not to saved results")
+        if getattr(args, "set", None):
+            raise CliError("--set applies to running an experiment, not to saved results")
         return _compare_saved(args, items)
     experiment = items[0]
     looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
@@ -193,8 +208,9 @@ def cmd_compare(args) -> int:
         raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
     _check_out(args.json)
     seed = _api.check_seed(args.seed)
+    settings = _compare_settings(args)
     if args.runs == 1:
-        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False)
+        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False, set=settings)
         text = format_compare(result) if not args.min_change else _runs_text(_by_case(runtables.arms_of(result)), args)
         _emit(result, text, args.json)
         return 0
@@ -205,7 +221,7 @@ def cmd_compare(args) -> int:
     futures: List[Any] = []
     progress = _progress(args)
     try:
-        futures = [executor.submit(_compare_worker, experiment, args.scale, s) for s in seeds]
+        futures = [executor.submit(_compare_worker, experiment, args.scale, s, settings) for s in seeds]
         runs = []
         for i, fut in enumerate(futures):
             runs.append(fut.result())
@@ -221,6 +237,8 @@ def cmd_compare(args) -> int:
     first = runs[0]
     doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
                            "description": first.get("description"), "seeds": seeds, "runs": runs}
+    if settings:
+        doc["set"] = settings
     doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
     _emit(doc, head + _runs_text(_by_case(runtables.arms_of(doc)), args), args.json)
@@ -451,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="set a config key for every arm (repeatable), e.g. kernel.page_alloc_shuffle=true")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("reproduce", parents=[common], help="run every built-in experiment into a results folder")

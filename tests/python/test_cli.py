@@ -266,3 +266,23 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     assert "| clear-target-last | sequential -> target-last |" in readme
     assert cli.main(["reproduce", "--only", "no-such-thing", "-q", "--out", str(a)]) == 2
     assert "no-such-thing" in capsys.readouterr().err
+
+
+def test_compare_set_applies_to_every_arm_and_names_bad_keys(tmp_path, capsys):
+    out = tmp_path / "set.json"
+    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out)]
+    assert cli.main(args + ["--set", "kernel.page_alloc_shuffle=true"]) == 0
+    data = json.loads(out.read_text())
+    assert data["set"] == {"kernel.page_alloc_shuffle": True}
+    arms = data["arm_configs"]
+    assert set(arms) == {"sequential", "target-last"}
+    assert all(c["kernel"]["page_alloc_shuffle"] is True for c in arms.values())
+    # The shuffle moves physical placement, so the result differs from the unshuffled run.
+    plain = tmp_path / "plain.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(plain)]) == 0
+    assert json.loads(plain.read_text())["baseline"] != data["baseline"]
+    capsys.readouterr()
+    assert cli.main(args + ["--set", "kernel.no_such_key=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "kernel.no_such_key" in err[0]
+    assert cli.main(args + ["--set", "novalue"]) == 2

@@ -64,6 +64,16 @@ pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Resu
     RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0).map(|_| ())
 }
 
+/// A JSON object of dotted keys to values, in the object's order.
+fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::Config { key: "set".into(), message: format!("not valid JSON: {e}") })?;
+    let serde_json::Value::Object(map) = v else {
+        return Err(Error::Config { key: "set".into(), message: "expected a JSON object of dotted keys to values".into() });
+    };
+    map.into_iter().map(|(k, v)| Ok((k.clone(), json_to_toml(&k, v)?))).collect()
+}
+
 /// Runs one simulation from a run config.
 pub fn run_config(text: &str, format: Format, base_dir: Option<&Path>, progress: &mut dyn FnMut(&str, f64)) -> Result<String, Error> {
     let table = parse_table(text, format)?;
@@ -80,11 +90,30 @@ pub fn run_config(text: &str, format: Format, base_dir: Option<&Path>, progress:
 
 /// Runs an experiment's baseline and variants.
 pub fn compare(experiment: &str, scale: Option<f64>, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<String, Error> {
+    compare_with(experiment, scale, seed, None, progress)
+}
+
+/// Runs an experiment's baseline and variants with settings applied to every
+/// arm: `set_json` is a JSON object of dotted config keys to values
+/// (`{"kernel.page_alloc_shuffle": true}`), applied to the experiment's
+/// `[config]` before the arms' own settings, and checked as the config is.
+pub fn compare_with(
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    set_json: Option<&str>,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<String, Error> {
     let scale = scale.unwrap_or(1.0);
     if !(scale > 0.0 && scale.is_finite()) {
         return Err(Error::Config { key: "scale".into(), message: format!("must be a positive number, got {scale}") });
     }
-    let exp = Experiment::load(experiment)?;
+    let mut exp = Experiment::load(experiment)?;
+    if let Some(text) = set_json {
+        for (key, value) in parse_table_flat(text)? {
+            crate::config::set_dotted(&mut exp.config, &key, value, "set")?;
+        }
+    }
     let out = crate::experiment::compare(&exp, scale, seed, progress)?;
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))
 }

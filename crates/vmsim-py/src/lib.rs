@@ -46,17 +46,18 @@ fn run_config(
 /// Runs an experiment (a built-in name or a path to an experiment TOML):
 /// its baseline and variants. Returns the result as JSON text.
 #[pyfunction]
-#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None))]
+#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None, set_json = None))]
 fn compare(
     py: Python<'_>,
     experiment: &str,
     scale: Option<f64>,
     seed: u64,
     progress: Option<Py<PyAny>>,
+    set_json: Option<String>,
 ) -> PyResult<String> {
     let experiment = experiment.to_owned();
     let result = progress::run_detached(py, progress, move |hook| {
-        api::compare(&experiment, scale, seed, hook)
+        api::compare_with(&experiment, scale, seed, set_json.as_deref(), hook)
     })?;
     Ok(result.map_err(PyVmsimErr::from)?)
 }
