@@ -22,6 +22,8 @@ pub enum VmaKind {
     AnonPrivate,
     /// `MAP_HUGETLB` memory of the hstate with this page shift (21: 2 MiB, 30: 1 GiB).
     Hugetlb(u32),
+    /// `MAP_SHARED` of file `ino` from page `pgoff` (kernel/filemap.rs).
+    FileShared { ino: usize, pgoff: u64 },
 }
 
 #[derive(Clone, Debug)]

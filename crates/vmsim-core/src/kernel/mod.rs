@@ -11,6 +11,7 @@
 
 pub mod engine;
 pub mod exit;
+pub mod filemap;
 pub mod folio_zero;
 pub mod fork;
 pub mod gup;
@@ -23,8 +24,10 @@ pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
 pub mod sched;
+pub mod swap;
 pub mod tlbflush;
 pub mod uapi;
+pub mod vmscan;
 
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;
@@ -123,6 +126,10 @@ pub enum Work {
     /// Map a 4 KiB page once it is ready, if the entry is still `orig`
     /// (`pte_none` or, on copy-on-write, `pte_same`); as `InstallPmd` otherwise.
     InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool, orig: Option<mm::Pte> },
+    /// Map page `index` of file `ino` (frame `pfn`) read-only at `addr` once
+    /// it is ready (`finish_fault`), if the PTE is still none and the folio
+    /// is still the cache's page there (kernel/filemap.rs).
+    InstallFilePte { mm: usize, addr: u64, ino: usize, index: u64, pfn: u64 },
     /// `flush_tlb_mm_range(mm, start, end, stride_shift)` from the working CPU,
     /// after a present entry was replaced or split.
     FlushTlbRange { mm: usize, start: u64, end: u64, stride_shift: u32 },
@@ -229,6 +236,12 @@ pub struct Kernel {
     pub waitq: sched::wait::WaitQueues,
     /// Per-node watermarks and kswapd wait queues.
     pub pgdat: Vec<mmzone::PgData>,
+    /// Files and their page caches.
+    pub pagecache: filemap::PageCache,
+    pub filemap: filemap::FilemapStat,
+    /// The file LRU lists and every frame's LRU flags.
+    pub lru: swap::Lru,
+    pub reclaim: vmscan::ReclaimStat,
 }
 
 impl Kernel {
@@ -247,6 +260,10 @@ impl Kernel {
             skip_copy_subpage: None,
             waitq,
             pgdat,
+            pagecache: filemap::PageCache::default(),
+            filemap: filemap::FilemapStat::default(),
+            lru: swap::Lru::new(nr_nodes, node_pages * nr_nodes as u64),
+            reclaim: vmscan::ReclaimStat::default(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! access runs of the kernel's ABI (kernel/uapi.rs); it never sees frames or
 //! caches.
 
+pub mod lrufile;
 pub mod pftest;
 pub mod randread;
 pub mod usemem;

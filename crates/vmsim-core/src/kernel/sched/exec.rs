@@ -80,6 +80,9 @@ impl Sim {
                     self.drop_put_of_replaced(cpu);
                 }
             }
+            Work::InstallFilePte { mm, addr, ino, index, pfn } => {
+                self.k.install_file_pte(mm, addr, ino, index, pfn);
+            }
             Work::InstallPud { mm, haddr, pfn } => {
                 self.k.install_pud(mm, haddr, pfn);
             }

@@ -55,6 +55,11 @@ impl Sim {
                         self.tasks[t].cur = Some(Cur::Populate { start, len, pos: 0 });
                     }
                 }
+                Op::MmapFile { ino, len } => {
+                    self.syscall(cpu, 0);
+                    let mm = self.tasks[t].user_mm();
+                    self.tasks[t].ret = self.k.mmap_file(mm, ino, len);
+                }
                 Op::Fork => self.fork(cpu, t),
                 Op::Clone => self.clone_thread(cpu, t),
                 Op::ClockNanosleepAbs { ns } => {
