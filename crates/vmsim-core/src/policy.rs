@@ -217,3 +217,33 @@ impl Preempt {
         matches!(self, Self::Full | Self::Lazy)
     }
 }
+
+/// How reclaim flushes TLBs after unmapping mapped pages (`kernel.tlb_flush_on_unmap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlbFlushOnUnmap {
+    /// Before 4.3: `ptep_clear_flush()` → `flush_tlb_page()`, one shootdown
+    /// round to the mm's CPUs for every page unmapped.
+    PerPage,
+    /// 4.3 onwards (72b252aed506, d950c9477d51): the CPUs of every unmapped
+    /// page's mm are ORed into `tlbflush_unmap_batch`, and
+    /// `try_to_unmap_flush()` sends one IPI per CPU, each flushing its whole TLB.
+    Batched,
+}
+
+impl TlbFlushOnUnmap {
+    pub const NAMES: &'static [&'static str] = &["per-page", "batched"];
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "per-page" => Some(Self::PerPage),
+            "batched" => Some(Self::Batched),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PerPage => "per-page",
+            Self::Batched => "batched",
+        }
+    }
+}

@@ -64,6 +64,8 @@ pub struct KernelConfig {
     pub copy_huge_page: CopyHugePage,
     /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
     pub thp_cow: ThpCow,
+    /// TLB flushing after reclaim unmaps pages: per page (before 4.3) or batched (4.3+).
+    pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -128,7 +130,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "tlb_flush_on_unmap"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
@@ -143,8 +145,11 @@ impl RunConfig {
             CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
                 .unwrap();
         let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
+        use crate::policy::TlbFlushOnUnmap;
+        let tlb_flush_on_unmap =
+            TlbFlushOnUnmap::parse(&k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?.unwrap_or_else(|| "batched".into())).unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, tlb_flush_on_unmap };
 
         let mut w = top.sub("workload")?;
         w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;

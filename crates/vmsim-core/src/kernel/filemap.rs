@@ -75,6 +75,8 @@ pub struct Inode {
     pub readahead: BTreeSet<u64>,
     /// Every VMA mapping the file, as (mm, VMA start); the VMA's `pgoff` is in its kind.
     pub i_mmap: BTreeSet<(usize, u64)>,
+    /// Shadow entries of evicted pages: index → (node, `nonresident_age` at eviction).
+    pub shadows: BTreeMap<u64, (usize, u64)>,
     pub ra: FileRaState,
 }
 
@@ -120,6 +122,7 @@ impl Kernel {
             pages: BTreeMap::new(),
             readahead: BTreeSet::new(),
             i_mmap: BTreeSet::new(),
+            shadows: BTreeMap::new(),
             ra,
         });
         ino
@@ -157,9 +160,10 @@ impl Kernel {
         ino: usize,
         index: u64,
         node: usize,
+        readahead: bool,
         work: &mut VecDeque<Work>,
     ) -> Option<u64> {
-        let pfn = self.alloc_near(node, 0)?;
+        let pfn = self.alloc_file_folio(node, readahead)?;
         self.vmstat.pgalloc += 1;
         self.filemap.nr_page_cache_add += 1;
         let c = self.costs.page_alloc_cycles + PAGE_CACHE_ADD_CYCLES;
@@ -178,8 +182,39 @@ impl Kernel {
         self.alloc.tags[pfn as usize] = file_page_tag(ino, index);
         self.pagecache.inodes[ino].pages.insert(index, pfn);
         self.pagecache.owner.insert(pfn, (ino, index));
-        self.folio_add_lru(pfn);
+        let active = self.workingset_refault(ino, index);
+        self.folio_add_lru(pfn, active);
         Some(pfn)
+    }
+
+    /// The page allocator's zonelist walk for a page-cache folio: the first
+    /// node (local first) above its low watermark (`ALLOC_WMARK_LOW`), else,
+    /// with every node's kswapd woken, the first above min. A readahead
+    /// allocation (`__GFP_NORETRY`) gives up there; the faulting page's
+    /// takes any free page (direct reclaim ran at fault entry if every node
+    /// was at min, kernel/vmscan.rs).
+    fn alloc_file_folio(&mut self, node: usize, readahead: bool) -> Option<u64> {
+        let n = self.alloc.nr_nodes;
+        let order: Vec<usize> = (0..n).map(|i| (node + i) % n).collect();
+        if let Some(&nd) = order
+            .iter()
+            .find(|&&nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_low)
+        {
+            return self.alloc_pages_node(nd, 0);
+        }
+        for &nd in &order {
+            self.wakeup_kswapd(nd);
+        }
+        if let Some(&nd) = order
+            .iter()
+            .find(|&&nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_min)
+        {
+            return self.alloc_pages_node(nd, 0);
+        }
+        if readahead {
+            return None;
+        }
+        self.alloc_near(node, 0)
     }
 
     /// `page_cache_ra_unbounded`: reads `nr` pages from `start` that are not
@@ -203,7 +238,7 @@ impl Kernel {
             if self.find_get_page(ino, index).is_some() {
                 continue;
             }
-            if self.add_hole_folio(ino, index, node, work).is_none() {
+            if self.add_hole_folio(ino, index, node, true, work).is_none() {
                 return;
             }
             if Some(index) == mark {
@@ -321,7 +356,7 @@ impl Kernel {
                     Some(pfn) => pfn,
                     // __filemap_get_folio(FGP_CREAT): read-around was off or found no memory.
                     None => self
-                        .add_hole_folio(ino, index, node, work)
+                        .add_hole_folio(ino, index, node, false, work)
                         .ok_or(FaultError::Oom)?,
                 }
             }
@@ -430,12 +465,12 @@ impl Kernel {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::{embedded_machines, KernelConfig, Preset};
     use crate::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
 
-    fn kernel() -> Kernel {
+    pub(crate) fn kernel() -> Kernel {
         let (name, text) = embedded_machines()
             .iter()
             .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
@@ -448,6 +483,7 @@ mod tests {
             preempt: Preempt::Voluntary,
             copy_huge_page: HugePageOrder::TargetLast,
             thp_cow: ThpCow::Split,
+            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
         };
         Kernel::new(cfg, &preset, 1, 64 << 20)
     }

@@ -397,6 +397,7 @@ mod tests {
             preempt: crate::policy::Preempt::Voluntary,
             copy_huge_page: order,
             thp_cow: ThpCow::Copy,
+            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
         };
         Kernel::new(cfg, &preset, 1, 16 << 20)
     }

@@ -310,6 +310,30 @@ impl Mm {
         self.generation += 1;
     }
 
+    /// `ptep_test_and_clear_young` on the 4 KiB PTE at `addr`: true if it was
+    /// young. x86 clears the accessed bit without a TLB flush
+    /// (`ptep_clear_flush_young`), so the generation is left alone.
+    pub fn pte_test_and_clear_young(&mut self, addr: u64) -> bool {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Table(t)) => match t[((addr >> 12) & 511) as usize].as_mut() {
+                Some(p) => std::mem::replace(&mut p.young, false),
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// `ptep_get_and_clear` of the 4 KiB PTE at `addr`: the entry it held.
+    pub fn ptep_get_and_clear(&mut self, addr: u64) -> Option<Pte> {
+        let Some(Pmd::Table(t)) = self.pmds.get_mut(&(addr >> PMD_SHIFT)) else { return None };
+        let old = t[((addr >> 12) & 511) as usize].take();
+        if old.is_some() {
+            self.rss_pages -= 1;
+            self.generation += 1;
+        }
+        old
+    }
+
     /// Removes the VMA that starts at `start` and every mapping in it.
     /// Returns the mapped folios (head pfns) in address order, and the number of PTEs/PMDs cleared.
     pub fn munmap(&mut self, start: u64) -> Option<(Vma, Vec<(u64, bool)>)> {

@@ -23,11 +23,13 @@ pub mod mm;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
+pub mod rmap;
 pub mod sched;
 pub mod swap;
 pub mod tlbflush;
 pub mod uapi;
 pub mod vmscan;
+pub mod workingset;
 
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;
@@ -72,10 +74,15 @@ pub enum KFn {
     Schedule,
     /// Interrupt handling on IPI targets (entry, the flush, exit).
     Interrupt,
+    /// Page reclaim: isolating, sorting and freeing folios (`shrink_folio_list`,
+    /// `shrink_active_list`, `__remove_mapping`).
+    ShrinkFolioList,
+    /// Reverse-map walks: `folio_referenced` and `try_to_unmap` over every PTE.
+    RmapWalk,
 }
 
 impl KFn {
-    pub const ALL: [KFn; 11] = [
+    pub const ALL: [KFn; 13] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -87,6 +94,8 @@ impl KFn {
         KFn::Fork,
         KFn::Schedule,
         KFn::Interrupt,
+        KFn::ShrinkFolioList,
+        KFn::RmapWalk,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -101,6 +110,8 @@ impl KFn {
             KFn::Fork => "copy_process",
             KFn::Schedule => "schedule",
             KFn::Interrupt => "irq",
+            KFn::ShrinkFolioList => "shrink_folio_list",
+            KFn::RmapWalk => "rmap_walk",
         }
     }
 }
@@ -138,6 +149,10 @@ pub enum Work {
     PutPage { pfn: u64 },
     /// Return to user mode (exception or system-call exit).
     ReturnToUser,
+    /// One round of `shrink_node` on `node` (kernel/vmscan.rs), by kswapd or
+    /// in direct reclaim: unmapping, flushing and freeing happen together
+    /// when the item executes.
+    ShrinkNode { node: usize, kswapd: bool },
 }
 
 impl Work {
@@ -150,6 +165,7 @@ impl Work {
             Work::FlushTlbRange { .. } => KFn::FlushTlb,
             Work::PutPage { .. } => KFn::FreePages,
             Work::ReturnToUser => KFn::ExcPageFault,
+            Work::ShrinkNode { .. } => KFn::ShrinkFolioList,
             _ => KFn::HandleMmFault,
         }
     }
@@ -242,6 +258,12 @@ pub struct Kernel {
     /// The file LRU lists and every frame's LRU flags.
     pub lru: swap::Lru,
     pub reclaim: vmscan::ReclaimStat,
+    /// Per node: kswapd runs in a row that reclaimed nothing (`kswapd_failures`).
+    pub kswapd_failures: Vec<u32>,
+    /// Per node: folios kswapd scanned since it last made progress.
+    pub kswapd_noprogress_scan: Vec<u64>,
+    /// Per node: `nonresident_age` of refault detection (kernel/workingset.rs).
+    pub reclaim_age: Vec<u64>,
 }
 
 impl Kernel {
@@ -264,6 +286,9 @@ impl Kernel {
             filemap: filemap::FilemapStat::default(),
             lru: swap::Lru::new(nr_nodes, node_pages * nr_nodes as u64),
             reclaim: vmscan::ReclaimStat::default(),
+            kswapd_failures: vec![0; nr_nodes],
+            kswapd_noprogress_scan: vec![0; nr_nodes],
+            reclaim_age: vec![0; nr_nodes],
         }
     }
 

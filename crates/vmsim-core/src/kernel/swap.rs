@@ -53,12 +53,18 @@ impl Lru {
 }
 
 impl Kernel {
-    /// `folio_add_lru`: a new folio goes to the head of its node's inactive file list.
-    pub fn folio_add_lru(&mut self, pfn: u64) {
+    /// `folio_add_lru`: a new folio goes to the head of its node's inactive
+    /// file list, or of the active one when refault detection says so.
+    pub fn folio_add_lru(&mut self, pfn: u64, active: bool) {
         let node = self.alloc.node_of_pfn(pfn);
         debug_assert!(!self.lru.test(pfn, PG_LRU), "folio {pfn} already on an LRU");
-        self.lru.flags[pfn as usize] = PG_LRU;
-        self.lru.nodes[node].inactive_file.push_front(pfn);
+        if active {
+            self.lru.flags[pfn as usize] = PG_LRU | PG_ACTIVE;
+            self.lru.nodes[node].active_file.push_front(pfn);
+        } else {
+            self.lru.flags[pfn as usize] = PG_LRU;
+            self.lru.nodes[node].inactive_file.push_front(pfn);
+        }
     }
 
     /// `folio_mark_accessed`: a first access sets `PG_referenced`, a second

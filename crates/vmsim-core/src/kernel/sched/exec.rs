@@ -87,6 +87,9 @@ impl Sim {
                 self.k.install_pud(mm, haddr, pfn);
             }
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
+            Work::ShrinkNode { node, kswapd } => {
+                self.shrink_node(cpu, node, kswapd);
+            }
         }
         self.cpus[cpu].work.pop_front();
     }
