@@ -85,6 +85,7 @@ fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
         preempt: Preempt::Voluntary,
         copy_huge_page: HugePageOrder::TargetLast,
         thp_cow,
+        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
     };
     let k = Kernel::new(cfg, &preset, m.topo.nr_nodes(), node);
     Sim::new(m, k, 2000)

@@ -4,6 +4,7 @@
 
 pub mod experiment;
 pub mod fields;
+pub mod lrufile;
 pub mod pftest;
 pub mod preset;
 
@@ -73,6 +74,7 @@ pub struct KernelConfig {
 pub enum WorkloadConfig {
     Usemem(UsememConfig),
     PfTest(pftest::PfTestConfig),
+    LruFileMmapRead(lrufile::LruFileConfig),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -152,8 +154,10 @@ impl RunConfig {
         let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, tlb_flush_on_unmap };
 
         let mut w = top.sub("workload")?;
-        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;
-        let kind = w.choice_opt("kind", &["usemem", "pf-test"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\""))?;
+        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS, lrufile::KEYS].concat())?;
+        let kind = w
+            .choice_opt("kind", &["usemem", "pf-test", "lru-file-mmap-read"])?
+            .ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\""))?;
         let workload = match kind.as_str() {
             "usemem" => {
                 let nr_task = w.u64("nr_task")?;
@@ -179,6 +183,7 @@ impl RunConfig {
                 })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
+            "lru-file-mmap-read" => WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?),
             _ => unreachable!(),
         };
         w.finish()?;
