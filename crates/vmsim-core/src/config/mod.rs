@@ -133,23 +133,25 @@ impl RunConfig {
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
         k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "tlb_flush_on_unmap"])?;
-        let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| "always".into())).unwrap();
+        let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| Thp::DEFAULT.name().into())).unwrap();
         let clear_huge_page =
-            ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
+            ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| ClearHugePage::DEFAULT.name().into()))
                 .unwrap();
-        let default_cp = if preset.string.erms { "erms" } else { "orig" };
+        let default_cp = if preset.string.erms { ClearPage::DEFAULT.name() } else { ClearPage::Orig.name() };
         let clear_page = ClearPage::parse(&k.choice_opt("clear_page", ClearPage::NAMES)?.unwrap_or_else(|| default_cp.into())).unwrap();
         if clear_page == ClearPage::Erms && !preset.string.erms {
             return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
         }
-        let preempt = Preempt::parse(&k.choice_opt("preempt", Preempt::NAMES)?.unwrap_or_else(|| "voluntary".into())).unwrap();
+        let preempt = Preempt::parse(&k.choice_opt("preempt", Preempt::NAMES)?.unwrap_or_else(|| Preempt::DEFAULT.name().into())).unwrap();
         let copy_huge_page =
-            CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| "target-last".into()))
+            CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| CopyHugePage::DEFAULT.name().into()))
                 .unwrap();
-        let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| "split".into())).unwrap();
+        let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| ThpCow::DEFAULT.name().into())).unwrap();
         use crate::policy::TlbFlushOnUnmap;
-        let tlb_flush_on_unmap =
-            TlbFlushOnUnmap::parse(&k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?.unwrap_or_else(|| "batched".into())).unwrap();
+        let tlb_flush_on_unmap = TlbFlushOnUnmap::parse(
+            &k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?.unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
+        )
+        .unwrap();
         k.finish()?;
         let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, tlb_flush_on_unmap };
 
