@@ -25,15 +25,15 @@ ram_mib = 16
 #[test]
 fn readers_verify_their_data_under_reclaim_and_runs_are_deterministic() {
     for flush in ["per-page", "batched"] {
-        let a = run(flush, 24);
+        let a = run(flush, 48);
         assert_eq!(a["data_verified"], true, "{flush}: {}", a["data_errors"]);
-        assert_eq!(a["reader_elapsed_s"].as_array().unwrap().len(), 24);
+        assert_eq!(a["reader_elapsed_s"].as_array().unwrap().len(), 48);
         assert!(
             a["pgsteal_kswapd"].as_u64().unwrap() + a["pgsteal_direct"].as_u64().unwrap() > 30_000,
             "{flush}: 160 MiB of files through 16 MiB"
         );
         assert!(a["nr_tlb_remote_flush"].as_u64().unwrap() > 0, "{flush}");
-        let b = run(flush, 24);
+        let b = run(flush, 48);
         assert_eq!(
             serde_json::to_string(&a).unwrap(),
             serde_json::to_string(&b).unwrap(),

@@ -194,3 +194,131 @@ fn reclaimed_pages_refault_with_their_content() {
         s.k.reclaim
     );
 }
+
+/// Reads a 64-page file (one word per page), stays busy writing anonymous
+/// memory while reclaim runs on another CPU, then reads the file again.
+struct ReadBusyReread {
+    ino: usize,
+    step: u32,
+    file: u64,
+}
+
+impl Program for ReadBusyReread {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let pass = |start| Access {
+            start,
+            len: 64 * 4096,
+            pattern: Pattern::Strided { stride: 4096 },
+            count: 64,
+            write_permille: 0,
+            instr_per_access: 24,
+            dependent: false,
+            seed: 0,
+        };
+        match self.step {
+            1 => Op::MmapFile {
+                ino: self.ino,
+                len: 64 * 4096,
+            },
+            2 => {
+                self.file = ret;
+                Op::Access(pass(self.file))
+            }
+            3 => Op::Mmap {
+                len: 8 << 20,
+                populate: false,
+            },
+            4 => Op::WriteSeq {
+                start: ret,
+                len: 8 << 20,
+                seed: 9,
+            },
+            5 => Op::Access(pass(self.file)),
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
+}
+
+/// Sleeps until `at`, then runs reclaim rounds on node 0 from its CPU.
+struct Shrinker {
+    at: u64,
+    rounds: u32,
+}
+
+impl vmsim_core::kernel::kthread::KthreadFn for Shrinker {
+    fn name(&self) -> String {
+        "shrinker".into()
+    }
+    fn step(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: usize,
+        now: u64,
+        work: &mut std::collections::VecDeque<vmsim_core::kernel::Work>,
+    ) -> vmsim_core::kernel::kthread::KthreadStep {
+        use vmsim_core::kernel::kthread::KthreadStep;
+        if now < self.at {
+            return KthreadStep::SleepUntil(self.at);
+        }
+        if self.rounds == 0 {
+            return KthreadStep::Exit;
+        }
+        self.rounds -= 1;
+        work.push_back(vmsim_core::kernel::Work::ShrinkNode {
+            node: 0,
+            kswapd: false,
+        });
+        KthreadStep::Continue
+    }
+}
+
+fn reclaim_under_a_running_reader(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
+    let mut s = sim(TlbFlushOnUnmap::Batched);
+    let f = s.k.create_sparse_file(64 * 4096);
+    let t = s.spawn(
+        Box::new(ReadBusyReread {
+            ino: f,
+            step: 0,
+            file: 0,
+        }),
+        1,
+    );
+    let mm = s.tasks[t].mm.unwrap();
+    s.k.mms[mm].inject_no_shootdown = inject;
+    // 1 ms in: the first pass is done, the anonymous writes are under way.
+    s.kthread_run(
+        Box::new(Shrinker {
+            at: 2_300_000,
+            rounds: 8,
+        }),
+        0,
+    );
+    let r = s.run(&mut |_| {});
+    (s, r)
+}
+
+#[test]
+fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
+    let (s, r) = reclaim_under_a_running_reader(false);
+    r.expect("with the batch's IPIs sent, no TLB entry is stale");
+    assert!(s.k.reclaim.pgsteal_direct >= 32, "{:?}", s.k.reclaim);
+    assert!(
+        s.k.reclaim.tlb_ubc_ipis >= 1,
+        "the reader's CPU was running its mm: IPI'd"
+    );
+    assert!(
+        s.k.reclaim.workingset_refault_file >= 32,
+        "the second pass refaulted"
+    );
+    let (_, r) = reclaim_under_a_running_reader(true);
+    match r {
+        Err(vmsim_core::api::Error::Internal(m)) => {
+            assert!(m.contains("stale TLB entry on CPU 1"), "{m}")
+        }
+        other => panic!("a missing flush must fail the run, got {other:?}"),
+    }
+}

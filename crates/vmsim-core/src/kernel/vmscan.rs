@@ -340,7 +340,9 @@ impl super::sched::Sim {
                 // set_tlb_ubc_flush_pending() → arch_tlbbatch_add_pending(): inc_mm_tlb_gen + OR the mask.
                 let m = &mut self.k.mms[mm];
                 m.tlb_gen += 1;
-                ubc.cpumask.or(&m.cpumask);
+                if !m.inject_no_shootdown {
+                    ubc.cpumask.or(&m.cpumask);
+                }
                 ubc.flush_required = true;
                 if pte.dirty {
                     ubc.writable = true;
