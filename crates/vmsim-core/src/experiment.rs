@@ -71,7 +71,7 @@ pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value,
     let mut sim = build(cfg)?;
     sim.run(progress)?;
     let mut r = crate::metrics::report(&sim);
-    crate::workload::registry(&cfg.workload).report(&mut r);
+    crate::workload::registry(&cfg.workload).report(&sim, &mut r);
     Ok(r)
 }
 

@@ -142,6 +142,19 @@ impl Preempt {
     }
 }
 
+policy_enum! {
+    /// How reclaim flushes TLBs after unmapping mapped pages (`kernel.tlb_flush_on_unmap`).
+    pub enum TlbFlushOnUnmap (default Batched) {
+        /// Before 4.3: `ptep_clear_flush()` → `flush_tlb_page()`, one shootdown
+        /// round to the mm's CPUs for every page unmapped.
+        PerPage = "per-page",
+        /// 4.3 onwards (72b252aed506, d950c9477d51): the CPUs of every unmapped
+        /// page's mm are ORed into `tlbflush_unmap_batch`, and
+        /// `try_to_unmap_flush()` sends one IPI per CPU, each flushing its whole TLB.
+        Batched = "batched",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ fn sim() -> Sim {
         copy_huge_page: HugePageOrder::TargetLast,
         thp_cow: ThpCow::Copy,
         page_alloc_shuffle: false,
+        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
     };
     let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
     let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);

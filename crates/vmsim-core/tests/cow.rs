@@ -86,6 +86,7 @@ fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
         copy_huge_page: HugePageOrder::TargetLast,
         thp_cow,
         page_alloc_shuffle: false,
+        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
     };
     let k = Kernel::new(cfg, &preset, m.topo.nr_nodes(), node);
     Sim::new(m, k, 2000)

@@ -5,6 +5,7 @@
 pub mod bounds;
 pub mod experiment;
 pub mod fields;
+pub mod lrufile;
 pub mod pftest;
 pub mod preset;
 
@@ -89,6 +90,8 @@ pub struct KernelConfig {
     /// Boot parameter `page_alloc.shuffle`: shuffle the free lists at boot
     /// (seeded by the run's seed). Off by default, as in the kernel.
     pub page_alloc_shuffle: bool,
+    /// TLB flushing after reclaim unmaps pages: per page (before 4.3) or batched (4.3+).
+    pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -96,6 +99,7 @@ pub struct KernelConfig {
 pub enum WorkloadConfig {
     Usemem(UsememConfig),
     PfTest(pftest::PfTestConfig),
+    LruFileMmapRead(lrufile::LruFileConfig),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -153,7 +157,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "page_alloc_shuffle"])?;
+        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "page_alloc_shuffle", "tlb_flush_on_unmap"])?;
         let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| Thp::DEFAULT.name().into())).unwrap();
         let clear_huge_page =
             ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| ClearHugePage::DEFAULT.name().into()))
@@ -169,12 +173,19 @@ impl RunConfig {
                 .unwrap();
         let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| ThpCow::DEFAULT.name().into())).unwrap();
         let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
+        use crate::policy::TlbFlushOnUnmap;
+        let tlb_flush_on_unmap = TlbFlushOnUnmap::parse(
+            &k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?.unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
+        )
+        .unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, page_alloc_shuffle };
+        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, page_alloc_shuffle, tlb_flush_on_unmap };
 
         let mut w = top.sub("workload")?;
-        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS].concat())?;
-        let kind = w.choice_opt("kind", &["usemem", "pf-test"])?.ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\""))?;
+        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS, lrufile::KEYS].concat())?;
+        let kind = w
+            .choice_opt("kind", &["usemem", "pf-test", "lru-file-mmap-read"])?
+            .ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\""))?;
         let workload = match kind.as_str() {
             "usemem" => {
                 let nr_task = w.u64("nr_task")?;
@@ -200,6 +211,7 @@ impl RunConfig {
                 })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
+            "lru-file-mmap-read" => WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?),
             _ => unreachable!(),
         };
         w.finish()?;
@@ -243,6 +255,9 @@ fn check_fault_injection(fi: &FaultInjection, kernel: &KernelConfig, workload: &
             WorkloadConfig::Usemem(_) if kernel.thp == Thp::Always => 512,
             WorkloadConfig::Usemem(_) => {
                 return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\" or a pf-test workload"))
+            }
+            WorkloadConfig::LruFileMmapRead(_) => {
+                return Err(cfg_err(key, "no huge page is cleared in a lru-file-mmap-read run (page-cache folios of holes are 4 KiB); needs a usemem or pf-test workload"))
             }
         };
         if i >= subpages {

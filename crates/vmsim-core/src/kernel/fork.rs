@@ -56,6 +56,12 @@ impl Kernel {
         let (alloc, costs) = (&mut self.alloc, &self.costs);
         let pmds = &mut self.mms[parent].pmds;
         for vma in &vmas {
+            if let VmaKind::FileShared { ino, .. } = vma.kind {
+                // vma_needs_copy(): a shared file mapping's PTEs are not
+                // copied; the child faults them from the page cache.
+                self.pagecache.inodes[ino].i_mmap.insert((child_id, vma.start));
+                continue;
+            }
             let cow = vma.kind == VmaKind::AnonPrivate && vma.writable;
             for (&key, pmd) in pmds.range_mut(vma.start >> 21..vma.end >> 21) {
                 match pmd {
@@ -106,6 +112,7 @@ impl Kernel {
             .into_iter()
             .map(|s| {
                 let (vma, zapped) = self.mms[mm].munmap(s).expect("VMA start");
+                self.unlink_file_vma(mm, &vma);
                 let zapped = self.hugetlb_unmap(&vma, zapped);
                 (vma.start, vma.end, zapped)
             })

@@ -70,6 +70,13 @@ impl Kernel {
             self.hugetlb_fault(mm_id, addr, shift, node, work)?;
             return Ok(Mapped::Huge);
         }
+        if let VmaKind::FileShared { .. } = vma.kind {
+            if mm.entry(addr).is_some() {
+                return Ok(Mapped::Small); // spurious: mapped meanwhile
+            }
+            self.do_read_fault(mm_id, addr, node, work)?;
+            return Ok(Mapped::Small);
+        }
         let haddr = addr & !(PMD_SIZE - 1);
         match mm.pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) if p.protnone => return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Huge)),
@@ -111,7 +118,7 @@ impl Kernel {
         m
     }
 
-    fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
+    pub(super) fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
         // Local node first, then the others in order (the default policy's zonelist).
         let n = self.alloc.nr_nodes;
         (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc_pages_node(nd, order))
@@ -391,6 +398,7 @@ mod tests {
             copy_huge_page: order,
             thp_cow: ThpCow::Copy,
             page_alloc_shuffle: false,
+            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
         };
         Kernel::new(cfg, &preset, 1, 16 << 20)
     }

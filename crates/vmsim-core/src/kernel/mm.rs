@@ -22,6 +22,8 @@ pub enum VmaKind {
     AnonPrivate,
     /// `MAP_HUGETLB` memory of the hstate with this page shift (21: 2 MiB, 30: 1 GiB).
     Hugetlb(u32),
+    /// `MAP_SHARED` of file `ino` from page `pgoff` (kernel/filemap.rs).
+    FileShared { ino: usize, pgoff: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -306,6 +308,30 @@ impl Mm {
             Pmd::Huge(_) => panic!("set_pte under a huge PMD at {addr:#x}"),
         }
         self.generation += 1;
+    }
+
+    /// `ptep_test_and_clear_young` on the 4 KiB PTE at `addr`: true if it was
+    /// young. x86 clears the accessed bit without a TLB flush
+    /// (`ptep_clear_flush_young`), so the generation is left alone.
+    pub fn pte_test_and_clear_young(&mut self, addr: u64) -> bool {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Table(t)) => match t[((addr >> 12) & 511) as usize].as_mut() {
+                Some(p) => std::mem::replace(&mut p.young, false),
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// `ptep_get_and_clear` of the 4 KiB PTE at `addr`: the entry it held.
+    pub fn ptep_get_and_clear(&mut self, addr: u64) -> Option<Pte> {
+        let Some(Pmd::Table(t)) = self.pmds.get_mut(&(addr >> PMD_SHIFT)) else { return None };
+        let old = t[((addr >> 12) & 511) as usize].take();
+        if old.is_some() {
+            self.rss_pages -= 1;
+            self.generation += 1;
+        }
+        old
     }
 
     /// Removes the VMA that starts at `start` and every mapping in it.

@@ -15,6 +15,7 @@ impl Sim {
             self.error = Some(Error::Internal(format!("task {t}: munmap of {start:#x}, which is not a mapping start")));
             return;
         };
+        self.k.unlink_file_vma(mm_id, &vma);
         let zapped = self.k.hugetlb_unmap(&vma, zapped);
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles;

@@ -11,6 +11,7 @@
 
 pub mod engine;
 pub mod exit;
+pub mod filemap;
 pub mod folio_zero;
 pub mod fork;
 pub mod gup;
@@ -22,9 +23,13 @@ pub mod mm;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
+pub mod rmap;
 pub mod sched;
+pub mod swap;
 pub mod tlbflush;
 pub mod uapi;
+pub mod vmscan;
+pub mod workingset;
 
 use crate::config::{KernelConfig, Preset};
 use mm::Mm;
@@ -69,10 +74,15 @@ pub enum KFn {
     Schedule,
     /// Interrupt handling on IPI targets (entry, the flush, exit).
     Interrupt,
+    /// Page reclaim: isolating, sorting and freeing folios (`shrink_folio_list`,
+    /// `shrink_active_list`, `__remove_mapping`).
+    ShrinkFolioList,
+    /// Reverse-map walks: `folio_referenced` and `try_to_unmap` over every PTE.
+    RmapWalk,
 }
 
 impl KFn {
-    pub const ALL: [KFn; 11] = [
+    pub const ALL: [KFn; 13] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -84,6 +94,8 @@ impl KFn {
         KFn::Fork,
         KFn::Schedule,
         KFn::Interrupt,
+        KFn::ShrinkFolioList,
+        KFn::RmapWalk,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -98,6 +110,8 @@ impl KFn {
             KFn::Fork => "copy_process",
             KFn::Schedule => "schedule",
             KFn::Interrupt => "irq",
+            KFn::ShrinkFolioList => "shrink_folio_list",
+            KFn::RmapWalk => "rmap_walk",
         }
     }
 }
@@ -123,6 +137,10 @@ pub enum Work {
     /// Map a 4 KiB page once it is ready, if the entry is still `orig`
     /// (`pte_none` or, on copy-on-write, `pte_same`); as `InstallPmd` otherwise.
     InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool, orig: Option<mm::Pte> },
+    /// Map page `index` of file `ino` (frame `pfn`) read-only at `addr` once
+    /// it is ready (`finish_fault`), if the PTE is still none and the folio
+    /// is still the cache's page there (kernel/filemap.rs).
+    InstallFilePte { mm: usize, addr: u64, ino: usize, index: u64, pfn: u64 },
     /// `flush_tlb_mm_range(mm, start, end, stride_shift)` from the working CPU,
     /// after a present entry was replaced or split.
     FlushTlbRange { mm: usize, start: u64, end: u64, stride_shift: u32 },
@@ -131,6 +149,10 @@ pub enum Work {
     PutPage { pfn: u64 },
     /// Return to user mode (exception or system-call exit).
     ReturnToUser,
+    /// One round of `shrink_node` on `node` (kernel/vmscan.rs), by kswapd or
+    /// in direct reclaim: unmapping, flushing and freeing happen together
+    /// when the item executes.
+    ShrinkNode { node: usize, kswapd: bool },
 }
 
 impl Work {
@@ -143,6 +165,7 @@ impl Work {
             Work::FlushTlbRange { .. } => KFn::FlushTlb,
             Work::PutPage { .. } => KFn::FreePages,
             Work::ReturnToUser => KFn::ExcPageFault,
+            Work::ShrinkNode { .. } => KFn::ShrinkFolioList,
             _ => KFn::HandleMmFault,
         }
     }
@@ -229,6 +252,18 @@ pub struct Kernel {
     pub waitq: sched::wait::WaitQueues,
     /// Per-node watermarks and kswapd wait queues.
     pub pgdat: Vec<mmzone::PgData>,
+    /// Files and their page caches.
+    pub pagecache: filemap::PageCache,
+    pub filemap: filemap::FilemapStat,
+    /// The file LRU lists and every frame's LRU flags.
+    pub lru: swap::Lru,
+    pub reclaim: vmscan::ReclaimStat,
+    /// Per node: kswapd runs in a row that reclaimed nothing (`kswapd_failures`).
+    pub kswapd_failures: Vec<u32>,
+    /// Per node: folios kswapd scanned since it last made progress.
+    pub kswapd_noprogress_scan: Vec<u64>,
+    /// Per node: `nonresident_age` of refault detection (kernel/workingset.rs).
+    pub reclaim_age: Vec<u64>,
 }
 
 impl Kernel {
@@ -247,6 +282,13 @@ impl Kernel {
             skip_copy_subpage: None,
             waitq,
             pgdat,
+            pagecache: filemap::PageCache::default(),
+            filemap: filemap::FilemapStat::default(),
+            lru: swap::Lru::new(nr_nodes, node_pages * nr_nodes as u64),
+            reclaim: vmscan::ReclaimStat::default(),
+            kswapd_failures: vec![0; nr_nodes],
+            kswapd_noprogress_scan: vec![0; nr_nodes],
+            reclaim_age: vec![0; nr_nodes],
         }
     }
 

@@ -8,7 +8,8 @@
 //!
 //! Folio counts: `mapcount` is the number of page-table entries (PMDs or
 //! PTEs) that map any part of the folio, and `refcount` equals it while the
-//! folio is mapped (the model takes no other references: no GUP pins, no swap
+//! folio is mapped, plus one for a page-cache folio (the cache's reference,
+//! kernel/filemap.rs; no other references are taken: no GUP pins, no swap
 //! cache). A 4 KiB frame inside a 2 MiB folio that a split PMD maps by PTEs
 //! finds its folio through `page_folio()`.
 //!
@@ -205,7 +206,7 @@ impl PageAlloc {
         if !first {
             f.refcount += nr;
         }
-        debug_assert_eq!(f.mapcount, f.refcount);
+        debug_assert!(f.mapcount <= f.refcount);
     }
 
     /// Folio mapcount of the folio holding `pfn`.

@@ -211,6 +211,8 @@ impl Sim {
         let kswapd: u64 = self.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
         Counters(serde_json::json!({
             "vmstat": Counters::of(&self.k.vmstat).0,
+            "filemap": Counters::of(&self.k.filemap).0,
+            "reclaim": Counters::of(&self.k.reclaim).0,
             "sched": Counters::of(&self.sched.stats).0,
             "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.k.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
             "cpu": cpu.0,

@@ -13,6 +13,9 @@ pub enum Op {
     /// Anonymous private mapping of `len` bytes, read-write; with `populate`
     /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
     Mmap { len: u64, populate: bool },
+    /// `mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0)` of file `ino` (created
+    /// before the run, as a benchmark's script creates its files).
+    MmapFile { ino: usize, len: u64 },
     /// fork(): a child process with a copy-on-write copy of the address space,
     /// running a copy of the program (`Program::fork`).
     Fork,

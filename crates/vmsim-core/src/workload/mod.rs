@@ -2,6 +2,7 @@
 //! access runs of the kernel's ABI (kernel/uapi.rs); it never sees frames or
 //! caches.
 
+pub mod lrufile;
 pub mod pftest;
 pub mod randread;
 pub mod usemem;
@@ -25,7 +26,7 @@ pub trait Workload {
     /// One line saying what runs, at what size.
     fn scale_text(&self) -> String;
     /// The workload's own figures, added to the run's report.
-    fn report(&self, _r: &mut Value) {}
+    fn report(&self, _sim: &Sim, _r: &mut Value) {}
 }
 
 /// The workload a config names.
@@ -33,6 +34,7 @@ pub fn registry(cfg: &WorkloadConfig) -> Box<dyn Workload + '_> {
     match cfg {
         WorkloadConfig::Usemem(u) => Box::new(usemem::UsememWorkload(u)),
         WorkloadConfig::PfTest(p) => Box::new(pftest::PfTestWorkload(p)),
+        WorkloadConfig::LruFileMmapRead(l) => Box::new(lrufile::LruFileWorkload(l)),
     }
 }
 

@@ -109,7 +109,7 @@ impl Workload for PfTestWorkload<'_> {
     }
 
     /// pf-test's own figure: bytes made present per second of its timed interval.
-    fn report(&self, r: &mut Value) {
+    fn report(&self, _sim: &Sim, r: &mut Value) {
         r["fault_bytes_per_s"] = r["throughput_bytes_per_s"].clone();
     }
 }

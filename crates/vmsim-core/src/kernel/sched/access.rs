@@ -154,6 +154,9 @@ impl Sim {
                                 return;
                             }
                         }
+                        if vpage != r.page && !write {
+                            self.check_file_page(t, mm, va, tr.pfn);
+                        }
                         (r.pfn, r.page, r.gen, r.writable) = (tr.pfn, vpage, self.k.mms[mm].generation, tr.writable);
                     }
                     _ => {
@@ -184,6 +187,30 @@ impl Sim {
         }
         if r.done < r.a.count {
             self.tasks[t].cur = Some(Cur::Access(r));
+        }
+    }
+}
+
+impl Sim {
+    /// The reader's check of a page of a file mapping as it starts reading
+    /// it: the frame must be the page cache's folio for (file, index) and
+    /// hold that page's content (`file_page_tag`). Untimed bookkeeping.
+    fn check_file_page(&mut self, t: usize, mm: usize, va: u64, pfn: u64) {
+        let Some(vma) = self.k.mms[mm].find_vma(va) else { return };
+        let crate::kernel::mm::VmaKind::FileShared { ino, pgoff } = vma.kind else { return };
+        let index = pgoff + ((va - vma.start) >> 12);
+        let want = crate::kernel::filemap::file_page_tag(ino, index);
+        let cached = self.k.find_get_page(ino, index);
+        let got = self.k.alloc.tag(pfn);
+        let task = &mut self.tasks[t];
+        task.pages_checked += 1;
+        if cached != Some(pfn) || got != want {
+            task.bad_pages += 1;
+            if task.first_bad.is_none() {
+                task.first_bad = Some(format!(
+                    "file {ino} page {index} at {va:#x}: frame {pfn:#x} with tag {got:#018x}; the page cache holds {cached:?}, the file reads {want:#018x}"
+                ));
+            }
         }
     }
 }

@@ -80,10 +80,16 @@ impl Sim {
                     self.drop_put_of_replaced(cpu);
                 }
             }
+            Work::InstallFilePte { mm, addr, ino, index, pfn } => {
+                self.k.install_file_pte(mm, addr, ino, index, pfn);
+            }
             Work::InstallPud { mm, haddr, pfn } => {
                 self.k.install_pud(mm, haddr, pfn);
             }
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
+            Work::ShrinkNode { node, kswapd } => {
+                self.shrink_node(cpu, node, kswapd);
+            }
         }
         self.cpus[cpu].work.pop_front();
     }

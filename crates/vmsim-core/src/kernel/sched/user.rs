@@ -12,6 +12,9 @@ impl Sim {
         let mm = self.tasks[t].user_mm();
         let node = self.m.topo.node_of(cpu);
         self.m.set_mode(cpu, Mode::Kernel);
+        if (0..self.k.alloc.nr_nodes).any(|n| self.k.nr_file_lru(n) > 0) {
+            self.direct_reclaim_if_needed(cpu, node);
+        }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         let r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
         self.cpus[cpu].work = work;
@@ -54,6 +57,11 @@ impl Sim {
                     if populate {
                         self.tasks[t].cur = Some(Cur::Populate { start, len, pos: 0 });
                     }
+                }
+                Op::MmapFile { ino, len } => {
+                    self.syscall(cpu, 0);
+                    let mm = self.tasks[t].user_mm();
+                    self.tasks[t].ret = self.k.mmap_file(mm, ino, len);
                 }
                 Op::Fork => self.fork(cpu, t),
                 Op::Clone => self.clone_thread(cpu, t),

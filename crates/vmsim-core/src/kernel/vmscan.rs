@@ -1,0 +1,472 @@
+//! Page reclaim (mm/vmscan.c) of page-cache folios, and the TLB flushing
+//! it needs after unmapping (mm/rmap.c's `tlbflush_unmap_batch`,
+//! MECHANISMS.md §4).
+//!
+//! `shrink_node` (one round: a `Work::ShrinkNode` item, run by kswapd or in
+//! direct reclaim) first deactivates from the active file list while the
+//! inactive one is the smaller (`inactive_is_low` with `inactive_ratio` 1,
+//! the value below 1 GiB), then isolates up to `SWAP_CLUSTER_MAX` (32)
+//! folios from the tail of the inactive list and sorts them in
+//! `shrink_folio_list`: `folio_check_references` from the PTE young bits
+//! (`folio_referenced`) and `PG_referenced` — young PTEs and an earlier
+//! reference, or more than one young PTE, activate; one young PTE alone
+//! sets `PG_referenced` and keeps the folio; no young PTE reclaims it. A
+//! mapped folio to reclaim is unmapped from every PTE (`try_to_unmap`),
+//! then taken out of the page cache leaving a shadow entry
+//! (`__remove_mapping`, kernel/workingset.rs) and freed after the batch's
+//! TLB flush. The files are sparse and never written, so every folio is
+//! clean: there is no writeback and `try_to_unmap_flush_dirty` never
+//! finds a dirty entry (it is called where the kernel calls it).
+//!
+//! TLB flushing by `kernel.tlb_flush_on_unmap`:
+//! - `per-page`: `ptep_clear_flush` → `flush_tlb_page`: a
+//!   `flush_tlb_mm_range` of one page per PTE cleared, an IPI round to the
+//!   other CPUs running the mm (kernel/tlbflush.rs);
+//! - `batched`: when another CPU may cache the mm (`should_defer_flush`:
+//!   `mm_cpumask` has a CPU besides this one), the PTE is cleared without a
+//!   flush and `set_tlb_ubc_flush_pending` ORs the mm's CPUs into the batch
+//!   and bumps the mm's `tlb_gen`; `try_to_unmap_flush` at the end of the
+//!   batch flushes the local TLB in full if this CPU is in the mask and
+//!   sends one IPI to every other CPU of the mask that is not lazy (a
+//!   batched flush has no mm, so `should_flush_tlb` skips only lazy CPUs),
+//!   each flushing its whole TLB. Lazy CPUs catch up when they switch back
+//!   (their `tlb_gen` is behind).
+//!
+//! A round's unmapping, flushing and freeing run together when its work
+//! item executes, so no other CPU can run between a PTE clear and its
+//! flush: `flush_tlb_batched_pending` (for munmap or mprotect racing with
+//! a batch in flight) would never find a pending batch and is not modelled.
+//!
+//! Invariants: a folio is freed only after every TLB that may hold it was
+//! flushed (the TLB truth check, kernel/sched/access.rs, would catch a
+//! stale entry); a batched flush sends at most one IPI per CPU.
+
+use super::kthread::{KthreadFn, KthreadStep};
+use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
+use super::tlbflush::{flush_tlb_mm_range, TlbState};
+use super::{KFn, Kernel, Work};
+use crate::machine::ipi::CpuMask;
+use crate::policy::TlbFlushOnUnmap;
+use std::collections::VecDeque;
+
+/// `SWAP_CLUSTER_MAX`: folios per reclaim batch.
+pub const SWAP_CLUSTER_MAX: usize = 32;
+/// `MAX_RECLAIM_RETRIES`: kswapd rounds without progress before it gives up on a node.
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+/// Cycles per folio isolated and sorted by reclaim (LRU isolation under the
+/// lruvec lock, `folio_check_references` call overhead, `__remove_mapping`
+/// with its xarray store of a shadow entry, putback). Estimate from that
+/// structure, not a measurement.
+pub const SHRINK_FOLIO_CYCLES: u64 = 400;
+/// Cycles per PTE visited by an rmap walk (`i_mmap` tree step,
+/// `page_vma_mapped_walk`, the page-table lock, the young-bit test or the
+/// clear). Estimate from that structure, not a measurement.
+pub const RMAP_PTE_CYCLES: u64 = 150;
+
+crate::counters! {
+/// Reclaim and LRU counters with their /proc/vmstat names.
+pub struct ReclaimStat {
+    /// Folios moved to an active list (`folio_activate`, or by reclaim for referenced mapped folios).
+    pub pgactivate: u64,
+    /// Folios moved from the active to the inactive list by `shrink_active_list`.
+    pub pgdeactivate: u64,
+    /// Folios `shrink_active_list` scanned.
+    pub pgrefill: u64,
+    pub pgscan_kswapd: u64,
+    pub pgsteal_kswapd: u64,
+    pub pgscan_direct: u64,
+    pub pgsteal_direct: u64,
+    /// Times an allocating task entered direct reclaim (`allocstall`).
+    pub allocstall: u64,
+    /// Page-cache folios read again after eviction, and those started active.
+    pub workingset_refault_file: u64,
+    pub workingset_activate_file: u64,
+    /// Batched flushes sent (`try_to_unmap_flush` with IPIs) and their IPIs.
+    pub tlb_ubc_flushes: u64,
+    pub tlb_ubc_ipis: u64,
+}
+}
+
+/// `struct tlbflush_unmap_batch` of the reclaiming task.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlbflushUnmapBatch {
+    pub cpumask: CpuMask,
+    pub flush_required: bool,
+    pub writable: bool,
+}
+
+/// What `folio_check_references` decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FolioRef {
+    Activate,
+    Keep,
+    Reclaim,
+}
+
+/// kswapd of one node (mm/vmscan.c `kswapd`): sleeps on the node's
+/// `kswapd_wait`; woken, it reclaims a round at a time until the node is
+/// above its high watermark (`balance_pgdat`), or until
+/// `MAX_RECLAIM_RETRIES` rounds in a row found nothing to reclaim.
+pub struct Kswapd {
+    pub node: usize,
+}
+
+impl KthreadFn for Kswapd {
+    fn name(&self) -> String {
+        format!("kswapd{}", self.node)
+    }
+    fn step(
+        &mut self,
+        k: &mut Kernel,
+        _cpu: usize,
+        _now: u64,
+        work: &mut VecDeque<Work>,
+    ) -> KthreadStep {
+        let n = self.node;
+        if k.alloc.nr_free[n] >= k.pgdat[n].wmark_high
+            || k.kswapd_failures[n] >= MAX_RECLAIM_RETRIES
+        {
+            return KthreadStep::Wait(k.pgdat[n].kswapd_wait);
+        }
+        work.push_back(Work::ShrinkNode {
+            node: n,
+            kswapd: true,
+        });
+        KthreadStep::Continue
+    }
+}
+
+impl Kernel {
+    /// Page-cache folios on `node`'s LRU lists.
+    pub fn nr_file_lru(&self, node: usize) -> usize {
+        let l = &self.lru.nodes[node];
+        l.inactive_file.len() + l.active_file.len()
+    }
+}
+
+impl super::sched::Sim {
+    /// `kswapd_run(nid)`: starts node `node`'s kswapd on the first CPU of the node.
+    pub fn kswapd_run(&mut self, node: usize) -> usize {
+        let cpu = (0..self.m.topo.nr_cpus())
+            .find(|&c| self.m.topo.node_of(c) == node)
+            .expect("a node has CPUs");
+        self.kthread_run(Box::new(Kswapd { node }), cpu)
+    }
+
+    /// `__alloc_pages_direct_reclaim` at fault entry: when every node is at
+    /// or below its min watermark, the faulting task reclaims a batch itself,
+    /// from its own node first, then the others in zonelist order.
+    pub(crate) fn direct_reclaim_if_needed(&mut self, cpu: usize, node: usize) {
+        let n = self.k.alloc.nr_nodes;
+        if (0..n).any(|nd| self.k.alloc.nr_free[nd] > self.k.pgdat[nd].wmark_min) {
+            return;
+        }
+        self.k.reclaim.allocstall += 1;
+        self.settle(cpu, KFn::ExcPageFault);
+        for nd in (0..n).map(|i| (node + i) % n) {
+            if self.shrink_node(cpu, nd, false) > 0 {
+                break;
+            }
+        }
+        self.settle(cpu, KFn::ShrinkFolioList);
+    }
+
+    /// One round of `shrink_node` on `node` from `cpu`; returns folios reclaimed.
+    /// Any progress clears the node's `kswapd_failures`; kswapd counts a
+    /// failure when its rounds since the last progress have scanned the
+    /// node's file LRU twice over (standing for a `balance_pgdat` pass down
+    /// every priority that reclaimed nothing).
+    pub(crate) fn shrink_node(&mut self, cpu: usize, node: usize, kswapd: bool) -> u64 {
+        let l = &self.k.lru.nodes[node];
+        // inactive_is_low(): inactive_ratio is 1 below 1 GiB of file LRU.
+        if l.inactive_file.len() < l.active_file.len() {
+            self.shrink_active_list(cpu, node, SWAP_CLUSTER_MAX);
+        }
+        let got = self.shrink_inactive_list(cpu, node, SWAP_CLUSTER_MAX, kswapd);
+        if got > 0 {
+            self.k.kswapd_failures[node] = 0;
+            self.k.kswapd_noprogress_scan[node] = 0;
+        } else if kswapd {
+            let lru = self.k.nr_file_lru(node) as u64;
+            let scanned = &mut self.k.kswapd_noprogress_scan[node];
+            *scanned += SWAP_CLUSTER_MAX as u64;
+            if *scanned > 2 * lru {
+                *scanned = 0;
+                self.k.kswapd_failures[node] += 1;
+            }
+        }
+        got
+    }
+
+    /// `shrink_active_list`: scans up to `nr` folios from the active list's
+    /// tail and deactivates them (a referenced mapped file folio stays active
+    /// only if executable, and none here is); their young bits are cleared.
+    fn shrink_active_list(&mut self, cpu: usize, node: usize, nr: usize) {
+        for _ in 0..nr {
+            let Some(pfn) = self.k.lru.nodes[node].active_file.pop_back() else {
+                break;
+            };
+            self.k.reclaim.pgrefill += 1;
+            self.m
+                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.settle(cpu, KFn::ShrinkFolioList);
+            if self.k.alloc.folio_mapcount(pfn) > 0 {
+                let (_, visited) = self.k.folio_referenced(pfn);
+                let c = visited as u64 * RMAP_PTE_CYCLES;
+                self.m.advance(cpu, c, c);
+                self.settle(cpu, KFn::RmapWalk);
+            }
+            self.k.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
+            self.k.lru.nodes[node].inactive_file.push_front(pfn);
+            self.k.reclaim.pgdeactivate += 1;
+        }
+    }
+
+    /// `shrink_inactive_list`: isolates up to `nr` folios from the tail of the
+    /// inactive list and reclaims what `shrink_folio_list` can.
+    fn shrink_inactive_list(&mut self, cpu: usize, node: usize, nr: usize, kswapd: bool) -> u64 {
+        let mut isolated = Vec::with_capacity(nr);
+        while isolated.len() < nr {
+            let Some(pfn) = self.k.lru.nodes[node].inactive_file.pop_back() else {
+                break;
+            };
+            self.k.lru.clear(pfn, PG_LRU);
+            isolated.push(pfn);
+        }
+        let scanned = isolated.len() as u64;
+        let reclaimed = self.shrink_folio_list(cpu, &isolated);
+        let st = &mut self.k.reclaim;
+        if kswapd {
+            st.pgscan_kswapd += scanned;
+            st.pgsteal_kswapd += reclaimed;
+        } else {
+            st.pgscan_direct += scanned;
+            st.pgsteal_direct += reclaimed;
+        }
+        reclaimed
+    }
+
+    /// `folio_check_references`.
+    fn folio_check_references(&mut self, cpu: usize, pfn: u64) -> FolioRef {
+        let (referenced_ptes, visited) = if self.k.alloc.folio_mapcount(pfn) > 0 {
+            self.k.folio_referenced(pfn)
+        } else {
+            (0, 0)
+        };
+        let c = visited as u64 * RMAP_PTE_CYCLES;
+        self.m.advance(cpu, c, c);
+        self.settle(cpu, KFn::RmapWalk);
+        let referenced_folio = self.k.lru.test(pfn, PG_REFERENCED);
+        self.k.lru.clear(pfn, PG_REFERENCED);
+        if referenced_ptes > 0 {
+            self.k.lru.set(pfn, PG_REFERENCED);
+            if referenced_folio || referenced_ptes > 1 {
+                return FolioRef::Activate;
+            }
+            return FolioRef::Keep;
+        }
+        FolioRef::Reclaim
+    }
+
+    /// `shrink_folio_list`: sorts isolated folios; unmaps, removes from the
+    /// page cache and frees those to reclaim, flushing TLBs as the policy
+    /// says before any is freed. Returns the number freed.
+    fn shrink_folio_list(&mut self, cpu: usize, folios: &[u64]) -> u64 {
+        let mut ubc = TlbflushUnmapBatch::default();
+        let mut free = Vec::new();
+        for &pfn in folios {
+            self.m
+                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.settle(cpu, KFn::ShrinkFolioList);
+            let node = self.k.alloc.node_of_pfn(pfn);
+            match self.folio_check_references(cpu, pfn) {
+                FolioRef::Activate => {
+                    self.k.lru.set(pfn, PG_LRU | PG_ACTIVE);
+                    self.k.lru.nodes[node].active_file.push_front(pfn);
+                    self.k.reclaim.pgactivate += 1;
+                    self.k.reclaim_age[node] += 1;
+                }
+                FolioRef::Keep => {
+                    self.k.lru.set(pfn, PG_LRU);
+                    self.k.lru.nodes[node].inactive_file.push_front(pfn);
+                }
+                FolioRef::Reclaim => {
+                    self.try_to_unmap(cpu, pfn, &mut ubc);
+                    // Clean folios only: try_to_unmap_flush_dirty() before a
+                    // pageout would flush here if a dirty entry had been cleared.
+                    if ubc.writable {
+                        self.try_to_unmap_flush(cpu, &mut ubc);
+                    }
+                    // __remove_mapping(): out of the page cache, a shadow entry left.
+                    let (ino, index) = self
+                        .k
+                        .pagecache
+                        .owner
+                        .remove(&pfn)
+                        .expect("a page-cache folio");
+                    self.k.pagecache.inodes[ino].pages.remove(&index);
+                    self.k.pagecache.inodes[ino].readahead.remove(&index);
+                    self.k.workingset_eviction(ino, index, node);
+                    self.k.lru.flags[pfn as usize] = 0;
+                    free.push(pfn);
+                }
+            }
+        }
+        self.try_to_unmap_flush(cpu, &mut ubc);
+        for &pfn in &free {
+            debug_assert_eq!(
+                self.k.alloc.folios[pfn as usize].refcount, 1,
+                "only the page cache's reference is left"
+            );
+            self.k.alloc.free(pfn);
+            self.k.vmstat.pgfree += 1;
+            let c = self.k.costs.page_free_cycles;
+            self.m.advance(cpu, c, c);
+        }
+        self.settle(cpu, KFn::ShrinkFolioList);
+        free.len() as u64
+    }
+
+    /// `try_to_unmap(folio, TTU_BATCH_FLUSH)`: clears every PTE of the folio;
+    /// flushes each at once (`per-page`) or adds it to the batch (`batched`).
+    fn try_to_unmap(&mut self, cpu: usize, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
+        for (mm, va) in self.k.rmap_walk_file(pfn) {
+            let pte = self.k.try_to_unmap_one(mm, va).expect("the walk found it");
+            self.m.advance(cpu, RMAP_PTE_CYCLES, RMAP_PTE_CYCLES);
+            self.settle(cpu, KFn::RmapWalk);
+            let defer = self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Batched
+                && self.k.mms[mm].cpumask.any_but(cpu);
+            if defer {
+                // set_tlb_ubc_flush_pending() → arch_tlbbatch_add_pending(): inc_mm_tlb_gen + OR the mask.
+                let m = &mut self.k.mms[mm];
+                m.tlb_gen += 1;
+                if !m.inject_no_shootdown {
+                    ubc.cpumask.or(&m.cpumask);
+                }
+                ubc.flush_required = true;
+                if pte.dirty {
+                    ubc.writable = true;
+                }
+            } else {
+                // ptep_clear_flush() → flush_tlb_page().
+                let k = &mut self.k;
+                flush_tlb_mm_range(
+                    &mut self.m,
+                    &mut k.vmstat,
+                    cpu,
+                    &mut k.mms[mm],
+                    &mut self.tlbstate,
+                    va,
+                    va + 4096,
+                );
+                self.settle(cpu, KFn::FlushTlb);
+            }
+        }
+    }
+
+    /// `try_to_unmap_flush` → `arch_tlbbatch_flush`: a full local flush if
+    /// this CPU is in the batch, one full-flush IPI to every other CPU of it
+    /// that is not lazy.
+    pub(crate) fn try_to_unmap_flush(&mut self, cpu: usize, ubc: &mut TlbflushUnmapBatch) {
+        if !ubc.flush_required {
+            return;
+        }
+        let mut targets = CpuMask::empty();
+        for c in ubc.cpumask.iter() {
+            if c != cpu && !self.tlbstate[c].is_lazy {
+                targets.set(c);
+                catch_up(&mut self.tlbstate[c], &self.k.mms);
+            }
+        }
+        if !targets.is_empty() {
+            let n = targets.count() as u64;
+            let vs = &mut self.k.vmstat;
+            vs.nr_tlb_remote_flush += 1;
+            vs.nr_tlb_remote_flush_received += n;
+            self.k.reclaim.tlb_ubc_flushes += 1;
+            self.k.reclaim.tlb_ubc_ipis += n;
+            self.m.send_tlb_flush_ipis(cpu, &targets, 0, None);
+        }
+        if ubc.cpumask.test(cpu) {
+            let ts = &mut self.tlbstate[cpu];
+            match ts.loaded_mm {
+                Some(mm) if ts.is_lazy => {
+                    // flush_tlb_func() on a lazy CPU switches it to init_mm.
+                    self.k.mms[mm].cpumask.clear(cpu);
+                    *ts = TlbState::default();
+                    self.m.flush_tlb_local_all(cpu);
+                }
+                Some(_) => {
+                    catch_up(ts, &self.k.mms);
+                    self.k.vmstat.nr_tlb_local_flush_all += 1;
+                    self.m.flush_tlb_local_all(cpu);
+                }
+                None => {}
+            }
+        }
+        self.settle(cpu, KFn::FlushTlb);
+        *ubc = TlbflushUnmapBatch::default();
+    }
+}
+
+/// A full flush brings a CPU up to date with the mm it has loaded.
+fn catch_up(ts: &mut TlbState, mms: &[super::mm::Mm]) {
+    if let Some(mm) = ts.loaded_mm {
+        ts.tlb_gen = mms[mm].tlb_gen;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::filemap::tests::kernel;
+
+    #[test]
+    fn kswapd_is_woken_below_low_and_sleeps_at_high() {
+        let mut k = kernel();
+        let q = k.pgdat[0].kswapd_wait;
+        let (low, high) = (k.pgdat[0].wmark_low, k.pgdat[0].wmark_high);
+        let mut ks = Kswapd { node: 0 };
+        let mut w = VecDeque::new();
+        // Plenty free: kswapd sleeps on its queue.
+        assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
+        k.waitq.wait(q, 7);
+        // Page-cache allocations down to the low watermark do not wake it ...
+        let mut index = 0;
+        let mut pfns = Vec::new();
+        while k.alloc.nr_free[0] > low {
+            pfns.push(k.alloc_pages_node(0, 0).unwrap());
+            index += 1;
+        }
+        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 0, "{index} pages");
+        // ... the one that leaves the node below low does.
+        pfns.push(k.alloc_pages_node(0, 0).unwrap());
+        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
+        assert_eq!(k.waitq.take_woken(), vec![7]);
+        // Woken, it reclaims round after round while the node is below high ...
+        assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Continue);
+        assert!(matches!(
+            w.pop_front(),
+            Some(Work::ShrinkNode {
+                node: 0,
+                kswapd: true
+            })
+        ));
+        while k.alloc.nr_free[0] < high {
+            k.alloc.free(pfns.pop().unwrap());
+            assert_eq!(
+                ks.step(&mut k, 0, 0, &mut w),
+                if k.alloc.nr_free[0] < high {
+                    KthreadStep::Continue
+                } else {
+                    KthreadStep::Wait(q)
+                }
+            );
+        }
+        // ... and sleeps at high; a node it failed on too often is left alone.
+        assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
+        k.alloc.alloc(0, 0);
+        k.kswapd_failures[0] = MAX_RECLAIM_RETRIES;
+        assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
+    }
+}

@@ -1,0 +1,325 @@
+//! Reclaim of mapped page-cache folios end to end: readers of files larger
+//! than memory keep kswapd and direct reclaim busy; every page read back is
+//! the cache's folio with its content, TLBs never hold a translation whose
+//! PTE is gone (the TLB truth check stops the run otherwise), a batched
+//! flush IPIs each CPU at most once, and refaults get their content back.
+
+use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
+use vmsim_core::kernel::sched::Sim;
+use vmsim_core::kernel::Kernel;
+use vmsim_core::machine::ipi::IpiCause;
+use vmsim_core::machine::Machine;
+use vmsim_core::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow, TlbFlushOnUnmap};
+use vmsim_core::workload::lrufile::FileReader;
+use vmsim_core::workload::{Access, Op, Pattern, Program};
+
+const NODE_BYTES: u64 = 16 << 20;
+
+fn sim(flush: TlbFlushOnUnmap) -> Sim {
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap();
+    let p = Preset::parse(text, name).unwrap();
+    let cfg = KernelConfig {
+        thp: Thp::Always,
+        clear_huge_page: HugePageOrder::TargetLast.into(),
+        clear_page: ClearPage::Erms,
+        preempt: Preempt::Voluntary,
+        copy_huge_page: HugePageOrder::TargetLast,
+        thp_cow: ThpCow::Split,
+        page_alloc_shuffle: false,
+        tlb_flush_on_unmap: flush,
+    };
+    let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);
+    let mut s = Sim::new(m, k, 2000);
+    for n in 0..s.m.topo.nr_nodes() {
+        s.kswapd_run(n);
+    }
+    s
+}
+
+/// Runs `readers` readers, each of its own file of `file_bytes`, on CPUs 1.. (CPU 0 keeps kswapd0).
+fn run_readers(flush: TlbFlushOnUnmap, readers: usize, file_bytes: u64) -> (Sim, Vec<usize>) {
+    let mut s = sim(flush);
+    let pids: Vec<usize> = (0..readers)
+        .map(|i| {
+            let f = s.k.create_sparse_file(file_bytes);
+            s.spawn(Box::new(FileReader::new(f, file_bytes)), 1 + i)
+        })
+        .collect();
+    s.run(&mut |_| {}).unwrap();
+    (s, pids)
+}
+
+#[test]
+fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies() {
+    for flush in [TlbFlushOnUnmap::PerPage, TlbFlushOnUnmap::Batched] {
+        // Four readers of 16 MiB each: twice the 32 MiB of the two nodes.
+        let (s, pids) = run_readers(flush, 4, 16 << 20);
+        for &t in &pids {
+            let task = &s.tasks[t];
+            assert_eq!(
+                (task.pages_checked, task.bad_pages),
+                (4096, 0),
+                "{flush:?}: {:?}",
+                task.first_bad
+            );
+        }
+        let r = &s.k.reclaim;
+        assert!(
+            r.pgsteal_kswapd > 0 && r.pgscan_kswapd >= r.pgsteal_kswapd,
+            "{flush:?}: {r:?}"
+        );
+        assert!(s.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum::<u64>() > 0);
+        // Every freed folio left the cache; what is cached is on an LRU list.
+        let cached: usize = s.k.pagecache.inodes.iter().map(|i| i.pages.len()).sum();
+        let on_lru: usize = (0..2).map(|n| s.k.nr_file_lru(n)).sum();
+        assert_eq!(cached, on_lru, "{flush:?}");
+        // Each remote flush IPIs a CPU at most once.
+        let flushes = s.k.vmstat.nr_tlb_remote_flush;
+        for (c, cpu) in s.m.cpus.iter().enumerate() {
+            assert!(
+                cpu.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] <= flushes,
+                "{flush:?}: CPU {c}"
+            );
+        }
+        if flush == TlbFlushOnUnmap::Batched {
+            assert!(r.tlb_ubc_flushes > 0);
+            assert!(
+                r.tlb_ubc_ipis <= r.tlb_ubc_flushes * pids.len() as u64,
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(r.tlb_ubc_flushes, 0);
+        }
+    }
+}
+
+#[test]
+fn batching_sends_fewer_shootdowns_than_flushing_each_page() {
+    let (per_page, _) = run_readers(TlbFlushOnUnmap::PerPage, 4, 16 << 20);
+    let (batched, _) = run_readers(TlbFlushOnUnmap::Batched, 4, 16 << 20);
+    let ipis = |s: &Sim| {
+        s.m.cpus
+            .iter()
+            .map(|c| c.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize])
+            .sum::<u64>()
+    };
+    assert!(
+        ipis(&batched) < ipis(&per_page),
+        "batched {} per-page {}",
+        ipis(&batched),
+        ipis(&per_page)
+    );
+    assert!(ipis(&per_page) > 0);
+}
+
+/// Reads its file through twice.
+struct TwoPasses {
+    ino: usize,
+    size: u64,
+    step: u32,
+    addr: u64,
+}
+
+impl Program for TwoPasses {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let pass = Access {
+            start: self.addr,
+            len: self.size,
+            pattern: Pattern::Strided { stride: 4096 },
+            count: self.size / 4096,
+            write_permille: 0,
+            instr_per_access: 24,
+            dependent: false,
+            seed: 0,
+        };
+        match self.step {
+            1 => Op::MmapFile {
+                ino: self.ino,
+                len: self.size,
+            },
+            2 | 3 => {
+                if self.step == 2 {
+                    self.addr = ret;
+                }
+                Op::Access(Access {
+                    start: self.addr,
+                    ..pass
+                })
+            }
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        2 * self.size
+    }
+}
+
+#[test]
+fn reclaimed_pages_refault_with_their_content() {
+    let mut s = sim(TlbFlushOnUnmap::Batched);
+    let size = 48 << 20;
+    let f = s.k.create_sparse_file(size);
+    s.spawn(Box::new(FileReader::new(f, size)), 1);
+    s.run(&mut |_| {}).unwrap();
+    // Frames not in the page cache now hold other data, as reused memory would.
+    for pfn in 0..s.k.alloc.tags.len() as u64 {
+        if !s.k.pagecache.owner.contains_key(&pfn) {
+            s.k.alloc.tags[pfn as usize] = 0xBAD0_0000 ^ pfn;
+        }
+    }
+    let t = s.spawn(
+        Box::new(TwoPasses {
+            ino: f,
+            size,
+            step: 0,
+            addr: 0,
+        }),
+        2,
+    );
+    s.run(&mut |_| {}).unwrap();
+    let task = &s.tasks[t];
+    assert_eq!(
+        (task.pages_checked, task.bad_pages),
+        (2 * size / 4096, 0),
+        "{:?}",
+        task.first_bad
+    );
+    assert!(
+        s.k.reclaim.workingset_refault_file > size / 4096,
+        "{:?}",
+        s.k.reclaim
+    );
+}
+
+/// Reads a 64-page file (one word per page), stays busy writing anonymous
+/// memory while reclaim runs on another CPU, then reads the file again.
+struct ReadBusyReread {
+    ino: usize,
+    step: u32,
+    file: u64,
+}
+
+impl Program for ReadBusyReread {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let pass = |start| Access {
+            start,
+            len: 64 * 4096,
+            pattern: Pattern::Strided { stride: 4096 },
+            count: 64,
+            write_permille: 0,
+            instr_per_access: 24,
+            dependent: false,
+            seed: 0,
+        };
+        match self.step {
+            1 => Op::MmapFile {
+                ino: self.ino,
+                len: 64 * 4096,
+            },
+            2 => {
+                self.file = ret;
+                Op::Access(pass(self.file))
+            }
+            3 => Op::Mmap {
+                len: 8 << 20,
+                populate: false,
+            },
+            4 => Op::WriteSeq {
+                start: ret,
+                len: 8 << 20,
+                seed: 9,
+            },
+            5 => Op::Access(pass(self.file)),
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
+}
+
+/// Sleeps until `at`, then runs reclaim rounds on node 0 from its CPU.
+struct Shrinker {
+    at: u64,
+    rounds: u32,
+}
+
+impl vmsim_core::kernel::kthread::KthreadFn for Shrinker {
+    fn name(&self) -> String {
+        "shrinker".into()
+    }
+    fn step(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: usize,
+        now: u64,
+        work: &mut std::collections::VecDeque<vmsim_core::kernel::Work>,
+    ) -> vmsim_core::kernel::kthread::KthreadStep {
+        use vmsim_core::kernel::kthread::KthreadStep;
+        if now < self.at {
+            return KthreadStep::SleepUntil(self.at);
+        }
+        if self.rounds == 0 {
+            return KthreadStep::Exit;
+        }
+        self.rounds -= 1;
+        work.push_back(vmsim_core::kernel::Work::ShrinkNode {
+            node: 0,
+            kswapd: false,
+        });
+        KthreadStep::Continue
+    }
+}
+
+fn reclaim_under_a_running_reader(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
+    let mut s = sim(TlbFlushOnUnmap::Batched);
+    let f = s.k.create_sparse_file(64 * 4096);
+    let t = s.spawn(
+        Box::new(ReadBusyReread {
+            ino: f,
+            step: 0,
+            file: 0,
+        }),
+        1,
+    );
+    let mm = s.tasks[t].mm.unwrap();
+    s.k.mms[mm].inject_no_shootdown = inject;
+    // 1 ms in: the first pass is done, the anonymous writes are under way.
+    s.kthread_run(
+        Box::new(Shrinker {
+            at: 2_300_000,
+            rounds: 8,
+        }),
+        0,
+    );
+    let r = s.run(&mut |_| {});
+    (s, r)
+}
+
+#[test]
+fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
+    let (s, r) = reclaim_under_a_running_reader(false);
+    r.expect("with the batch's IPIs sent, no TLB entry is stale");
+    assert!(s.k.reclaim.pgsteal_direct >= 32, "{:?}", s.k.reclaim);
+    assert!(
+        s.k.reclaim.tlb_ubc_ipis >= 1,
+        "the reader's CPU was running its mm: IPI'd"
+    );
+    assert!(
+        s.k.reclaim.workingset_refault_file >= 32,
+        "the second pass refaulted"
+    );
+    let (_, r) = reclaim_under_a_running_reader(true);
+    match r {
+        Err(vmsim_core::api::Error::Internal(m)) => {
+            assert!(m.contains("stale TLB entry on CPU 1"), "{m}")
+        }
+        other => panic!("a missing flush must fail the run, got {other:?}"),
+    }
+}
