@@ -32,8 +32,8 @@ fn sim() -> Sim {
         thp_cow: ThpCow::Copy,
         page_alloc_shuffle: false,
     };
-    let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);
+    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
     Sim::new(m, k, 2000)
 }
 

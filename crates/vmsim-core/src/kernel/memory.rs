@@ -392,7 +392,7 @@ mod tests {
             thp_cow: ThpCow::Copy,
             page_alloc_shuffle: false,
         };
-        Kernel::new(cfg, &preset, 1, 16 << 20)
+        Kernel::new(cfg, preset.kernel_costs(), 1, 16 << 20)
     }
 
     /// Sub-page indices in the order their clears / copies were queued.
