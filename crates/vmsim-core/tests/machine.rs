@@ -211,3 +211,27 @@ fn a_store_invalidates_other_copies_and_nt_stores_bypass() {
     assert!(!m.hier.contains_l1(0, 7) && !m.hier.contains_llc(0, 7), "a non-temporal store drops every cached copy");
     assert_eq!(m.hier.dram[0].stats.bytes_written, 64);
 }
+
+#[test]
+fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
+    let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap().1;
+    let shipped = Preset::parse(text, "e5").unwrap();
+    let mut p = shipped.clone();
+    p.l2.replacement = "fifo".into();
+    match p.machine_params() {
+        Err(vmsim_core::api::Error::Config { key, message }) => {
+            assert_eq!(key, "l2.replacement.value");
+            assert!(message.contains("lru"), "{message}");
+        }
+        other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+    let mut p = shipped;
+    p.string.no_rfo_grant = "dram".into();
+    match p.machine_params() {
+        Err(vmsim_core::api::Error::Config { key, message }) => {
+            assert_eq!(key, "string.no_rfo_grant.value");
+            assert!(message.contains("llc") && message.contains("memory"), "{message}");
+        }
+        other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+}
