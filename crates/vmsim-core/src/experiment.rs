@@ -46,8 +46,8 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
             ),
         });
     }
-    let m = Machine::new(p, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
-    let mut k = Kernel::new(cfg.kernel.clone(), p, nr_nodes, nb);
+    let m = Machine::new(&p.machine_params()?, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
+    let mut k = Kernel::new(cfg.kernel.clone(), p.kernel_costs(), nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
     k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
     if cfg.kernel.page_alloc_shuffle {

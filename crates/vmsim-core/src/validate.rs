@@ -218,7 +218,7 @@ const NODE_BYTES: u64 = 1 << 30;
 const QUANTUM: u64 = 2000;
 
 fn machine(p: &Preset) -> Machine {
-    Machine::new(p, NODE_BYTES, 0).expect("built-in presets build")
+    Machine::new(&p.machine_params().expect("built-in presets convert"), NODE_BYTES, 0).expect("built-in presets build")
 }
 
 fn gbs(m: &Machine, bytes: u64, cycles: u64) -> f64 {

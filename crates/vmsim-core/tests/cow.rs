@@ -77,7 +77,7 @@ impl Program for Script {
 fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
     let preset = load_machine("machine", "xeon-e5-2699v3-2s", None).unwrap();
     let node = 64 * MIB;
-    let m = Machine::new(&preset, node, 1).unwrap();
+    let m = Machine::new(&preset.machine_params().unwrap(), node, 1).unwrap();
     let cfg = KernelConfig {
         thp,
         clear_huge_page: ClearHugePage::TargetLast,
@@ -88,7 +88,7 @@ fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
         page_alloc_shuffle: false,
         tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
     };
-    let k = Kernel::new(cfg, &preset, m.topo.nr_nodes(), node);
+    let k = Kernel::new(cfg, preset.kernel_costs(), m.topo.nr_nodes(), node);
     Sim::new(m, k, 2000)
 }
 

@@ -137,7 +137,7 @@ proptest! {
             Ok(p) => {
                 if build {
                     // Accepted presets build: sizes fit the model's types and host memory.
-                    let m = vmsim_core::machine::Machine::new(&p, 64 << 20, 1);
+                    let m = p.machine_params().map_err(|e| e.to_string()).and_then(|mp| vmsim_core::machine::Machine::new(&mp, 64 << 20, 1));
                     prop_assert!(m.is_ok(), "accepted preset does not build: {:?}", m.err());
                 }
             }

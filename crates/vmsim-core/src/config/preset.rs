@@ -4,6 +4,12 @@
 
 use super::fields::{as_f64, as_u64, cfg_err, Fields};
 use crate::api::Error;
+use crate::kernel::KernelCosts;
+use crate::machine::cache::Replacement;
+use crate::machine::ipi::IpiCosts;
+use crate::machine::tlb::TlbConfig;
+use crate::machine::topology::Topology;
+use crate::machine::{CacheLevelParams, MachineParams, NoRfoGrant};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use toml::Value;
@@ -94,6 +100,20 @@ pub struct Costs {
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
     pub context_switch_cycles: u64,
+}
+
+impl CacheParams {
+    fn level(&self, key: &str) -> Result<CacheLevelParams, Error> {
+        let replacement: Replacement =
+            self.replacement.parse().map_err(|e: String| cfg_err(format!("{key}.replacement.value"), e))?;
+        Ok(CacheLevelParams {
+            bytes: self.size_kib * 1024,
+            ways: self.ways,
+            latency_cycles: self.latency_cycles,
+            replacement,
+            outstanding: self.outstanding,
+        })
+    }
 }
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
@@ -328,6 +348,83 @@ impl Preset {
 
     pub fn ns_to_cycles(&self, ns: f64) -> u64 {
         (ns * self.freq_mhz as f64 / 1000.0).round() as u64
+    }
+
+    /// The machine's parameters in the model's units: sizes in bytes, times in
+    /// cycles at `cpu.freq_mhz`, bandwidths in bytes per cycle, policies typed.
+    pub fn machine_params(&self) -> Result<MachineParams, Error> {
+        let cyc = |ns: f64| self.ns_to_cycles(ns);
+        let bpc = |gbs: f64| gbs * 1e9 / (self.freq_mhz as f64 * 1e6);
+        let m = &self.memory;
+        let s = &self.string;
+        let no_rfo_grant = match s.no_rfo_grant.as_str() {
+            "llc" => NoRfoGrant::Llc,
+            "memory" => NoRfoGrant::Memory,
+            o => {
+                return Err(cfg_err(
+                    "string.no_rfo_grant.value",
+                    format!("{o:?} is not accepted; accepted: {}", super::fields::quote_list(NO_RFO_GRANTS)),
+                ))
+            }
+        };
+        let tlb = &self.tlb;
+        let t = |(entries, ways): (u64, u64)| (entries as u32, ways as u32);
+        Ok(MachineParams {
+            topo: Topology {
+                sockets: self.sockets as usize,
+                cores_per_socket: self.cores_per_socket as usize,
+                threads_per_core: self.threads_per_core as usize,
+                nodes_per_socket: m.nodes_per_socket as usize,
+                llc_per_socket: self.llc_instances_per_socket as usize,
+            },
+            freq_mhz: self.freq_mhz,
+            issue_width: self.issue_width,
+            store_bytes_per_cycle: self.store_bytes_per_cycle,
+            l1d: self.l1d.level("l1d")?,
+            l2: self.l2.level("l2")?,
+            llc: self.llc.level("llc")?,
+            llc_inclusive: self.llc_inclusive,
+            tlb: TlbConfig {
+                l1_4k: t(tlb.l1_4k),
+                l1_2m: t(tlb.l1_2m),
+                l1_1g: t(tlb.l1_1g),
+                stlb: t(tlb.stlb),
+                stlb_holds_2m: tlb.stlb_holds_2m,
+            },
+            stlb_latency_cycles: tlb.stlb_latency_cycles,
+            walk_cycles: tlb.walk_cycles,
+            dram_local_cycles: cyc(m.local_latency_ns),
+            dram_remote_cycles: cyc(m.remote_latency_ns),
+            remote_cache_cycles: cyc(m.remote_cache_latency_ns),
+            dram_bytes_per_cycle: bpc(m.sustained_bandwidth_gbs / m.nodes_per_socket as f64),
+            link_bytes_per_cycle: bpc(m.interconnect_bandwidth_gbs.max(0.001)),
+            string_startup_cycles: s.startup_cycles,
+            no_rfo_full_lines: s.no_rfo_full_lines,
+            no_rfo_grant,
+            nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            ipi: IpiCosts {
+                send_cycles: self.costs.ipi_send_cycles,
+                latency_cycles: cyc(self.costs.ipi_latency_ns),
+                handle_cycles: self.costs.ipi_handle_cycles,
+            },
+            tlb_flush_full_cycles: self.costs.tlb_flush_full_cycles,
+            invlpg_cycles: self.costs.invlpg_cycles,
+        })
+    }
+
+    /// The kernel's software costs (the hardware's IPI and TLB-flush costs go
+    /// to [`Preset::machine_params`]).
+    pub fn kernel_costs(&self) -> KernelCosts {
+        let c = &self.costs;
+        KernelCosts {
+            exception_entry_exit_cycles: c.exception_entry_exit_cycles,
+            syscall_entry_exit_cycles: c.syscall_entry_exit_cycles,
+            page_fault_handler_cycles: c.page_fault_handler_cycles,
+            thp_fault_handler_cycles: c.thp_fault_handler_cycles,
+            page_alloc_cycles: c.page_alloc_cycles,
+            page_free_cycles: c.page_free_cycles,
+            context_switch_cycles: c.context_switch_cycles,
+        }
     }
 
     pub fn summary(&self) -> String {

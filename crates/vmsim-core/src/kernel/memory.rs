@@ -400,7 +400,7 @@ mod tests {
             page_alloc_shuffle: false,
             tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
         };
-        Kernel::new(cfg, &preset, 1, 16 << 20)
+        Kernel::new(cfg, preset.kernel_costs(), 1, 16 << 20)
     }
 
     /// Sub-page indices in the order their clears / copies were queued.

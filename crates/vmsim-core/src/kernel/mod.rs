@@ -9,6 +9,7 @@
 //! queued as work items too. The kernel touches the hardware only through
 //! line accesses, TLB operations, IPIs and fixed costs.
 
+pub mod costs;
 pub mod engine;
 pub mod exit;
 pub mod filemap;
@@ -31,7 +32,8 @@ pub mod uapi;
 pub mod vmscan;
 pub mod workingset;
 
-use crate::config::{KernelConfig, Preset};
+use crate::config::KernelConfig;
+pub use costs::KernelCosts;
 use mm::Mm;
 use page_alloc::PageAlloc;
 
@@ -238,7 +240,7 @@ pub mod instr {
 
 pub struct Kernel {
     pub cfg: KernelConfig,
-    pub costs: crate::config::preset::Costs,
+    pub costs: KernelCosts,
     pub mms: Vec<Mm>,
     pub alloc: PageAlloc,
     pub vmstat: VmStat,
@@ -267,13 +269,13 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    pub fn new(cfg: KernelConfig, preset: &Preset, nr_nodes: usize, node_bytes: u64) -> Kernel {
+    pub fn new(cfg: KernelConfig, costs: KernelCosts, nr_nodes: usize, node_bytes: u64) -> Kernel {
         let mut waitq = sched::wait::WaitQueues::default();
         let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
         let pgdat = (0..nr_nodes).map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq)).collect();
         Kernel {
             cfg,
-            costs: preset.costs.clone(),
+            costs,
             mms: Vec::new(),
             alloc: PageAlloc::new(nr_nodes, node_bytes),
             vmstat: VmStat::default(),

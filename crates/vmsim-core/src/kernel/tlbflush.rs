@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn lazy_cpus_stay_in_the_cpumask_skip_flushes_and_catch_up_at_switch() {
         let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap().1;
-        let mut m = Machine::new(&Preset::parse(text, "e5").unwrap(), 1 << 30, 0).unwrap();
+        let mut m = Machine::new(&Preset::parse(text, "e5").unwrap().machine_params().unwrap(), 1 << 30, 0).unwrap();
         let mut mm = Mm::new(7);
         let mut ts = vec![TlbState::default(); m.cpus.len()];
         for cpu in [0, 1, 2] {

@@ -1,0 +1,62 @@
+//! The machine's own parameters, typed and in the units the model uses
+//! (cycles, bytes, bytes per cycle, policy enums). Whoever builds a machine
+//! (the preset loader, a test) converts into these; the model reads nothing
+//! else, so it knows no file format and no source of a value.
+
+use super::cache::Replacement;
+use super::ipi::IpiCosts;
+use super::tlb::TlbConfig;
+use super::topology::Topology;
+
+/// One cache level of the hierarchy.
+#[derive(Clone, Debug)]
+pub struct CacheLevelParams {
+    pub bytes: u64,
+    pub ways: u64,
+    pub latency_cycles: u64,
+    pub replacement: Replacement,
+    /// L1: line fill buffers; L2: superqueue entries; LLC: unused (0).
+    pub outstanding: u64,
+}
+
+/// Where ownership without data is granted to a no-RFO full-line store that
+/// misses the LLC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoRfoGrant {
+    /// At the LLC, for the LLC latency.
+    Llc,
+    /// Only once the home has ruled out copies in other sockets: the line's
+    /// idle DRAM latency.
+    Memory,
+}
+
+#[derive(Clone, Debug)]
+pub struct MachineParams {
+    pub topo: Topology,
+    pub freq_mhz: u64,
+    pub issue_width: u64,
+    pub store_bytes_per_cycle: u64,
+    pub l1d: CacheLevelParams,
+    pub l2: CacheLevelParams,
+    pub llc: CacheLevelParams,
+    pub llc_inclusive: bool,
+    pub tlb: TlbConfig,
+    pub stlb_latency_cycles: u64,
+    pub walk_cycles: u64,
+    pub dram_local_cycles: u64,
+    pub dram_remote_cycles: u64,
+    pub remote_cache_cycles: u64,
+    /// Sustained DRAM bandwidth of one NUMA node.
+    pub dram_bytes_per_cycle: f64,
+    /// Bandwidth of the inter-socket link.
+    pub link_bytes_per_cycle: f64,
+    pub string_startup_cycles: u64,
+    /// Full-line string stores take ownership without reading the line.
+    pub no_rfo_full_lines: bool,
+    pub no_rfo_grant: NoRfoGrant,
+    /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
+    pub nocache_threshold_bytes: u64,
+    pub ipi: IpiCosts,
+    pub tlb_flush_full_cycles: u64,
+    pub invlpg_cycles: u64,
+}
