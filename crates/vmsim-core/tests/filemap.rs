@@ -26,8 +26,8 @@ fn sim() -> Sim {
         page_alloc_shuffle: false,
         tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
     };
-    let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);
+    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
     Sim::new(m, k, 2000)
 }
 

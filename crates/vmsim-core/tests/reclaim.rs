@@ -31,8 +31,8 @@ fn sim(flush: TlbFlushOnUnmap) -> Sim {
         page_alloc_shuffle: false,
         tlb_flush_on_unmap: flush,
     };
-    let m = Machine::new(&p, NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, &p, m.topo.nr_nodes(), NODE_BYTES);
+    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
     let mut s = Sim::new(m, k, 2000);
     for n in 0..s.m.topo.nr_nodes() {
         s.kswapd_run(n);

@@ -486,7 +486,7 @@ pub(crate) mod tests {
             page_alloc_shuffle: false,
             tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
         };
-        Kernel::new(cfg, &preset, 1, 64 << 20)
+        Kernel::new(cfg, preset.kernel_costs(), 1, 64 << 20)
     }
 
     /// Takes a read fault at page `i` and runs its installs.
