@@ -33,7 +33,7 @@ test-python: $(STAMP)
 	$(BIN)/python -m pytest -q tests/python
 
 bench:
-	$(CARGO) bench -p vmsim-core
+	$(CARGO) bench -p vmsim-core --bench sim_speed
 
 setup: $(STAMP)
 

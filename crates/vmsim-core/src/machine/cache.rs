@@ -3,21 +3,24 @@
 //!
 //! # What it owns
 //!
-//! For every way of every set the cache stores, in flat struct-of-arrays form
-//! indexed by `set * ways + way`:
+//! Each set is stored in one or two host cache lines (64-byte aligned blocks):
 //!
-//! * `tags: Vec<u64>` — the full line address (`byte address >> 6`), or
-//!   [`INVALID`] for an empty way;
-//! * `meta: Vec<u8>` — the dirty bit (bit 7) and the per-way state of the
+//! * a `u32` tag per way: the line address (`byte address >> 6`) divided by
+//!   the number of sets (the set index supplies the rest), or an invalid
+//!   marker for an empty way. A cache therefore holds lines below
+//!   `sets * (2^32 - 1)` ([`Cache::line_limit`]; the hierarchy checks its
+//!   memory against it);
+//! * a meta byte per way: the dirty bit (bit 7) and the per-way state of the
 //!   [`Replacement`] policy in the low bits: the LRU rank (0 = most recently
 //!   used) or the 2-bit SRRIP RRPV;
-//! * `sharers: Vec<u64>` — an opaque bitmask, which the cache only stores and
-//!   reports back (the hierarchy uses it as core-valid bits for an inclusive
-//!   LLC);
+//! * for tree-PLRU, the set's tree bits.
 //!
-//! plus, for tree-PLRU, one `u64` of tree bits per set. One byte of metadata
-//! per way keeps a set's state within one or two host cache lines, which is
-//! what bounds the simulator's speed on large caches.
+//! An 8-way set is one host line, a 20-way set two. Beside them, in a flat
+//! array indexed by `set * ways + way`, `sharers: Vec<u64>` holds an opaque
+//! bitmask, which the cache only stores and reports back (the hierarchy uses
+//! it as core-valid bits for an inclusive LLC; private caches have none).
+//! Keeping a set within one or two host lines is what bounds the simulator's
+//! speed on large caches: a lookup costs one or two host cache misses.
 //!
 //! It knows nothing of addresses beyond lines, of pages or of processes, and
 //! has no notion of time: latency and bandwidth belong to the hierarchy.
@@ -26,7 +29,7 @@
 //!
 //! * A line address is in at most one way of its set (the set is
 //!   `line % sets`), and never in any other set.
-//! * An invalid way has tag [`INVALID`], dirty bit clear and sharers 0.
+//! * An invalid way has the invalid tag, dirty bit clear and sharers 0.
 //! * LRU: the ranks of a set's ways (valid or not) are always a permutation
 //!   of `0..ways`; a hit or fill moves the way to rank 0 and ages the ways
 //!   that were more recent by one. This orders the valid lines exactly as
@@ -65,8 +68,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Tag value of an invalid (empty) way. Never a valid line address: line
-/// addresses are byte addresses shifted right by 6, so they stay below 2^58.
+/// Marker of an empty entry in arrays of line or page numbers (the TLB's).
+/// Never a valid line address: line addresses are byte addresses shifted
+/// right by 6, so they stay below 2^58.
 pub const INVALID: u64 = u64::MAX;
 
 /// Largest supported associativity (tree-PLRU bits of a set fit in a u64).
@@ -198,6 +202,8 @@ struct SetIndex {
     /// ceil(2^128 / sets); unused for powers of two.
     magic: u128,
     pow2: bool,
+    /// log2(sets) for powers of two.
+    shift: u32,
 }
 
 impl SetIndex {
@@ -213,6 +219,7 @@ impl SetIndex {
                 u128::MAX / sets as u128 + 1
             },
             pow2,
+            shift: sets.trailing_zeros(),
         }
     }
 
@@ -232,6 +239,22 @@ impl SetIndex {
             ((hi + lo) >> 64) as usize
         }
     }
+
+    /// `(line % sets, line / sets)`. The quotient is floor(line * c / 2^128)
+    /// with the same c, exact under the same condition (Lemire et al.); the
+    /// remainder follows from it.
+    #[inline(always)]
+    fn div_rem(&self, line: u64) -> (usize, u64) {
+        if self.pow2 {
+            ((line & self.mask) as usize, line >> self.shift)
+        } else {
+            let x = line as u128;
+            let hi = x * (self.magic >> 64);
+            let lo = (x * (self.magic as u64 as u128)) >> 64;
+            let q = ((hi + lo) >> 64) as u64;
+            ((line - q * self.sets) as usize, q)
+        }
+    }
 }
 
 /// splitmix64 step, used to turn a seed into a generator state.
@@ -242,6 +265,17 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// One host cache line of a set's storage. Sets start on these boundaries,
+/// so a set of up to 12 ways (tags, metadata and PLRU bits) is one host
+/// cache line and a 20-way set is two.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Block([u32; 16]);
+
+const WORDS_PER_BLOCK: usize = 16;
+/// Stored tag of an invalid way (a quotient never stored: see [`Cache::tag_of`]).
+const INVALID_TAG: u32 = u32::MAX;
+
 /// A set-associative cache. See the module documentation.
 #[derive(Clone)]
 pub struct Cache {
@@ -249,17 +283,18 @@ pub struct Cache {
     policy: Replacement,
     ways: usize,
     index: SetIndex,
-    /// Line address per way, [`INVALID`] when empty.
-    tags: Vec<u64>,
-    /// Per way: [`DIRTY`] bit, and in the low bits the policy's state: the
-    /// LRU rank (0 = most recently used; the ranks of a set's ways, valid or
-    /// not, are a permutation of `0..ways`) or the SRRIP RRPV (0..=3).
-    meta: Vec<u8>,
-    /// Opaque sharer bitmask per way.
+    /// Per set, `blocks_per_set` blocks: `ways` u32 tags (`line / sets`, or
+    /// [`INVALID_TAG`]), then `ways` meta bytes, then (tree-PLRU) the set's
+    /// tree bits as two u32 words. Meta: [`DIRTY`] bit, and in the low bits
+    /// the policy's state: the LRU rank (0 = most recently used; the ranks of
+    /// a set's ways, valid or not, are a permutation of `0..ways`) or the
+    /// SRRIP RRPV (0..=3).
+    store: Vec<Block>,
+    blocks_per_set: usize,
+    /// Word offset of the PLRU bits within a set.
+    plru_word: usize,
+    /// Opaque sharer bitmask per way, indexed `set * ways + way`.
     sharers: Vec<u64>,
-    /// Tree-PLRU bits per set (tree-PLRU only); bit `n` is internal node `n`
-    /// of a heap-ordered tree (root 1), set = victim search goes right.
-    plru: Vec<u64>,
     /// Per way: the (and, or) masks that point its path in the tree away
     /// from it.
     plru_touch: Vec<(u64, u64)>,
@@ -298,6 +333,8 @@ const BRRIP_LEADER: usize = 33;
 const PSEL_MAX: u16 = 1023;
 const PSEL_MID: u16 = 512;
 const BRRIP_LONG_ONE_IN: u64 = 32;
+/// Slots handed out by [`Cache::slot_of`] are `set << SLOT_SHIFT | way` (ways <= 64).
+const SLOT_SHIFT: u32 = 6;
 
 impl Cache {
     /// Build an empty cache. Fails when `sets` or `ways` is 0, `ways` exceeds
@@ -338,45 +375,146 @@ impl Cache {
         if rng == 0 {
             rng = 0x2545_F491_4F6C_DD1D;
         }
+        let plru_word = ways + ways.div_ceil(4);
+        let words = plru_word
+            + if policy == Replacement::TreePlru {
+                2
+            } else {
+                0
+            };
+        let blocks_per_set = words.div_ceil(WORDS_PER_BLOCK);
+        let blocks = (geom.sets as usize)
+            .checked_mul(blocks_per_set)
+            .ok_or_else(|| "cache too large".to_string())?;
         let mut c = Cache {
             geom,
             policy,
             ways,
             index: SetIndex::new(geom.sets),
-            tags: vec![INVALID; n],
-            meta: vec![0; n],
+            store: vec![Block([0; WORDS_PER_BLOCK]); blocks],
+            blocks_per_set,
+            plru_word,
             sharers: vec![0; n],
-            plru: vec![
-                0;
-                if policy == Replacement::TreePlru {
-                    geom.sets as usize
-                } else {
-                    0
-                }
-            ],
             plru_touch,
             plru_leaves: leaves,
             rng,
             psel: PSEL_MID,
             valid: 0,
         };
-        c.reset_meta();
+        c.reset();
         Ok(c)
     }
 
-    fn reset_meta(&mut self) {
-        match self.policy {
-            Replacement::Lru => {
-                let ways = self.ways;
-                for (i, m) in self.meta.iter_mut().enumerate() {
-                    *m = (i % ways) as u8;
+    /// Empties every set and resets the replacement state.
+    fn reset(&mut self) {
+        let ways = self.ways;
+        let policy = self.policy;
+        for set in 0..self.geom.sets as usize {
+            self.tags_mut(set).fill(INVALID_TAG);
+            let m = self.meta_mut(set);
+            match policy {
+                Replacement::Lru => {
+                    for (i, m) in m.iter_mut().enumerate() {
+                        *m = (i % ways) as u8;
+                    }
                 }
+                Replacement::Srrip | Replacement::Drrip => m.fill(RRPV_MAX),
+                Replacement::TreePlru | Replacement::Random => m.fill(0),
             }
-            Replacement::Srrip | Replacement::Drrip => self.meta.fill(RRPV_MAX),
-            Replacement::TreePlru | Replacement::Random => self.meta.fill(0),
+            if policy == Replacement::TreePlru {
+                self.set_plru(set, 0);
+            }
         }
-        self.plru.fill(0);
         self.psel = PSEL_MID;
+    }
+
+    /// The words of `set`'s blocks.
+    #[inline(always)]
+    fn words(&self, set: usize) -> &[u32] {
+        let b = &self.store[set * self.blocks_per_set..(set + 1) * self.blocks_per_set];
+        // SAFETY: `Block` is `repr(C)` over `[u32; 16]` with no padding, and the
+        // blocks of a set are contiguous, so they are `16 * len` initialised u32s.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u32>(), b.len() * WORDS_PER_BLOCK) }
+    }
+
+    #[inline(always)]
+    fn words_mut(&mut self, set: usize) -> &mut [u32] {
+        let bps = self.blocks_per_set;
+        let b = &mut self.store[set * bps..(set + 1) * bps];
+        // SAFETY: as in `words`; the borrow is exclusive.
+        unsafe {
+            std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u32>(), b.len() * WORDS_PER_BLOCK)
+        }
+    }
+
+    #[inline(always)]
+    fn tags(&self, set: usize) -> &[u32] {
+        &self.words(set)[..self.ways]
+    }
+
+    #[inline(always)]
+    fn tags_mut(&mut self, set: usize) -> &mut [u32] {
+        let ways = self.ways;
+        &mut self.words_mut(set)[..ways]
+    }
+
+    /// The meta bytes of `set`, one per way.
+    #[inline(always)]
+    fn meta(&self, set: usize) -> &[u8] {
+        let (ways, w) = (self.ways, self.words(set));
+        // SAFETY: a u32 slice viewed as its bytes (u8 has no alignment or validity needs).
+        let bytes = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
+        &bytes[ways * 4..ways * 5]
+    }
+
+    #[inline(always)]
+    fn meta_mut(&mut self, set: usize) -> &mut [u8] {
+        let ways = self.ways;
+        let w = self.words_mut(set);
+        // SAFETY: as in `meta`; the borrow is exclusive.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u8>(), w.len() * 4) };
+        &mut bytes[ways * 4..ways * 5]
+    }
+
+    #[inline(always)]
+    fn plru(&self, set: usize) -> u64 {
+        let w = &self.words(set)[self.plru_word..self.plru_word + 2];
+        w[0] as u64 | (w[1] as u64) << 32
+    }
+
+    #[inline(always)]
+    fn set_plru(&mut self, set: usize, bits: u64) {
+        let p = self.plru_word;
+        let w = &mut self.words_mut(set)[p..p + 2];
+        w[0] = bits as u32;
+        w[1] = (bits >> 32) as u32;
+    }
+
+    /// Set and stored tag of `line`; the tag is `None` when the quotient does
+    /// not fit a stored tag (such a line is never present).
+    #[inline(always)]
+    fn split(&self, line: u64) -> (usize, Option<u32>) {
+        let (set, q) = self.index.div_rem(line);
+        (set, u32::try_from(q).ok().filter(|&t| t != INVALID_TAG))
+    }
+
+    /// The line held by way `way` of `set` with stored tag `tag`.
+    #[inline(always)]
+    fn line_of(&self, set: usize, tag: u32) -> u64 {
+        tag as u64 * self.geom.sets as u64 + set as u64
+    }
+
+    /// Stored tag for a line about to be filled.
+    #[inline(always)]
+    fn tag_of(&self, line: u64, tag: Option<u32>) -> u32 {
+        match tag {
+            Some(t) => t,
+            None => panic!(
+                "line {line:#x} is beyond the {} sets x 2^32 lines a cache can hold",
+                self.geom.sets
+            ),
+        }
     }
 
     /// Geometry given at construction.
@@ -394,46 +532,49 @@ impl Cache {
         self.geom.lines()
     }
 
+    /// Largest line address (exclusive) the cache can hold.
+    pub fn line_limit(&self) -> u64 {
+        self.geom.sets as u64 * INVALID_TAG as u64
+    }
+
     /// Set that `line` maps to (`line % sets`).
     #[inline]
     pub fn set_of(&self, line: u64) -> u32 {
         self.index.of(line) as u32
     }
 
-    /// Slot (`set * ways + way`) holding `line` in `set`, if any.
+    /// Way of `set` holding stored tag `tag`, if any.
     #[inline(always)]
-    fn find(&self, set: usize, line: u64) -> Option<usize> {
-        debug_assert!(line != INVALID);
-        let base = set * self.ways;
-        self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == line)
-            .map(|w| base + w)
+    fn find(&self, set: usize, tag: Option<u32>) -> Option<usize> {
+        let tag = tag?;
+        self.tags(set).iter().position(|&t| t == tag)
     }
 
+    /// `(set, way)` holding `line`, if any.
     #[inline(always)]
-    fn lookup(&self, line: u64) -> Option<usize> {
-        self.find(self.index.of(line), line)
+    fn lookup(&self, line: u64) -> Option<(usize, usize)> {
+        let (set, tag) = self.split(line);
+        self.find(set, tag).map(|w| (set, w))
     }
 
-    /// Make `slot` the most recently used way of its set (LRU).
+    /// Make `way` the most recently used way of its set (LRU).
     #[inline(always)]
-    fn lru_promote(&mut self, set: usize, slot: usize) {
-        let base = set * self.ways;
-        let rank = self.meta[slot] & STATE;
-        for m in &mut self.meta[base..base + self.ways] {
+    fn lru_promote(&mut self, set: usize, way: usize) {
+        let m = self.meta_mut(set);
+        let rank = m[way] & STATE;
+        for m in m.iter_mut() {
             *m += ((*m & STATE) < rank) as u8;
         }
-        self.meta[slot] &= DIRTY;
+        m[way] &= DIRTY;
     }
 
     /// Replacement update on a hit.
     #[inline(always)]
-    fn promote(&mut self, set: usize, slot: usize) {
+    fn promote(&mut self, set: usize, way: usize) {
         match self.policy {
-            Replacement::Lru => self.lru_promote(set, slot),
-            Replacement::TreePlru => self.plru_promote(set, slot - set * self.ways),
-            Replacement::Srrip | Replacement::Drrip => self.meta[slot] &= DIRTY,
+            Replacement::Lru => self.lru_promote(set, way),
+            Replacement::TreePlru => self.plru_promote(set, way),
+            Replacement::Srrip | Replacement::Drrip => self.meta_mut(set)[way] &= DIRTY,
             Replacement::Random => {}
         }
     }
@@ -453,7 +594,7 @@ impl Cache {
             }
             _ => self.psel >= PSEL_MID,
         };
-        if bimodal && self.next_random() % BRRIP_LONG_ONE_IN != 0 {
+        if bimodal && !self.next_random().is_multiple_of(BRRIP_LONG_ONE_IN) {
             RRPV_MAX
         } else {
             RRPV_INSERT
@@ -462,14 +603,18 @@ impl Cache {
 
     /// Replacement update on a fill.
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, slot: usize) {
+    fn on_fill(&mut self, set: usize, way: usize) {
         match self.policy {
-            Replacement::Lru => self.lru_promote(set, slot),
-            Replacement::TreePlru => self.plru_promote(set, slot - set * self.ways),
-            Replacement::Srrip => self.meta[slot] = (self.meta[slot] & DIRTY) | RRPV_INSERT,
+            Replacement::Lru => self.lru_promote(set, way),
+            Replacement::TreePlru => self.plru_promote(set, way),
+            Replacement::Srrip => {
+                let m = &mut self.meta_mut(set)[way];
+                *m = (*m & DIRTY) | RRPV_INSERT;
+            }
             Replacement::Drrip => {
                 let r = self.drrip_insert(set);
-                self.meta[slot] = (self.meta[slot] & DIRTY) | r;
+                let m = &mut self.meta_mut(set)[way];
+                *m = (*m & DIRTY) | r;
             }
             Replacement::Random => {}
         }
@@ -479,13 +624,14 @@ impl Cache {
     #[inline(always)]
     fn plru_promote(&mut self, set: usize, way: usize) {
         let (and, or) = self.plru_touch[way];
-        self.plru[set] = (self.plru[set] & and) | or;
+        let bits = (self.plru(set) & and) | or;
+        self.set_plru(set, bits);
     }
 
     /// Way chosen by the PLRU tree (skipping subtrees without existing ways).
     #[inline(always)]
     fn plru_victim(&self, set: usize) -> usize {
-        let bits = self.plru[set];
+        let bits = self.plru(set);
         let (mut node, mut lo, mut span) = (1usize, 0usize, self.plru_leaves);
         while node < self.plru_leaves {
             span >>= 1;
@@ -506,71 +652,74 @@ impl Cache {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// Slot to fill in `set`: the lowest invalid way, else the policy's victim.
+    /// Way to fill in `set`: the lowest invalid way, else the policy's victim.
     #[inline(always)]
     fn victim(&mut self, set: usize) -> usize {
-        let base = set * self.ways;
-        match self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == INVALID)
-        {
-            Some(w) => base + w,
+        // A full cache has no invalid way in any set: skip the scan.
+        if self.valid == self.geom.lines() {
+            return self.victim_of_full(set);
+        }
+        match self.tags(set).iter().position(|&t| t == INVALID_TAG) {
+            Some(w) => w,
             None => self.victim_of_full(set),
         }
     }
 
-    /// Slot to evict from the full `set`, by the policy.
+    /// Way to evict from the full `set`, by the policy.
     #[inline(always)]
     fn victim_of_full(&mut self, set: usize) -> usize {
-        let base = set * self.ways;
         match self.policy {
             Replacement::Lru => {
                 let lru = self.ways as u8 - 1;
-                let m = &self.meta[base..base + self.ways];
-                base + m.iter().position(|&m| m & STATE == lru).unwrap_or(0)
+                self.meta(set)
+                    .iter()
+                    .position(|&m| m & STATE == lru)
+                    .unwrap_or(0)
             }
-            Replacement::TreePlru => base + self.plru_victim(set),
+            Replacement::TreePlru => self.plru_victim(set),
             Replacement::Srrip | Replacement::Drrip => {
-                let m = &mut self.meta[base..base + self.ways];
+                let m = self.meta_mut(set);
                 let max = m.iter().fold(0, |a, &v| a.max(v & STATE));
                 if max < RRPV_MAX {
                     let age = RRPV_MAX - max;
                     m.iter_mut().for_each(|v| *v += age);
                 }
-                base + m.iter().position(|&v| v & STATE == RRPV_MAX).unwrap_or(0)
+                m.iter().position(|&v| v & STATE == RRPV_MAX).unwrap_or(0)
             }
             Replacement::Random => {
                 let r = self.next_random();
-                base + (((r >> 32) * self.ways as u64) >> 32) as usize
+                (((r >> 32) * self.ways as u64) >> 32) as usize
             }
         }
     }
 
-    /// Put `line` into `slot` (of `set`), returning the valid line it replaces.
+    /// Put `tag` into `way` of `set`, returning the valid line it replaces.
     #[inline(always)]
     fn fill(
         &mut self,
         set: usize,
-        slot: usize,
-        line: u64,
+        way: usize,
+        tag: u32,
         dirty: bool,
         sharers: u64,
     ) -> Option<Evicted> {
-        let old = self.tags[slot];
-        let ev = if old != INVALID {
+        let old = self.tags(set)[way];
+        let s = set * self.ways + way;
+        let ev = if old != INVALID_TAG {
             Some(Evicted {
-                line: old,
-                dirty: self.meta[slot] & DIRTY != 0,
-                sharers: self.sh(slot),
+                line: self.line_of(set, old),
+                dirty: self.meta(set)[way] & DIRTY != 0,
+                sharers: self.sh(s),
             })
         } else {
             self.valid += 1;
             None
         };
-        self.tags[slot] = line;
-        self.meta[slot] = (self.meta[slot] & STATE) | if dirty { DIRTY } else { 0 };
-        self.set_sh(slot, sharers);
-        self.on_fill(set, slot);
+        self.tags_mut(set)[way] = tag;
+        let m = &mut self.meta_mut(set)[way];
+        *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
+        self.set_sh(s, sharers);
+        self.on_fill(set, way);
         ev
     }
 
@@ -579,11 +728,10 @@ impl Cache {
     /// and return true. A miss changes nothing and returns false.
     #[inline]
     pub fn access(&mut self, line: u64, write: bool) -> bool {
-        let set = self.index.of(line);
-        match self.find(set, line) {
-            Some(slot) => {
-                self.meta[slot] |= if write { DIRTY } else { 0 };
-                self.promote(set, slot);
+        match self.lookup(line) {
+            Some((set, way)) => {
+                self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
+                self.promote(set, way);
                 true
             }
             None => false,
@@ -601,17 +749,18 @@ impl Cache {
         write: bool,
         sharers: u64,
     ) -> (bool, Option<Evicted>) {
-        let set = self.index.of(line);
-        match self.find(set, line) {
-            Some(slot) => {
-                self.meta[slot] |= if write { DIRTY } else { 0 };
-                self.or_sh(slot, sharers);
-                self.promote(set, slot);
+        let (set, tag) = self.split(line);
+        match self.find(set, tag) {
+            Some(way) => {
+                self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
+                self.or_sh(set * self.ways + way, sharers);
+                self.promote(set, way);
                 (true, None)
             }
             None => {
-                let slot = self.victim(set);
-                (false, self.fill(set, slot, line, write, sharers))
+                let tag = self.tag_of(line, tag);
+                let way = self.victim(set);
+                (false, self.fill(set, way, tag, write, sharers))
             }
         }
     }
@@ -625,22 +774,31 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn sh(&self, slot: usize) -> u64 {
-        if self.sharers.is_empty() { 0 } else { self.sharers[slot] }
-    }
-
-    #[inline(always)]
-    fn set_sh(&mut self, slot: usize, v: u64) {
-        if !self.sharers.is_empty() {
-            self.sharers[slot] = v;
+    fn sh(&self, i: usize) -> u64 {
+        if self.sharers.is_empty() {
+            0
+        } else {
+            self.sharers[i]
         }
     }
 
     #[inline(always)]
-    fn or_sh(&mut self, slot: usize, v: u64) {
+    fn set_sh(&mut self, i: usize, v: u64) {
         if !self.sharers.is_empty() {
-            self.sharers[slot] |= v;
+            self.sharers[i] = v;
         }
+    }
+
+    #[inline(always)]
+    fn or_sh(&mut self, i: usize, v: u64) {
+        if !self.sharers.is_empty() {
+            self.sharers[i] |= v;
+        }
+    }
+
+    #[inline(always)]
+    fn unslot(slot: usize) -> (usize, usize) {
+        (slot >> SLOT_SHIFT, slot & ((1 << SLOT_SHIFT) - 1))
     }
 
     /// Slot-level access for callers that look a line up once and then act on
@@ -648,48 +806,54 @@ impl Cache {
     /// A slot stays valid until the next insert or invalidate on this cache.
     #[inline]
     pub fn slot_of(&self, line: u64) -> Option<usize> {
-        self.lookup(line)
+        self.lookup(line).map(|(set, way)| set << SLOT_SHIFT | way)
     }
 
     /// Replacement promote of a hit slot, ORing `write` into its dirty bit.
     #[inline]
     pub fn slot_hit(&mut self, slot: usize, write: bool) {
-        self.meta[slot] |= if write { DIRTY } else { 0 };
-        let set = slot / self.ways;
-        self.promote(set, slot);
+        let (set, way) = Self::unslot(slot);
+        self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
+        self.promote(set, way);
     }
 
     #[inline]
     pub fn slot_dirty(&self, slot: usize) -> bool {
-        self.meta[slot] & DIRTY != 0
+        let (set, way) = Self::unslot(slot);
+        self.meta(set)[way] & DIRTY != 0
     }
 
     #[inline]
     pub fn slot_set_dirty(&mut self, slot: usize, dirty: bool) {
+        let (set, way) = Self::unslot(slot);
+        let m = &mut self.meta_mut(set)[way];
         if dirty {
-            self.meta[slot] |= DIRTY;
+            *m |= DIRTY;
         } else {
-            self.meta[slot] &= !DIRTY;
+            *m &= !DIRTY;
         }
     }
 
     #[inline]
     pub fn slot_sharers(&self, slot: usize) -> u64 {
-        self.sh(slot)
+        let (set, way) = Self::unslot(slot);
+        self.sh(set * self.ways + way)
     }
 
     #[inline]
     pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
-        self.set_sh(slot, sharers);
+        let (set, way) = Self::unslot(slot);
+        self.set_sh(set * self.ways + way, sharers);
     }
 
     /// Insert a line the caller has just found absent (skips the lookup).
     #[inline]
     pub fn insert_absent(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
         debug_assert!(self.lookup(line).is_none());
-        let set = self.index.of(line);
-        let slot = self.victim(set);
-        self.fill(set, slot, line, dirty, sharers)
+        let (set, tag) = self.split(line);
+        let tag = self.tag_of(line, tag);
+        let way = self.victim(set);
+        self.fill(set, way, tag, dirty, sharers)
     }
 
     /// Probe without changing replacement state.
@@ -708,25 +872,27 @@ impl Cache {
     /// invariant therefore holds whatever the caller does.
     #[inline]
     pub fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
-        let set = self.index.of(line);
-        if let Some(slot) = self.find(set, line) {
-            self.meta[slot] |= if dirty { DIRTY } else { 0 };
-            self.set_sh(slot, sharers);
-            self.promote(set, slot);
+        let (set, tag) = self.split(line);
+        if let Some(way) = self.find(set, tag) {
+            self.meta_mut(set)[way] |= if dirty { DIRTY } else { 0 };
+            self.set_sh(set * self.ways + way, sharers);
+            self.promote(set, way);
             return None;
         }
-        let slot = self.victim(set);
-        self.fill(set, slot, line, dirty, sharers)
+        let tag = self.tag_of(line, tag);
+        let way = self.victim(set);
+        self.fill(set, way, tag, dirty, sharers)
     }
 
     /// Remove `line` if present; returns its `(dirty, sharers)`.
     #[inline]
     pub fn invalidate(&mut self, line: u64) -> Option<(bool, u64)> {
-        let slot = self.lookup(line)?;
-        let out = (self.meta[slot] & DIRTY != 0, self.sh(slot));
-        self.tags[slot] = INVALID;
-        self.meta[slot] &= STATE;
-        self.set_sh(slot, 0);
+        let (set, way) = self.lookup(line)?;
+        let s = set * self.ways + way;
+        let out = (self.meta(set)[way] & DIRTY != 0, self.sh(s));
+        self.tags_mut(set)[way] = INVALID_TAG;
+        self.meta_mut(set)[way] &= STATE;
+        self.set_sh(s, 0);
         self.valid -= 1;
         Some(out)
     }
@@ -734,15 +900,16 @@ impl Cache {
     /// Sharers of `line`, `None` if absent.
     #[inline]
     pub fn sharers(&self, line: u64) -> Option<u64> {
-        self.lookup(line).map(|s| self.sh(s))
+        self.lookup(line)
+            .map(|(set, way)| self.sh(set * self.ways + way))
     }
 
     /// Replace the sharers of `line`; false if absent.
     #[inline]
     pub fn set_sharers(&mut self, line: u64, sharers: u64) -> bool {
         match self.lookup(line) {
-            Some(s) => {
-                self.set_sh(s, sharers);
+            Some((set, way)) => {
+                self.set_sh(set * self.ways + way, sharers);
                 true
             }
             None => false,
@@ -753,8 +920,8 @@ impl Cache {
     #[inline]
     pub fn or_sharers(&mut self, line: u64, bits: u64) -> bool {
         match self.lookup(line) {
-            Some(s) => {
-                self.or_sh(s, bits);
+            Some((set, way)) => {
+                self.or_sh(set * self.ways + way, bits);
                 true
             }
             None => false,
@@ -766,8 +933,9 @@ impl Cache {
     #[inline]
     pub fn set_dirty(&mut self, line: u64, dirty: bool) -> bool {
         match self.lookup(line) {
-            Some(s) => {
-                self.meta[s] = (self.meta[s] & STATE) | if dirty { DIRTY } else { 0 };
+            Some((set, way)) => {
+                let m = &mut self.meta_mut(set)[way];
+                *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
                 true
             }
             None => false,
@@ -777,15 +945,15 @@ impl Cache {
     /// Dirty bit of `line`, `None` if absent.
     #[inline]
     pub fn is_dirty(&self, line: u64) -> Option<bool> {
-        self.lookup(line).map(|s| self.meta[s] & DIRTY != 0)
+        self.lookup(line)
+            .map(|(set, way)| self.meta(set)[way] & DIRTY != 0)
     }
 
     /// Invalidate everything (no writebacks are reported). Replacement state
     /// is reset; the random generator continues its sequence.
     pub fn clear(&mut self) {
-        self.tags.fill(INVALID);
         self.sharers.fill(0);
-        self.reset_meta();
+        self.reset();
         self.valid = 0;
     }
 
@@ -798,11 +966,18 @@ impl Cache {
     /// Valid lines as `(line, dirty, sharers)`, in set then way order
     /// (deterministic), e.g. to write back everything at a flush.
     pub fn valid_lines(&self) -> impl Iterator<Item = (u64, bool, u64)> + '_ {
-        self.tags
-            .iter()
-            .enumerate()
-            .filter(|(_, &t)| t != INVALID)
-            .map(|(s, &t)| (t, self.meta[s] & DIRTY != 0, self.sh(s)))
+        (0..self.geom.sets as usize).flat_map(move |set| {
+            (0..self.ways).filter_map(move |way| {
+                let t = self.tags(set)[way];
+                (t != INVALID_TAG).then(|| {
+                    (
+                        self.line_of(set, t),
+                        self.meta(set)[way] & DIRTY != 0,
+                        self.sh(set * self.ways + way),
+                    )
+                })
+            })
+        })
     }
 }
 
@@ -812,7 +987,9 @@ mod tests {
 
     #[test]
     fn a_cache_without_sharers_reads_zero_and_ignores_stores() {
-        let mut c = Cache::new(CacheGeometry { sets: 2, ways: 2 }, Replacement::Lru, 1).unwrap().without_sharers();
+        let mut c = Cache::new(CacheGeometry { sets: 2, ways: 2 }, Replacement::Lru, 1)
+            .unwrap()
+            .without_sharers();
         assert!(c.insert(4, true, 0b101).is_none());
         assert_eq!(c.sharers(4), Some(0));
         assert!(c.or_sharers(4, 1) && c.set_sharers(4, 7));
@@ -918,6 +1095,12 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn div_rem_matches_division(sets in 1u32.., x in any::<u64>()) {
+            let idx = SetIndex::new(sets);
+            prop_assert_eq!(idx.div_rem(x), ((x % sets as u64) as usize, x / sets as u64));
+        }
+
         #[test]
         fn set_index_matches_modulo_random(sets in 1u32.., x in any::<u64>()) {
             prop_assert_eq!(SetIndex::new(sets).of(x) as u64, x % sets as u64);
@@ -1047,7 +1230,11 @@ mod tests {
         assert_eq!(lru, 0);
         assert!(srrip < 20 * 1536 / 100, "srrip {srrip}");
         assert!(psel >= PSEL_MID, "followers insert bimodally: psel {psel}");
-        assert!(drrip > 20 * 1536 / 5, "drrip keeps >20% of the loop: {drrip} of {}", 20 * 1536);
+        assert!(
+            drrip > 20 * 1536 / 5,
+            "drrip keeps >20% of the loop: {drrip} of {}",
+            20 * 1536
+        );
     }
 
     #[test]
@@ -1258,7 +1445,7 @@ mod tests {
         }
         for l in 4..200 {
             assert!(c.insert(l, false, 0).is_some());
-            let way = c.tags.iter().position(|&t| t == l).unwrap();
+            let way = c.slot_of(l).unwrap() & ((1 << SLOT_SHIFT) - 1);
             seen[way] = true;
         }
         assert_eq!(seen, [true; 4]);
@@ -1669,10 +1856,9 @@ mod tests {
                     lines.sort_unstable();
                     lines.dedup();
                     prop_assert_eq!(lines.len(), n);
-                    for (slot, &t) in c.tags.iter().enumerate() {
-                        if t != INVALID {
-                            prop_assert_eq!(c.set_of(t) as usize, slot / ways as usize);
-                        }
+                    for (line, _, _) in c.valid_lines() {
+                        let set = c.slot_of(line).unwrap() >> SLOT_SHIFT;
+                        prop_assert_eq!(c.set_of(line) as usize, set);
                     }
                 }
                 Ok(trace)

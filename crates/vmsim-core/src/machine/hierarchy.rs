@@ -9,6 +9,7 @@
 //!   through the core-valid bits) and, unless `EXCL`, other instances' copies;
 //! - an LLC miss probes the other instances (a dirty copy there is forwarded
 //!   cache-to-cache instead of read from DRAM).
+//!
 //! Inclusive LLCs back-invalidate private copies when they evict. Non-inclusive
 //! LLCs are filled by L2 victims only; their cross-core coherence is tracked
 //! only for lines that are in the LLC (a documented simplification).
@@ -53,10 +54,16 @@ pub enum Served {
     RemoteCache,
     /// Ownership granted without data (no-RFO string store, LLC miss). `remote`:
     /// the line's home is another socket's memory.
-    NoFill { remote: bool },
-    Dram { remote: bool },
+    NoFill {
+        remote: bool,
+    },
+    Dram {
+        remote: bool,
+    },
     /// Non-temporal store written to memory.
-    NtWrite { remote: bool },
+    NtWrite {
+        remote: bool,
+    },
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -125,7 +132,14 @@ pub struct HierarchyParams {
 
 fn mk(size_bytes: u64, ways: u64, pol: Replacement, seed: u64) -> Result<Cache, String> {
     let sets = size_bytes / 64 / ways;
-    Cache::new(CacheGeometry { sets: sets as u32, ways: ways as u32 }, pol, seed)
+    Cache::new(
+        CacheGeometry {
+            sets: sets as u32,
+            ways: ways as u32,
+        },
+        pol,
+        seed,
+    )
 }
 
 impl Hierarchy {
@@ -142,10 +156,27 @@ impl Hierarchy {
         for i in 0..t.nr_llcs() as u64 {
             llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
         }
-        let dram = (0..t.nr_nodes()).map(|_| Calendar::new(p.dram_bytes_per_cycle)).collect();
+        // Caches store compact tags: every line of memory must fit them.
+        let lines = p.node_bytes * t.nr_nodes() as u64 / 64;
+        if let Some(c) = l1
+            .iter()
+            .chain(&l2)
+            .chain(&llc)
+            .find(|c| lines > c.line_limit())
+        {
+            return Err(format!(
+                "{lines} lines of memory exceed what a cache of {:?} can tag",
+                c.geometry()
+            ));
+        }
+        let dram = (0..t.nr_nodes())
+            .map(|_| Calendar::new(p.dram_bytes_per_cycle))
+            .collect();
         let t_llcs = t.nr_llcs();
         let regions = (p.node_bytes * t.nr_nodes() as u64 / 4096) as usize + 1;
-        let link = (0..t.sockets).map(|_| Calendar::new(p.link_bytes_per_cycle)).collect();
+        let link = (0..t.sockets)
+            .map(|_| Calendar::new(p.link_bytes_per_cycle))
+            .collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
             topo: p.topo,
@@ -178,7 +209,8 @@ impl Hierarchy {
             // Reads cross from the home socket to us; writes from us to it.
             let from = if write { socket } else { home_socket };
             done = done.max(self.link[from].reserve(t, 64, write));
-            xfer = xfer.max(64 * super::memory::EPOCH / self.link[from].capacity_per_epoch().max(1));
+            xfer =
+                xfer.max(64 * super::memory::EPOCH / self.link[from].capacity_per_epoch().max(1));
         }
         // Only time beyond the slower resource's own transfer time is queueing.
         done.saturating_sub(t + xfer)
@@ -193,13 +225,26 @@ impl Hierarchy {
     /// Drops `core`'s private copies of `line`; true if one was dirty.
     #[inline]
     fn drop_private(&mut self, core: usize, line: u64) -> bool {
-        let a = self.l1[core].invalidate(line).map(|(d, _)| d).unwrap_or(false);
-        let b = self.l2[core].invalidate(line).map(|(d, _)| d).unwrap_or(false);
+        let a = self.l1[core]
+            .invalidate(line)
+            .map(|(d, _)| d)
+            .unwrap_or(false);
+        let b = self.l2[core]
+            .invalidate(line)
+            .map(|(d, _)| d)
+            .unwrap_or(false);
         a || b
     }
 
     /// Invalidates `line` in instance `u`'s private caches (via core-valid bits) except core bit `keep`.
-    fn invalidate_line_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: Option<usize>, st: &mut CacheStats) -> bool {
+    fn invalidate_line_sharers(
+        &mut self,
+        u: usize,
+        line: u64,
+        sharers: u64,
+        keep: Option<usize>,
+        st: &mut CacheStats,
+    ) -> bool {
         let base = u * self.topo.cores_per_llc();
         let mut bits = sharers & !EXCL;
         if let Some(k) = keep {
@@ -241,7 +286,14 @@ impl Hierarchy {
     /// Probes the other LLC instances for `line`. For a store (or NT store) every copy is
     /// invalidated; for a load a dirty copy is written back and the line becomes shared.
     /// Returns (found, was_dirty).
-    fn probe_others(&mut self, u: usize, line: u64, store: bool, t: u64, st: &mut CacheStats) -> (bool, bool) {
+    fn probe_others(
+        &mut self,
+        u: usize,
+        line: u64,
+        store: bool,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (bool, bool) {
         let mut found = false;
         let mut dirty = false;
         for v in 0..self.llc.len() {
@@ -249,7 +301,11 @@ impl Hierarchy {
                 continue;
             }
             let present = self.presence[v][Self::region(line)] != 0;
-            let Some(sh) = (if present { self.llc[v].sharers(line) } else { None }) else {
+            let Some(sh) = (if present {
+                self.llc[v].sharers(line)
+            } else {
+                None
+            }) else {
                 if !self.inclusive && self.active[v] != 0 {
                     // Non-inclusive: a copy may sit in a private cache only.
                     let base = v * self.topo.cores_per_llc();
@@ -263,7 +319,8 @@ impl Hierarchy {
                             if store {
                                 dirty |= self.drop_private(c, line);
                             } else {
-                                dirty |= self.l1[c].is_dirty(line) == Some(true) || self.l2[c].is_dirty(line) == Some(true);
+                                dirty |= self.l1[c].is_dirty(line) == Some(true)
+                                    || self.l2[c].is_dirty(line) == Some(true);
                                 self.l1[c].set_dirty(line, false);
                                 self.l2[c].set_dirty(line, false);
                             }
@@ -325,7 +382,15 @@ impl Hierarchy {
     }
 
     /// Handles an L2 victim: dirty data goes down to the LLC (or memory).
-    fn l2_victim(&mut self, u: usize, bit: usize, ev: Evicted, socket: usize, t: u64, st: &mut CacheStats) {
+    fn l2_victim(
+        &mut self,
+        u: usize,
+        bit: usize,
+        ev: Evicted,
+        socket: usize,
+        t: u64,
+        st: &mut CacheStats,
+    ) {
         if self.inclusive {
             if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
@@ -362,7 +427,18 @@ impl Hierarchy {
         }
     }
 
-    fn fill_l1(&mut self, core: usize, u: usize, bit: usize, line: u64, dirty: bool, socket: usize, t: u64, st: &mut CacheStats) {
+    #[allow(clippy::too_many_arguments)]
+    fn fill_l1(
+        &mut self,
+        core: usize,
+        u: usize,
+        bit: usize,
+        line: u64,
+        dirty: bool,
+        socket: usize,
+        t: u64,
+        st: &mut CacheStats,
+    ) {
         if let Some(ev) = self.l1[core].insert_absent(line, dirty, 0) {
             if ev.dirty {
                 // L1 write-back into L2 (allocate there if absent).
@@ -375,7 +451,17 @@ impl Hierarchy {
         }
     }
 
-    fn fill_l2(&mut self, core: usize, u: usize, bit: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) {
+    #[allow(clippy::too_many_arguments)]
+    fn fill_l2(
+        &mut self,
+        core: usize,
+        u: usize,
+        bit: usize,
+        line: u64,
+        socket: usize,
+        t: u64,
+        st: &mut CacheStats,
+    ) {
         if let Some(ev) = self.l2[core].insert_absent(line, false, 0) {
             self.l2_victim(u, bit, ev, socket, t, st);
         }
@@ -384,13 +470,27 @@ impl Hierarchy {
     /// One cache-line access by a core at time `t` (the start of its service).
     /// Returns where it was served and the extra queueing wait of any DRAM transfer
     /// it caused, read or write-back.
-    pub fn access(&mut self, core: usize, line: u64, kind: AccessKind, t: u64, st: &mut CacheStats) -> (Served, u64) {
+    pub fn access(
+        &mut self,
+        core: usize,
+        line: u64,
+        kind: AccessKind,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
         self.wb_wait = 0;
         let (s, w) = self.access_inner(core, line, kind, t, st);
         (s, w.max(self.wb_wait))
     }
 
-    fn access_inner(&mut self, core: usize, line: u64, kind: AccessKind, t: u64, st: &mut CacheStats) -> (Served, u64) {
+    fn access_inner(
+        &mut self,
+        core: usize,
+        line: u64,
+        kind: AccessKind,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
         let store = kind.is_store();
         let (u, bit) = self.topo.llc_of_core(core);
         let socket = self.socket_of_llc(u);
@@ -436,12 +536,13 @@ impl Hierarchy {
                     self.probe_others(u, line, true, t, st);
                 }
                 self.invalidate_line_sharers(u, line, sh, Some(bit), st);
-                self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
+                // Probing touched only the other instances and private caches: `slot` still holds the line.
+                self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
             } else {
                 if self.downgrade_sharers(u, line, sh, bit) {
-                    self.llc[u].set_dirty(line, true);
+                    self.llc[u].slot_set_dirty(slot, true);
                 }
-                self.llc[u].or_sharers(line, 1u64 << bit);
+                self.llc[u].slot_set_sharers(slot, sh | (1u64 << bit));
             }
             if !self.inclusive {
                 // Non-inclusive: the line moves up and leaves the victim LLC.
@@ -465,7 +566,9 @@ impl Hierarchy {
             served = Served::RemoteCache;
         } else if kind == AccessKind::StringStore && self.no_rfo {
             let node = self.home_node(line);
-            served = Served::NoFill { remote: self.topo.socket_of_node(node) != socket };
+            served = Served::NoFill {
+                remote: self.topo.socket_of_node(node) != socket,
+            };
         } else {
             let node = self.home_node(line);
             let remote = self.topo.socket_of_node(node) != socket;
@@ -502,7 +605,15 @@ impl Hierarchy {
         }
     }
 
-    fn nt_store(&mut self, core: usize, u: usize, line: u64, socket: usize, t: u64, st: &mut CacheStats) -> (Served, u64) {
+    fn nt_store(
+        &mut self,
+        core: usize,
+        u: usize,
+        line: u64,
+        socket: usize,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
         st.nt_stores += 1;
         // The full line is overwritten: every cached copy is dropped, dirty or not.
         self.drop_private(core, line);
@@ -527,8 +638,12 @@ impl Hierarchy {
             Served::NoFill { remote: false } => self.lat.dram_local,
             Served::NoFill { remote: true } => self.lat.dram_remote,
             Served::RemoteCache => self.lat.remote_cache,
-            Served::Dram { remote: false } | Served::NtWrite { remote: false } => self.lat.dram_local,
-            Served::Dram { remote: true } | Served::NtWrite { remote: true } => self.lat.dram_remote,
+            Served::Dram { remote: false } | Served::NtWrite { remote: false } => {
+                self.lat.dram_local
+            }
+            Served::Dram { remote: true } | Served::NtWrite { remote: true } => {
+                self.lat.dram_remote
+            }
         }
     }
 
@@ -546,4 +661,3 @@ impl Hierarchy {
         self.llc[u].contains(line)
     }
 }
-
