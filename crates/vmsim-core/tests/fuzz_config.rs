@@ -128,7 +128,7 @@ proptest! {
             paths(&table, "", &mut all);
             // Aim at the `value` of a leaf most of the time.
             let leaves: Vec<&String> = all.iter().filter(|p| p.ends_with(".value")).collect();
-            let path = if index(op) % 4 != 0 && !leaves.is_empty() { leaves[index(op) % leaves.len()].clone() } else { all[index(op) % all.len()].clone() };
+            let path = if !index(op).is_multiple_of(4) && !leaves.is_empty() { leaves[index(op) % leaves.len()].clone() } else { all[index(op) % all.len()].clone() };
             apply(&mut table, &path, op);
         }
         let text = toml::to_string(&table).unwrap();

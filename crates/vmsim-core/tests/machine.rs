@@ -171,7 +171,7 @@ fn streaming_cpus_are_bound_by_the_node_bandwidth() {
     let lines_per_cpu = 20_000u64;
     // 18 cores of socket 0 stream loads over disjoint cold regions of node 0.
     let cpus: Vec<usize> = (0..18).collect();
-    let mut next = vec![0u64; 18];
+    let mut next = [0u64; 18];
     let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> = cpus.iter().map(|&c| std::cmp::Reverse((0, c))).collect();
     while let Some(std::cmp::Reverse((_, c))) = heap.pop() {
         let stop = m.cpus[c].clock + 2000;

@@ -213,7 +213,7 @@ fn run_mode(
     src: &Mapping,
 ) -> Result<Vec<Value>, HwError> {
     if !corunner {
-        return Ok(s
+        return s
             .strats
             .iter()
             .map(|&st| {
@@ -227,7 +227,7 @@ fn run_mode(
                 r["corunner"] = json!(false);
                 Ok(r)
             })
-            .collect::<Result<_, HwError>>()?);
+            .collect::<Result<_, HwError>>();
     }
     let skip = |why: String| {
         s.strats

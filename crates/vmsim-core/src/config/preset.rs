@@ -202,7 +202,7 @@ fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: 
         return Err(cfg_err(format!("{}.value", p.f.key("ways")), format!("at most {} ways are supported, got {}", crate::machine::cache::MAX_WAYS, c.ways)));
     }
     let key = p.f.key("size_kib");
-    if (c.size_kib * 1024 / 64) % c.ways != 0 {
+    if !(c.size_kib * 1024 / 64).is_multiple_of(c.ways) {
         return Err(cfg_err(key, format!("{} KiB is not a whole number of sets of {} ways of 64 B lines", c.size_kib, c.ways)));
     }
     Ok((c, p))
