@@ -1,6 +1,6 @@
 # Entry points (see README.md):
 #   make run    set up on a fresh machine and run the headline experiment
-#   make test   set up and run all tests (Rust and Python)
+#   make test   set up and run all tests (Rust and Python) after the lint checks
 #   make bench  simulator-speed benchmarks
 #   make clean  remove the virtualenv and build products
 #
@@ -19,12 +19,17 @@ STAMP  := $(VENV)/.vmsim-built
 BUILD_INPUTS := Cargo.toml pyproject.toml $(wildcard Cargo.lock) \
 	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null)
 
-.PHONY: run test test-rust test-python bench setup clean
+.PHONY: run test lint test-rust test-python bench setup clean
 
 run: $(STAMP)
 	$(BIN)/vmsim compare clear-target-last
 
-test: test-rust test-python
+test: lint test-rust test-python
+
+# Formatting and lints are part of the tests: CI runs `make test`.
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 
 test-rust:
 	$(CARGO) test --workspace --release
