@@ -278,7 +278,14 @@ impl vmsim_core::kernel::kthread::KthreadFn for Shrinker {
 }
 
 fn reclaim_under_a_running_reader(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
-    let mut s = sim(TlbFlushOnUnmap::Batched);
+    reclaim_under_a_running_reader_with(TlbFlushOnUnmap::Batched, inject)
+}
+
+fn reclaim_under_a_running_reader_with(
+    flush: TlbFlushOnUnmap,
+    inject: bool,
+) -> (Sim, Result<(), vmsim_core::api::Error>) {
+    let mut s = sim(flush);
     let f = s.k.create_sparse_file(64 * 4096);
     let t = s.spawn(
         Box::new(ReadBusyReread {
@@ -322,4 +329,32 @@ fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
         }
         other => panic!("a missing flush must fail the run, got {other:?}"),
     }
+}
+
+#[test]
+fn per_page_flushing_sends_a_round_per_page_and_batching_one_ipi_per_batch() {
+    let shootdowns =
+        |s: &Sim| s.m.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize];
+    let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::PerPage, false);
+    r.unwrap();
+    // Every reclaimed page was mapped by the reader running on CPU 1: one IPI each.
+    let stolen = s.k.reclaim.pgsteal_direct;
+    assert!(stolen >= 32);
+    assert_eq!(
+        (s.k.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
+        (stolen, stolen)
+    );
+    let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::Batched, false);
+    r.unwrap();
+    // One flush per batch that unmapped anything, one IPI to CPU 1 in each.
+    let batches = s.k.reclaim.tlb_ubc_flushes;
+    assert!(
+        batches >= 1 && batches * 32 >= s.k.reclaim.pgsteal_direct,
+        "{:?}",
+        s.k.reclaim
+    );
+    assert_eq!(
+        (s.k.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
+        (batches, batches)
+    );
 }

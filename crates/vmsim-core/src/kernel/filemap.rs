@@ -292,22 +292,33 @@ impl Kernel {
         if !inode.readahead.remove(&index) {
             return;
         }
-        let ra = &mut inode.ra;
-        let max = ra.ra_pages;
-        if index != ra.start + ra.size - ra.async_size.min(ra.start + ra.size) {
-            // Not the expected mark (another reader's window): restart from here.
-            ra.start = index;
-            ra.size = 0;
-        }
-        ra.start += ra.size;
-        let cur = ra.size.max(1);
-        ra.size = if cur < max / 16 {
-            4 * cur
-        } else if cur <= max / 2 {
-            2 * cur
-        } else {
-            max
+        let max = inode.ra.ra_pages;
+        let get_next_ra_size = |cur: u64| {
+            if cur < max / 16 {
+                4 * cur
+            } else if cur <= max / 2 {
+                2 * cur
+            } else {
+                max
+            }
         };
+        let ra = &inode.ra;
+        let expected = (ra.start + ra.size).saturating_sub(ra.async_size);
+        let (start, size) = if ra.size > 0 && index == expected {
+            // Push the window forward and ramp its size up.
+            (ra.start + ra.size, get_next_ra_size(ra.size))
+        } else {
+            // A marked folio without matching state: page_cache_next_miss()
+            // finds where the cached run after it ends and reads on from there.
+            let Some(start) = (index + 1..=index + max).find(|i| !inode.pages.contains_key(i))
+            else {
+                return;
+            };
+            (start, get_next_ra_size(start - index + max))
+        };
+        let ra = &mut inode.ra;
+        ra.start = start;
+        ra.size = size;
         ra.async_size = ra.size;
         let (s, n, a) = (ra.start, ra.size, ra.async_size);
         self.filemap.readahead_async += 1;
