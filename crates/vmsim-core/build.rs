@@ -19,7 +19,11 @@ fn embed(dir: &Path, out: &mut String, konst: &str) {
         println!("cargo:rerun-if-changed={}", p.display());
         let stem = p.file_stem().unwrap().to_string_lossy().to_string();
         let abs = fs::canonicalize(&p).unwrap();
-        out.push_str(&format!("    ({:?}, include_str!({:?})),\n", stem, abs.display().to_string()));
+        out.push_str(&format!(
+            "    ({:?}, include_str!({:?})),\n",
+            stem,
+            abs.display().to_string()
+        ));
     }
     out.push_str("];\n");
 }

@@ -3,16 +3,40 @@
 use serde_json::Value;
 
 const KEYS: &[&str] = &[
-    "throughput_bytes_per_s", "fault_bytes_per_s", "elapsed_s", "user_s", "sys_s", "instructions", "ipc",
-    "llc_miss_rate", "llc_misses", "l1d_misses", "l2_misses", "dram_bytes_read", "dram_bytes_written",
-    "stall_cycles", "pgfault", "pgfault_thp", "pgfault_cow_thp", "pgfault_cow_4k", "hugetlb_faults",
-    "thp_cow_copies", "thp_split_pmd", "cow_reuse", "data_verified",
+    "throughput_bytes_per_s",
+    "fault_bytes_per_s",
+    "elapsed_s",
+    "user_s",
+    "sys_s",
+    "instructions",
+    "ipc",
+    "llc_miss_rate",
+    "llc_misses",
+    "l1d_misses",
+    "l2_misses",
+    "dram_bytes_read",
+    "dram_bytes_written",
+    "stall_cycles",
+    "pgfault",
+    "pgfault_thp",
+    "pgfault_cow_thp",
+    "pgfault_cow_4k",
+    "hugetlb_faults",
+    "thp_cow_copies",
+    "thp_split_pmd",
+    "cow_reuse",
+    "data_verified",
 ];
 
 fn table(v: &Value) {
     let b = &v["baseline"];
     // Variants in the experiment's order (the JSON object is sorted by name).
-    let order: Vec<&str> = v["variant_order"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let order: Vec<&str> = v["variant_order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
     print!("{:28} {:>16}", "", v["baseline_name"].as_str().unwrap());
     for n in &order {
         print!(" {n:>26}");
@@ -23,14 +47,20 @@ fn table(v: &Value) {
         for n in &order {
             let r = &v["variants"][*n];
             let (x, y) = (b[*k].as_f64().unwrap_or(0.0), r[*k].as_f64().unwrap_or(0.0));
-            print!(" {:>16} ({:+.1}%)", r[*k].to_string(), if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 });
+            print!(
+                " {:>16} ({:+.1}%)",
+                r[*k].to_string(),
+                if x != 0.0 { (y - x) / x * 100.0 } else { 0.0 }
+            );
         }
         println!();
     }
 }
 
 fn main() {
-    let name = std::env::args().nth(1).expect("usage: compare NAME [SCALE]");
+    let name = std::env::args()
+        .nth(1)
+        .expect("usage: compare NAME [SCALE]");
     let scale = std::env::args().nth(2).map(|s| s.parse().unwrap());
     let t = std::time::Instant::now();
     let out = vmsim_core::api::compare(&name, scale, 0, &mut |_, _| {}).unwrap_or_else(|e| {

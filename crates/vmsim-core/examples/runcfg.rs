@@ -5,7 +5,10 @@ fn main() {
     let t = std::time::Instant::now();
     match vmsim_core::api::run_config(&text, vmsim_core::api::Format::Toml, None, &mut |_, _| {}) {
         Ok(s) => println!("{s}"),
-        Err(e) => { eprintln!("error: {e}"); std::process::exit(2) }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        }
     }
     eprintln!("host time {:.2} s", t.elapsed().as_secs_f64());
 }

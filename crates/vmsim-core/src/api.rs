@@ -16,13 +16,21 @@ pub enum Format {
 
 fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
     match format {
-        Format::Toml => text.parse().map_err(|e: toml::de::Error| Error::Config { key: "config".into(), message: format!("not valid TOML: {}", e.message()) }),
+        Format::Toml => text.parse().map_err(|e: toml::de::Error| Error::Config {
+            key: "config".into(),
+            message: format!("not valid TOML: {}", e.message()),
+        }),
         Format::Json => {
-            let v: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| Error::Config { key: "config".into(), message: format!("not valid JSON: {e}") })?;
+            let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Config {
+                key: "config".into(),
+                message: format!("not valid JSON: {e}"),
+            })?;
             match json_to_toml("", v)? {
                 toml::Value::Table(t) => Ok(t),
-                _ => Err(Error::Config { key: "config".into(), message: "expected a JSON object".into() }),
+                _ => Err(Error::Config {
+                    key: "config".into(),
+                    message: "expected a JSON object".into(),
+                }),
             }
         }
     }
@@ -32,26 +40,53 @@ fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
 /// 2^63 and above) with an error that names the value's dotted key.
 fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
     use serde_json::Value as J;
-    let name = |k: &str| if k.is_empty() { "config".to_string() } else { k.to_string() };
+    let name = |k: &str| {
+        if k.is_empty() {
+            "config".to_string()
+        } else {
+            k.to_string()
+        }
+    };
     Ok(match v {
-        J::Null => return Err(Error::Config { key: name(key), message: "null is not accepted: give a value or leave the key out".into() }),
+        J::Null => {
+            return Err(Error::Config {
+                key: name(key),
+                message: "null is not accepted: give a value or leave the key out".into(),
+            })
+        }
         J::Bool(b) => toml::Value::Boolean(b),
         J::String(s) => toml::Value::String(s),
         J::Number(n) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => toml::Value::Integer(i),
             (None, Some(_)) if n.is_u64() => {
-                return Err(Error::Config { key: name(key), message: format!("{n} is out of range; integers are at most 2^63-1") })
+                return Err(Error::Config {
+                    key: name(key),
+                    message: format!("{n} is out of range; integers are at most 2^63-1"),
+                })
             }
             (None, Some(f)) => toml::Value::Float(f),
-            (None, None) => return Err(Error::Config { key: name(key), message: format!("{n} is not a number vmsim accepts") }),
+            (None, None) => {
+                return Err(Error::Config {
+                    key: name(key),
+                    message: format!("{n} is not a number vmsim accepts"),
+                })
+            }
         },
         J::Array(items) => toml::Value::Array(
-            items.into_iter().enumerate().map(|(i, x)| json_to_toml(&format!("{}[{i}]", name(key)), x)).collect::<Result<_, _>>()?,
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| json_to_toml(&format!("{}[{i}]", name(key)), x))
+                .collect::<Result<_, _>>()?,
         ),
         J::Object(map) => {
             let mut t = toml::Table::new();
             for (k, x) in map {
-                let sub = if key.is_empty() { k.clone() } else { format!("{key}.{k}") };
+                let sub = if key.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{key}.{k}")
+                };
                 t.insert(k, json_to_toml(&sub, x)?);
             }
             toml::Value::Table(t)
@@ -66,16 +101,28 @@ pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Resu
 
 /// A JSON object of dotted keys to values, in the object's order.
 fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::Config { key: "set".into(), message: format!("not valid JSON: {e}") })?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Config {
+        key: "set".into(),
+        message: format!("not valid JSON: {e}"),
+    })?;
     let serde_json::Value::Object(map) = v else {
-        return Err(Error::Config { key: "set".into(), message: "expected a JSON object of dotted keys to values".into() });
+        return Err(Error::Config {
+            key: "set".into(),
+            message: "expected a JSON object of dotted keys to values".into(),
+        });
     };
-    map.into_iter().map(|(k, v)| Ok((k.clone(), json_to_toml(&k, v)?))).collect()
+    map.into_iter()
+        .map(|(k, v)| Ok((k.clone(), json_to_toml(&k, v)?)))
+        .collect()
 }
 
 /// Runs one simulation from a run config.
-pub fn run_config(text: &str, format: Format, base_dir: Option<&Path>, progress: &mut dyn FnMut(&str, f64)) -> Result<String, Error> {
+pub fn run_config(
+    text: &str,
+    format: Format,
+    base_dir: Option<&Path>,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<String, Error> {
     let table = parse_table(text, format)?;
     let cfg = RunConfig::from_table(table, base_dir, 1.0)?;
     let metrics = crate::experiment::simulate(&cfg, &mut |f| progress("run", f))?;
@@ -89,7 +136,12 @@ pub fn run_config(text: &str, format: Format, base_dir: Option<&Path>, progress:
 }
 
 /// Runs an experiment's baseline and variants.
-pub fn compare(experiment: &str, scale: Option<f64>, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<String, Error> {
+pub fn compare(
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<String, Error> {
     compare_with(experiment, scale, seed, None, progress)
 }
 
@@ -106,7 +158,10 @@ pub fn compare_with(
 ) -> Result<String, Error> {
     let scale = scale.unwrap_or(1.0);
     if !(scale > 0.0 && scale.is_finite()) {
-        return Err(Error::Config { key: "scale".into(), message: format!("must be a positive number, got {scale}") });
+        return Err(Error::Config {
+            key: "scale".into(),
+            message: format!("must be a positive number, got {scale}"),
+        });
     }
     let mut exp = Experiment::load(experiment)?;
     if let Some(text) = set_json {
@@ -122,7 +177,9 @@ pub fn list_machines() -> Vec<(String, String)> {
     embedded_machines()
         .iter()
         .map(|(n, text)| {
-            let d = crate::config::Preset::parse(text, n).map(|p| p.description).unwrap_or_else(|e| format!("(invalid preset: {e})"));
+            let d = crate::config::Preset::parse(text, n)
+                .map(|p| p.description)
+                .unwrap_or_else(|e| format!("(invalid preset: {e})"));
             (n.to_string(), d)
         })
         .collect()
@@ -132,7 +189,9 @@ pub fn list_experiments() -> Vec<(String, String)> {
     embedded_experiments()
         .iter()
         .map(|(n, text)| {
-            let d = Experiment::parse(text, n, None).map(|e| e.description).unwrap_or_else(|e| format!("(invalid experiment: {e})"));
+            let d = Experiment::parse(text, n, None)
+                .map(|e| e.description)
+                .unwrap_or_else(|e| format!("(invalid experiment: {e})"));
             (n.to_string(), d)
         })
         .collect()

@@ -4,7 +4,10 @@
 #[derive(Debug, Clone)]
 pub enum Error {
     /// Bad configuration: `key` is the dotted path of the offending field.
-    Config { key: String, message: String },
+    Config {
+        key: String,
+        message: String,
+    },
     /// A workload's final content-tag check failed.
     DataVerification(String),
     Io(String),

@@ -1,9 +1,9 @@
 //! Building and running a simulation from a run config, and comparing an
 //! experiment's baseline with its variants.
 
-use crate::error::Error;
 use crate::config::experiment::{Arm, Experiment};
 use crate::config::{RunConfig, MIB};
+use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
@@ -34,7 +34,11 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let total = nb.saturating_mul(nr_nodes as u64);
     if total > MAX_SIMULATED_MEMORY {
         // Checked before anything is allocated: the model keeps ~20 bytes of state per 4 KiB frame.
-        let key = if cfg.sim.node_memory_mib > 0 { "sim.node_memory_mib" } else { "workload" };
+        let key = if cfg.sim.node_memory_mib > 0 {
+            "sim.node_memory_mib"
+        } else {
+            "workload"
+        };
         return Err(Error::Config {
             key: key.into(),
             message: format!(
@@ -46,7 +50,10 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
             ),
         });
     }
-    let m = Machine::new(&p.machine_params()?, nb, cfg.seed).map_err(|e| Error::Config { key: "machine".into(), message: e })?;
+    let m = Machine::new(&p.machine_params()?, nb, cfg.seed).map_err(|e| Error::Config {
+        key: "machine".into(),
+        message: e,
+    })?;
     let mut k = Kernel::new(cfg.kernel.clone(), p.kernel_costs(), nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
     k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
@@ -78,7 +85,12 @@ pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value,
 /// Runs the experiment's baseline and variants. With `[[cases]]`, every case
 /// runs them all and the result is `{"cases": {case: <one-case result>}, "case_order": [...]}`;
 /// without, the one-case result itself.
-pub fn compare(exp: &Experiment, scale: f64, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<Value, Error> {
+pub fn compare(
+    exp: &Experiment,
+    scale: f64,
+    seed: u64,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<Value, Error> {
     if exp.cases.is_empty() {
         return compare_case(exp, None, scale, seed, progress);
     }
@@ -90,7 +102,10 @@ pub fn compare(exp: &Experiment, scale: f64, seed: u64, progress: &mut dyn FnMut
     }
     let mut cases = serde_json::Map::new();
     for c in &exp.cases {
-        cases.insert(c.name.clone(), compare_case(exp, Some(c), scale, seed, progress)?);
+        cases.insert(
+            c.name.clone(),
+            compare_case(exp, Some(c), scale, seed, progress)?,
+        );
     }
     Ok(json!({
         "experiment": exp.name,
@@ -102,7 +117,13 @@ pub fn compare(exp: &Experiment, scale: f64, seed: u64, progress: &mut dyn FnMut
     }))
 }
 
-fn compare_case(exp: &Experiment, case: Option<&Arm>, scale: f64, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Result<Value, Error> {
+fn compare_case(
+    exp: &Experiment,
+    case: Option<&Arm>,
+    scale: f64,
+    seed: u64,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<Value, Error> {
     let base_cfg = exp.case_arm_config(case, &exp.baseline, seed, scale)?;
     let mut arms = vec![(exp.baseline.name.clone(), base_cfg.clone())];
     for v in &exp.variants {
@@ -121,7 +142,8 @@ fn compare_case(exp: &Experiment, case: Option<&Arm>, scale: f64, seed: u64, pro
     for (n, r) in &results[1..] {
         variants.insert(n.clone(), r.clone());
     }
-    let arm_configs: serde_json::Map<String, Value> = arms.iter().map(|(n, c)| (n.clone(), c.to_json())).collect();
+    let arm_configs: serde_json::Map<String, Value> =
+        arms.iter().map(|(n, c)| (n.clone(), c.to_json())).collect();
     Ok(json!({
         "experiment": exp.name,
         "description": exp.description,

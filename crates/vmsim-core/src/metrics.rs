@@ -68,11 +68,23 @@ pub fn report(sim: &Sim) -> Value {
     let instructions = tot.user_instructions + tot.sys_instructions;
     let cycles = tot.user_cycles + tot.sys_cycles;
     let v = &sim.k.vmstat;
-    let verified = sim.tasks.iter().any(|t| !t.is_kthread()) && sim.tasks.iter().filter(|t| !t.is_kthread()).all(|t| t.pages_checked > 0 && t.bad_pages == 0);
+    let verified = sim.tasks.iter().any(|t| !t.is_kthread())
+        && sim
+            .tasks
+            .iter()
+            .filter(|t| !t.is_kthread())
+            .all(|t| t.pages_checked > 0 && t.bad_pages == 0);
     let errors: Vec<Value> = sim
         .tasks
         .iter()
-        .filter_map(|t| t.first_bad.as_ref().map(|e| json!(format!("task {}: {} bad page(s); first: {}", t.pid, t.bad_pages, e))))
+        .filter_map(|t| {
+            t.first_bad.as_ref().map(|e| {
+                json!(format!(
+                    "task {}: {} bad page(s); first: {}",
+                    t.pid, t.bad_pages, e
+                ))
+            })
+        })
         .collect();
     let mut o = Map::new();
     let mut put = |k: &str, v: Value| {
@@ -84,12 +96,23 @@ pub fn report(sim: &Sim) -> Value {
     put("sys_s", json!(tot.sys_cycles as f64 / hz));
     put("instructions", json!(instructions));
     put("cycles", json!(cycles));
-    put("ipc", json!(if cycles > 0 { instructions as f64 / cycles as f64 } else { 0.0 }));
+    put(
+        "ipc",
+        json!(if cycles > 0 {
+            instructions as f64 / cycles as f64
+        } else {
+            0.0
+        }),
+    );
     put("llc_references", json!(tot.cache.llc_references));
     put("llc_misses", json!(tot.cache.llc_misses));
     put(
         "llc_miss_rate",
-        json!(if tot.cache.llc_references > 0 { tot.cache.llc_misses as f64 / tot.cache.llc_references as f64 } else { 0.0 }),
+        json!(if tot.cache.llc_references > 0 {
+            tot.cache.llc_misses as f64 / tot.cache.llc_references as f64
+        } else {
+            0.0
+        }),
     );
     put("l1d_loads", json!(tot.cache.l1d_loads));
     put("l1d_stores", json!(tot.cache.l1d_stores));
@@ -112,25 +135,58 @@ pub fn report(sim: &Sim) -> Value {
     put("thp_fault_alloc", json!(v.thp_fault_alloc));
     put("thp_fault_fallback", json!(v.thp_fault_fallback));
     put("nr_tlb_remote_flush", json!(v.nr_tlb_remote_flush));
-    put("nr_tlb_remote_flush_received", json!(v.nr_tlb_remote_flush_received));
+    put(
+        "nr_tlb_remote_flush_received",
+        json!(v.nr_tlb_remote_flush_received),
+    );
     put("nr_tlb_local_flush_all", json!(v.nr_tlb_local_flush_all));
     // IPIs by cause, as /proc/interrupts' TLB, RES and CAL lines count them on the targets.
     for c in crate::machine::ipi::IpiCause::ALL {
-        let n: u64 = m.cpus.iter().map(|x| x.stats.ipis_received_by_cause[c as usize]).sum();
+        let n: u64 = m
+            .cpus
+            .iter()
+            .map(|x| x.stats.ipis_received_by_cause[c as usize])
+            .sum();
         put(&format!("ipis_{}", c.name()), json!(n));
     }
-    put("ipis_sent", json!(m.cpus.iter().map(|c| c.stats.ipis_sent).sum::<u64>()));
-    put("dram_remote_reads", json!(m.cpus.iter().map(|c| c.stats.cache.dram_remote_reads).sum::<u64>()));
+    put(
+        "ipis_sent",
+        json!(m.cpus.iter().map(|c| c.stats.ipis_sent).sum::<u64>()),
+    );
+    put(
+        "dram_remote_reads",
+        json!(m
+            .cpus
+            .iter()
+            .map(|c| c.stats.cache.dram_remote_reads)
+            .sum::<u64>()),
+    );
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));
     // Per NUMA node, so that traffic and queueing can be placed (flat keys for compare tables).
     for (n, d) in m.hier.dram.iter().enumerate() {
-        put(&format!("dram_node{n}_bytes_read"), json!(d.stats.bytes_read));
-        put(&format!("dram_node{n}_bytes_written"), json!(d.stats.bytes_written));
-        put(&format!("dram_node{n}_queue_cycles"), json!(d.stats.queue_cycles));
+        put(
+            &format!("dram_node{n}_bytes_read"),
+            json!(d.stats.bytes_read),
+        );
+        put(
+            &format!("dram_node{n}_bytes_written"),
+            json!(d.stats.bytes_written),
+        );
+        put(
+            &format!("dram_node{n}_queue_cycles"),
+            json!(d.stats.queue_cycles),
+        );
     }
-    put("smt_issue_wait_cycles", json!(m.cpus.iter().map(|c| c.stats.smt_issue_wait_cycles).sum::<u64>()));
+    put(
+        "smt_issue_wait_cycles",
+        json!(m
+            .cpus
+            .iter()
+            .map(|c| c.stats.smt_issue_wait_cycles)
+            .sum::<u64>()),
+    );
     put("stall_cycles", json!(tot.stall_cycles));
     put("tlb_walks", json!(tot.tlb_walks));
     put("remote_cache_hits", json!(tot.cache.remote_cache_hits));
@@ -139,12 +195,20 @@ pub fn report(sim: &Sim) -> Value {
     put("context_switches", json!(sim.nr_context_switches()));
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
-    put("simulated_line_accesses", json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores));
+    put(
+        "simulated_line_accesses",
+        json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores),
+    );
     // System time by kernel path; the parts add up to sys_s.
-    let by_fn: Map<String, Value> =
-        crate::kernel::KFn::ALL.iter().map(|f| (f.name().to_string(), json!(sim.kfn_cycles[*f as usize]))).collect();
+    let by_fn: Map<String, Value> = crate::kernel::KFn::ALL
+        .iter()
+        .map(|f| (f.name().to_string(), json!(sim.kfn_cycles[*f as usize])))
+        .collect();
     for f in crate::kernel::KFn::ALL {
-        put(&format!("sys_s_{}", f.name()), json!(sim.kfn_cycles[f as usize] as f64 / hz));
+        put(
+            &format!("sys_s_{}", f.name()),
+            json!(sim.kfn_cycles[f as usize] as f64 / hz),
+        );
     }
     put("sys_cycles_by_function", Value::Object(by_fn));
     // The access engine's per-task counts and latency histograms (tasks that made `Access` runs).

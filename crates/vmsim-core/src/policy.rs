@@ -165,9 +165,15 @@ mod tests {
             assert_eq!(p.name(), n);
             assert_eq!(serde_json::to_value(p).unwrap(), serde_json::json!(n));
         }
-        assert_eq!(ClearHugePage::parse("contiguous-7.0"), Some(ClearHugePage::Contiguous70));
+        assert_eq!(
+            ClearHugePage::parse("contiguous-7.0"),
+            Some(ClearHugePage::Contiguous70)
+        );
         assert_eq!(ClearHugePage::parse("Sequential"), None);
-        assert_eq!((ThpCow::DEFAULT, Thp::DEFAULT, Preempt::DEFAULT), (ThpCow::Split, Thp::Always, Preempt::Voluntary));
+        assert_eq!(
+            (ThpCow::DEFAULT, Thp::DEFAULT, Preempt::DEFAULT),
+            (ThpCow::Split, Thp::Always, Preempt::Voluntary)
+        );
         assert_eq!(Preempt::NAMES, &["none", "voluntary", "full", "lazy"]);
     }
 }

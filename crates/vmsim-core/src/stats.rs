@@ -93,7 +93,11 @@ fn combine(a: &mut Value, b: &Value, sign: i8) {
 
 fn zero_like(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), zero_like(v))).collect::<Map<_, _>>()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), zero_like(v)))
+                .collect::<Map<_, _>>(),
+        ),
         Value::Array(a) => Value::Array(a.iter().map(zero_like).collect()),
         _ => Value::from(0u64),
     }
@@ -121,8 +125,16 @@ mod tests {
         sum.add(&Counters::of(&x));
         assert_eq!(sum, Counters::of(&x), "an empty snapshot adds as zero");
         let mut s = Counters::of(&x);
-        s.add(&Counters(serde_json::json!({"a": 1, "c": [1, 2], "d": {"e": 4}})));
-        assert_eq!(s.0, serde_json::json!({"a": 6, "b": 7, "c": [1, 2], "d": {"e": 4}}));
-        assert_eq!(s.sub(&Counters::of(&y)).0, serde_json::json!({"a": 4, "b": 4, "c": [1, 2], "d": {"e": 4}}));
+        s.add(&Counters(
+            serde_json::json!({"a": 1, "c": [1, 2], "d": {"e": 4}}),
+        ));
+        assert_eq!(
+            s.0,
+            serde_json::json!({"a": 6, "b": 7, "c": [1, 2], "d": {"e": 4}})
+        );
+        assert_eq!(
+            s.sub(&Counters::of(&y)).0,
+            serde_json::json!({"a": 4, "b": 4, "c": [1, 2], "d": {"e": 4}})
+        );
     }
 }

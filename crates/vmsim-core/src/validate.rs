@@ -49,7 +49,9 @@ impl Bench {
             Bench::IdleLatency { remote: false } => "idle latency, local DRAM (ns)".into(),
             Bench::IdleLatency { remote: true } => "idle latency, remote DRAM (ns)".into(),
             Bench::Load { kib, threads: 1 } => format!("1 core load, {} (GB/s)", size(kib)),
-            Bench::Load { kib, threads } => format!("1 core, {threads} SMT threads, load, {} (GB/s)", size(kib)),
+            Bench::Load { kib, threads } => {
+                format!("1 core, {threads} SMT threads, load, {} (GB/s)", size(kib))
+            }
             Bench::Copy { kib } => format!("1 core copy, {} (GB/s)", size(kib)),
             Bench::Update { kib } => format!("1 core update, {} (GB/s)", size(kib)),
             Bench::Fill { kib } => format!("1 core fill (stores, RFO), {} (GB/s)", size(kib)),
@@ -98,35 +100,230 @@ const FAR: f64 = 0.40;
 
 pub const REFERENCES: &[Reference] = &[
     // Haswell-EP
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::IdleLatency { remote: false }, published: 99.0, tolerance: SAME, source: FDIO_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::IdleLatency { remote: true }, published: 136.6, tolerance: SAME, source: FDIO_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::SocketLoad { cores: 18 }, published: 58.15, tolerance: SAME, source: FDIO_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 21, threads: 1 }, published: 134.6, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 169, threads: 1 }, published: 57.9, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 23_654, threads: 1 }, published: 23.1, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 8.93, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Load { kib: 128 * 1024, threads: 2 }, published: 11.19, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Copy { kib: 128 * 1024 }, published: 8.35, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Update { kib: 128 * 1024 }, published: 13.89, tolerance: STAND_IN, source: KC_HSW },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::Fill { kib: 96 * 1024 }, published: 10.3, tolerance: FAR, source: TD_FILL },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::StringFill { kib: 256 * 1024 }, published: 5.42, tolerance: FAR, source: BDW_NT },
-    Reference { preset: "xeon-e5-2699v3-2s", bench: Bench::NtFill { kib: 256 * 1024 }, published: 11.78, tolerance: FAR, source: BDW_NT },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::IdleLatency { remote: false },
+        published: 99.0,
+        tolerance: SAME,
+        source: FDIO_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::IdleLatency { remote: true },
+        published: 136.6,
+        tolerance: SAME,
+        source: FDIO_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::SocketLoad { cores: 18 },
+        published: 58.15,
+        tolerance: SAME,
+        source: FDIO_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Load {
+            kib: 21,
+            threads: 1,
+        },
+        published: 134.6,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Load {
+            kib: 169,
+            threads: 1,
+        },
+        published: 57.9,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Load {
+            kib: 23_654,
+            threads: 1,
+        },
+        published: 23.1,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 1,
+        },
+        published: 8.93,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 2,
+        },
+        published: 11.19,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Copy { kib: 128 * 1024 },
+        published: 8.35,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Update { kib: 128 * 1024 },
+        published: 13.89,
+        tolerance: STAND_IN,
+        source: KC_HSW,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::Fill { kib: 96 * 1024 },
+        published: 10.3,
+        tolerance: FAR,
+        source: TD_FILL,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::StringFill { kib: 256 * 1024 },
+        published: 5.42,
+        tolerance: FAR,
+        source: BDW_NT,
+    },
+    Reference {
+        preset: "xeon-e5-2699v3-2s",
+        bench: Bench::NtFill { kib: 256 * 1024 },
+        published: 11.78,
+        tolerance: FAR,
+        source: BDW_NT,
+    },
     // Ice Lake-SP
-    Reference { preset: "xeon-8358-icx", bench: Bench::IdleLatency { remote: false }, published: 89.1, tolerance: STAND_IN, source: VSC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::IdleLatency { remote: true }, published: 142.8, tolerance: STAND_IN, source: VSC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::SocketLoad { cores: 32 }, published: 175.8, tolerance: STAND_IN, source: VSC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 21, threads: 1 }, published: 168.2, tolerance: STAND_IN, source: KC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 660, threads: 1 }, published: 110.7, tolerance: STAND_IN, source: KC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 25_600, threads: 1 }, published: 24.75, tolerance: STAND_IN, source: KC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 15.37, tolerance: STAND_IN, source: KC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Copy { kib: 128 * 1024 }, published: 14.51, tolerance: STAND_IN, source: KC_ICX },
-    Reference { preset: "xeon-8358-icx", bench: Bench::Update { kib: 128 * 1024 }, published: 24.09, tolerance: STAND_IN, source: KC_ICX },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::IdleLatency { remote: false },
+        published: 89.1,
+        tolerance: STAND_IN,
+        source: VSC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::IdleLatency { remote: true },
+        published: 142.8,
+        tolerance: STAND_IN,
+        source: VSC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::SocketLoad { cores: 32 },
+        published: 175.8,
+        tolerance: STAND_IN,
+        source: VSC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Load {
+            kib: 21,
+            threads: 1,
+        },
+        published: 168.2,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Load {
+            kib: 660,
+            threads: 1,
+        },
+        published: 110.7,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Load {
+            kib: 25_600,
+            threads: 1,
+        },
+        published: 24.75,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 1,
+        },
+        published: 15.37,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Copy { kib: 128 * 1024 },
+        published: 14.51,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::Update { kib: 128 * 1024 },
+        published: 24.09,
+        tolerance: STAND_IN,
+        source: KC_ICX,
+    },
     // Milan
-    Reference { preset: "epyc-7j13-milan", bench: Bench::Load { kib: 128 * 1024, threads: 1 }, published: 21.77, tolerance: FAR, source: KC_ZEN2 },
-    Reference { preset: "epyc-7j13-milan", bench: Bench::Load { kib: 128 * 1024, threads: 2 }, published: 25.18, tolerance: FAR, source: KC_ZEN2 },
-    Reference { preset: "epyc-7j13-milan", bench: Bench::Copy { kib: 128 * 1024 }, published: 17.89, tolerance: FAR, source: KC_ZEN2 },
-    Reference { preset: "epyc-7j13-milan", bench: Bench::Update { kib: 128 * 1024 }, published: 31.65, tolerance: FAR, source: KC_ZEN2 },
-    Reference { preset: "epyc-7j13-milan", bench: Bench::NtCopy { kib: 128 * 1024 }, published: 39.5, tolerance: STAND_IN, source: SUSE_MILAN },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 1,
+        },
+        published: 21.77,
+        tolerance: FAR,
+        source: KC_ZEN2,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 2,
+        },
+        published: 25.18,
+        tolerance: FAR,
+        source: KC_ZEN2,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::Copy { kib: 128 * 1024 },
+        published: 17.89,
+        tolerance: FAR,
+        source: KC_ZEN2,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::Update { kib: 128 * 1024 },
+        published: 31.65,
+        tolerance: FAR,
+        source: KC_ZEN2,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtCopy { kib: 128 * 1024 },
+        published: 39.5,
+        tolerance: STAND_IN,
+        source: SUSE_MILAN,
+    },
 ];
 
 #[derive(Clone, Debug, Serialize)]
@@ -144,7 +341,11 @@ pub struct Row {
 }
 
 fn preset(name: &str) -> Preset {
-    let text = embedded_machines().iter().find(|(n, _)| *n == name).expect("reference names a built-in preset").1;
+    let text = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("reference names a built-in preset")
+        .1;
     Preset::parse(text, name).expect("built-in presets parse")
 }
 
@@ -179,12 +380,19 @@ pub fn run_json(machine: Option<&str>) -> Result<String, crate::api::Error> {
         if !REFERENCES.iter().any(|r| r.preset == m) {
             let mut names: Vec<&str> = REFERENCES.iter().map(|r| r.preset).collect();
             names.dedup();
-            return Err(crate::config::fields::cfg_err("machine", format!("no microbenchmarks for {m:?}; presets with references: {}", names.join(", "))));
+            return Err(crate::config::fields::cfg_err(
+                "machine",
+                format!(
+                    "no microbenchmarks for {m:?}; presets with references: {}",
+                    names.join(", ")
+                ),
+            ));
         }
     }
     let rows = run(machine);
     let table = format(&rows);
-    serde_json::to_string(&serde_json::json!({ "rows": rows, "table": table })).map_err(|e| crate::api::Error::Internal(e.to_string()))
+    serde_json::to_string(&serde_json::json!({ "rows": rows, "table": table }))
+        .map_err(|e| crate::api::Error::Internal(e.to_string()))
 }
 
 /// The rows as one table per preset.
@@ -197,7 +405,10 @@ pub fn format(rows: &[Row]) -> String {
                 out.push('\n');
             }
             out.push_str(&format!("{}\n", r.preset));
-            out.push_str(&format!("  {:<46} {:>10} {:>10} {:>8} {:>6}  source\n", "microbenchmark", "published", "model", "error", "tol"));
+            out.push_str(&format!(
+                "  {:<46} {:>10} {:>10} {:>8} {:>6}  source\n",
+                "microbenchmark", "published", "model", "error", "tol"
+            ));
             last = &r.preset;
         }
         out.push_str(&format!(
@@ -218,7 +429,12 @@ const NODE_BYTES: u64 = 1 << 30;
 const QUANTUM: u64 = 2000;
 
 fn machine(p: &Preset) -> Machine {
-    Machine::new(&p.machine_params().expect("built-in presets convert"), NODE_BYTES, 0).expect("built-in presets build")
+    Machine::new(
+        &p.machine_params().expect("built-in presets convert"),
+        NODE_BYTES,
+        0,
+    )
+    .expect("built-in presets build")
 }
 
 fn gbs(m: &Machine, bytes: u64, cycles: u64) -> f64 {
@@ -243,19 +459,32 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
             let n = 20_000u64;
             let t0 = m.cpus[0].clock;
             for _ in 0..n {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
             }
             m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
         }
         Bench::Load { kib, threads } => {
             let lines = kib * 1024 / 64;
-            let cpus: Vec<usize> = m.topo.siblings(0).into_iter().take(threads as usize).collect();
+            let cpus: Vec<usize> = m
+                .topo
+                .siblings(0)
+                .into_iter()
+                .take(threads as usize)
+                .collect();
             // Each thread streams its own share of the working set, as likwid splits it.
             let share = lines / threads;
             let passes = passes_for(p, kib);
             let mut go = |m: &mut Machine, k: usize, i: u64| {
-                m.access(cpus[k], k as u64 * share + i % share, AccessKind::Load, true, load_issue);
+                m.access(
+                    cpus[k],
+                    k as u64 * share + i % share,
+                    AccessKind::Load,
+                    true,
+                    load_issue,
+                );
             };
             let warm = warm_lines(p, kib, share);
             interleave(&mut m, &cpus, warm, &mut go);
@@ -263,14 +492,25 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
             let n = share * passes;
             let mut go2 = |m: &mut Machine, k: usize, i: u64| go(m, k, warm + i);
             interleave(&mut m, &cpus, n, &mut go2);
-            let cyc = cpus.iter().zip(&t0).map(|(&c, &t)| m.cpus[c].clock - t).max().unwrap();
+            let cyc = cpus
+                .iter()
+                .zip(&t0)
+                .map(|(&c, &t)| m.cpus[c].clock - t)
+                .max()
+                .unwrap();
             gbs(&m, n * threads * 64, cyc)
         }
         Bench::SocketLoad { cores } => {
             let cpus: Vec<usize> = (0..cores as usize).collect();
             let per = 8 * 1024 * 1024 / 64;
             let mut go = |m: &mut Machine, k: usize, i: u64| {
-                m.access(cpus[k], k as u64 * per + i, AccessKind::Load, true, load_issue);
+                m.access(
+                    cpus[k],
+                    k as u64 * per + i,
+                    AccessKind::Load,
+                    true,
+                    load_issue,
+                );
             };
             interleave(&mut m, &cpus, per, &mut go);
             let cyc = cpus.iter().map(|&c| m.cpus[c].clock).max().unwrap();
@@ -278,7 +518,11 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
         }
         Bench::Copy { kib } | Bench::NtCopy { kib } => {
             let half = kib * 1024 / 64 / 2;
-            let kind = if matches!(b, Bench::NtCopy { .. }) { AccessKind::NtStore } else { AccessKind::Store };
+            let kind = if matches!(b, Bench::NtCopy { .. }) {
+                AccessKind::NtStore
+            } else {
+                AccessKind::Store
+            };
             one_core(&mut m, half, |m, i| {
                 m.access(0, i, AccessKind::Load, true, 0);
                 m.access(0, half + i, kind, true, store_issue.max(load_issue));
@@ -300,7 +544,11 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
         Bench::StringFill { kib } => {
             let lines = kib * 1024 / 64;
             let elide = p.string.nocache_threshold_kib > 0 && kib > p.string.nocache_threshold_kib;
-            let kind = if elide { AccessKind::NtStore } else { AccessKind::StringStore };
+            let kind = if elide {
+                AccessKind::NtStore
+            } else {
+                AccessKind::StringStore
+            };
             let t0 = m.cpus[0].clock;
             m.string_start(0);
             for i in 0..lines {
@@ -339,10 +587,18 @@ fn one_core(m: &mut Machine, n: u64, mut f: impl FnMut(&mut Machine, u64)) -> f6
 }
 
 /// Runs `n` steps of `f` on each of `cpus`, a quantum at a time, lowest clock first.
-fn interleave(m: &mut Machine, cpus: &[usize], n: u64, f: &mut dyn FnMut(&mut Machine, usize, u64)) {
+fn interleave(
+    m: &mut Machine,
+    cpus: &[usize],
+    n: u64,
+    f: &mut dyn FnMut(&mut Machine, usize, u64),
+) {
     let mut next = vec![0u64; cpus.len()];
     loop {
-        let Some(k) = (0..cpus.len()).filter(|&k| next[k] < n).min_by_key(|&k| (m.cpus[cpus[k]].clock, k)) else {
+        let Some(k) = (0..cpus.len())
+            .filter(|&k| next[k] < n)
+            .min_by_key(|&k| (m.cpus[cpus[k]].clock, k))
+        else {
             return;
         };
         let stop = m.cpus[cpus[k]].clock + QUANTUM;
@@ -378,7 +634,11 @@ mod tests {
     #[test]
     fn every_reference_names_a_preset_and_a_source() {
         for r in REFERENCES {
-            assert!(embedded_machines().iter().any(|(n, _)| *n == r.preset), "{}", r.preset);
+            assert!(
+                embedded_machines().iter().any(|(n, _)| *n == r.preset),
+                "{}",
+                r.preset
+            );
             assert!(!r.source.is_empty() && r.published > 0.0 && r.tolerance > 0.0);
         }
     }
@@ -398,14 +658,30 @@ mod tests {
         assert_eq!(rows.len(), REFERENCES.len());
         let mut wrong = Vec::new();
         for r in &rows {
-            let known = KNOWN_OUTSIDE.iter().any(|(p, b, _)| *p == r.preset && *b == r.bench);
+            let known = KNOWN_OUTSIDE
+                .iter()
+                .any(|(p, b, _)| *p == r.preset && *b == r.bench);
             if known == r.within {
-                wrong.push(format!("{} {}: {:+.1}% (tolerance {:.0}%, listed as known gap: {known})", r.preset, r.description, 100.0 * r.error, 100.0 * r.tolerance));
+                wrong.push(format!(
+                    "{} {}: {:+.1}% (tolerance {:.0}%, listed as known gap: {known})",
+                    r.preset,
+                    r.description,
+                    100.0 * r.error,
+                    100.0 * r.tolerance
+                ));
             }
         }
-        assert!(wrong.is_empty(), "update KNOWN_OUTSIDE or the model:\n{}\n\n{}", wrong.join("\n"), format(&rows));
+        assert!(
+            wrong.is_empty(),
+            "update KNOWN_OUTSIDE or the model:\n{}\n\n{}",
+            wrong.join("\n"),
+            format(&rows)
+        );
         for (p, b, _) in KNOWN_OUTSIDE {
-            assert!(REFERENCES.iter().any(|r| r.preset == *p && r.bench == *b), "{p} {b:?} has no reference");
+            assert!(
+                REFERENCES.iter().any(|r| r.preset == *p && r.bench == *b),
+                "{p} {b:?} has no reference"
+            );
         }
     }
 }

@@ -17,7 +17,10 @@ use vmsim_core::workload::{Op, Program};
 const NODE_BYTES: u64 = 256 << 20;
 
 fn preset() -> Preset {
-    let (name, text) = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap();
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap();
     Preset::parse(text, name).unwrap()
 }
 
@@ -63,22 +66,41 @@ impl Program for Sleeper {
 fn a_timer_fires_at_its_exact_simulated_time() {
     let mut s = sim();
     let p = preset();
-    let long = s.spawn(Box::new(Sleeper { ns: 1_000_000, step: 0 }), 3);
-    let short = s.spawn(Box::new(Sleeper { ns: 250_000, step: 0 }), 3);
+    let long = s.spawn(
+        Box::new(Sleeper {
+            ns: 1_000_000,
+            step: 0,
+        }),
+        3,
+    );
+    let short = s.spawn(
+        Box::new(Sleeper {
+            ns: 250_000,
+            step: 0,
+        }),
+        3,
+    );
     // A busy CPU elsewhere: events interleave with its quanta.
     s.spawn(Box::new(Usemem::new(4 << 20, 1)), 0);
     s.run(&mut |_| {}).unwrap();
     let cycles = |ns: u64| ns * p.freq_mhz / 1000;
     // The short sleeper wakes first, on a CPU that holds its mm lazily: no flush. The long one
     // then finds the short one's mm loaded: switch_mm writes CR3, a full flush.
-    for (t, ns, flush) in [(long, 1_000_000, p.costs.tlb_flush_full_cycles), (short, 250_000, 0)] {
+    for (t, ns, flush) in [
+        (long, 1_000_000, p.costs.tlb_flush_full_cycles),
+        (short, 250_000, 0),
+    ] {
         let start = s.tasks[t].start.unwrap();
         let woken = s.sched.last_wakeup(t).expect("woken by its timer");
         // The sleep begins after the system-call entry; the timer is armed for exactly `ns` after it.
         let expiry = start + p.costs.syscall_entry_exit_cycles + cycles(ns);
         assert_eq!(woken, expiry, "task {t}");
         // Its CPU was idle: it runs again at the expiry, after the context switch.
-        assert_eq!(s.tasks[t].end.unwrap(), expiry + p.costs.context_switch_cycles + flush, "task {t}");
+        assert_eq!(
+            s.tasks[t].end.unwrap(),
+            expiry + p.costs.context_switch_cycles + flush,
+            "task {t}"
+        );
     }
     assert_eq!(s.engine.nr_fired, 2);
     assert!(s.engine.is_empty());
@@ -96,14 +118,24 @@ impl KthreadFn for Waiter {
     fn name(&self) -> String {
         format!("waiter{}", self.node)
     }
-    fn step(&mut self, k: &mut Kernel, _cpu: usize, now: u64, work: &mut VecDeque<Work>) -> KthreadStep {
+    fn step(
+        &mut self,
+        k: &mut Kernel,
+        _cpu: usize,
+        now: u64,
+        work: &mut VecDeque<Work>,
+    ) -> KthreadStep {
         if !self.waiting {
             self.waiting = true;
             return KthreadStep::Wait(k.pgdat[self.node].kswapd_wait);
         }
         self.waiting = false;
         self.woken.borrow_mut().push(now);
-        work.push_back(Work::Cycles { cycles: 1000, instructions: 1000, what: KFn::Schedule });
+        work.push_back(Work::Cycles {
+            cycles: 1000,
+            instructions: 1000,
+            what: KFn::Schedule,
+        });
         KthreadStep::Continue
     }
 }
@@ -112,7 +144,14 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
     let mut s = sim();
     let woken = Rc::new(RefCell::new(Vec::new()));
     // Its first step (at time 0) queues work, then it waits.
-    let kt = s.kthread_run(Box::new(Waiter { node: 0, woken: woken.clone(), waiting: false }), 5);
+    let kt = s.kthread_run(
+        Box::new(Waiter {
+            node: 0,
+            woken: woken.clone(),
+            waiting: false,
+        }),
+        5,
+    );
     if let Some(d) = low_below_start {
         s.k.pgdat[0].wmark_low = s.k.alloc.nr_free[0] - d;
     }
@@ -130,12 +169,18 @@ fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
     assert!(!woken.is_empty(), "the kernel thread ran after being woken");
     let first = s.sched.last_wakeup(kt).expect("woken");
     let user = &s.tasks[1];
-    assert!(first > user.start.unwrap() && first < user.end.unwrap(), "woken during the writes");
+    assert!(
+        first > user.start.unwrap() && first < user.end.unwrap(),
+        "woken during the writes"
+    );
     // It ran on its own CPU once per wake-up, after it, in kernel mode.
     assert_eq!(woken.len() as u64, s.k.pgdat[0].nr_kswapd_wakeups);
     assert!(woken[0] >= first || woken.len() > 1);
     assert_eq!(s.sched.task_cpu(kt), 5);
-    assert!(s.m.cpus[5].stats.sys_cycles >= 1000 * woken.len() as u64 && s.m.cpus[5].stats.user_cycles == 0);
+    assert!(
+        s.m.cpus[5].stats.sys_cycles >= 1000 * woken.len() as u64
+            && s.m.cpus[5].stats.user_cycles == 0
+    );
     // Without crossing the watermark it sleeps for good, and the run still ends.
     let (s, woken, kt) = run_waiter(None);
     assert_eq!(s.k.pgdat[0].nr_kswapd_wakeups, 0);
@@ -149,15 +194,31 @@ fn a_cpu_running_a_kernel_thread_keeps_the_mm_lazily_in_its_cpumask() {
     let mut s = sim();
     let woken = Rc::new(RefCell::new(Vec::new()));
     // A user task sleeps on CPU 4; the kernel thread queued behind it runs meanwhile.
-    let u = s.spawn(Box::new(Sleeper { ns: 100_000, step: 0 }), 4);
-    let kt = s.kthread_run(Box::new(Waiter { node: 0, woken, waiting: false }), 4);
+    let u = s.spawn(
+        Box::new(Sleeper {
+            ns: 100_000,
+            step: 0,
+        }),
+        4,
+    );
+    let kt = s.kthread_run(
+        Box::new(Waiter {
+            node: 0,
+            woken,
+            waiting: false,
+        }),
+        4,
+    );
     s.run(&mut |_| {}).unwrap();
     let mm = s.tasks[u].mm.unwrap();
     assert!(s.tasks[kt].mm.is_none());
     // After the kernel thread ran and the user task exited, CPU 4 holds the mm lazily.
     assert_eq!(s.tlbstate[4].loaded_mm, Some(mm));
     assert!(s.tlbstate[4].is_lazy);
-    assert!(s.k.mms[mm].cpumask.test(4), "a lazy CPU stays in mm_cpumask");
+    assert!(
+        s.k.mms[mm].cpumask.test(4),
+        "a lazy CPU stays in mm_cpumask"
+    );
     // Switching from the kernel thread back to the same mm needed no flush:
     // the only full flush on CPU 4 is the first switch to the mm (a CR3 write).
     assert_eq!(s.m.cpus[4].stats.tlb_flush_full, 1);
@@ -184,7 +245,10 @@ impl Program for Racer {
         self.step += 1;
         match self.step {
             1 => Op::MarkStart,
-            2 => Op::Mmap { len: 2 << 20, populate: false },
+            2 => Op::Mmap {
+                len: 2 << 20,
+                populate: false,
+            },
             3 => {
                 self.addr = ret;
                 Op::Clone
@@ -194,10 +258,22 @@ impl Program for Racer {
                 Op::ClockNanosleepAbs { ns: self.t1_ns }
             }
             5 => Op::ClockNanosleepAbs { ns: self.t2_ns },
-            6 if self.thread => Op::WriteSeq { start: self.addr, len: 64, seed: self.seed + 1 },
-            6 => Op::WriteSeq { start: self.addr, len: 8192, seed: self.seed },
+            6 if self.thread => Op::WriteSeq {
+                start: self.addr,
+                len: 64,
+                seed: self.seed + 1,
+            },
+            6 => Op::WriteSeq {
+                start: self.addr,
+                len: 8192,
+                seed: self.seed,
+            },
             7 => Op::MarkEnd,
-            8 if !self.thread => Op::Check { start: self.addr + 4096, len: 4096, expect: vmsim_core::workload::Expect::Written { seed: self.seed } },
+            8 if !self.thread => Op::Check {
+                start: self.addr + 4096,
+                len: 4096,
+                expect: vmsim_core::workload::Expect::Written { seed: self.seed },
+            },
             _ => Op::Exit,
         }
     }
@@ -213,7 +289,17 @@ fn race(thp: Thp) -> Sim {
     let mut s = sim();
     s.k.cfg.thp = thp;
     let free = s.k.alloc.nr_free.clone();
-    let leader = s.spawn(Box::new(Racer { step: 0, addr: 0, thread: false, t1_ns: 200_000, t2_ns: 400_000, seed: 9 }), 0);
+    let leader = s.spawn(
+        Box::new(Racer {
+            step: 0,
+            addr: 0,
+            thread: false,
+            t1_ns: 200_000,
+            t2_ns: 400_000,
+            seed: 9,
+        }),
+        0,
+    );
     s.run(&mut |_| {}).unwrap();
     let thread = leader + 1;
     let p = preset();
@@ -221,11 +307,17 @@ fn race(thp: Thp) -> Sim {
     // Both threads woke at T2 on CPUs holding the mm lazily, so both fault at T2 + one context switch.
     assert_eq!(s.sched.last_wakeup(leader), Some(t2));
     assert_eq!(s.sched.last_wakeup(thread), Some(t2));
-    assert_eq!(s.tasks[thread].mm, s.tasks[leader].mm, "CLONE_VM shares the mm");
+    assert_eq!(
+        s.tasks[thread].mm, s.tasks[leader].mm,
+        "CLONE_VM shares the mm"
+    );
     assert_eq!((s.sched.task_cpu(leader), s.sched.task_cpu(thread)), (0, 1));
     let faults = if thp == Thp::Always { 2 } else { 3 }; // 4 KiB pages: page 1 is a fault of its own
     assert_eq!(s.k.vmstat.pgfault, faults, "both threads faulted");
-    assert_eq!(s.k.vmstat.fault_race_backouts, 1, "the second install found the entry taken and backed out");
+    assert_eq!(
+        s.k.vmstat.fault_race_backouts, 1,
+        "the second install found the entry taken and backed out"
+    );
     let t = &s.tasks[leader];
     assert_eq!((t.pages_checked, t.bad_pages), (1, 0), "{:?}", t.first_bad);
     // Nothing leaked: after the last user's exit (exit_mmap) every frame is free again.
@@ -271,19 +363,33 @@ impl Program for Shooter {
         const MS: u64 = 1_000_000;
         match (self.role, self.step) {
             (Role::Leader, 1) => Op::MarkStart,
-            (Role::Leader, 2) => Op::Mmap { len: 2 << 20, populate: false },
+            (Role::Leader, 2) => Op::Mmap {
+                len: 2 << 20,
+                populate: false,
+            },
             (Role::Leader, 3) => {
                 self.p = ret;
-                Op::Mmap { len: 32 << 20, populate: false }
+                Op::Mmap {
+                    len: 32 << 20,
+                    populate: false,
+                }
             }
             (Role::Leader, 4) => {
                 self.q = ret;
-                Op::WriteSeq { start: self.p, len: 4096, seed: 1 }
+                Op::WriteSeq {
+                    start: self.p,
+                    len: 4096,
+                    seed: 1,
+                }
             }
             (Role::Leader, 5) => Op::Clone,
             (Role::Leader, 6) if ret == 0 => {
                 self.role = Role::Thread;
-                Op::WriteSeq { start: self.p, len: 4096, seed: 2 }
+                Op::WriteSeq {
+                    start: self.p,
+                    len: 4096,
+                    seed: 2,
+                }
             }
             (Role::Leader, 6) => Op::ClockNanosleepAbs { ns: 2 * MS },
             (Role::Leader, 7) => Op::Fork,
@@ -291,9 +397,21 @@ impl Program for Shooter {
                 self.role = Role::Child;
                 Op::ClockNanosleepAbs { ns: 50 * MS }
             }
-            (Role::Leader, 8) => Op::WriteSeq { start: self.p, len: 4096, seed: 3 },
-            (Role::Thread, 7) => Op::WriteSeq { start: self.q, len: 32 << 20, seed: 4 },
-            (Role::Thread, 8) => Op::WriteSeq { start: self.p, len: 4096, seed: 5 },
+            (Role::Leader, 8) => Op::WriteSeq {
+                start: self.p,
+                len: 4096,
+                seed: 3,
+            },
+            (Role::Thread, 7) => Op::WriteSeq {
+                start: self.q,
+                len: 32 << 20,
+                seed: 4,
+            },
+            (Role::Thread, 8) => Op::WriteSeq {
+                start: self.p,
+                len: 4096,
+                seed: 5,
+            },
             _ => Op::Exit,
         }
     }
@@ -307,7 +425,15 @@ impl Program for Shooter {
 
 fn shoot(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
     let mut s = sim();
-    let leader = s.spawn(Box::new(Shooter { step: 0, role: Role::Leader, p: 0, q: 0 }), 0);
+    let leader = s.spawn(
+        Box::new(Shooter {
+            step: 0,
+            role: Role::Leader,
+            p: 0,
+            q: 0,
+        }),
+        0,
+    );
     let mm = s.tasks[leader].mm.unwrap();
     s.k.mms[mm].inject_no_shootdown = inject;
     let r = s.run(&mut |_| {});
@@ -324,7 +450,9 @@ fn the_tlb_truth_check_catches_a_missing_shootdown() {
     assert!(s.k.vmstat.thp_cow_copies >= 1, "P moved to a new frame");
     let (s, r) = shoot(true);
     match r {
-        Err(vmsim_core::api::Error::Internal(m)) => assert!(m.contains("stale TLB entry on CPU 1"), "{m}"),
+        Err(vmsim_core::api::Error::Internal(m)) => {
+            assert!(m.contains("stale TLB entry on CPU 1"), "{m}")
+        }
         other => panic!("a missing flush must fail the run, got {other:?}"),
     }
     assert_eq!(s.m.cpus[1].stats.ipis_received, 0);
@@ -337,8 +465,28 @@ fn the_access_engine_keeps_per_task_latency_histograms_of_random_reads() {
     let run = |seeds: [u64; 2]| {
         let mut s = sim();
         // 96 MiB each: more than both LLCs together, so most reads go to DRAM.
-        let a = s.spawn(Box::new(RandRead::new(96 << 20, 20_000, Pattern::Uniform, 8, true, seeds[0])), 0);
-        let b = s.spawn(Box::new(RandRead::new(16 << 20, 20_000, Pattern::Normal { sigma_pages: 64.0 }, 8, true, seeds[1])), 1);
+        let a = s.spawn(
+            Box::new(RandRead::new(
+                96 << 20,
+                20_000,
+                Pattern::Uniform,
+                8,
+                true,
+                seeds[0],
+            )),
+            0,
+        );
+        let b = s.spawn(
+            Box::new(RandRead::new(
+                16 << 20,
+                20_000,
+                Pattern::Normal { sigma_pages: 64.0 },
+                8,
+                true,
+                seeds[1],
+            )),
+            1,
+        );
         s.run(&mut |_| {}).unwrap();
         (s, a, b)
     };
@@ -348,15 +496,27 @@ fn the_access_engine_keeps_per_task_latency_histograms_of_random_reads() {
         let st = &s.tasks[t].access;
         assert_eq!((st.reads, st.writes), (20_000, 0));
         assert_eq!(st.latency.count(), 20_000);
-        assert_eq!((s.tasks[t].pages_checked > 0, s.tasks[t].bad_pages), (true, 0));
+        assert_eq!(
+            (s.tasks[t].pages_checked > 0, s.tasks[t].bad_pages),
+            (true, 0)
+        );
     }
     // Uniform over 96 MiB: the median read misses to local DRAM; a read never costs less than its issue.
     let (ha, hb) = (&s.tasks[a].access.latency, &s.tasks[b].access.latency);
     let dram = p.ns_to_cycles(p.memory.local_latency_ns);
-    assert!(ha.percentile(50.0) >= dram / 2, "median {} vs DRAM {dram}", ha.percentile(50.0));
+    assert!(
+        ha.percentile(50.0) >= dram / 2,
+        "median {} vs DRAM {dram}",
+        ha.percentile(50.0)
+    );
     assert_eq!(ha.buckets[0], 0);
     // Normal with sigma 64 pages keeps most reads in about 1 MiB, which the caches hold: lower median.
-    assert!(hb.percentile(50.0) < ha.percentile(50.0), "{} vs {}", hb.percentile(50.0), ha.percentile(50.0));
+    assert!(
+        hb.percentile(50.0) < ha.percentile(50.0),
+        "{} vs {}",
+        hb.percentile(50.0),
+        ha.percentile(50.0)
+    );
     // Seeded: the same seeds give the same histograms, another seed another one.
     let (s2, _, _) = run([1, 2]);
     assert_eq!(&s2.tasks[a].access, &s.tasks[a].access);
@@ -374,15 +534,30 @@ impl Program for RoiWriter {
     fn next(&mut self, ret: u64) -> Op {
         self.step += 1;
         match self.step {
-            1 => Op::Mmap { len: 8 << 20, populate: false },
+            1 => Op::Mmap {
+                len: 8 << 20,
+                populate: false,
+            },
             2 => {
                 self.addr = ret;
-                Op::WriteSeq { start: self.addr, len: 2 << 20, seed: 11 }
+                Op::WriteSeq {
+                    start: self.addr,
+                    len: 2 << 20,
+                    seed: 11,
+                }
             }
             3 => Op::RoiBegin,
-            4 => Op::WriteSeq { start: self.addr + (2 << 20), len: 6 << 20, seed: 11 },
+            4 => Op::WriteSeq {
+                start: self.addr + (2 << 20),
+                len: 6 << 20,
+                seed: 11,
+            },
             5 => Op::RoiEnd,
-            6 => Op::Check { start: self.addr, len: 8 << 20, expect: vmsim_core::workload::Expect::Written { seed: 11 } },
+            6 => Op::Check {
+                start: self.addr,
+                len: 8 << 20,
+                expect: vmsim_core::workload::Expect::Written { seed: 11 },
+            },
             7 => Op::Munmap { start: self.addr },
             _ => Op::Exit,
         }
@@ -408,11 +583,21 @@ fn a_stats_region_of_interest_is_end_minus_start() {
     assert_eq!(all["vmstat"]["pgfault"], 4);
     assert_eq!(all["vmstat"]["pgfree"], 4 * 512);
     // Every counter of every component is in both, and the region's never exceeds the total.
-    let (ru, au) = (roi["cpu"]["user_instructions"].as_u64().unwrap(), all["cpu"]["user_instructions"].as_u64().unwrap());
+    let (ru, au) = (
+        roi["cpu"]["user_instructions"].as_u64().unwrap(),
+        all["cpu"]["user_instructions"].as_u64().unwrap(),
+    );
     assert!(ru > 0 && ru < au);
-    assert_eq!(ru, 3 * 32768 * 8 * 24, "the region's stores: 3 x 2 MiB of 64 B lines at usemem's 8 x 24 instructions");
+    assert_eq!(
+        ru,
+        3 * 32768 * 8 * 24,
+        "the region's stores: 3 x 2 MiB of 64 B lines at usemem's 8 x 24 instructions"
+    );
     for k in ["vmstat", "sched", "events", "cpu", "tlb", "dram"] {
         assert!(roi[k].is_object() && all[k].is_object(), "{k}");
     }
-    assert_eq!(all["cpu"]["cache"]["l1d_stores"].as_u64(), r["l1d_stores"].as_u64());
+    assert_eq!(
+        all["cpu"]["cache"]["l1d_stores"].as_u64(),
+        r["l1d_stores"].as_u64()
+    );
 }

@@ -35,7 +35,14 @@ struct Script {
 
 impl Script {
     fn new(parent: Vec<S>, child: Vec<S>) -> Script {
-        Script { parent, child, in_child: false, i: 0, addr: 0, after_fork: false }
+        Script {
+            parent,
+            child,
+            in_child: false,
+            i: 0,
+            addr: 0,
+            after_fork: false,
+        }
     }
 }
 
@@ -50,14 +57,29 @@ impl Program for Script {
         } else if self.addr == 0 && ret != 0 {
             self.addr = ret; // the first mmap's address
         }
-        let list = if self.in_child { &self.child } else { &self.parent };
+        let list = if self.in_child {
+            &self.child
+        } else {
+            &self.parent
+        };
         let s = list.get(self.i).cloned().unwrap_or(S::Exit);
         self.i += 1;
         let a = self.addr;
         match s {
-            S::Mmap(len) => Op::Mmap { len, populate: false },
-            S::Write(off, len, seed) => Op::WriteSeq { start: a + off, len, seed },
-            S::Check(off, len, expect) => Op::Check { start: a + off, len, expect },
+            S::Mmap(len) => Op::Mmap {
+                len,
+                populate: false,
+            },
+            S::Write(off, len, seed) => Op::WriteSeq {
+                start: a + off,
+                len,
+                seed,
+            },
+            S::Check(off, len, expect) => Op::Check {
+                start: a + off,
+                len,
+                expect,
+            },
             S::Fork => {
                 self.after_fork = true;
                 Op::Fork
@@ -139,7 +161,10 @@ fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
     // Every folio freed exactly once: all memory is back on the free lists.
     assert_eq!(s.k.alloc.nr_free, free0, "{thp:?} {thp_cow:?}");
     let v = &s.k.vmstat;
-    assert_eq!(v.pgfault, v.pgfault_anon_4k + v.pgfault_thp + v.pgfault_cow_4k + v.pgfault_cow_thp);
+    assert_eq!(
+        v.pgfault,
+        v.pgfault_anon_4k + v.pgfault_thp + v.pgfault_cow_4k + v.pgfault_cow_thp
+    );
     assert_eq!(v.pgalloc, v.pgfree);
     s
 }
@@ -149,10 +174,16 @@ fn cow_thp_copy() {
     let s = run_cow(Thp::Always, ThpCow::Copy);
     let v = &s.k.vmstat;
     assert_eq!(v.pgfault_thp, 2);
-    assert_eq!(v.thp_cow_copies, 1, "the child copies the one huge page it writes");
+    assert_eq!(
+        v.thp_cow_copies, 1,
+        "the child copies the one huge page it writes"
+    );
     assert_eq!(v.subpage_copies, 512);
     assert_eq!(v.thp_split_pmd, 0);
-    assert_eq!(v.pgfault_cow_thp, 3, "one copy, then two reuses by the parent");
+    assert_eq!(
+        v.pgfault_cow_thp, 3,
+        "one copy, then two reuses by the parent"
+    );
     assert_eq!(v.cow_reuse, 2);
 }
 
@@ -162,7 +193,10 @@ fn cow_thp_split() {
     let v = &s.k.vmstat;
     assert_eq!(v.thp_cow_copies, 0);
     assert_eq!(v.thp_split_pmd, 1);
-    assert_eq!(v.subpage_copies, 1, "5.8+: only the written 4 KiB page is copied");
+    assert_eq!(
+        v.subpage_copies, 1,
+        "5.8+: only the written 4 KiB page is copied"
+    );
     assert_eq!(v.pgfault_cow_4k, 1);
     // The split was in the child's page table only: the parent's PMDs stay
     // huge and, once the child is gone, are reused whole.
@@ -177,14 +211,21 @@ fn cow_4k() {
     assert_eq!(v.pgfault_anon_4k, 1024);
     assert_eq!(v.subpage_copies, 1);
     assert_eq!(v.pgfault_cow_4k, 1 + 1024);
-    assert_eq!(v.cow_reuse, 1024, "after the child exits the parent reuses every page");
+    assert_eq!(
+        v.cow_reuse, 1024,
+        "after the child exits the parent reuses every page"
+    );
 }
 
 #[test]
 fn parent_writes_do_not_reach_a_live_child() {
     // The parent writes while the child still maps the pages: the parent copies,
     // the child keeps reading the original data.
-    for (thp, mode) in [(Thp::Always, ThpCow::Copy), (Thp::Always, ThpCow::Split), (Thp::Never, ThpCow::Copy)] {
+    for (thp, mode) in [
+        (Thp::Always, ThpCow::Copy),
+        (Thp::Always, ThpCow::Split),
+        (Thp::Never, ThpCow::Copy),
+    ] {
         let len = 2 * MIB;
         let script = Script::new(
             vec![
@@ -208,7 +249,11 @@ fn parent_writes_do_not_reach_a_live_child() {
         s.spawn(Box::new(script), 0);
         s.run(&mut |_| {}).unwrap();
         for t in &s.tasks {
-            assert_eq!(t.bad_pages, 0, "{thp:?} {mode:?} task {}: {:?}", t.pid, t.first_bad);
+            assert_eq!(
+                t.bad_pages, 0,
+                "{thp:?} {mode:?} task {}: {:?}",
+                t.pid, t.first_bad
+            );
         }
     }
 }
@@ -230,7 +275,10 @@ fn metrics(cfg: &str) -> serde_json::Value {
 fn usemem_prealloc_prefault_verifies_and_counts() {
     let m = metrics(&usemem_cow(""));
     assert_eq!(m["data_verified"], true, "{}", m["data_errors"]);
-    assert_eq!(m["pgfault_thp"], 2, "MAP_POPULATE faults the two huge pages in");
+    assert_eq!(
+        m["pgfault_thp"], 2,
+        "MAP_POPULATE faults the two huge pages in"
+    );
     assert_eq!(m["thp_cow_copies"], 6, "3 children x 2 huge pages");
     assert_eq!(m["pgfault_by_kind"]["cow_thp"], 6);
     assert!(m["throughput_bytes_per_s"].as_f64().unwrap() > 0.0);
@@ -242,10 +290,16 @@ fn usemem_prealloc_prefault_verifies_and_counts() {
 
 #[test]
 fn skipped_copy_subpage_is_detected() {
-    let m = metrics(&usemem_cow("[sim.fault_injection]\nskip_copy_subpage = 77\n"));
+    let m = metrics(&usemem_cow(
+        "[sim.fault_injection]\nskip_copy_subpage = 77\n",
+    ));
     assert_eq!(m["data_verified"], false);
     let errs = m["data_errors"].as_array().unwrap();
-    assert_eq!(errs.len(), 1, "only the child whose copy was defective: {errs:?}");
+    assert_eq!(
+        errs.len(),
+        1,
+        "only the child whose copy was defective: {errs:?}"
+    );
 }
 
 #[test]
@@ -282,4 +336,3 @@ fn config_errors_name_the_key() {
         r => panic!("{:?}", r.map(|_| ())),
     }
 }
-

@@ -39,11 +39,19 @@ fn skipped_subpage_clear_is_detected() {
         let ok = run(&cfg(order, 1, 4, ""));
         assert_eq!(ok["metrics"]["data_verified"], true);
         // The frames handed out first still hold stale (never cleared) contents.
-        let bad = run(&cfg(order, 1, 4, "[sim.fault_injection]\nskip_clear_subpage = 17\n"));
+        let bad = run(&cfg(
+            order,
+            1,
+            4,
+            "[sim.fault_injection]\nskip_clear_subpage = 17\n",
+        ));
         assert_eq!(bad["metrics"]["data_verified"], false, "{order}");
         let errs = bad["metrics"]["data_errors"].as_array().unwrap();
         assert_eq!(errs.len(), 1);
-        assert!(errs[0].as_str().unwrap().contains("1 bad page(s)"), "{errs:?}");
+        assert!(
+            errs[0].as_str().unwrap().contains("1 bad page(s)"),
+            "{errs:?}"
+        );
     }
 }
 
@@ -74,20 +82,30 @@ fn thp_never_uses_4k_faults() {
 
 #[test]
 fn unknown_keys_and_bad_values_name_their_key() {
-    let (k, m) = err(&cfg("target-last", 1, 2, "").replace("nr_task = 1", "nr_task = 1\nbogus = 2"));
+    let (k, m) =
+        err(&cfg("target-last", 1, 2, "").replace("nr_task = 1", "nr_task = 1\nbogus = 2"));
     assert_eq!(k, "workload.bogus");
-    assert!(m.contains("accepted keys here") && m.contains("nr_task"), "{m}");
+    assert!(
+        m.contains("accepted keys here") && m.contains("nr_task"),
+        "{m}"
+    );
 
     let (k, m) = err(&cfg("fastest", 1, 2, ""));
     assert_eq!(k, "kernel.clear_huge_page");
-    assert!(m.contains("\"sequential\"") && m.contains("\"target-last\""), "{m}");
+    assert!(
+        m.contains("\"sequential\"") && m.contains("\"target-last\""),
+        "{m}"
+    );
 
     let (k, _) = err(&cfg("target-last", 0, 2, ""));
     assert_eq!(k, "workload.nr_task");
 
     let (k, m) = err(&cfg("target-last", 1, 2, "").replace("xeon-e5-2699v3-2s", "pdp-11"));
     assert_eq!(k, "machine");
-    assert!(m.contains("xeon-e5-2699v3-2s"), "lists the built-in machines: {m}");
+    assert!(
+        m.contains("xeon-e5-2699v3-2s"),
+        "lists the built-in machines: {m}"
+    );
 
     let (k, _) = err("machine = \"xeon-e5-2699v3-2s\"\n[workload]\nkind = \"usemem\"\nnr_task = \"many\"\nsize_per_task_mib = 2\n");
     assert_eq!(k, "workload.nr_task");
@@ -113,13 +131,24 @@ fn json_configs_are_accepted_and_checked() {
 
 #[test]
 fn presets_require_a_source_for_every_value() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/xeon-e5-2699v3-2s.toml")).unwrap();
-    let bad = text.replacen("ways = { value = 8, source = ", "ways = { value = 8, sourc = ", 1);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../machines/xeon-e5-2699v3-2s.toml"
+    ))
+    .unwrap();
+    let bad = text.replacen(
+        "ways = { value = 8, source = ",
+        "ways = { value = 8, sourc = ",
+        1,
+    );
     let dir = std::env::temp_dir().join(format!("vmsim-preset-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("nosource.toml");
     std::fs::write(&p, bad).unwrap();
-    let c = format!("machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n", p.display().to_string());
+    let c = format!(
+        "machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n",
+        p.display().to_string()
+    );
     let (k, m) = err(&c);
     assert!(k.ends_with("l1d.ways.sourc"), "{k}: {m}");
     let no_src = text.replacen("ways = { value = 8, source = \"Intel Optimization Reference Manual, Haswell cache parameters: L1 data 8-way\" }", "ways = 8", 1);
@@ -172,7 +201,10 @@ fn more_tasks_than_cpus_are_time_sliced() {
     let m = &v["metrics"];
     assert_eq!(m["data_verified"], true);
     let switches = m["context_switches"].as_u64().unwrap();
-    assert!(switches > 80, "tasks sharing a CPU were switched back and forth: {switches}");
+    assert!(
+        switches > 80,
+        "tasks sharing a CPU were switched back and forth: {switches}"
+    );
     let cpus = m["per_cpu"].as_array().unwrap();
     assert_eq!(cpus.len(), 72);
     // A doubled-up CPU does twice the work; it is busy longer (though its second
@@ -180,7 +212,12 @@ fn more_tasks_than_cpus_are_time_sliced() {
     let cyc = |i: usize| cpus[i]["cycles"].as_f64().unwrap();
     let ins = |i: usize| cpus[i]["instructions"].as_f64().unwrap();
     assert!(cyc(0) > cyc(40), "{} vs {}", cyc(0), cyc(40));
-    assert!((ins(0) / ins(40) - 2.0).abs() < 0.01, "{} vs {}", ins(0), ins(40));
+    assert!(
+        (ins(0) / ins(40) - 2.0).abs() < 0.01,
+        "{} vs {}",
+        ins(0),
+        ins(40)
+    );
 }
 
 #[test]
@@ -188,23 +225,45 @@ fn oversized_runs_are_refused_before_allocating() {
     let (k, m) = err(&cfg("target-last", 4096, 65536, ""));
     assert_eq!(k, "workload");
     assert!(m.contains("at most 256 GiB"), "{m}");
-    let (k, _) = err(&cfg("target-last", 1, 2, "[sim]\nnode_memory_mib = 1000000000\n"));
+    let (k, _) = err(&cfg(
+        "target-last",
+        1,
+        2,
+        "[sim]\nnode_memory_mib = 1000000000\n",
+    ));
     assert_eq!(k, "sim.node_memory_mib");
 }
 
 #[test]
 fn bad_presets_and_too_little_memory_are_config_errors() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../machines/xeon-e5-2699v3-2s.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../machines/xeon-e5-2699v3-2s.toml"
+    ))
+    .unwrap();
     let dir = std::env::temp_dir().join(format!("vmsim-badpreset-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let run_with = |preset: &str, name: &str| {
         let p = dir.join(name);
         std::fs::write(&p, preset).unwrap();
-        err(&format!("machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n", p.display().to_string()))
+        err(&format!(
+            "machine = {:?}\n[workload]\nkind = \"usemem\"\nnr_task = 1\nsize_per_task_mib = 2\n",
+            p.display().to_string()
+        ))
     };
-    let (k, m) = run_with(&text.replacen("l1_4k_entries = { value = 64", "l1_4k_entries = { value = 10", 1), "tlb.toml");
+    let (k, m) = run_with(
+        &text.replacen(
+            "l1_4k_entries = { value = 64",
+            "l1_4k_entries = { value = 10",
+            1,
+        ),
+        "tlb.toml",
+    );
     assert!(k.ends_with("tlb.l1_4k_entries.value"), "{k}: {m}");
-    let (k, m) = run_with(&text.replacen("ways = { value = 20", "ways = { value = 80", 1), "ways.toml");
+    let (k, m) = run_with(
+        &text.replacen("ways = { value = 20", "ways = { value = 80", 1),
+        "ways.toml",
+    );
     assert!(k.ends_with("llc.ways.value"), "{k}: {m}");
     std::fs::remove_dir_all(&dir).ok();
     // A workload that does not fit the memory it was given.
@@ -215,12 +274,20 @@ fn bad_presets_and_too_little_memory_are_config_errors() {
 
 #[test]
 fn system_time_is_broken_down_by_kernel_path_completely() {
-    for c in [cfg("target-last", 80, 4, ""), cfg("sequential", 2, 4, "").replace("thp = \"always\"", "thp = \"never\"")] {
+    for c in [
+        cfg("target-last", 80, 4, ""),
+        cfg("sequential", 2, 4, "").replace("thp = \"always\"", "thp = \"never\""),
+    ] {
         let v = run(&c);
         let m = &v["metrics"];
         let by = m["sys_cycles_by_function"].as_object().unwrap();
         let sum: u64 = by.values().map(|x| x.as_u64().unwrap()).sum();
-        let sys: u64 = m["per_cpu"].as_array().unwrap().iter().map(|c| c["sys_cycles"].as_u64().unwrap()).sum();
+        let sys: u64 = m["per_cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["sys_cycles"].as_u64().unwrap())
+            .sum();
         assert_eq!(sum, sys, "every system cycle is attributed: {by:?}");
         assert!(by["clear_page"].as_u64().unwrap() > 0);
         assert!(by["exc_page_fault"].as_u64().unwrap() > 0);

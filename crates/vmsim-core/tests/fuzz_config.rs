@@ -20,29 +20,98 @@ const RUN: &str = "machine = \"xeon-e5-2699v3-2s\"\nseed = 0\n[kernel]\nthp = \"
 
 /// Keys a run config may hold (and a few it may not), for the mutations to aim at.
 const RUN_KEYS: &[&str] = &[
-    "machine", "seed", "kernel.thp", "kernel.clear_huge_page", "kernel.clear_page", "kernel.preempt",
-    "kernel.copy_huge_page", "kernel.thp_cow", "kernel.page_alloc_shuffle", "workload.kind", "workload.nr_task",
-    "workload.size_per_task_mib", "workload.prealloc", "workload.prefault", "workload.size_mib", "workload.page_size",
-    "workload.cpu", "sim.quantum_cycles", "sim.node_memory_mib", "sim.fault_injection.skip_clear_subpage",
-    "sim.fault_injection.skip_copy_subpage", "sim.fault_injection", "kernel", "workload", "sim", "bogus", "kernel.bogus",
+    "machine",
+    "seed",
+    "kernel.thp",
+    "kernel.clear_huge_page",
+    "kernel.clear_page",
+    "kernel.preempt",
+    "kernel.copy_huge_page",
+    "kernel.thp_cow",
+    "kernel.page_alloc_shuffle",
+    "workload.kind",
+    "workload.nr_task",
+    "workload.size_per_task_mib",
+    "workload.prealloc",
+    "workload.prefault",
+    "workload.size_mib",
+    "workload.page_size",
+    "workload.cpu",
+    "sim.quantum_cycles",
+    "sim.node_memory_mib",
+    "sim.fault_injection.skip_clear_subpage",
+    "sim.fault_injection.skip_copy_subpage",
+    "sim.fault_injection",
+    "kernel",
+    "workload",
+    "sim",
+    "bogus",
+    "kernel.bogus",
 ];
 
 fn cases() -> u32 {
-    std::env::var("VMSIM_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+    std::env::var("VMSIM_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
 }
 
 fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
         any::<i64>().prop_map(Value::Integer),
-        prop::sample::select(vec![0i64, 1, 2, -1, 3, 7, 64, 511, 512, 4095, 4096, 65536, 262144, 1 << 32, 1 << 40, 1 << 44, i64::MAX, i64::MIN])
-            .prop_map(Value::Integer),
+        prop::sample::select(vec![
+            0i64,
+            1,
+            2,
+            -1,
+            3,
+            7,
+            64,
+            511,
+            512,
+            4095,
+            4096,
+            65536,
+            262144,
+            1 << 32,
+            1 << 40,
+            1 << 44,
+            i64::MAX,
+            i64::MIN
+        ])
+        .prop_map(Value::Integer),
         any::<f64>().prop_map(Value::Float),
-        prop::sample::select(vec![0.0, -0.0, 0.5, 1e-300, 1e300, -1e300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 4.0, 65536.5])
-            .prop_map(Value::Float),
+        prop::sample::select(vec![
+            0.0,
+            -0.0,
+            0.5,
+            1e-300,
+            1e300,
+            -1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            4.0,
+            65536.5
+        ])
+        .prop_map(Value::Float),
         any::<bool>().prop_map(Value::Boolean),
         "[a-z0-9 ._/-]{0,16}".prop_map(Value::String),
-        prop::sample::select(vec!["always", "never", "target-last", "sequential", "usemem", "pf-test", "1g", "2m", "copy", "split", "lru", "memory"])
-            .prop_map(|s| Value::String(s.into())),
+        prop::sample::select(vec![
+            "always",
+            "never",
+            "target-last",
+            "sequential",
+            "usemem",
+            "pf-test",
+            "1g",
+            "2m",
+            "copy",
+            "split",
+            "lru",
+            "memory"
+        ])
+        .prop_map(|s| Value::String(s.into())),
         (1usize..5000).prop_map(|n| Value::String("x".repeat(n))),
         Just(Value::Array(vec![])),
         Just(Value::Table(toml::Table::new())),
@@ -52,7 +121,11 @@ fn value() -> impl Strategy<Value = Value> {
 /// All dotted paths of a table, tables included.
 fn paths(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
     for (k, v) in t {
-        let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let p = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         out.push(p.clone());
         if let Value::Table(sub) = v {
             paths(sub, &p, out);
@@ -79,7 +152,9 @@ fn apply(table: &mut toml::Table, path: &str, op: &Edit) {
     let parts: Vec<&str> = path.split('.').collect();
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = t.entry(p.to_string()).or_insert_with(|| Value::Table(toml::Table::new()));
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Table(toml::Table::new()));
         if !entry.is_table() {
             *entry = Value::Table(toml::Table::new());
         }
@@ -110,8 +185,15 @@ fn check_error(e: &Error, what: &str) {
         Error::Config { key, message } => {
             assert!(!key.is_empty(), "{what}: error without a key: {message}");
             assert!(!message.is_empty(), "{what}: {key}: empty message");
-            assert!(!message.contains('\n'), "{what}: {key}: message over several lines: {message}");
-            assert!(message.len() < 600, "{what}: {key}: message of {} bytes", message.len());
+            assert!(
+                !message.contains('\n'),
+                "{what}: {key}: message over several lines: {message}"
+            );
+            assert!(
+                message.len() < 600,
+                "{what}: {key}: message of {} bytes",
+                message.len()
+            );
         }
         other => panic!("{what}: not a config error: {other}"),
     }

@@ -7,7 +7,11 @@ use vmsim_core::machine::hierarchy::{AccessKind, Served};
 use vmsim_core::machine::{Machine, MachineParams, NoRfoGrant};
 
 fn params(name: &str) -> MachineParams {
-    let text = embedded_machines().iter().find(|(n, _)| *n == name).unwrap().1;
+    let text = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1;
     Preset::parse(text, name).unwrap().machine_params().unwrap()
 }
 
@@ -36,7 +40,10 @@ fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
     assert!(p.no_rfo_full_lines);
     let dram = p.dram_local_cycles;
     let remote = p.dram_remote_cycles;
-    assert_eq!(m.access(0, 100, AccessKind::StringStore, true, 1), Served::NoFill { remote: false });
+    assert_eq!(
+        m.access(0, 100, AccessKind::StringStore, true, 1),
+        Served::NoFill { remote: false }
+    );
     // The store itself only costs its issue; the superqueue entry and the fill buffer are held
     // for the local DRAM latency (no data to prefetch: the buffer waits for the grant).
     assert_eq!(m.cpus[0].clock, 1);
@@ -48,12 +55,21 @@ fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
     // A line homed on the other socket: the remote DRAM latency.
     let remote_line = (1u64 << 30) >> 6 | 5;
     let t = m.cpus[0].clock;
-    assert_eq!(m.access(0, remote_line, AccessKind::StringStore, true, 1), Served::NoFill { remote: true });
+    assert_eq!(
+        m.access(0, remote_line, AccessKind::StringStore, true, 1),
+        Served::NoFill { remote: true }
+    );
     assert!(m.cores[0].sq.contains(&(t + remote)));
     // Granted at the LLC instead: the entry is held for the LLC latency only.
     let (p, mut m) = icx(NoRfoGrant::Llc);
-    assert_eq!(m.access(0, 100, AccessKind::StringStore, true, 1), Served::NoFill { remote: false });
-    assert_eq!(m.cores[0].sq.iter().copied().max(), Some(p.llc.latency_cycles));
+    assert_eq!(
+        m.access(0, 100, AccessKind::StringStore, true, 1),
+        Served::NoFill { remote: false }
+    );
+    assert_eq!(
+        m.cores[0].sq.iter().copied().max(),
+        Some(p.llc.latency_cycles)
+    );
 }
 
 #[test]
@@ -68,7 +84,10 @@ fn a_no_rfo_stream_is_bound_by_fill_buffers_over_the_grant_latency() {
     let gbs = (n * 64) as f64 / m.cycles_to_s(m.cpus[0].clock) / 1e9;
     let entries = p.l1d.outstanding.min(p.l2.outstanding) as f64;
     let bound = entries * 64.0 / (p.dram_local_cycles as f64 / p.freq_mhz as f64 * 1e-6) / 1e9;
-    assert!((gbs - bound).abs() / bound < 0.01, "{gbs:.2} GB/s vs fill-buffer bound {bound:.2} GB/s");
+    assert!(
+        (gbs - bound).abs() / bound < 0.01,
+        "{gbs:.2} GB/s vs fill-buffer bound {bound:.2} GB/s"
+    );
 }
 
 #[test]
@@ -76,7 +95,10 @@ fn exact_latencies_of_a_dependent_load() {
     let (p, mut m) = e5();
     let dram = p.dram_local_cycles;
     // Cold line on node 0 from CPU 0: full local DRAM latency.
-    assert_eq!(m.access(0, 100, AccessKind::Load, false, 1), Served::Dram { remote: false });
+    assert_eq!(
+        m.access(0, 100, AccessKind::Load, false, 1),
+        Served::Dram { remote: false }
+    );
     assert_eq!(m.cpus[0].clock, dram);
     // Now in L1: the issue cost only.
     assert_eq!(m.access(0, 100, AccessKind::Load, false, 1), Served::L1);
@@ -89,12 +111,18 @@ fn exact_latencies_of_a_dependent_load() {
     assert_eq!(m.cpus[1].clock - t, p.llc.latency_cycles);
     // A core on the other socket: a remote cache hit... of a clean line it reads from memory's owner socket cache.
     let t = m.cpus[18].clock;
-    assert_eq!(m.access(18, 100, AccessKind::Load, false, 1), Served::RemoteCache);
+    assert_eq!(
+        m.access(18, 100, AccessKind::Load, false, 1),
+        Served::RemoteCache
+    );
     assert_eq!(m.cpus[18].clock - t, p.remote_cache_cycles);
     // A line homed on node 1 read cold from socket 0: remote DRAM latency.
     let remote_line = (1u64 << 30) >> 6 | 5;
     let t = m.cpus[2].clock;
-    assert_eq!(m.access(2, remote_line, AccessKind::Load, false, 1), Served::Dram { remote: true });
+    assert_eq!(
+        m.access(2, remote_line, AccessKind::Load, false, 1),
+        Served::Dram { remote: true }
+    );
     assert_eq!(m.cpus[2].clock - t, p.dram_remote_cycles);
 }
 
@@ -112,7 +140,11 @@ fn misses_overlap_up_to_the_fill_buffers() {
     assert_eq!(m.cpus[0].clock, n);
     // The next one has to wait for a fill buffer.
     m.access(0, 5000, AccessKind::Store, false, 1);
-    assert!(m.cpus[0].clock >= dram, "stalls until a fill buffer frees: {}", m.cpus[0].clock);
+    assert!(
+        m.cpus[0].clock >= dram,
+        "stalls until a fill buffer frees: {}",
+        m.cpus[0].clock
+    );
     assert!(m.cpus[0].stats.stall_cycles > 0);
 }
 
@@ -172,11 +204,18 @@ fn streaming_cpus_are_bound_by_the_node_bandwidth() {
     // 18 cores of socket 0 stream loads over disjoint cold regions of node 0.
     let cpus: Vec<usize> = (0..18).collect();
     let mut next = [0u64; 18];
-    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> = cpus.iter().map(|&c| std::cmp::Reverse((0, c))).collect();
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
+        cpus.iter().map(|&c| std::cmp::Reverse((0, c))).collect();
     while let Some(std::cmp::Reverse((_, c))) = heap.pop() {
         let stop = m.cpus[c].clock + 2000;
         while m.cpus[c].clock < stop && next[c] < lines_per_cpu {
-            m.access(c, (c as u64) * 1_000_000 + next[c], AccessKind::Load, true, 1);
+            m.access(
+                c,
+                (c as u64) * 1_000_000 + next[c],
+                AccessKind::Load,
+                true,
+                1,
+            );
             next[c] += 1;
         }
         if next[c] < lines_per_cpu {
@@ -187,15 +226,23 @@ fn streaming_cpus_are_bound_by_the_node_bandwidth() {
     let bytes = 18 * lines_per_cpu * 64;
     let gbs = bytes as f64 / m.cycles_to_s(end) / 1e9;
     let bw = node_gbs(&p);
-    assert!(gbs <= bw * 1.02 && gbs >= bw * 0.85, "aggregate {gbs:.1} GB/s vs sustained {bw} GB/s");
+    assert!(
+        gbs <= bw * 1.02 && gbs >= bw * 0.85,
+        "aggregate {gbs:.1} GB/s vs sustained {bw} GB/s"
+    );
     // One core alone is limited by its superqueue, not by the node.
     let (_, mut m1) = e5();
     for i in 0..lines_per_cpu {
         m1.access(0, i, AccessKind::Load, true, 1);
     }
     let one = (lines_per_cpu * 64) as f64 / m1.cycles_to_s(m1.cpus[0].clock) / 1e9;
-    let sq_bound = p.l2.outstanding as f64 * 64.0 / (p.dram_local_cycles as f64 / (p.freq_mhz as f64 * 1e6)) / 1e9;
-    assert!(one < bw && (one - sq_bound).abs() / sq_bound < 0.1, "one core {one:.1} GB/s, superqueue bound {sq_bound:.1}");
+    let sq_bound = p.l2.outstanding as f64 * 64.0
+        / (p.dram_local_cycles as f64 / (p.freq_mhz as f64 * 1e6))
+        / 1e9;
+    assert!(
+        one < bw && (one - sq_bound).abs() / sq_bound < 0.1,
+        "one core {one:.1} GB/s, superqueue bound {sq_bound:.1}"
+    );
 }
 
 #[test]
@@ -205,16 +252,26 @@ fn a_store_invalidates_other_copies_and_nt_stores_bypass() {
     m.access(1, 7, AccessKind::Load, false, 1);
     assert!(m.hier.contains_l1(1, 7));
     m.access(0, 7, AccessKind::Store, false, 1);
-    assert!(!m.hier.contains_l1(1, 7) && !m.hier.contains_l2(1, 7), "core 1's copy is invalidated");
+    assert!(
+        !m.hier.contains_l1(1, 7) && !m.hier.contains_l2(1, 7),
+        "core 1's copy is invalidated"
+    );
     assert!(m.hier.contains_l1(0, 7));
     m.access(2, 7, AccessKind::NtStore, false, 1);
-    assert!(!m.hier.contains_l1(0, 7) && !m.hier.contains_llc(0, 7), "a non-temporal store drops every cached copy");
+    assert!(
+        !m.hier.contains_l1(0, 7) && !m.hier.contains_llc(0, 7),
+        "a non-temporal store drops every cached copy"
+    );
     assert_eq!(m.hier.dram[0].stats.bytes_written, 64);
 }
 
 #[test]
 fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
-    let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap().1;
+    let text = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap()
+        .1;
     let shipped = Preset::parse(text, "e5").unwrap();
     let mut p = shipped.clone();
     p.l2.replacement = "fifo".into();
@@ -230,7 +287,10 @@ fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
     match p.machine_params() {
         Err(vmsim_core::api::Error::Config { key, message }) => {
             assert_eq!(key, "string.no_rfo_grant.value");
-            assert!(message.contains("llc") && message.contains("memory"), "{message}");
+            assert!(
+                message.contains("llc") && message.contains("memory"),
+                "{message}"
+            );
         }
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
     }

@@ -5,7 +5,13 @@
 
 use vmsim_core::api::{compare, run_config, Error, Format};
 
-const POLICIES: [&str; 5] = ["sequential", "target-last", "multipage-2023", "contiguous-7.0", "nontemporal-far"];
+const POLICIES: [&str; 5] = [
+    "sequential",
+    "target-last",
+    "multipage-2023",
+    "contiguous-7.0",
+    "nontemporal-far",
+];
 
 fn cfg(machine: &str, policy: &str, page: &str, mib: u64, extra: &str) -> String {
     format!(
@@ -14,7 +20,8 @@ fn cfg(machine: &str, policy: &str, page: &str, mib: u64, extra: &str) -> String
 }
 
 fn run(text: &str) -> serde_json::Value {
-    let out = run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap_or_else(|e| panic!("run fails: {e}\n{text}"));
+    let out = run_config(text, Format::Toml, None, &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("run fails: {e}\n{text}"));
     serde_json::from_str::<serde_json::Value>(&out).unwrap()["metrics"].clone()
 }
 
@@ -42,7 +49,13 @@ fn skipped_subpage_clear_is_detected_under_every_policy() {
     // 0..2 lie in the neighbourhood of the touched sub-page 0, 3 and 300 in the far region.
     for p in POLICIES {
         for skip in [1u64, 3, 300] {
-            let r = run(&cfg("xeon-8358-icx", p, "2m", 4, &format!("[sim.fault_injection]\nskip_clear_subpage = {skip}\n")));
+            let r = run(&cfg(
+                "xeon-8358-icx",
+                p,
+                "2m",
+                4,
+                &format!("[sim.fault_injection]\nskip_clear_subpage = {skip}\n"),
+            ));
             assert_eq!(r["data_verified"], false, "{p} skip {skip}");
             let e = r["data_errors"][0].as_str().unwrap();
             assert!(e.contains("1 bad page(s)"), "{p}: {e}");
@@ -55,8 +68,18 @@ fn skipped_subpage_clear_is_detected_under_every_policy() {
 fn string_regions_cut_instructions() {
     let tl = run(&cfg("xeon-8358-icx", "target-last", "2m", 8, ""));
     let mp = run(&cfg("xeon-8358-icx", "multipage-2023", "2m", 8, ""));
-    let orig = run(&cfg("xeon-8358-icx", "target-last", "2m", 8, "clear_page = \"orig\""));
-    let (t, m, o) = (u(&tl, "instructions"), u(&mp, "instructions"), u(&orig, "instructions"));
+    let orig = run(&cfg(
+        "xeon-8358-icx",
+        "target-last",
+        "2m",
+        8,
+        "clear_page = \"orig\"",
+    ));
+    let (t, m, o) = (
+        u(&tl, "instructions"),
+        u(&mp, "instructions"),
+        u(&orig, "instructions"),
+    );
     // Per 4 KiB page: rep stosb (4) + process_huge_page step (20); per region: a handful; MOV loop: 11 per line.
     assert!(t - m > 4 * 500 * 20, "target-last {t} vs multipage {m}");
     assert!(o > t + 4 * 512 * 64 * 10, "orig {o} vs erms {t}");
@@ -75,17 +98,45 @@ fn milan_elides_cache_allocation_for_a_1g_region() {
     // One 1 GiB page, contiguous-7.0 with full preemption: the right region is one
     // rep stosb of ~1 GiB, above Milan's 32 MiB threshold, so its lines bypass the
     // caches: no reads for ownership, and every line goes straight to DRAM.
-    let r = run(&cfg("epyc-7j13-milan", "contiguous-7.0", "1g", 1024, "preempt = \"full\""));
+    let r = run(&cfg(
+        "epyc-7j13-milan",
+        "contiguous-7.0",
+        "1g",
+        1024,
+        "preempt = \"full\"",
+    ));
     assert_eq!(r["data_verified"], true, "{}", r["data_errors"]);
     assert_eq!(u(&r, "hugetlb_faults"), 1);
     let gib = 1u64 << 30;
-    assert!(u(&r, "dram_bytes_read") < gib / 1000, "read {}", r["dram_bytes_read"]);
-    assert!(u(&r, "dram_bytes_written") >= gib - (64 << 10), "written {}", r["dram_bytes_written"]);
+    assert!(
+        u(&r, "dram_bytes_read") < gib / 1000,
+        "read {}",
+        r["dram_bytes_read"]
+    );
+    assert!(
+        u(&r, "dram_bytes_written") >= gib - (64 << 10),
+        "written {}",
+        r["dram_bytes_written"]
+    );
     // The few cached lines: the 3-page neighbourhood and the touch.
-    assert!(u(&r, "llc_references") < 1000, "llc refs {}", r["llc_references"]);
+    assert!(
+        u(&r, "llc_references") < 1000,
+        "llc refs {}",
+        r["llc_references"]
+    );
     // On 2 MiB pages the regions are below the threshold: lines are read for ownership and cached.
-    let s = run(&cfg("epyc-7j13-milan", "contiguous-7.0", "2m", 8, "preempt = \"full\""));
-    assert!(u(&s, "dram_bytes_read") >= 8 << 20, "2m read {}", s["dram_bytes_read"]);
+    let s = run(&cfg(
+        "epyc-7j13-milan",
+        "contiguous-7.0",
+        "2m",
+        8,
+        "preempt = \"full\"",
+    ));
+    assert!(
+        u(&s, "dram_bytes_read") >= 8 << 20,
+        "2m read {}",
+        s["dram_bytes_read"]
+    );
 }
 
 #[test]
@@ -95,7 +146,11 @@ fn gigantic_pages_verify_under_the_other_policies() {
         let r = run(&cfg("xeon-8358-icx", p, "1g", 1024, ""));
         assert_eq!(r["data_verified"], true, "{p}: {}", r["data_errors"]);
         assert_eq!(u(&r, "subpage_clears"), 262144);
-        assert!(u(&r, "tlb_walks") <= 4, "1 GiB TLB entries: {}", r["tlb_walks"]);
+        assert!(
+            u(&r, "tlb_walks") <= 4,
+            "1 GiB TLB entries: {}",
+            r["tlb_walks"]
+        );
     }
 }
 
@@ -105,7 +160,13 @@ fn config_errors_name_the_key() {
         Err(Error::Config { key, message }) => (key, message),
         o => panic!("expected a config error, got {o:?}"),
     };
-    let (k, m) = e(&cfg("xeon-8358-icx", "contiguous-7.0", "2m", 8, "preempt = \"rt\""));
+    let (k, m) = e(&cfg(
+        "xeon-8358-icx",
+        "contiguous-7.0",
+        "2m",
+        8,
+        "preempt = \"rt\"",
+    ));
     assert_eq!(k, "kernel.preempt");
     assert!(m.contains("\"voluntary\"") && m.contains("\"lazy\""), "{m}");
     let (k, m) = e(&cfg("xeon-8358-icx", "contiguous-7.0", "4m", 8, ""));
@@ -113,13 +174,23 @@ fn config_errors_name_the_key() {
     assert!(m.contains("\"1g\""), "{m}");
     let (k, m) = e(&cfg("xeon-8358-icx", "bogus", "2m", 8, ""));
     assert_eq!(k, "kernel.clear_huge_page");
-    assert!(m.contains("\"multipage-2023\"") && m.contains("\"contiguous-7.0\"") && m.contains("\"nontemporal-far\""), "{m}");
-    let (k, _) = e(&cfg("xeon-8358-icx", "target-last", "2m", 8, "").replace("cpu = 3", "cpu = 100000"));
+    assert!(
+        m.contains("\"multipage-2023\"")
+            && m.contains("\"contiguous-7.0\"")
+            && m.contains("\"nontemporal-far\""),
+        "{m}"
+    );
+    let (k, _) =
+        e(&cfg("xeon-8358-icx", "target-last", "2m", 8, "").replace("cpu = 3", "cpu = 100000"));
     assert_eq!(k, "workload.cpu");
-    let (k, m) = e(&cfg("xeon-8358-icx", "target-last", "2m", 8, "").replace("cpu = 3", "nr_task = 3"));
+    let (k, m) =
+        e(&cfg("xeon-8358-icx", "target-last", "2m", 8, "").replace("cpu = 3", "nr_task = 3"));
     assert_eq!(k, "workload.nr_task");
     assert!(m.contains("unknown key"), "{m}");
-    let (k, _) = e(&format!("{}[sim]\nnode_memory_mib = 64\n", cfg("xeon-8358-icx", "target-last", "1g", 1024, "")));
+    let (k, _) = e(&format!(
+        "{}[sim]\nnode_memory_mib = 64\n",
+        cfg("xeon-8358-icx", "target-last", "1g", 1024, "")
+    ));
     assert_eq!(k, "sim.node_memory_mib");
 }
 

@@ -136,7 +136,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("VmsimError", py.get_type::<VmsimError>())?;
     m.add("ConfigError", config_error_type(py)?)?;
-    m.add("DataVerificationError", py.get_type::<DataVerificationError>())?;
+    m.add(
+        "DataVerificationError",
+        py.get_type::<DataVerificationError>(),
+    )?;
     m.add("HwError", py.get_type::<HwError>())?;
     m.add("HwUnsupportedError", py.get_type::<HwUnsupportedError>())?;
     Ok(())

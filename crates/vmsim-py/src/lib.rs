@@ -94,9 +94,16 @@ fn builtin_toml(kind: &str, name: &str) -> PyResult<Option<String>> {
     let table = match kind {
         "machine" => vmsim_core::config::embedded_machines(),
         "experiment" => vmsim_core::config::embedded_experiments(),
-        other => return Err(PyValueError::new_err(format!("kind must be 'machine' or 'experiment', not {other:?}"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "kind must be 'machine' or 'experiment', not {other:?}"
+            )))
+        }
     };
-    Ok(table.iter().find(|(n, _)| *n == name).map(|(_, text)| text.to_string()))
+    Ok(table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| text.to_string()))
 }
 
 /// Built-in experiments as (name, one-line description).

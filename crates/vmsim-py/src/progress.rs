@@ -59,7 +59,11 @@ impl Reporter {
 /// Calls `f` with the GIL released. `f` receives the progress hook to hand to
 /// the core. A Python exception raised while reporting (KeyboardInterrupt from
 /// a signal, or one raised by `callback`) stops the run and is re-raised.
-pub fn run_detached<E, F>(py: Python<'_>, callback: Option<Py<PyAny>>, f: F) -> PyResult<Result<String, E>>
+pub fn run_detached<E, F>(
+    py: Python<'_>,
+    callback: Option<Py<PyAny>>,
+    f: F,
+) -> PyResult<Result<String, E>>
 where
     E: Send,
     F: FnOnce(&mut dyn FnMut(&str, f64)) -> Result<String, E> + Send,

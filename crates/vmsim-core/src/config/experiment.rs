@@ -42,7 +42,12 @@ fn arm(mut f: Fields) -> Result<Arm, Error> {
                     set.push((k, v));
                 }
             }
-            _ => return Err(cfg_err(f.key("set"), "expected a table of dotted keys to values")),
+            _ => {
+                return Err(cfg_err(
+                    f.key("set"),
+                    "expected a table of dotted keys to values",
+                ))
+            }
         }
     }
     f.finish()?;
@@ -51,8 +56,9 @@ fn arm(mut f: Fields) -> Result<Arm, Error> {
 
 impl Experiment {
     pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Experiment, Error> {
-        let table: toml::Table =
-            text.parse().map_err(|e: toml::de::Error| cfg_err(origin, format!("not valid TOML: {}", e.message())))?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            cfg_err(origin, format!("not valid TOML: {}", e.message()))
+        })?;
         let mut top = Fields::new("", table);
         let name = top.string("name")?;
         let description = top.string("description")?;
@@ -69,12 +75,20 @@ impl Experiment {
                     variants.push(arm(Fields::from_value(&format!("variants[{i}]"), v)?)?);
                 }
             }
-            _ => return Err(cfg_err("variants", "expected a non-empty array of tables ([[variants]])")),
+            _ => {
+                return Err(cfg_err(
+                    "variants",
+                    "expected a non-empty array of tables ([[variants]])",
+                ))
+            }
         }
         let mut seen = vec![baseline.name.clone()];
         for v in &variants {
             if seen.contains(&v.name) {
-                return Err(cfg_err("variants", format!("the name {:?} is used twice", v.name)));
+                return Err(cfg_err(
+                    "variants",
+                    format!("the name {:?} is used twice", v.name),
+                ));
             }
             seen.push(v.name.clone());
         }
@@ -85,15 +99,32 @@ impl Experiment {
                 for (i, v) in a.into_iter().enumerate() {
                     let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?)?;
                     if cases.iter().any(|o: &Arm| o.name == c.name) {
-                        return Err(cfg_err("cases", format!("the name {:?} is used twice", c.name)));
+                        return Err(cfg_err(
+                            "cases",
+                            format!("the name {:?} is used twice", c.name),
+                        ));
                     }
                     cases.push(c);
                 }
             }
-            Some(_) => return Err(cfg_err("cases", "expected a non-empty array of tables ([[cases]])")),
+            Some(_) => {
+                return Err(cfg_err(
+                    "cases",
+                    "expected a non-empty array of tables ([[cases]])",
+                ))
+            }
         }
         top.finish()?;
-        Ok(Experiment { name, description, reference, config, baseline, variants, cases, base_dir: base_dir.map(|p| p.to_path_buf()) })
+        Ok(Experiment {
+            name,
+            description,
+            reference,
+            config,
+            baseline,
+            variants,
+            cases,
+            base_dir: base_dir.map(|p| p.to_path_buf()),
+        })
     }
 
     /// A built-in experiment name, or a path to an experiment TOML.
@@ -123,7 +154,13 @@ impl Experiment {
     }
 
     /// The run config of one arm within a case: the case's overrides first, then the arm's.
-    pub fn case_arm_config(&self, case: Option<&Arm>, arm: &Arm, seed: u64, scale: f64) -> Result<RunConfig, Error> {
+    pub fn case_arm_config(
+        &self,
+        case: Option<&Arm>,
+        arm: &Arm,
+        seed: u64,
+        scale: f64,
+    ) -> Result<RunConfig, Error> {
         let mut t = self.config.clone();
         t.insert("seed".into(), toml::Value::Integer(seed as i64));
         if let Some(c) = case {
@@ -131,14 +168,27 @@ impl Experiment {
                 set_dotted(&mut t, k, v.clone(), &format!("cases.{}.set", c.name))?;
             }
         }
-        let ctx = if arm.name == self.baseline.name { "baseline.set".to_string() } else { format!("variants.{}.set", arm.name) };
+        let ctx = if arm.name == self.baseline.name {
+            "baseline.set".to_string()
+        } else {
+            format!("variants.{}.set", arm.name)
+        };
         for (k, v) in &arm.set {
             set_dotted(&mut t, k, v.clone(), &ctx)?;
         }
         RunConfig::from_table(t, self.base_dir.as_deref(), scale).map_err(|e| match e {
             Error::Config { key, message } => match case {
-                None => cfg_err(key, format!("{message} (experiment {}, arm {})", self.name, arm.name)),
-                Some(c) => cfg_err(key, format!("{message} (experiment {}, case {}, arm {})", self.name, c.name, arm.name)),
+                None => cfg_err(
+                    key,
+                    format!("{message} (experiment {}, arm {})", self.name, arm.name),
+                ),
+                Some(c) => cfg_err(
+                    key,
+                    format!(
+                        "{message} (experiment {}, case {}, arm {})",
+                        self.name, c.name, arm.name
+                    ),
+                ),
             },
             e => e,
         })

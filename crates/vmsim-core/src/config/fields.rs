@@ -14,18 +14,28 @@ pub struct Fields {
 }
 
 pub fn cfg_err(key: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Config { key: key.into(), message: message.into() }
+    Error::Config {
+        key: key.into(),
+        message: message.into(),
+    }
 }
 
 impl Fields {
     pub fn new(path: &str, table: toml::Table) -> Fields {
-        Fields { path: path.to_string(), table, accepted: Vec::new() }
+        Fields {
+            path: path.to_string(),
+            table,
+            accepted: Vec::new(),
+        }
     }
 
     pub fn from_value(path: &str, v: Value) -> Result<Fields, Error> {
         match v {
             Value::Table(t) => Ok(Fields::new(path, t)),
-            other => Err(cfg_err(path, format!("expected a table, got {}", other.type_str()))),
+            other => Err(cfg_err(
+                path,
+                format!("expected a table, got {}", other.type_str()),
+            )),
         }
     }
 
@@ -35,13 +45,20 @@ impl Fields {
         if let Some(k) = self.table.keys().find(|k| !keys.contains(&k.as_str())) {
             let mut acc = keys.to_vec();
             acc.sort();
-            return Err(cfg_err(self.key(k), format!("unknown key; accepted keys here: {}", acc.join(", "))));
+            return Err(cfg_err(
+                self.key(k),
+                format!("unknown key; accepted keys here: {}", acc.join(", ")),
+            ));
         }
         Ok(())
     }
 
     pub fn key(&self, name: &str) -> String {
-        if self.path.is_empty() { name.to_string() } else { format!("{}.{}", self.path, name) }
+        if self.path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{}", self.path, name)
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -63,7 +80,8 @@ impl Fields {
 
     pub fn req(&mut self, name: &'static str) -> Result<Value, Error> {
         let key = self.key(name);
-        self.take(name).ok_or_else(|| cfg_err(key, "missing required key"))
+        self.take(name)
+            .ok_or_else(|| cfg_err(key, "missing required key"))
     }
 
     pub fn u64_opt(&mut self, name: &'static str) -> Result<Option<u64>, Error> {
@@ -93,7 +111,10 @@ impl Fields {
         match self.take(name) {
             None => Ok(None),
             Some(Value::Boolean(b)) => Ok(Some(b)),
-            Some(o) => Err(cfg_err(key, format!("expected true or false, got {}", show(&o)))),
+            Some(o) => Err(cfg_err(
+                key,
+                format!("expected true or false, got {}", show(&o)),
+            )),
         }
     }
 
@@ -108,16 +129,28 @@ impl Fields {
 
     pub fn string(&mut self, name: &'static str) -> Result<String, Error> {
         let key = self.key(name);
-        self.str_opt(name)?.ok_or_else(|| cfg_err(key, "missing required key"))
+        self.str_opt(name)?
+            .ok_or_else(|| cfg_err(key, "missing required key"))
     }
 
     /// A string that must be one of `choices`.
-    pub fn choice_opt(&mut self, name: &'static str, choices: &[&str]) -> Result<Option<String>, Error> {
+    pub fn choice_opt(
+        &mut self,
+        name: &'static str,
+        choices: &[&str],
+    ) -> Result<Option<String>, Error> {
         let key = self.key(name);
         match self.str_opt(name)? {
             None => Ok(None),
             Some(s) if choices.contains(&s.as_str()) => Ok(Some(s)),
-            Some(s) => Err(cfg_err(key, format!("{} is not accepted; accepted: {}", cut(&format!("{s:?}"), 60), quote_list(choices)))),
+            Some(s) => Err(cfg_err(
+                key,
+                format!(
+                    "{} is not accepted; accepted: {}",
+                    cut(&format!("{s:?}"), 60),
+                    quote_list(choices)
+                ),
+            )),
         }
     }
 
@@ -143,7 +176,10 @@ impl Fields {
             let mut acc = self.accepted.clone();
             acc.sort();
             acc.dedup();
-            return Err(cfg_err(self.key(k), format!("unknown key; accepted keys here: {}", acc.join(", "))));
+            return Err(cfg_err(
+                self.key(k),
+                format!("unknown key; accepted keys here: {}", acc.join(", ")),
+            ));
         }
         Ok(())
     }
@@ -161,7 +197,11 @@ pub fn show(v: &Value) -> String {
 
 /// A float as an error message shows it: plain when short, else in e-notation.
 pub fn show_f64(x: f64) -> String {
-    if x != 0.0 && (x.abs() >= 1e9 || x.abs() < 1e-6) { format!("{x:e}") } else { format!("{x}") }
+    if x != 0.0 && (x.abs() >= 1e9 || x.abs() < 1e-6) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
 }
 
 /// `text` cut to at most `max` characters, marked with an ellipsis when cut.
@@ -175,14 +215,21 @@ pub fn cut(text: &str, max: usize) -> String {
 }
 
 pub fn quote_list(choices: &[&str]) -> String {
-    choices.iter().map(|c| format!("\"{}\"", c)).collect::<Vec<_>>().join(", ")
+    choices
+        .iter()
+        .map(|c| format!("\"{}\"", c))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn as_u64(key: &str, v: &Value) -> Result<u64, Error> {
     match v {
         Value::Integer(i) if *i >= 0 => Ok(*i as u64),
         Value::Float(f) if *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15 => Ok(*f as u64),
-        o => Err(cfg_err(key, format!("expected a non-negative integer, got {}", show(o)))),
+        o => Err(cfg_err(
+            key,
+            format!("expected a non-negative integer, got {}", show(o)),
+        )),
     }
 }
 

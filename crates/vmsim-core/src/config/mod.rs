@@ -64,7 +64,15 @@ pub fn read_config_file(key: &str, p: &Path) -> Result<String, Error> {
         return Err(cfg_err(key, format!("{}: not a regular file", p.display())));
     }
     if meta.len() > MAX_CONFIG_FILE_BYTES {
-        return Err(cfg_err(key, format!("{}: {} bytes; a config file is at most {} bytes", p.display(), meta.len(), MAX_CONFIG_FILE_BYTES)));
+        return Err(cfg_err(
+            key,
+            format!(
+                "{}: {} bytes; a config file is at most {} bytes",
+                p.display(),
+                meta.len(),
+                MAX_CONFIG_FILE_BYTES
+            ),
+        ));
     }
     std::fs::read_to_string(p).map_err(|e| cfg_err(key, format!("{}: {e}", p.display())))
 }
@@ -149,56 +157,134 @@ pub const MIB: u64 = 1 << 20;
 
 impl RunConfig {
     /// Parses a run config document. `scale` multiplies the workload's memory sizes.
-    pub fn from_table(table: toml::Table, base_dir: Option<&Path>, scale: f64) -> Result<RunConfig, Error> {
+    pub fn from_table(
+        table: toml::Table,
+        base_dir: Option<&Path>,
+        scale: f64,
+    ) -> Result<RunConfig, Error> {
         let mut top = Fields::new("", table);
         top.declare(&["machine", "seed", "kernel", "workload", "sim"])?;
         let machine = top.string("machine")?;
         let preset = load_machine("machine", &machine, base_dir)?;
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
-        let mut k = top.sub_opt("kernel")?.unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&["thp", "clear_huge_page", "clear_page", "preempt", "copy_huge_page", "thp_cow", "page_alloc_shuffle", "tlb_flush_on_unmap"])?;
-        let thp = Thp::parse(&k.choice_opt("thp", Thp::NAMES)?.unwrap_or_else(|| Thp::DEFAULT.name().into())).unwrap();
-        let clear_huge_page =
-            ClearHugePage::parse(&k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?.unwrap_or_else(|| ClearHugePage::DEFAULT.name().into()))
-                .unwrap();
-        let default_cp = if preset.string.erms { ClearPage::DEFAULT.name() } else { ClearPage::Orig.name() };
-        let clear_page = ClearPage::parse(&k.choice_opt("clear_page", ClearPage::NAMES)?.unwrap_or_else(|| default_cp.into())).unwrap();
+        let mut k = top
+            .sub_opt("kernel")?
+            .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
+        k.declare(&[
+            "thp",
+            "clear_huge_page",
+            "clear_page",
+            "preempt",
+            "copy_huge_page",
+            "thp_cow",
+            "page_alloc_shuffle",
+            "tlb_flush_on_unmap",
+        ])?;
+        let thp = Thp::parse(
+            &k.choice_opt("thp", Thp::NAMES)?
+                .unwrap_or_else(|| Thp::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let clear_huge_page = ClearHugePage::parse(
+            &k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?
+                .unwrap_or_else(|| ClearHugePage::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let default_cp = if preset.string.erms {
+            ClearPage::DEFAULT.name()
+        } else {
+            ClearPage::Orig.name()
+        };
+        let clear_page = ClearPage::parse(
+            &k.choice_opt("clear_page", ClearPage::NAMES)?
+                .unwrap_or_else(|| default_cp.into()),
+        )
+        .unwrap();
         if clear_page == ClearPage::Erms && !preset.string.erms {
-            return Err(cfg_err("kernel.clear_page", format!("\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"", preset.name)));
+            return Err(cfg_err(
+                "kernel.clear_page",
+                format!(
+                    "\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"",
+                    preset.name
+                ),
+            ));
         }
-        let preempt = Preempt::parse(&k.choice_opt("preempt", Preempt::NAMES)?.unwrap_or_else(|| Preempt::DEFAULT.name().into())).unwrap();
-        let copy_huge_page =
-            CopyHugePage::parse(&k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?.unwrap_or_else(|| CopyHugePage::DEFAULT.name().into()))
-                .unwrap();
-        let thp_cow = ThpCow::parse(&k.choice_opt("thp_cow", ThpCow::NAMES)?.unwrap_or_else(|| ThpCow::DEFAULT.name().into())).unwrap();
+        let preempt = Preempt::parse(
+            &k.choice_opt("preempt", Preempt::NAMES)?
+                .unwrap_or_else(|| Preempt::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let copy_huge_page = CopyHugePage::parse(
+            &k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?
+                .unwrap_or_else(|| CopyHugePage::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let thp_cow = ThpCow::parse(
+            &k.choice_opt("thp_cow", ThpCow::NAMES)?
+                .unwrap_or_else(|| ThpCow::DEFAULT.name().into()),
+        )
+        .unwrap();
         let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
         use crate::policy::TlbFlushOnUnmap;
         let tlb_flush_on_unmap = TlbFlushOnUnmap::parse(
-            &k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?.unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
+            &k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?
+                .unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
         )
         .unwrap();
         k.finish()?;
-        let kernel = KernelConfig { thp, clear_huge_page, clear_page, preempt, copy_huge_page, thp_cow, page_alloc_shuffle, tlb_flush_on_unmap };
+        let kernel = KernelConfig {
+            thp,
+            clear_huge_page,
+            clear_page,
+            preempt,
+            copy_huge_page,
+            thp_cow,
+            page_alloc_shuffle,
+            tlb_flush_on_unmap,
+        };
 
         let mut w = top.sub("workload")?;
-        w.declare(&[&["kind", "nr_task", "size_per_task_mib", "prealloc", "prefault"][..], pftest::KEYS, lrufile::KEYS].concat())?;
+        w.declare(
+            &[
+                &[
+                    "kind",
+                    "nr_task",
+                    "size_per_task_mib",
+                    "prealloc",
+                    "prefault",
+                ][..],
+                pftest::KEYS,
+                lrufile::KEYS,
+            ]
+            .concat(),
+        )?;
         let kind = w
             .choice_opt("kind", &["usemem", "pf-test", "lru-file-mmap-read"])?
-            .ok_or_else(|| cfg_err("workload.kind", "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\""))?;
+            .ok_or_else(|| {
+                cfg_err(
+                    "workload.kind",
+                    "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\"",
+                )
+            })?;
         let workload = match kind.as_str() {
             "usemem" => {
                 let nr_task = w.u64("nr_task")?;
                 if nr_task == 0 || nr_task > 4096 {
                     return Err(cfg_err("workload.nr_task", "must be between 1 and 4096"));
                 }
-                let mib = w.f64_opt("size_per_task_mib")?.ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
+                let mib = w
+                    .f64_opt("size_per_task_mib")?
+                    .ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
                 let bytes = (mib * scale * MIB as f64) as u64 & !4095;
                 if mib.is_nan() || mib <= 0.0 || bytes < 4096 {
                     return Err(cfg_err("workload.size_per_task_mib", format!("must give at least 4 KiB per task after scaling (got {mib} MiB x scale {scale})")));
                 }
                 if bytes > (64u64 << 30) {
-                    return Err(cfg_err("workload.size_per_task_mib", "at most 65536 MiB per task"));
+                    return Err(cfg_err(
+                        "workload.size_per_task_mib",
+                        "at most 65536 MiB per task",
+                    ));
                 }
                 let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
                 let prefault = w.bool_opt("prefault")?.unwrap_or(false);
@@ -211,16 +297,23 @@ impl RunConfig {
                 })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
-            "lru-file-mmap-read" => WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?),
+            "lru-file-mmap-read" => {
+                WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?)
+            }
             _ => unreachable!(),
         };
         w.finish()?;
 
-        let mut s = top.sub_opt("sim")?.unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
+        let mut s = top
+            .sub_opt("sim")?
+            .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
         s.declare(&["quantum_cycles", "node_memory_mib", "fault_injection"])?;
         let quantum_cycles = s.u64_opt("quantum_cycles")?.unwrap_or(2000);
         if !(100..=10_000_000).contains(&quantum_cycles) {
-            return Err(cfg_err("sim.quantum_cycles", "must be between 100 and 10000000"));
+            return Err(cfg_err(
+                "sim.quantum_cycles",
+                "must be between 100 and 10000000",
+            ));
         }
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
         let max_mib = crate::experiment::MAX_SIMULATED_MEMORY / MIB;
@@ -237,7 +330,18 @@ impl RunConfig {
         }
         s.finish()?;
         top.finish()?;
-        Ok(RunConfig { machine, preset, seed, kernel, workload, sim: SimConfig { quantum_cycles, node_memory_mib, fault_injection } })
+        Ok(RunConfig {
+            machine,
+            preset,
+            seed,
+            kernel,
+            workload,
+            sim: SimConfig {
+                quantum_cycles,
+                node_memory_mib,
+                fault_injection,
+            },
+        })
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -247,7 +351,11 @@ impl RunConfig {
 
 /// Refuses an injected defect that the configured run can never reach, so a
 /// test that means to make the data check fail cannot pass by doing nothing.
-fn check_fault_injection(fi: &FaultInjection, kernel: &KernelConfig, workload: &WorkloadConfig) -> Result<(), Error> {
+fn check_fault_injection(
+    fi: &FaultInjection,
+    kernel: &KernelConfig,
+    workload: &WorkloadConfig,
+) -> Result<(), Error> {
     if let Some(i) = fi.skip_clear_subpage {
         let key = "sim.fault_injection.skip_clear_subpage";
         let subpages = match workload {
@@ -261,12 +369,20 @@ fn check_fault_injection(fi: &FaultInjection, kernel: &KernelConfig, workload: &
             }
         };
         if i >= subpages {
-            return Err(cfg_err(key, format!("{i} is not a sub-page of the run's huge pages; accepted: 0..={}", subpages - 1)));
+            return Err(cfg_err(
+                key,
+                format!(
+                    "{i} is not a sub-page of the run's huge pages; accepted: 0..={}",
+                    subpages - 1
+                ),
+            ));
         }
     }
     if let Some(i) = fi.skip_copy_subpage {
         let key = "sim.fault_injection.skip_copy_subpage";
-        let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc) && kernel.thp == Thp::Always && kernel.thp_cow == ThpCow::Copy;
+        let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc)
+            && kernel.thp == Thp::Always
+            && kernel.thp_cow == ThpCow::Copy;
         if !copies {
             return Err(cfg_err(
                 key,
@@ -274,24 +390,39 @@ fn check_fault_injection(fi: &FaultInjection, kernel: &KernelConfig, workload: &
             ));
         }
         if i >= 512 {
-            return Err(cfg_err(key, format!("{i} is not a sub-page of a 2 MiB page; accepted: 0..=511")));
+            return Err(cfg_err(
+                key,
+                format!("{i} is not a sub-page of a 2 MiB page; accepted: 0..=511"),
+            ));
         }
     }
     Ok(())
 }
 
 /// Sets `value` at the dotted `key` inside `table`, creating tables on the way.
-pub fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value, ctx: &str) -> Result<(), Error> {
+pub fn set_dotted(
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+    ctx: &str,
+) -> Result<(), Error> {
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(cfg_err(ctx, format!("{key:?} is not a dotted key")));
     }
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         t = match entry {
             toml::Value::Table(tt) => tt,
-            _ => return Err(cfg_err(format!("{ctx}.{key}"), format!("{p:?} is not a table"))),
+            _ => {
+                return Err(cfg_err(
+                    format!("{ctx}.{key}"),
+                    format!("{p:?} is not a table"),
+                ))
+            }
         };
     }
     t.insert(parts[parts.len() - 1].to_string(), value);

@@ -104,8 +104,10 @@ pub struct Costs {
 
 impl CacheParams {
     fn level(&self, key: &str) -> Result<CacheLevelParams, Error> {
-        let replacement: Replacement =
-            self.replacement.parse().map_err(|e: String| cfg_err(format!("{key}.replacement.value"), e))?;
+        let replacement: Replacement = self
+            .replacement
+            .parse()
+            .map_err(|e: String| cfg_err(format!("{key}.replacement.value"), e))?;
         Ok(CacheLevelParams {
             bytes: self.size_kib * 1024,
             ways: self.ways,
@@ -128,16 +130,20 @@ impl<'a> P<'a> {
     fn leaf(&mut self, name: &'static str) -> Result<(String, Value), Error> {
         let key = self.f.key(name);
         let mut leaf = self.f.sub(name).map_err(|e| match e {
-            Error::Config { key, message } if message.starts_with("expected a table") => {
-                cfg_err(key, "expected { value = …, source = \"…\" }: every preset parameter names its source")
-            }
+            Error::Config { key, message } if message.starts_with("expected a table") => cfg_err(
+                key,
+                "expected { value = …, source = \"…\" }: every preset parameter names its source",
+            ),
             e => e,
         })?;
         leaf.declare(&["value", "source"])?;
         let value = leaf.req("value")?;
         let source = leaf.string("source")?;
         if source.trim().is_empty() {
-            return Err(cfg_err(leaf.key("source"), "must not be empty: every preset parameter names its source"));
+            return Err(cfg_err(
+                leaf.key("source"),
+                "must not be empty: every preset parameter names its source",
+            ));
         }
         leaf.finish()?;
         self.sources.insert(key.clone(), source);
@@ -167,7 +173,10 @@ impl<'a> P<'a> {
         let (k, v) = self.leaf(name)?;
         match v {
             Value::Boolean(b) => Ok(b),
-            o => Err(cfg_err(format!("{k}.value"), format!("expected true or false, got {}", super::fields::show(&o)))),
+            o => Err(cfg_err(
+                format!("{k}.value"),
+                format!("expected true or false, got {}", super::fields::show(&o)),
+            )),
         }
     }
     fn choice(&mut self, name: &'static str, choices: &[&str]) -> Result<String, Error> {
@@ -176,7 +185,11 @@ impl<'a> P<'a> {
             Value::String(s) if choices.contains(&s.as_str()) => Ok(s),
             o => Err(cfg_err(
                 format!("{k}.value"),
-                format!("{} is not accepted; accepted: {}", super::fields::show(&o), super::fields::quote_list(choices)),
+                format!(
+                    "{} is not accepted; accepted: {}",
+                    super::fields::show(&o),
+                    super::fields::quote_list(choices)
+                ),
             )),
         }
     }
@@ -185,7 +198,11 @@ impl<'a> P<'a> {
     }
 }
 
-fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: Option<&'static str>) -> Result<(CacheParams, P<'a>), Error> {
+fn cache<'a>(
+    f: Fields,
+    sources: &'a mut BTreeMap<String, String>,
+    outstanding: Option<&'static str>,
+) -> Result<(CacheParams, P<'a>), Error> {
     let mut p = P { f, sources };
     let c = CacheParams {
         size_kib: p.pos("size_kib")?,
@@ -197,13 +214,31 @@ fn cache<'a>(f: Fields, sources: &'a mut BTreeMap<String, String>, outstanding: 
             None => 0,
         },
     };
-    super::bounds::check_cache(p.f.path(), c.size_kib, c.latency_cycles, outstanding.map(|n| (n, c.outstanding)))?;
+    super::bounds::check_cache(
+        p.f.path(),
+        c.size_kib,
+        c.latency_cycles,
+        outstanding.map(|n| (n, c.outstanding)),
+    )?;
     if c.ways > crate::machine::cache::MAX_WAYS as u64 {
-        return Err(cfg_err(format!("{}.value", p.f.key("ways")), format!("at most {} ways are supported, got {}", crate::machine::cache::MAX_WAYS, c.ways)));
+        return Err(cfg_err(
+            format!("{}.value", p.f.key("ways")),
+            format!(
+                "at most {} ways are supported, got {}",
+                crate::machine::cache::MAX_WAYS,
+                c.ways
+            ),
+        ));
     }
     let key = p.f.key("size_kib");
     if !(c.size_kib * 1024 / 64).is_multiple_of(c.ways) {
-        return Err(cfg_err(key, format!("{} KiB is not a whole number of sets of {} ways of 64 B lines", c.size_kib, c.ways)));
+        return Err(cfg_err(
+            key,
+            format!(
+                "{} KiB is not a whole number of sets of {} ways of 64 B lines",
+                c.size_kib, c.ways
+            ),
+        ));
     }
     Ok((c, p))
 }
@@ -218,7 +253,10 @@ impl Preset {
         let description = top.string("description")?;
         let mut sources = BTreeMap::new();
 
-        let mut cpu = P { f: top.sub("cpu")?, sources: &mut sources };
+        let mut cpu = P {
+            f: top.sub("cpu")?,
+            sources: &mut sources,
+        };
         let model = cpu.f.string("model")?;
         let freq_mhz = cpu.pos("freq_mhz")?;
         let sockets = cpu.pos("sockets")?;
@@ -238,7 +276,10 @@ impl Preset {
         let llc_instances_per_socket = p.pos("instances_per_socket")?;
         p.finish()?;
 
-        let mut t = P { f: top.sub("tlb")?, sources: &mut sources };
+        let mut t = P {
+            f: top.sub("tlb")?,
+            sources: &mut sources,
+        };
         let tlb = TlbParams {
             l1_4k: (t.u("l1_4k_entries")?, t.u("l1_4k_ways")?),
             l1_2m: (t.u("l1_2m_entries")?, t.u("l1_2m_ways")?),
@@ -248,7 +289,12 @@ impl Preset {
             stlb_latency_cycles: t.u("stlb_latency_cycles")?,
             walk_cycles: t.u("walk_cycles")?,
         };
-        for (name, (entries, ways)) in [("l1_4k", tlb.l1_4k), ("l1_2m", tlb.l1_2m), ("l1_1g", tlb.l1_1g), ("stlb", tlb.stlb)] {
+        for (name, (entries, ways)) in [
+            ("l1_4k", tlb.l1_4k),
+            ("l1_2m", tlb.l1_2m),
+            ("l1_1g", tlb.l1_1g),
+            ("stlb", tlb.stlb),
+        ] {
             // 0 entries (or 0 ways) means the structure is absent.
             if entries > 0 && ways > 0 && entries % ways != 0 {
                 return Err(cfg_err(
@@ -259,7 +305,10 @@ impl Preset {
         }
         t.finish()?;
 
-        let mut m = P { f: top.sub("memory")?, sources: &mut sources };
+        let mut m = P {
+            f: top.sub("memory")?,
+            sources: &mut sources,
+        };
         let memory = MemoryParams {
             nodes_per_socket: m.pos("nodes_per_socket")?,
             channels_per_node: m.pos("channels_per_node")?,
@@ -277,7 +326,10 @@ impl Preset {
         }
         m.finish()?;
 
-        let mut s = P { f: top.sub("string")?, sources: &mut sources };
+        let mut s = P {
+            f: top.sub("string")?,
+            sources: &mut sources,
+        };
         let string = StringParams {
             erms: s.b("erms")?,
             fsrm: s.b("fsrm")?,
@@ -288,7 +340,10 @@ impl Preset {
         };
         s.finish()?;
 
-        let mut c = P { f: top.sub("costs")?, sources: &mut sources };
+        let mut c = P {
+            f: top.sub("costs")?,
+            sources: &mut sources,
+        };
         let costs = Costs {
             exception_entry_exit_cycles: c.u("exception_entry_exit_cycles")?,
             syscall_entry_exit_cycles: c.u("syscall_entry_exit_cycles")?,
@@ -331,9 +386,17 @@ impl Preset {
         super::bounds::check(&preset)?;
         let cpus = sockets * cores_per_socket * threads_per_core;
         if cpus > crate::machine::topology::MAX_CPUS as u64 {
-            return Err(cfg_err("cpu", format!("{cpus} hardware threads; at most {} are supported", crate::machine::topology::MAX_CPUS)));
+            return Err(cfg_err(
+                "cpu",
+                format!(
+                    "{cpus} hardware threads; at most {} are supported",
+                    crate::machine::topology::MAX_CPUS
+                ),
+            ));
         }
-        if cores_per_socket % llc_instances_per_socket != 0 || cores_per_socket / llc_instances_per_socket > 64 {
+        if cores_per_socket % llc_instances_per_socket != 0
+            || cores_per_socket / llc_instances_per_socket > 64
+        {
             return Err(cfg_err(
                 "llc.instances_per_socket.value",
                 "must divide cpu.cores_per_socket into groups of at most 64 cores",
@@ -363,7 +426,10 @@ impl Preset {
             o => {
                 return Err(cfg_err(
                     "string.no_rfo_grant.value",
-                    format!("{o:?} is not accepted; accepted: {}", super::fields::quote_list(NO_RFO_GRANTS)),
+                    format!(
+                        "{o:?} is not accepted; accepted: {}",
+                        super::fields::quote_list(NO_RFO_GRANTS)
+                    ),
                 ))
             }
         };

@@ -13,7 +13,8 @@
 //! executes as one string instruction (one start-up, then line stores).
 
 use super::huge_memory::{
-    clear_contig_highpages_chunks, clear_regions_2023, clear_regions_7_0, process_huge_page_in_order, MAX_ORDER_NR_PAGES,
+    clear_contig_highpages_chunks, clear_regions_2023, clear_regions_7_0,
+    process_huge_page_in_order, MAX_ORDER_NR_PAGES,
 };
 use super::memory::clear_user_highpage;
 use super::page_alloc::TAG_ZERO;
@@ -24,7 +25,13 @@ use std::collections::VecDeque;
 impl Kernel {
     /// `folio_zero_user()` for the folio of `nr_pages` 4 KiB pages at `pfn`,
     /// mapped at the naturally aligned address containing `addr_hint`.
-    pub fn folio_zero_user(&mut self, pfn: u64, nr_pages: u64, addr_hint: u64, work: &mut VecDeque<Work>) {
+    pub fn folio_zero_user(
+        &mut self,
+        pfn: u64,
+        nr_pages: u64,
+        addr_hint: u64,
+        work: &mut VecDeque<Work>,
+    ) {
         self.vmstat.huge_page_clears += 1;
         // Fault injection: this sub-page index of the first folio cleared is left stale.
         let skip = self.skip_clear_subpage.take();
@@ -40,11 +47,22 @@ impl Kernel {
         match self.cfg.clear_huge_page {
             ClearHugePage::TargetLast if gigantic => {
                 // clear_gigantic_page() (MECHANISMS.md §1.5): ascending, no target-last order.
-                self.clear_subpages_in_order(HugePageOrder::Sequential, pfn, nr_pages, addr_hint, skip, work);
+                self.clear_subpages_in_order(
+                    HugePageOrder::Sequential,
+                    pfn,
+                    nr_pages,
+                    addr_hint,
+                    skip,
+                    work,
+                );
             }
             ClearHugePage::Sequential | ClearHugePage::TargetLast => {
                 // One clear_page() per sub-page, in the order shared with copy_user_huge_page().
-                let order = self.cfg.clear_huge_page.per_page_order().expect("per-page policy");
+                let order = self
+                    .cfg
+                    .clear_huge_page
+                    .per_page_order()
+                    .expect("per-page policy");
                 self.clear_subpages_in_order(order, pfn, nr_pages, addr_hint, skip, work);
             }
             ClearHugePage::Multipage2023 => {
@@ -62,10 +80,18 @@ impl Kernel {
                 let regions = clear_regions_7_0(n, nr_pages);
                 let last = regions.len() - 1;
                 for (j, &(s, l)) in regions.iter().enumerate() {
-                    let how = if j == last { string } else { StoreHow::NonTemporal };
+                    let how = if j == last {
+                        string
+                    } else {
+                        StoreHow::NonTemporal
+                    };
                     if j == last && last > 0 {
                         // sfence: order the non-temporal stores before the cached ones.
-                        work.push_back(Work::Cycles { cycles: 0, instructions: 1, what: KFn::ClearPage });
+                        work.push_back(Work::Cycles {
+                            cycles: 0,
+                            instructions: 1,
+                            what: KFn::ClearPage,
+                        });
                     }
                     self.clear_contig_highpages(pfn, s, l, how, preemptible, skip, work);
                 }
@@ -73,7 +99,15 @@ impl Kernel {
         }
     }
 
-    fn clear_subpages_in_order(&mut self, order: HugePageOrder, pfn: u64, nr_pages: u64, addr_hint: u64, skip: Option<u64>, work: &mut VecDeque<Work>) {
+    fn clear_subpages_in_order(
+        &mut self,
+        order: HugePageOrder,
+        pfn: u64,
+        nr_pages: u64,
+        addr_hint: u64,
+        skip: Option<u64>,
+        work: &mut VecDeque<Work>,
+    ) {
         let (alloc, vmstat, variant) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
         // clear_subpage()
         process_huge_page_in_order(order, addr_hint, nr_pages, |i| {
@@ -87,7 +121,16 @@ impl Kernel {
     /// `clear_contig_highpages(folio_page(folio, start), addr, len)`: chunks of
     /// the region, each preceded by `cond_resched()`, each one `clear_pages()`.
     #[allow(clippy::too_many_arguments)]
-    fn clear_contig_highpages(&mut self, pfn: u64, start: u64, len: u64, how: StoreHow, preemptible: bool, skip: Option<u64>, work: &mut VecDeque<Work>) {
+    fn clear_contig_highpages(
+        &mut self,
+        pfn: u64,
+        start: u64,
+        len: u64,
+        how: StoreHow,
+        preemptible: bool,
+        skip: Option<u64>,
+        work: &mut VecDeque<Work>,
+    ) {
         for (off, count) in clear_contig_highpages_chunks(len, preemptible) {
             self.clear_pages(pfn, start + off, count, how, skip, work);
         }
@@ -96,7 +139,15 @@ impl Kernel {
     /// `clear_user_highpages()` → `clear_pages(addr, npages)` on the direct map:
     /// sub-pages `[start, start+len)` of the folio at `pfn` in one store run.
     /// With fault injection, the skipped sub-page splits the run in two.
-    fn clear_pages(&mut self, pfn: u64, start: u64, len: u64, how: StoreHow, skip: Option<u64>, work: &mut VecDeque<Work>) {
+    fn clear_pages(
+        &mut self,
+        pfn: u64,
+        start: u64,
+        len: u64,
+        how: StoreHow,
+        skip: Option<u64>,
+        work: &mut VecDeque<Work>,
+    ) {
         let mut runs = [(start, len), (0, 0)];
         if let Some(k) = skip.filter(|&k| k >= start && k < start + len) {
             runs = [(start, k - start), (k + 1, start + len - k - 1)];
@@ -105,7 +156,11 @@ impl Kernel {
             StoreHow::String => instr::CLEAR_PAGES_ERMS,
             StoreHow::MovLoop | StoreHow::NonTemporal => 4, // entry, length shift, ret; the loop is counted per line
         };
-        work.push_back(Work::Cycles { cycles: 0, instructions: instr::REGION_STEP + call, what: KFn::ClearPage });
+        work.push_back(Work::Cycles {
+            cycles: 0,
+            instructions: instr::REGION_STEP + call,
+            what: KFn::ClearPage,
+        });
         for (s, l) in runs {
             if l == 0 {
                 continue;
@@ -114,7 +169,11 @@ impl Kernel {
                 self.alloc.tags[p as usize] = TAG_ZERO;
             }
             self.vmstat.subpage_clears += l;
-            work.push_back(Work::Clear { line: (pfn + s) << 6, nlines: l << 6, how });
+            work.push_back(Work::Clear {
+                line: (pfn + s) << 6,
+                nlines: l << 6,
+                how,
+            });
         }
     }
 }

@@ -6,13 +6,13 @@
 //! side then takes a copy-on-write fault.
 
 use super::mm::{Pmd, VmaKind};
+use super::page_alloc::PageAlloc;
 use super::sched::{Body, Sim};
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
+use super::Kernel;
 use crate::error::Error;
 use crate::machine::Mode;
-use super::page_alloc::PageAlloc;
-use super::Kernel;
 
 /// Cycles to copy one present PTE or PMD entry: `copy_present_pte()` /
 /// `copy_huge_pmd()` do about three locked read-modify-writes (`get_page`,
@@ -51,7 +51,10 @@ impl Kernel {
     pub fn dup_mmap(&mut self, parent: usize) -> ForkCopy {
         let child_id = self.mms.len();
         let mut child = self.mms[parent].dup(child_id);
-        let mut out = ForkCopy { child_mm: child_id, ..ForkCopy::default() };
+        let mut out = ForkCopy {
+            child_mm: child_id,
+            ..ForkCopy::default()
+        };
         let vmas = self.mms[parent].vmas.clone();
         let (alloc, costs) = (&mut self.alloc, &self.costs);
         let pmds = &mut self.mms[parent].pmds;
@@ -59,7 +62,9 @@ impl Kernel {
             if let VmaKind::FileShared { ino, .. } = vma.kind {
                 // vma_needs_copy(): a shared file mapping's PTEs are not
                 // copied; the child faults them from the page cache.
-                self.pagecache.inodes[ino].i_mmap.insert((child_id, vma.start));
+                self.pagecache.inodes[ino]
+                    .i_mmap
+                    .insert((child_id, vma.start));
                 continue;
             }
             let cow = vma.kind == VmaKind::AnonPrivate && vma.writable;
@@ -131,7 +136,9 @@ impl Sim {
     /// the child's 0.
     pub(crate) fn fork(&mut self, cpu: usize, t: usize) {
         let Some(prog) = self.tasks[t].prog().fork() else {
-            self.error = Some(Error::Internal(format!("task {t}: its program cannot fork")));
+            self.error = Some(Error::Internal(format!(
+                "task {t}: its program cannot fork"
+            )));
             return;
         };
         self.m.set_mode(cpu, Mode::Kernel);
@@ -143,7 +150,15 @@ impl Sim {
         self.settle(cpu, KFn::Fork);
         // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
         let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[parent_mm], &mut self.tlbstate, 0, !4095u64);
+        flush_tlb_mm_range(
+            &mut self.m,
+            &mut k.vmstat,
+            cpu,
+            &mut k.mms[parent_mm],
+            &mut self.tlbstate,
+            0,
+            !4095u64,
+        );
         self.settle(cpu, KFn::FlushTlb);
         let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
         let pid = self.add_task(Body::User(prog), Some(copy.child_mm), Some(t));
@@ -153,7 +168,8 @@ impl Sim {
         self.tasks[t].nr_forked += 1;
         self.tasks[t].live_children += 1;
         self.tasks[t].ret = pid as u64;
-        self.sched.wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
+        self.sched
+            .wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
         self.m.set_mode(cpu, Mode::User);
     }
 
@@ -163,7 +179,9 @@ impl Sim {
     /// pid, the thread's 0.
     pub(crate) fn clone_thread(&mut self, cpu: usize, t: usize) {
         let Some(prog) = self.tasks[t].prog().fork() else {
-            self.error = Some(Error::Internal(format!("task {t}: its program cannot clone")));
+            self.error = Some(Error::Internal(format!(
+                "task {t}: its program cannot clone"
+            )));
             return;
         };
         self.m.set_mode(cpu, Mode::Kernel);
@@ -178,7 +196,8 @@ impl Sim {
         self.tasks[t].nr_forked += 1;
         self.tasks[t].live_children += 1;
         self.tasks[t].ret = pid as u64;
-        self.sched.wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
+        self.sched
+            .wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
         self.m.set_mode(cpu, Mode::User);
     }
 }

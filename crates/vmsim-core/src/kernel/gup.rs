@@ -43,7 +43,6 @@ impl Sim {
         }
         self.m.set_mode(cpu, Mode::User);
     }
-
 }
 
 /// The offset after the page (or huge page) a fault at `start + pos` mapped.
@@ -54,4 +53,3 @@ fn next_page(start: u64, pos: u64, m: Mapped) -> u64 {
         Mapped::Small => (va & !4095) + 4096 - start,
     }
 }
-

@@ -8,7 +8,12 @@ use crate::policy::HugePageOrder;
 /// before target-last) or `process_huge_page()`. The one place both orders
 /// live; `clear_huge_page()` and `copy_user_huge_page()` differ only in the
 /// callback (`clear_subpage()` / `copy_subpage()`).
-pub fn process_huge_page_in_order(order: HugePageOrder, addr_hint: u64, nr_pages: u64, mut process_subpage: impl FnMut(u64) -> i32) -> i32 {
+pub fn process_huge_page_in_order(
+    order: HugePageOrder,
+    addr_hint: u64,
+    nr_pages: u64,
+    mut process_subpage: impl FnMut(u64) -> i32,
+) -> i32 {
     match order {
         HugePageOrder::Sequential => {
             for i in 0..nr_pages {
@@ -26,7 +31,11 @@ pub fn process_huge_page_in_order(order: HugePageOrder, addr_hint: u64, nr_pages
 /// mm/memory.c `process_huge_page()`: `addr_hint` lies in a naturally aligned
 /// huge page of `nr_pages` sub-pages; the sub-page holding it is processed last.
 /// A non-zero callback return aborts the walk and is returned (as copy's -EHWPOISON).
-pub fn process_huge_page(addr_hint: u64, nr_pages: u64, process_subpage: impl FnMut(u64) -> i32) -> i32 {
+pub fn process_huge_page(
+    addr_hint: u64,
+    nr_pages: u64,
+    process_subpage: impl FnMut(u64) -> i32,
+) -> i32 {
     let addr = addr_hint & !((nr_pages << 12) - 1);
     let n = (addr_hint - addr) >> 12;
     process_huge_page_idx(n, nr_pages, process_subpage)
@@ -35,7 +44,11 @@ pub fn process_huge_page(addr_hint: u64, nr_pages: u64, process_subpage: impl Fn
 /// The walk of `process_huge_page()` given the target index `n < nr_pages`.
 /// Everything outside a window centred on the target goes first, in one sweep
 /// from the far end; then left and right alternate, converging on the target.
-pub fn process_huge_page_idx(n: u64, nr_pages: u64, mut process_subpage: impl FnMut(u64) -> i32) -> i32 {
+pub fn process_huge_page_idx(
+    n: u64,
+    nr_pages: u64,
+    mut process_subpage: impl FnMut(u64) -> i32,
+) -> i32 {
     debug_assert!(n < nr_pages);
     let (base, l);
     if 2 * n <= nr_pages {
@@ -141,7 +154,11 @@ pub fn clear_regions_7_0(fault_idx: u64, nr_pages: u64) -> Vec<(u64, u64)> {
 /// one chunk when the kernel is preemptible, else at most
 /// `PROCESS_PAGES_NON_PREEMPT_BATCH` pages each, with a `cond_resched()` before each.
 pub fn clear_contig_highpages_chunks(npages: u64, preemptible: bool) -> Vec<(u64, u64)> {
-    let unit = if preemptible { npages } else { PROCESS_PAGES_NON_PREEMPT_BATCH };
+    let unit = if preemptible {
+        npages
+    } else {
+        PROCESS_PAGES_NON_PREEMPT_BATCH
+    };
     let mut v = Vec::new();
     let mut i = 0;
     while i < npages {
@@ -163,9 +180,15 @@ mod region_tests {
     #[test]
     fn regions_7_0_worked_example_n8() {
         assert_eq!(clear_regions_7_0(0, 8), vec![(3, 5), (0, 3)]);
-        assert_eq!(pages(&clear_regions_7_0(0, 8)), vec![3, 4, 5, 6, 7, 0, 1, 2]);
+        assert_eq!(
+            pages(&clear_regions_7_0(0, 8)),
+            vec![3, 4, 5, 6, 7, 0, 1, 2]
+        );
         assert_eq!(clear_regions_7_0(3, 8), vec![(6, 2), (0, 1), (1, 5)]);
-        assert_eq!(pages(&clear_regions_7_0(3, 8)), vec![6, 7, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            pages(&clear_regions_7_0(3, 8)),
+            vec![6, 7, 0, 1, 2, 3, 4, 5]
+        );
         assert_eq!(clear_regions_7_0(7, 8), vec![(0, 5), (5, 3)]);
     }
 
@@ -179,10 +202,16 @@ mod region_tests {
 
     #[test]
     fn regions_thp_512() {
-        assert_eq!(clear_regions_7_0(100, 512), vec![(103, 409), (0, 98), (98, 5)]);
+        assert_eq!(
+            clear_regions_7_0(100, 512),
+            vec![(103, 409), (0, 98), (98, 5)]
+        );
         assert_eq!(clear_regions_7_0(511, 512), vec![(0, 509), (509, 3)]);
         assert_eq!(clear_regions_7_0(0, 512), vec![(3, 509), (0, 3)]);
-        assert_eq!(clear_regions_2023(100, 512), vec![(0, 98), (103, 409), (98, 5)]);
+        assert_eq!(
+            clear_regions_2023(100, 512),
+            vec![(0, 98), (103, 409), (98, 5)]
+        );
         assert_eq!(clear_regions_2023(511, 512), vec![(0, 509), (509, 3)]);
     }
 
@@ -223,7 +252,10 @@ mod region_tests {
 
     #[test]
     fn chunks() {
-        assert_eq!(clear_contig_highpages_chunks(262141, true), vec![(0, 262141)]);
+        assert_eq!(
+            clear_contig_highpages_chunks(262141, true),
+            vec![(0, 262141)]
+        );
         let c = clear_contig_highpages_chunks(262141, false);
         assert_eq!(c.len(), 32);
         assert_eq!(c[0], (0, 8192));
@@ -259,7 +291,11 @@ mod tests {
         assert_eq!(process_huge_page_order(0, 8), vec![7, 6, 5, 4, 3, 2, 1, 0]);
         assert_eq!(process_huge_page_order(3, 8), vec![7, 6, 0, 5, 1, 4, 2, 3]);
         assert_eq!(process_huge_page_order(7, 8), vec![0, 1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(process_huge_page_order(4, 8), vec![0, 7, 1, 6, 2, 5, 3, 4], "n = N/2 takes the first-half branch");
+        assert_eq!(
+            process_huge_page_order(4, 8),
+            vec![0, 7, 1, 6, 2, 5, 3, 4],
+            "n = N/2 takes the first-half branch"
+        );
     }
 
     #[test]
@@ -307,7 +343,11 @@ mod tests {
         let mut seen = 0;
         let r = process_huge_page_idx(3, 8, |i| {
             seen += 1;
-            if i == 5 { -133 } else { 0 }
+            if i == 5 {
+                -133
+            } else {
+                0
+            }
         });
         assert_eq!(r, -133);
         assert_eq!(seen, 4); // 7, 6, 0, 5

@@ -33,7 +33,10 @@ pub struct HugetlbPool {
 
 impl HugetlbPool {
     pub fn new(nr_nodes: usize) -> HugetlbPool {
-        HugetlbPool { free: [vec![Vec::new(); nr_nodes], vec![Vec::new(); nr_nodes]], nr_huge_pages: [vec![0; nr_nodes], vec![0; nr_nodes]] }
+        HugetlbPool {
+            free: [vec![Vec::new(); nr_nodes], vec![Vec::new(); nr_nodes]],
+            nr_huge_pages: [vec![0; nr_nodes], vec![0; nr_nodes]],
+        }
     }
 
     pub fn free_huge_pages(&self, shift: u32, node: usize) -> u64 {
@@ -49,7 +52,11 @@ impl Kernel {
         let h = hstate(shift);
         let mut got = 0;
         while got < count {
-            let pfn = if shift == PUD_SHIFT { self.alloc.alloc_gigantic(node) } else { self.alloc.alloc(node, HPAGE_PMD_ORDER) };
+            let pfn = if shift == PUD_SHIFT {
+                self.alloc.alloc_gigantic(node)
+            } else {
+                self.alloc.alloc(node, HPAGE_PMD_ORDER)
+            };
             let Some(pfn) = pfn else { break };
             self.hugetlb.free[h][node].push(pfn);
             got += 1;
@@ -62,10 +69,21 @@ impl Kernel {
 
     /// `hugetlb_fault()` on a `MAP_HUGETLB` VMA with pages of `1 << shift`,
     /// taken on a CPU of `node`: a not-present entry goes to `hugetlb_no_page()`.
-    pub(super) fn hugetlb_fault(&mut self, mm_id: usize, addr: u64, shift: u32, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
+    pub(super) fn hugetlb_fault(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        shift: u32,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<(), FaultError> {
         self.vmstat.hugetlb_faults += 1;
         let mm = &self.mms[mm_id];
-        let present = if shift == PUD_SHIFT { !mm.pud_is_none(addr) } else { !mm.pmd_is_none(addr) };
+        let present = if shift == PUD_SHIFT {
+            !mm.pud_is_none(addr)
+        } else {
+            !mm.pmd_is_none(addr)
+        };
         if present {
             return Ok(()); // already mapped: nothing to do
         }
@@ -74,18 +92,45 @@ impl Kernel {
 
     /// `hugetlb_no_page()`: take a folio from the pool (`alloc_hugetlb_folio`,
     /// local node first), zero it with the faulting address as the hint, map it.
-    fn hugetlb_no_page(&mut self, mm_id: usize, addr: u64, shift: u32, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
+    fn hugetlb_no_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        shift: u32,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<(), FaultError> {
         let h = hstate(shift);
         let n = self.alloc.nr_nodes;
         // dequeue_hugetlb_folio_nodemask(): the local node, then the others in zonelist order.
-        let nd = (0..n).map(|i| (node + i) % n).find(|&nd| !self.hugetlb.free[h][nd].is_empty()).ok_or(FaultError::Oom)?;
+        let nd = (0..n)
+            .map(|i| (node + i) % n)
+            .find(|&nd| !self.hugetlb.free[h][nd].is_empty())
+            .ok_or(FaultError::Oom)?;
         let pfn = self.hugetlb.free[h][nd].pop().expect("non-empty");
         // The THP fault path's software cost stands in for hugetlb's (no separate estimate).
         let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
-        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::HandleMmFault,
+        });
         self.folio_zero_user(pfn, 1 << (shift - 12), addr, work);
         let haddr = addr & !((1u64 << shift) - 1);
-        work.push_back(if shift == PUD_SHIFT { Work::InstallPud { mm: mm_id, haddr, pfn } } else { Work::InstallPmd { mm: mm_id, haddr, pfn, orig: None } });
+        work.push_back(if shift == PUD_SHIFT {
+            Work::InstallPud {
+                mm: mm_id,
+                haddr,
+                pfn,
+            }
+        } else {
+            Work::InstallPmd {
+                mm: mm_id,
+                haddr,
+                pfn,
+                orig: None,
+            }
+        });
         Ok(())
     }
 

@@ -27,5 +27,11 @@ pub trait KthreadFn {
     /// The thread's name (`comm`), e.g. `kswapd0`.
     fn name(&self) -> String;
     /// Runs the thread from its last stopping point on `cpu` at simulated time `now`.
-    fn step(&mut self, k: &mut Kernel, cpu: usize, now: u64, work: &mut VecDeque<Work>) -> KthreadStep;
+    fn step(
+        &mut self,
+        k: &mut Kernel,
+        cpu: usize,
+        now: u64,
+        work: &mut VecDeque<Work>,
+    ) -> KthreadStep;
 }

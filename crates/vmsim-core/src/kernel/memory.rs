@@ -7,8 +7,8 @@
 
 use super::huge_memory::process_huge_page_in_order;
 use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
-use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::page_alloc::PageAlloc;
+use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
 use crate::policy::{ClearPage, Thp, ThpCow};
 use std::collections::VecDeque;
@@ -41,12 +41,25 @@ pub enum FaultError {
 impl Kernel {
     /// Handles a fault at `addr` taken on `cpu` (NUMA node `node`): queues the
     /// hardware work on `work` and changes kernel state.
-    pub fn handle_mm_fault(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
-        let vma = self.mms[mm_id].find_vma(addr).ok_or(FaultError::Segv(addr))?;
+    pub fn handle_mm_fault(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        write: bool,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<(), FaultError> {
+        let vma = self.mms[mm_id]
+            .find_vma(addr)
+            .ok_or(FaultError::Segv(addr))?;
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
-        work.push_back(Work::Cycles { cycles: self.costs.exception_entry_exit_cycles, instructions: 0, what: KFn::ExcPageFault });
+        work.push_back(Work::Cycles {
+            cycles: self.costs.exception_entry_exit_cycles,
+            instructions: 0,
+            what: KFn::ExcPageFault,
+        });
         self.__handle_mm_fault(mm_id, addr, write, node, work)?;
         work.push_back(Work::ReturnToUser);
         Ok(())
@@ -54,15 +67,31 @@ impl Kernel {
 
     /// `faultin_page()` of `__get_user_pages()` (MAP_POPULATE, `mm_populate()`):
     /// the same fault handling, entered from the kernel with no exception.
-    pub fn faultin_page(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
-        let vma = self.mms[mm_id].find_vma(addr).ok_or(FaultError::Segv(addr))?;
+    pub fn faultin_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        write: bool,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<Mapped, FaultError> {
+        let vma = self.mms[mm_id]
+            .find_vma(addr)
+            .ok_or(FaultError::Segv(addr))?;
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
         self.__handle_mm_fault(mm_id, addr, write, node, work)
     }
 
-    fn __handle_mm_fault(&mut self, mm_id: usize, addr: u64, write: bool, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+    fn __handle_mm_fault(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        write: bool,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<Mapped, FaultError> {
         let mm = &self.mms[mm_id];
         let vma = mm.find_vma(addr).ok_or(FaultError::Segv(addr))?;
         self.vmstat.pgfault += 1;
@@ -79,7 +108,9 @@ impl Kernel {
         }
         let haddr = addr & !(PMD_SIZE - 1);
         match mm.pmds.get(&(addr >> PMD_SHIFT)) {
-            Some(Pmd::Huge(p)) if p.protnone => return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Huge)),
+            Some(Pmd::Huge(p)) if p.protnone => {
+                return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Huge))
+            }
             Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.protnone) => {
                 return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Small));
             }
@@ -99,7 +130,10 @@ impl Kernel {
             }
             None => {}
         }
-        let thp_ok = self.cfg.thp == Thp::Always && haddr >= vma.start && haddr + PMD_SIZE <= vma.end && mm.pmd_is_none(addr);
+        let thp_ok = self.cfg.thp == Thp::Always
+            && haddr >= vma.start
+            && haddr + PMD_SIZE <= vma.end
+            && mm.pmd_is_none(addr);
         if thp_ok && self.do_huge_pmd_anonymous_page(mm_id, addr, node, work) {
             return Ok(Mapped::Huge);
         }
@@ -110,22 +144,40 @@ impl Kernel {
     /// `do_numa_page()` / `do_huge_pmd_numa_page()`: an access to a PROT_NONE
     /// entry of an accessible VMA (a NUMA hinting fault). The entry gets its
     /// protection back; the page stays where it is (migration is not modelled).
-    fn do_numa_page(&mut self, mm_id: usize, addr: u64, work: &mut VecDeque<Work>, m: Mapped) -> Mapped {
+    fn do_numa_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        work: &mut VecDeque<Work>,
+        m: Mapped,
+    ) -> Mapped {
         self.vmstat.numa_hint_faults += 1;
         self.mms[mm_id].set_protnone(addr, false);
         let c = self.costs.page_fault_handler_cycles;
-        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::HandleMmFault,
+        });
         m
     }
 
     pub(super) fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
         // Local node first, then the others in order (the default policy's zonelist).
         let n = self.alloc.nr_nodes;
-        (0..n).map(|i| (node + i) % n).find_map(|nd| self.alloc_pages_node(nd, order))
+        (0..n)
+            .map(|i| (node + i) % n)
+            .find_map(|nd| self.alloc_pages_node(nd, order))
     }
 
     /// Returns false when no huge page could be had (the caller falls back to 4 KiB).
-    fn do_huge_pmd_anonymous_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> bool {
+    fn do_huge_pmd_anonymous_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> bool {
         // THP allocations do not fall back to remote nodes by default (__GFP_THISNODE in
         // the defrag-less fault path of the kernels modeled); they fall back to 4 KiB pages.
         let Some(pfn) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) else {
@@ -142,11 +194,22 @@ impl Kernel {
         });
         self.clear_huge_page(pfn, addr, work);
         let haddr = addr & !(PMD_SIZE - 1);
-        work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn, orig: None });
+        work.push_back(Work::InstallPmd {
+            mm: mm_id,
+            haddr,
+            pfn,
+            orig: None,
+        });
         true
     }
 
-    fn do_anonymous_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> Result<(), FaultError> {
+    fn do_anonymous_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<(), FaultError> {
         let pfn = self.alloc_near(node, 0).ok_or(FaultError::Oom)?;
         self.vmstat.pgfault_anon_4k += 1;
         self.vmstat.pgalloc += 1;
@@ -156,14 +219,26 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         self.clear_user_highpage(pfn, work);
-        work.push_back(Work::InstallPte { mm: mm_id, addr: addr & !4095, pfn, writable: true, orig: None });
+        work.push_back(Work::InstallPte {
+            mm: mm_id,
+            addr: addr & !4095,
+            pfn,
+            writable: true,
+            orig: None,
+        });
         Ok(())
     }
 
     /// `do_huge_pmd_wp_page()`: a write to a read-only huge PMD. The only
     /// mapper left reuses the huge page; otherwise `thp_cow` decides: copy the
     /// huge page (4.18 .. 5.7) or split the PMD and copy 4 KiB (5.8+).
-    fn do_huge_pmd_wp_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+    fn do_huge_pmd_wp_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<Mapped, FaultError> {
         let haddr = addr & !(PMD_SIZE - 1);
         let old = match self.mms[mm_id].pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) => *p,
@@ -175,7 +250,11 @@ impl Kernel {
             self.vmstat.cow_reuse += 1;
             self.mms[mm_id].make_writable(haddr);
             let c = self.costs.page_fault_handler_cycles;
-            work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+            work.push_back(Work::Cycles {
+                cycles: c,
+                instructions: c,
+                what: KFn::HandleMmFault,
+            });
             return Ok(Mapped::Huge);
         }
         if self.cfg.thp_cow == ThpCow::Copy {
@@ -185,12 +264,26 @@ impl Kernel {
                 self.vmstat.thp_cow_copies += 1;
                 self.vmstat.pgalloc += HPAGE_PMD_NR;
                 let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
-                work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+                work.push_back(Work::Cycles {
+                    cycles: c,
+                    instructions: c,
+                    what: KFn::HandleMmFault,
+                });
                 // 4.18+: addr_hint = vmf->address, the fault address rounded down to 4 KiB.
                 self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
                 // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).
-                work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
-                work.push_back(Work::InstallPmd { mm: mm_id, haddr, pfn: new, orig: Some(old) });
+                work.push_back(Work::FlushTlbRange {
+                    mm: mm_id,
+                    start: haddr,
+                    end: haddr + PMD_SIZE,
+                    stride_shift: PMD_SHIFT,
+                });
+                work.push_back(Work::InstallPmd {
+                    mm: mm_id,
+                    haddr,
+                    pfn: new,
+                    orig: Some(old),
+                });
                 work.push_back(Work::PutPage { pfn: old.pfn });
                 return Ok(Mapped::Huge);
             }
@@ -208,15 +301,30 @@ impl Kernel {
         self.alloc.map_folio(p.pfn, HPAGE_PMD_NR as u32 - 1, false);
         self.vmstat.thp_split_pmd += 1;
         let c = SPLIT_PMD_PER_PTE_CYCLES * HPAGE_PMD_NR;
-        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::SplitHugePmd });
-        work.push_back(Work::FlushTlbRange { mm: mm_id, start: haddr, end: haddr + PMD_SIZE, stride_shift: PMD_SHIFT });
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::SplitHugePmd,
+        });
+        work.push_back(Work::FlushTlbRange {
+            mm: mm_id,
+            start: haddr,
+            end: haddr + PMD_SIZE,
+            stride_shift: PMD_SHIFT,
+        });
     }
 
     /// `do_wp_page()`: a write to a read-only PTE. Reuses the page when this is
     /// its only mapping (the folio's mapcount is 1, as `page_count == 1` in 5.9+),
     /// else `wp_page_copy()`: a new page, `copy_user_highpage()`, the PTE
     /// replaced and flushed, the old page's mapping dropped.
-    fn do_wp_page(&mut self, mm_id: usize, addr: u64, node: usize, work: &mut VecDeque<Work>) -> Result<Mapped, FaultError> {
+    fn do_wp_page(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> Result<Mapped, FaultError> {
         let addr = addr & !4095;
         let old = self.mms[mm_id].lookup(addr).expect("present PTE");
         debug_assert!(!old.writable && !old.huge);
@@ -225,22 +333,54 @@ impl Kernel {
             self.vmstat.cow_reuse += 1;
             self.mms[mm_id].make_writable(addr);
             let c = self.costs.page_fault_handler_cycles;
-            work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
+            work.push_back(Work::Cycles {
+                cycles: c,
+                instructions: c,
+                what: KFn::HandleMmFault,
+            });
             return Ok(Mapped::Small);
         }
         let new = self.alloc_near(node, 0).ok_or(FaultError::Oom)?;
         self.vmstat.pgalloc += 1;
         let c = self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles;
-        work.push_back(Work::Cycles { cycles: c, instructions: c, what: KFn::HandleMmFault });
-        copy_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, new, old.pfn, work);
-        work.push_back(Work::FlushTlbRange { mm: mm_id, start: addr, end: addr + 4096, stride_shift: 12 });
-        work.push_back(Work::InstallPte { mm: mm_id, addr, pfn: new, writable: true, orig: self.mms[mm_id].entry(addr) });
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::HandleMmFault,
+        });
+        copy_user_highpage(
+            &mut self.alloc,
+            &mut self.vmstat,
+            self.cfg.clear_page,
+            new,
+            old.pfn,
+            work,
+        );
+        work.push_back(Work::FlushTlbRange {
+            mm: mm_id,
+            start: addr,
+            end: addr + 4096,
+            stride_shift: 12,
+        });
+        work.push_back(Work::InstallPte {
+            mm: mm_id,
+            addr,
+            pfn: new,
+            writable: true,
+            orig: self.mms[mm_id].entry(addr),
+        });
         work.push_back(Work::PutPage { pfn: old.pfn });
         Ok(Mapped::Small)
     }
 
     fn clear_user_highpage(&mut self, pfn: u64, work: &mut VecDeque<Work>) {
-        clear_user_highpage(&mut self.alloc, &mut self.vmstat, self.cfg.clear_page, pfn, work);
+        clear_user_highpage(
+            &mut self.alloc,
+            &mut self.vmstat,
+            self.cfg.clear_page,
+            pfn,
+            work,
+        );
     }
 
     /// `clear_huge_page(page, addr_hint, pages_per_huge_page)` of a 2 MiB THP:
@@ -251,7 +391,13 @@ impl Kernel {
 
     /// `copy_user_huge_page(dst, src, addr_hint, vma, pages_per_huge_page)`
     /// (4.18 .. ~6.4; later `copy_user_large_folio()`), order by policy.
-    pub fn copy_user_huge_page(&mut self, dst: u64, src: u64, addr_hint: u64, work: &mut VecDeque<Work>) {
+    pub fn copy_user_huge_page(
+        &mut self,
+        dst: u64,
+        src: u64,
+        addr_hint: u64,
+        work: &mut VecDeque<Work>,
+    ) {
         let skip = self.skip_copy_subpage.take();
         let (alloc, vmstat, how) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
         // copy_subpage()
@@ -304,7 +450,14 @@ impl Kernel {
     /// recheck under the page-table lock (`pte_none` or `pte_same(orig)`, and
     /// no huge mapping installed meanwhile); false, with the page freed, if
     /// another thread changed the entry first.
-    pub fn install_pte(&mut self, mm_id: usize, addr: u64, pfn: u64, writable: bool, orig: Option<Pte>) -> bool {
+    pub fn install_pte(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        pfn: u64,
+        writable: bool,
+        orig: Option<Pte>,
+    ) -> bool {
         let mm = &self.mms[mm_id];
         let cur = match mm.pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(_)) => Some(None),
@@ -313,7 +466,9 @@ impl Kernel {
         };
         let same = match (cur, orig) {
             // No PTE table yet (pte_alloc makes one) or an empty slot.
-            (None, None) | (Some(None), None) => !matches!(mm.pmds.get(&(addr >> PMD_SHIFT)), Some(Pmd::Huge(_))),
+            (None, None) | (Some(None), None) => {
+                !matches!(mm.pmds.get(&(addr >> PMD_SHIFT)), Some(Pmd::Huge(_)))
+            }
             (Some(Some(c)), Some(o)) => c.same(&o),
             _ => false,
         };
@@ -338,15 +493,29 @@ impl Kernel {
 }
 
 /// `clear_user_highpage()` → `clear_page()`: one 4 KiB page.
-pub(super) fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: ClearPage, pfn: u64, work: &mut VecDeque<Work>) {
+pub(super) fn clear_user_highpage(
+    alloc: &mut PageAlloc,
+    vmstat: &mut VmStat,
+    variant: ClearPage,
+    pfn: u64,
+    work: &mut VecDeque<Work>,
+) {
     alloc.tags[pfn as usize] = TAG_ZERO;
     vmstat.subpage_clears += 1;
     let (how, instructions) = match variant {
         ClearPage::Erms => (StoreHow::String, instr::CLEAR_PAGE_ERMS),
         ClearPage::Orig => (StoreHow::MovLoop, 0), // counted per line by the executor
     };
-    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP, what: KFn::ClearPage });
-    work.push_back(Work::Clear { line: pfn << 6, nlines: 64, how });
+    work.push_back(Work::Cycles {
+        cycles: 0,
+        instructions: instructions + instr::SUBPAGE_STEP,
+        what: KFn::ClearPage,
+    });
+    work.push_back(Work::Clear {
+        line: pfn << 6,
+        nlines: 64,
+        how,
+    });
 }
 
 /// `copy_user_highpage()` → `copy_page()`: one 4 KiB page. The destination
@@ -357,15 +526,31 @@ pub(super) fn clear_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, va
 /// loop of 8 `movq` loads and 8 `movq` stores per 64 B. The model takes the
 /// string form where `clear_page` uses `rep stosb` (every ERMS machine also has
 /// REP_GOOD) and the loop where it uses `clear_page_orig`.
-fn copy_user_highpage(alloc: &mut PageAlloc, vmstat: &mut VmStat, variant: ClearPage, dst: u64, src: u64, work: &mut VecDeque<Work>) {
+fn copy_user_highpage(
+    alloc: &mut PageAlloc,
+    vmstat: &mut VmStat,
+    variant: ClearPage,
+    dst: u64,
+    src: u64,
+    work: &mut VecDeque<Work>,
+) {
     alloc.tags[dst as usize] = alloc.tags[src as usize];
     vmstat.subpage_copies += 1;
     let (how, instructions) = match variant {
         ClearPage::Erms => (StoreHow::String, instr::COPY_PAGE_REP),
         ClearPage::Orig => (StoreHow::MovLoop, 0), // counted per line by the executor
     };
-    work.push_back(Work::Cycles { cycles: 0, instructions: instructions + instr::SUBPAGE_STEP, what: KFn::CopyPage });
-    work.push_back(Work::Copy { src_line: src << 6, dst_line: dst << 6, nlines: 64, how });
+    work.push_back(Work::Cycles {
+        cycles: 0,
+        instructions: instructions + instr::SUBPAGE_STEP,
+        what: KFn::CopyPage,
+    });
+    work.push_back(Work::Copy {
+        src_line: src << 6,
+        dst_line: dst << 6,
+        nlines: 64,
+        how,
+    });
 }
 
 pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
@@ -388,7 +573,10 @@ mod tests {
     use crate::policy::HugePageOrder;
 
     fn kernel(order: HugePageOrder) -> Kernel {
-        let (name, text) = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap();
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+            .unwrap();
         let preset = Preset::parse(text, name).unwrap();
         let cfg = KernelConfig {
             thp: Thp::Always,
@@ -405,13 +593,27 @@ mod tests {
 
     /// Sub-page indices in the order their clears / copies were queued.
     fn clear_order(work: &VecDeque<Work>, base: u64) -> Vec<u64> {
-        work.iter().filter_map(|w| if let Work::Clear { line, .. } = w { Some((line >> 6) - base) } else { None }).collect()
+        work.iter()
+            .filter_map(|w| {
+                if let Work::Clear { line, .. } = w {
+                    Some((line >> 6) - base)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
     fn copy_order(work: &VecDeque<Work>, dst: u64, src: u64) -> Vec<u64> {
         work.iter()
             .filter_map(|w| match w {
-                Work::Copy { src_line, dst_line, .. } => {
-                    assert_eq!((dst_line >> 6) - dst, (src_line >> 6) - src, "sub-page i is copied to sub-page i");
+                Work::Copy {
+                    src_line, dst_line, ..
+                } => {
+                    assert_eq!(
+                        (dst_line >> 6) - dst,
+                        (src_line >> 6) - src,
+                        "sub-page i is copied to sub-page i"
+                    );
                     Some((dst_line >> 6) - dst)
                 }
                 _ => None,
@@ -424,7 +626,11 @@ mod tests {
         for order in [HugePageOrder::Sequential, HugePageOrder::TargetLast] {
             for n in [0u64, 1, 100, 255, 256, 300, 510, 511] {
                 let mut k = kernel(order);
-                let (a, b, c) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+                let (a, b, c) = (
+                    k.alloc.alloc(0, 9).unwrap(),
+                    k.alloc.alloc(0, 9).unwrap(),
+                    k.alloc.alloc(0, 9).unwrap(),
+                );
                 let hint = (5u64 << 21) + n * 4096 + 17;
                 let mut w = VecDeque::new();
                 k.clear_huge_page(a, hint, &mut w);
@@ -469,6 +675,9 @@ mod tests {
         assert_eq!(k.alloc.tag(dst + 9), stale);
         assert_ne!(stale, k.alloc.tag(src + 9));
         assert_eq!(copy_order(&w, dst, src).len(), 511);
-        assert_eq!(k.skip_copy_subpage, None, "only the first huge copy is affected");
+        assert_eq!(
+            k.skip_copy_subpage, None,
+            "only the first huge copy is affected"
+        );
     }
 }

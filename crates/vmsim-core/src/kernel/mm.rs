@@ -51,7 +51,13 @@ impl Pte {
     /// A new entry as the fault handler installs it (`mk_pte`): young, and
     /// dirty when writable (`maybe_mkwrite(pte_mkdirty())` of a write fault).
     pub fn new(pfn: u64, writable: bool) -> Pte {
-        Pte { pfn, writable, young: true, dirty: writable, protnone: false }
+        Pte {
+            pfn,
+            writable,
+            young: true,
+            dirty: writable,
+            protnone: false,
+        }
     }
 
     /// Present to the hardware (`pte_present` and not `pte_protnone`).
@@ -142,7 +148,12 @@ impl Mm {
         let start = self.next_mmap;
         // Leave a 2 MiB hole between mappings so VMAs never merge.
         self.next_mmap += len + PMD_SIZE;
-        self.vmas.push(Vma { start, end: start + len, kind, writable });
+        self.vmas.push(Vma {
+            start,
+            end: start + len,
+            kind,
+            writable,
+        });
         start
     }
 
@@ -153,7 +164,12 @@ impl Mm {
         let len = len.div_ceil(size) * size;
         let start = self.next_mmap.div_ceil(size) * size;
         self.next_mmap = start + len + PMD_SIZE;
-        self.vmas.push(Vma { start, end: start + len, kind: VmaKind::Hugetlb(shift), writable: true });
+        self.vmas.push(Vma {
+            start,
+            end: start + len,
+            kind: VmaKind::Hugetlb(shift),
+            writable: true,
+        });
         start
     }
 
@@ -166,14 +182,27 @@ impl Mm {
         if !self.puds.is_empty() {
             if let Some(p) = self.puds.get(&(addr >> PUD_SHIFT)) {
                 let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
-                return Some(Translation { pfn: p.pfn + idx, writable: p.writable, huge: true, gigantic: true });
+                return Some(Translation {
+                    pfn: p.pfn + idx,
+                    writable: p.writable,
+                    huge: true,
+                    gigantic: true,
+                });
             }
         }
         match self.pmds.get(&(addr >> PMD_SHIFT))? {
-            Pmd::Huge(p) => Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true, gigantic: false }),
-            Pmd::Table(t) => {
-                t[((addr >> 12) & 511) as usize].map(|p| Translation { pfn: p.pfn, writable: p.writable, huge: false, gigantic: false })
-            }
+            Pmd::Huge(p) => Some(Translation {
+                pfn: p.pfn + ((addr >> 12) & 511),
+                writable: p.writable,
+                huge: true,
+                gigantic: false,
+            }),
+            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].map(|p| Translation {
+                pfn: p.pfn,
+                writable: p.writable,
+                huge: false,
+                gigantic: false,
+            }),
         }
     }
 
@@ -195,19 +224,36 @@ impl Mm {
                 }
                 mark(p);
                 let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
-                return Some(Translation { pfn: p.pfn + idx, writable: p.writable, huge: true, gigantic: true });
+                return Some(Translation {
+                    pfn: p.pfn + idx,
+                    writable: p.writable,
+                    huge: true,
+                    gigantic: true,
+                });
             }
         }
         match self.pmds.get_mut(&(addr >> PMD_SHIFT))? {
             Pmd::Huge(p) if p.accessible() => {
                 mark(p);
-                Some(Translation { pfn: p.pfn + ((addr >> 12) & 511), writable: p.writable, huge: true, gigantic: false })
+                Some(Translation {
+                    pfn: p.pfn + ((addr >> 12) & 511),
+                    writable: p.writable,
+                    huge: true,
+                    gigantic: false,
+                })
             }
             Pmd::Huge(_) => None,
             Pmd::Table(t) => {
-                let p = t[((addr >> 12) & 511) as usize].as_mut().filter(|p| p.accessible())?;
+                let p = t[((addr >> 12) & 511) as usize]
+                    .as_mut()
+                    .filter(|p| p.accessible())?;
                 mark(p);
-                Some(Translation { pfn: p.pfn, writable: p.writable, huge: false, gigantic: false })
+                Some(Translation {
+                    pfn: p.pfn,
+                    writable: p.writable,
+                    huge: false,
+                    gigantic: false,
+                })
             }
         }
     }
@@ -254,7 +300,12 @@ impl Mm {
     pub fn make_writable(&mut self, addr: u64) {
         match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) => p.writable = true,
-            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize].as_mut().expect("present PTE").writable = true,
+            Some(Pmd::Table(t)) => {
+                t[((addr >> 12) & 511) as usize]
+                    .as_mut()
+                    .expect("present PTE")
+                    .writable = true
+            }
             None => panic!("make_writable of an unmapped address {addr:#x}"),
         }
         self.generation += 1;
@@ -265,7 +316,12 @@ impl Mm {
     pub fn set_protnone(&mut self, addr: u64, on: bool) {
         match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) => p.protnone = on,
-            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize].as_mut().expect("present PTE").protnone = on,
+            Some(Pmd::Table(t)) => {
+                t[((addr >> 12) & 511) as usize]
+                    .as_mut()
+                    .expect("present PTE")
+                    .protnone = on
+            }
             None => panic!("set_protnone of an unmapped address {addr:#x}"),
         }
         self.generation += 1;
@@ -276,10 +332,15 @@ impl Mm {
     /// Returns the huge entry that was split.
     pub fn split_huge_pmd(&mut self, haddr: u64) -> Pte {
         let key = haddr >> PMD_SHIFT;
-        let Some(Pmd::Huge(p)) = self.pmds.get(&key).cloned() else { panic!("split of a PMD that is not huge at {haddr:#x}") };
+        let Some(Pmd::Huge(p)) = self.pmds.get(&key).cloned() else {
+            panic!("split of a PMD that is not huge at {haddr:#x}")
+        };
         let mut t = Box::new([None; 512]);
         for (i, e) in t.iter_mut().enumerate() {
-            *e = Some(Pte { pfn: p.pfn + i as u64, ..p });
+            *e = Some(Pte {
+                pfn: p.pfn + i as u64,
+                ..p
+            });
         }
         self.pmds.insert(key, Pmd::Table(t));
         self.generation += 1;
@@ -296,7 +357,10 @@ impl Mm {
     }
 
     pub fn set_pte(&mut self, addr: u64, pte: Pte) {
-        let e = self.pmds.entry(addr >> PMD_SHIFT).or_insert_with(|| Pmd::Table(Box::new([None; 512])));
+        let e = self
+            .pmds
+            .entry(addr >> PMD_SHIFT)
+            .or_insert_with(|| Pmd::Table(Box::new([None; 512])));
         match e {
             Pmd::Table(t) => {
                 let slot = &mut t[((addr >> 12) & 511) as usize];
@@ -325,7 +389,9 @@ impl Mm {
 
     /// `ptep_get_and_clear` of the 4 KiB PTE at `addr`: the entry it held.
     pub fn ptep_get_and_clear(&mut self, addr: u64) -> Option<Pte> {
-        let Some(Pmd::Table(t)) = self.pmds.get_mut(&(addr >> PMD_SHIFT)) else { return None };
+        let Some(Pmd::Table(t)) = self.pmds.get_mut(&(addr >> PMD_SHIFT)) else {
+            return None;
+        };
         let old = t[((addr >> 12) & 511) as usize].take();
         if old.is_some() {
             self.rss_pages -= 1;
@@ -339,7 +405,11 @@ impl Mm {
     pub fn munmap(&mut self, start: u64) -> Option<(Vma, Vec<(u64, bool)>)> {
         let i = self.vmas.iter().position(|v| v.start == start)?;
         let vma = self.vmas.remove(i);
-        let keys: Vec<u64> = self.pmds.range(vma.start >> PMD_SHIFT..vma.end >> PMD_SHIFT).map(|(k, _)| *k).collect();
+        let keys: Vec<u64> = self
+            .pmds
+            .range(vma.start >> PMD_SHIFT..vma.end >> PMD_SHIFT)
+            .map(|(k, _)| *k)
+            .collect();
         let mut freed = Vec::new();
         for k in keys {
             match self.pmds.remove(&k).unwrap() {
@@ -355,7 +425,11 @@ impl Mm {
                 }
             }
         }
-        let puds: Vec<u64> = self.puds.range(vma.start >> PUD_SHIFT..vma.end.div_ceil(PUD_SIZE)).map(|(k, _)| *k).collect();
+        let puds: Vec<u64> = self
+            .puds
+            .range(vma.start >> PUD_SHIFT..vma.end.div_ceil(PUD_SIZE))
+            .map(|(k, _)| *k)
+            .collect();
         for k in puds {
             freed.push((self.puds.remove(&k).unwrap().pfn, true));
         }
@@ -376,7 +450,15 @@ mod tests {
         let b = mm.mmap(4096, VmaKind::AnonPrivate, true);
         assert!(b >= a + (4 << 20) + PMD_SIZE);
         mm.set_pmd_huge(a, Pte::new(1024, true));
-        assert_eq!(mm.lookup(a + 5 * 4096 + 7), Some(Translation { pfn: 1029, writable: true, huge: true, gigantic: false }));
+        assert_eq!(
+            mm.lookup(a + 5 * 4096 + 7),
+            Some(Translation {
+                pfn: 1029,
+                writable: true,
+                huge: true,
+                gigantic: false
+            })
+        );
         mm.set_pte(a + PMD_SIZE + 4096, Pte::new(77, false));
         assert_eq!(mm.lookup(a + PMD_SIZE + 4096).unwrap().pfn, 77);
         assert_eq!(mm.lookup(a + PMD_SIZE), None);
@@ -391,17 +473,38 @@ mod tests {
     fn the_walk_sets_accessed_and_dirty_and_prot_none_hides_the_entry() {
         let mut mm = Mm::new(1);
         let a = mm.mmap(4 << 20, VmaKind::AnonPrivate, true);
-        mm.set_pte(a, Pte { young: false, dirty: false, ..Pte::new(5, true) });
-        mm.set_pmd_huge(a + PMD_SIZE, Pte { young: false, dirty: false, ..Pte::new(1024, false) });
+        mm.set_pte(
+            a,
+            Pte {
+                young: false,
+                dirty: false,
+                ..Pte::new(5, true)
+            },
+        );
+        mm.set_pmd_huge(
+            a + PMD_SIZE,
+            Pte {
+                young: false,
+                dirty: false,
+                ..Pte::new(1024, false)
+            },
+        );
         assert_eq!(mm.walk(a + 8, false).unwrap().pfn, 5);
         assert_eq!(mm.entry(a).map(|p| (p.young, p.dirty)), Some((true, false)));
         mm.walk(a, true);
         assert!(mm.entry(a).unwrap().dirty);
         // A write through a read-only entry sets the accessed bit only (then it faults).
         assert!(!mm.walk(a + PMD_SIZE, true).unwrap().writable);
-        assert_eq!(mm.entry(a + PMD_SIZE).map(|p| (p.young, p.dirty)), Some((true, false)));
+        assert_eq!(
+            mm.entry(a + PMD_SIZE).map(|p| (p.young, p.dirty)),
+            Some((true, false))
+        );
         mm.set_protnone(a + PMD_SIZE + 4096, true);
-        assert_eq!(mm.walk(a + PMD_SIZE, false), None, "PROT_NONE: not present to the hardware");
+        assert_eq!(
+            mm.walk(a + PMD_SIZE, false),
+            None,
+            "PROT_NONE: not present to the hardware"
+        );
         assert!(mm.lookup(a + PMD_SIZE).is_some(), "but still mapped");
         mm.set_protnone(a + PMD_SIZE, false);
         assert!(mm.walk(a + PMD_SIZE, false).is_some());

@@ -12,7 +12,9 @@ impl Sim {
     pub(crate) fn munmap(&mut self, cpu: usize, t: usize, start: u64) {
         let mm_id = self.tasks[t].user_mm();
         let Some((vma, zapped)) = self.k.mms[mm_id].munmap(start) else {
-            self.error = Some(Error::Internal(format!("task {t}: munmap of {start:#x}, which is not a mapping start")));
+            self.error = Some(Error::Internal(format!(
+                "task {t}: munmap of {start:#x}, which is not a mapping start"
+            )));
             return;
         };
         self.k.unlink_file_vma(mm_id, &vma);
@@ -26,7 +28,14 @@ impl Sim {
 
     /// Releases the entries just removed from [start, end) of `mm_id` (each
     /// drops one mapping of its folio; the last one frees it) and flushes.
-    pub(crate) fn zap(&mut self, cpu: usize, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {
+    pub(crate) fn zap(
+        &mut self,
+        cpu: usize,
+        mm_id: usize,
+        start: u64,
+        end: u64,
+        zapped: &[(u64, bool)],
+    ) {
         // Whatever came before (the system call's entry) is its own.
         self.settle(cpu, KFn::Syscall);
         for &(pfn, _huge) in zapped {
@@ -36,8 +45,15 @@ impl Sim {
         }
         self.settle(cpu, KFn::FreePages);
         let k = &mut self.k;
-        flush_tlb_mm_range(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[mm_id], &mut self.tlbstate, start, end);
+        flush_tlb_mm_range(
+            &mut self.m,
+            &mut k.vmstat,
+            cpu,
+            &mut k.mms[mm_id],
+            &mut self.tlbstate,
+            start,
+            end,
+        );
         self.settle(cpu, KFn::FlushTlb);
     }
-
 }

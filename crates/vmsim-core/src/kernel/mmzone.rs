@@ -25,7 +25,10 @@ pub struct PgData {
 
 /// `calculate_min_free_kbytes()`: `int_sqrt(lowmem_kbytes * 16)`, clamped to [128, 262144].
 pub fn min_free_kbytes(total_pages: u64) -> u64 {
-    ((total_pages * 4 * 16) as f64).sqrt().floor().clamp(128.0, 262_144.0) as u64
+    ((total_pages * 4 * 16) as f64)
+        .sqrt()
+        .floor()
+        .clamp(128.0, 262_144.0) as u64
 }
 
 /// `__setup_per_zone_wmarks()` for one zone of `managed` pages out of `total` managed pages.
@@ -39,7 +42,13 @@ pub fn zone_watermarks(managed: u64, total: u64) -> (u64, u64, u64) {
 impl PgData {
     pub fn new(managed: u64, total: u64, waitq: &mut WaitQueues) -> PgData {
         let (wmark_min, wmark_low, wmark_high) = zone_watermarks(managed, total);
-        PgData { wmark_min, wmark_low, wmark_high, kswapd_wait: waitq.add_queue(), nr_kswapd_wakeups: 0 }
+        PgData {
+            wmark_min,
+            wmark_low,
+            wmark_high,
+            kswapd_wait: waitq.add_queue(),
+            nr_kswapd_wakeups: 0,
+        }
     }
 }
 
@@ -74,7 +83,10 @@ mod tests {
         // the scale-factor gap (4 Mi pages * 10 / 10000 = 4194) exceeds min / 4.
         let pages = 4 << 20;
         assert_eq!(min_free_kbytes(pages), 16384);
-        assert_eq!(zone_watermarks(pages, pages), (4096, 4096 + 4194, 4096 + 2 * 4194));
+        assert_eq!(
+            zone_watermarks(pages, pages),
+            (4096, 4096 + 4194, 4096 + 2 * 4194)
+        );
         // Two equal nodes share min_free_kbytes.
         let (min, _, _) = zone_watermarks(pages / 2, pages);
         assert_eq!(min, 2048);

@@ -122,30 +122,65 @@ impl KFn {
 #[derive(Clone, Debug)]
 pub enum Work {
     /// Fixed software cost of a kernel path.
-    Cycles { cycles: u64, instructions: u64, what: KFn },
+    Cycles {
+        cycles: u64,
+        instructions: u64,
+        what: KFn,
+    },
     /// Clear `nlines` lines starting at line address `line`.
-    Clear { line: u64, nlines: u64, how: StoreHow },
+    Clear {
+        line: u64,
+        nlines: u64,
+        how: StoreHow,
+    },
     /// Copy `nlines` lines from line address `src_line` to `dst_line`: per line
     /// a load of the source and a store of the destination.
-    Copy { src_line: u64, dst_line: u64, nlines: u64, how: StoreHow },
+    Copy {
+        src_line: u64,
+        dst_line: u64,
+        nlines: u64,
+        how: StoreHow,
+    },
     /// Map a cleared or copied huge folio (`set_pmd_at`) once its clear or copy
     /// is done, if the entry is still what the fault saw: `pmd_none` (`orig`
     /// None) or the read-only PMD a copy-on-write fault replaces (`pmd_same`).
     /// Otherwise another thread won: the folio is freed and a `PutPage` that
     /// follows is dropped.
-    InstallPmd { mm: usize, haddr: u64, pfn: u64, orig: Option<mm::Pte> },
+    InstallPmd {
+        mm: usize,
+        haddr: u64,
+        pfn: u64,
+        orig: Option<mm::Pte>,
+    },
     /// Map a cleared 1 GiB hugetlb folio (`set_huge_pte_at` on a PUD).
     InstallPud { mm: usize, haddr: u64, pfn: u64 },
     /// Map a 4 KiB page once it is ready, if the entry is still `orig`
     /// (`pte_none` or, on copy-on-write, `pte_same`); as `InstallPmd` otherwise.
-    InstallPte { mm: usize, addr: u64, pfn: u64, writable: bool, orig: Option<mm::Pte> },
+    InstallPte {
+        mm: usize,
+        addr: u64,
+        pfn: u64,
+        writable: bool,
+        orig: Option<mm::Pte>,
+    },
     /// Map page `index` of file `ino` (frame `pfn`) read-only at `addr` once
     /// it is ready (`finish_fault`), if the PTE is still none and the folio
     /// is still the cache's page there (kernel/filemap.rs).
-    InstallFilePte { mm: usize, addr: u64, ino: usize, index: u64, pfn: u64 },
+    InstallFilePte {
+        mm: usize,
+        addr: u64,
+        ino: usize,
+        index: u64,
+        pfn: u64,
+    },
     /// `flush_tlb_mm_range(mm, start, end, stride_shift)` from the working CPU,
     /// after a present entry was replaced or split.
-    FlushTlbRange { mm: usize, start: u64, end: u64, stride_shift: u32 },
+    FlushTlbRange {
+        mm: usize,
+        start: u64,
+        end: u64,
+        stride_shift: u32,
+    },
     /// Drop the mapping of the folio holding `pfn` that a copy-on-write fault
     /// just replaced (`page_remove_rmap` + `put_page`); frees it on the last one.
     PutPage { pfn: u64 },
@@ -272,7 +307,9 @@ impl Kernel {
     pub fn new(cfg: KernelConfig, costs: KernelCosts, nr_nodes: usize, node_bytes: u64) -> Kernel {
         let mut waitq = sched::wait::WaitQueues::default();
         let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
-        let pgdat = (0..nr_nodes).map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq)).collect();
+        let pgdat = (0..nr_nodes)
+            .map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq))
+            .collect();
         Kernel {
             cfg,
             costs,

@@ -75,7 +75,12 @@ impl PageAlloc {
         let total = node_frames * nr_nodes as u64;
         let blocks_per_node = node_frames / HPAGE_PMD_NR;
         let free_blocks = (0..nr_nodes as u64)
-            .map(|n| (0..blocks_per_node).rev().map(|b| n * node_frames + b * HPAGE_PMD_NR).collect())
+            .map(|n| {
+                (0..blocks_per_node)
+                    .rev()
+                    .map(|b| n * node_frames + b * HPAGE_PMD_NR)
+                    .collect()
+            })
             .collect();
         PageAlloc {
             nr_nodes,
@@ -123,7 +128,11 @@ impl PageAlloc {
                 units.swap(i, j);
             }
             // The list pops from its end: the first unit is handed out first, low block first.
-            *blocks = units.into_iter().rev().flat_map(|u| u.into_iter().rev()).collect();
+            *blocks = units
+                .into_iter()
+                .rev()
+                .flat_map(|u| u.into_iter().rev())
+                .collect();
         }
     }
 
@@ -140,7 +149,11 @@ impl PageAlloc {
             self.free_frames[node].pop()?
         };
         self.nr_free[node] -= 1 << order;
-        self.folios[pfn as usize] = Folio { order, refcount: 1, mapcount: 0 };
+        self.folios[pfn as usize] = Folio {
+            order,
+            refcount: 1,
+            mapcount: 0,
+        };
         Some(pfn)
     }
 
@@ -149,7 +162,8 @@ impl PageAlloc {
     /// boot; the highest such range of the node is taken, so ordinary
     /// allocations keep the low addresses. None if no aligned range is free.
     pub fn alloc_gigantic(&mut self, node: usize) -> Option<u64> {
-        let free: std::collections::BTreeSet<u64> = self.free_blocks[node].iter().copied().collect();
+        let free: std::collections::BTreeSet<u64> =
+            self.free_blocks[node].iter().copied().collect();
         let lo = node as u64 * self.node_frames;
         let hi = lo + self.node_frames;
         for k in (lo.div_ceil(HPAGE_PUD_NR)..hi / HPAGE_PUD_NR).rev() {
@@ -157,7 +171,11 @@ impl PageAlloc {
             if (0..HPAGE_PMD_NR).all(|i| free.contains(&(base + i * HPAGE_PMD_NR))) {
                 self.free_blocks[node].retain(|&b| b < base || b >= base + HPAGE_PUD_NR);
                 self.nr_free[node] -= HPAGE_PUD_NR;
-                self.folios[base as usize] = Folio { order: HPAGE_PUD_ORDER, refcount: 1, mapcount: 0 };
+                self.folios[base as usize] = Folio {
+                    order: HPAGE_PUD_ORDER,
+                    refcount: 1,
+                    mapcount: 0,
+                };
                 return Some(base);
             }
         }
@@ -191,7 +209,8 @@ impl PageAlloc {
         }
         let head = pfn & !(HPAGE_PMD_NR - 1);
         debug_assert!(
-            self.folios[head as usize].order == HPAGE_PMD_ORDER && self.folios[head as usize].refcount > 0,
+            self.folios[head as usize].order == HPAGE_PMD_ORDER
+                && self.folios[head as usize].refcount > 0,
             "pfn {pfn} belongs to no allocated folio"
         );
         head
@@ -221,7 +240,10 @@ impl PageAlloc {
     pub fn put_folio(&mut self, pfn: u64) -> u64 {
         let head = self.page_folio(pfn);
         let f = &mut self.folios[head as usize];
-        debug_assert!(f.mapcount > 0 && f.refcount > 0, "put of an unmapped folio at pfn {pfn}");
+        debug_assert!(
+            f.mapcount > 0 && f.refcount > 0,
+            "put of an unmapped folio at pfn {pfn}"
+        );
         f.mapcount -= 1;
         f.refcount -= 1;
         if f.refcount > 0 {

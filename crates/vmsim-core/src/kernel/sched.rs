@@ -25,15 +25,15 @@
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
-use crate::error::Error;
 use super::engine::{Engine, Event};
 use super::kthread::{KthreadFn, KthreadStep};
 use super::page_alloc::{tag_store, TAG_ZERO};
 use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState};
+use super::uapi::{store_value, Expect, Op, Program};
 use super::{KFn, Kernel, StoreHow, Work};
+use crate::error::Error;
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
-use super::uapi::{store_value, Expect, Op, Program};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -50,7 +50,15 @@ use rq::Scheduler;
 pub const USEMEM_INSTR_PER_WORD: u64 = 24;
 
 pub(crate) enum Cur {
-    Write { start: u64, len: u64, seed: u64, pos: u64, pfn: u64, page: u64, gen: u64 },
+    Write {
+        start: u64,
+        len: u64,
+        seed: u64,
+        pos: u64,
+        pfn: u64,
+        page: u64,
+        gen: u64,
+    },
     /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
     /// one page (or huge page) at a time, in kernel mode.
     Populate { start: u64, len: u64, pos: u64 },
@@ -154,10 +162,14 @@ impl Sim {
         let n = m.topo.nr_cpus();
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
-        let user_store_issue = (8 * USEMEM_INSTR_PER_WORD).div_ceil(m.issue_width).max(8 / stores_per_cycle);
+        let user_store_issue = (8 * USEMEM_INSTR_PER_WORD)
+            .div_ceil(m.issue_width)
+            .max(8 / stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
-        let movq_issue = (super::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width)).max(8 / stores_per_cycle);
-        let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width)).max(8 / stores_per_cycle);
+        let movq_issue = (super::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
+            .max(8 / stores_per_cycle);
+        let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
+            .max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
         Sim {
             cpus: (0..n).map(|_| CpuCtx::default()).collect(),
@@ -237,7 +249,12 @@ impl Sim {
         pid
     }
 
-    pub(crate) fn add_task(&mut self, body: Body, mm: Option<usize>, parent: Option<usize>) -> usize {
+    pub(crate) fn add_task(
+        &mut self,
+        body: Body,
+        mm: Option<usize>,
+        parent: Option<usize>,
+    ) -> usize {
         let pid = self.tasks.len();
         if let Body::User(_) = body {
             self.live_user_tasks += 1;
@@ -290,7 +307,9 @@ impl Sim {
                     continue;
                 }
             }
-            let Some(Reverse((_, cpu))) = heap.pop() else { break };
+            let Some(Reverse((_, cpu))) = heap.pop() else {
+                break;
+            };
             queued[cpu] = false;
             self.run_quantum(cpu);
             if let Some(e) = &self.error {
@@ -408,10 +427,19 @@ impl Sim {
     /// task, lazy TLB for a kernel thread; a fresh slice.
     fn context_switch(&mut self, cpu: usize, t: usize) {
         self.m.set_mode(cpu, Mode::Kernel);
-        self.m.advance(cpu, self.k.costs.context_switch_cycles, self.k.costs.context_switch_cycles);
+        self.m.advance(
+            cpu,
+            self.k.costs.context_switch_cycles,
+            self.k.costs.context_switch_cycles,
+        );
         match self.tasks[t].mm {
             Some(mm) => {
-                switch_mm_irqs_off(&mut self.m, &mut self.tlbstate[cpu], &mut self.k.mms[mm], cpu);
+                switch_mm_irqs_off(
+                    &mut self.m,
+                    &mut self.tlbstate[cpu],
+                    &mut self.k.mms[mm],
+                    cpu,
+                );
                 self.m.set_mode(cpu, Mode::User);
             }
             None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
@@ -423,7 +451,9 @@ impl Sim {
     fn exec_kthread(&mut self, cpu: usize, t: usize) {
         let now = self.m.cpus[cpu].clock;
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
-        let Body::Kernel(f) = &mut self.tasks[t].body else { unreachable!("a kernel thread") };
+        let Body::Kernel(f) = &mut self.tasks[t].body else {
+            unreachable!("a kernel thread")
+        };
         let step = f.step(&mut self.k, cpu, now, &mut work);
         let queued = !work.is_empty();
         self.cpus[cpu].work = work;
@@ -431,7 +461,9 @@ impl Sim {
             KthreadStep::Continue if queued => {}
             KthreadStep::Continue => {
                 let name = f.name();
-                self.error = Some(Error::Internal(format!("kernel thread {name} continued without queuing work")));
+                self.error = Some(Error::Internal(format!(
+                    "kernel thread {name} continued without queuing work"
+                )));
             }
             KthreadStep::Wait(q) => {
                 let t = self.sched.sleep_current(cpu);

@@ -44,7 +44,11 @@ pub fn switch_mm_irqs_off(m: &mut Machine, ts: &mut TlbState, next: &mut Mm, cpu
         m.flush_tlb_local_all(cpu);
     }
     next.cpumask.set(cpu);
-    *ts = TlbState { loaded_mm: Some(next.id), is_lazy: false, tlb_gen: next.tlb_gen };
+    *ts = TlbState {
+        loaded_mm: Some(next.id),
+        is_lazy: false,
+        tlb_gen: next.tlb_gen,
+    };
 }
 
 /// `enter_lazy_tlb()`: switching to a kernel thread or idle keeps the mm loaded.
@@ -55,7 +59,15 @@ pub fn enter_lazy_tlb(ts: &mut TlbState) {
 }
 
 /// `flush_tlb_mm_range(mm, start, end, stride_shift = PAGE_SHIFT)` issued on `cpu`.
-pub fn flush_tlb_mm_range(m: &mut Machine, vmstat: &mut VmStat, cpu: usize, mm: &mut Mm, ts: &mut [TlbState], start: u64, end: u64) {
+pub fn flush_tlb_mm_range(
+    m: &mut Machine,
+    vmstat: &mut VmStat,
+    cpu: usize,
+    mm: &mut Mm,
+    ts: &mut [TlbState],
+    start: u64,
+    end: u64,
+) {
     flush_tlb_mm_range_stride(m, vmstat, cpu, mm, ts, start, end, 12)
 }
 
@@ -78,7 +90,11 @@ pub fn flush_tlb_mm_range_stride(
     let gen = mm.tlb_gen;
     let nr = (end - start) >> stride_shift;
     let full = nr > TLB_SINGLE_PAGE_FLUSH_CEILING;
-    let pages: Vec<u64> = if full { Vec::new() } else { (0..nr).map(|i| start + (i << stride_shift)).collect() };
+    let pages: Vec<u64> = if full {
+        Vec::new()
+    } else {
+        (0..nr).map(|i| start + (i << stride_shift)).collect()
+    };
     // should_flush_tlb(): skip lazy CPUs and CPUs running another mm (they flush at switch_mm).
     let mut targets = CpuMask::empty();
     for c in mm.cpumask.iter() {
@@ -90,7 +106,12 @@ pub fn flush_tlb_mm_range_stride(
     if !targets.is_empty() {
         vmstat.nr_tlb_remote_flush += 1;
         vmstat.nr_tlb_remote_flush_received += targets.count() as u64;
-        m.send_tlb_flush_ipis(cpu, &targets, mm.asid, if full { None } else { Some(&pages) });
+        m.send_tlb_flush_ipis(
+            cpu,
+            &targets,
+            mm.asid,
+            if full { None } else { Some(&pages) },
+        );
     }
     if ts[cpu].loaded_mm == Some(mm.id) {
         if ts[cpu].is_lazy {
@@ -120,8 +141,17 @@ mod tests {
 
     #[test]
     fn lazy_cpus_stay_in_the_cpumask_skip_flushes_and_catch_up_at_switch() {
-        let text = embedded_machines().iter().find(|(n, _)| *n == "xeon-e5-2699v3-2s").unwrap().1;
-        let mut m = Machine::new(&Preset::parse(text, "e5").unwrap().machine_params().unwrap(), 1 << 30, 0).unwrap();
+        let text = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+            .unwrap()
+            .1;
+        let mut m = Machine::new(
+            &Preset::parse(text, "e5").unwrap().machine_params().unwrap(),
+            1 << 30,
+            0,
+        )
+        .unwrap();
         let mut mm = Mm::new(7);
         let mut ts = vec![TlbState::default(); m.cpus.len()];
         for cpu in [0, 1, 2] {
@@ -133,8 +163,14 @@ mod tests {
         let mut vs = VmStat::default();
         flush_tlb_mm_range(&mut m, &mut vs, 0, &mut mm, &mut ts, 0x1000, 0x3000);
         // Only CPU 1 gets an IPI; the lazy CPU is skipped and falls behind.
-        assert_eq!((vs.nr_tlb_remote_flush, vs.nr_tlb_remote_flush_received), (1, 1));
-        assert_eq!((m.cpus[1].stats.ipis_received, m.cpus[2].stats.ipis_received), (1, 0));
+        assert_eq!(
+            (vs.nr_tlb_remote_flush, vs.nr_tlb_remote_flush_received),
+            (1, 1)
+        );
+        assert_eq!(
+            (m.cpus[1].stats.ipis_received, m.cpus[2].stats.ipis_received),
+            (1, 0)
+        );
         assert_eq!(vs.nr_tlb_local_flush_one, 2);
         assert!(ts[2].tlb_gen < mm.tlb_gen && ts[1].tlb_gen == mm.tlb_gen);
         // Back to the mm: the missed flush becomes a full one.
@@ -144,6 +180,9 @@ mod tests {
         // A lazy CPU that missed nothing switches back without a flush.
         enter_lazy_tlb(&mut ts[1]);
         switch_mm_irqs_off(&mut m, &mut ts[1], &mut mm, 1);
-        assert_eq!(m.cpus[1].stats.tlb_flush_full, 1, "only the first switch's CR3 write");
+        assert_eq!(
+            m.cpus[1].stats.tlb_flush_full, 1,
+            "only the first switch's CR3 write"
+        );
     }
 }

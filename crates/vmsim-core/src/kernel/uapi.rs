@@ -12,10 +12,16 @@
 pub enum Op {
     /// Anonymous private mapping of `len` bytes, read-write; with `populate`
     /// (MAP_POPULATE) the kernel faults every page in for writing before returning.
-    Mmap { len: u64, populate: bool },
+    Mmap {
+        len: u64,
+        populate: bool,
+    },
     /// `mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0)` of file `ino` (created
     /// before the run, as a benchmark's script creates its files).
-    MmapFile { ino: usize, len: u64 },
+    MmapFile {
+        ino: usize,
+        len: u64,
+    },
     /// fork(): a child process with a copy-on-write copy of the address space,
     /// running a copy of the program (`Program::fork`).
     Fork,
@@ -23,18 +29,35 @@ pub enum Op {
     Wait,
     /// usemem's write loop: store every 8-byte word of [start, start+len) in
     /// ascending order (modeled per line: 8 stores at usemem's instruction count).
-    WriteSeq { start: u64, len: u64, seed: u64 },
+    WriteSeq {
+        start: u64,
+        len: u64,
+        seed: u64,
+    },
     /// A run of accesses through the access engine (sched/access.rs).
     Access(Access),
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
-    Check { start: u64, len: u64, expect: Expect },
-    Munmap { start: u64 },
+    Check {
+        start: u64,
+        len: u64,
+        expect: Expect,
+    },
+    Munmap {
+        start: u64,
+    },
     /// `mmap(MAP_HUGETLB)` of `len` bytes with pages of `1 << page_shift` (21 or 30), read-write.
-    MmapHugetlb { len: u64, page_shift: u32 },
+    MmapHugetlb {
+        len: u64,
+        page_shift: u32,
+    },
     /// `nanosleep()`: sleep for `ns` nanoseconds of simulated time.
-    Nanosleep { ns: u64 },
+    Nanosleep {
+        ns: u64,
+    },
     /// `clock_nanosleep(TIMER_ABSTIME)`: sleep until simulated time `ns` (from the start of the run).
-    ClockNanosleepAbs { ns: u64 },
+    ClockNanosleepAbs {
+        ns: u64,
+    },
     /// `clone(CLONE_VM | CLONE_THREAD)`: a thread sharing the caller's address
     /// space, running a copy of the program (`Program::fork`); `ret` as for `Fork`.
     Clone,
@@ -52,12 +75,20 @@ pub enum Op {
 pub enum Expect {
     Zero,
     /// Written by `WriteSeq` with this seed.
-    Written { seed: u64 },
+    Written {
+        seed: u64,
+    },
     /// The first line of every `stride` bytes written by a one-line `WriteSeq`
     /// with this seed, everything else zero.
-    FirstLineWritten { seed: u64, stride: u64 },
+    FirstLineWritten {
+        seed: u64,
+        stride: u64,
+    },
     /// Written whole by `WriteSeq` with `first`, then again with `then`.
-    Overwritten { first: u64, then: u64 },
+    Overwritten {
+        first: u64,
+        then: u64,
+    },
 }
 
 pub trait Program {

@@ -74,7 +74,11 @@ pub enum IpiCause {
 }
 
 impl IpiCause {
-    pub const ALL: [IpiCause; 3] = [IpiCause::TlbShootdown, IpiCause::Reschedule, IpiCause::CallFunction];
+    pub const ALL: [IpiCause; 3] = [
+        IpiCause::TlbShootdown,
+        IpiCause::Reschedule,
+        IpiCause::CallFunction,
+    ];
     /// Report key.
     pub fn name(self) -> &'static str {
         match self {
@@ -129,7 +133,11 @@ mod tests {
     }
     #[test]
     fn ipi_cost_is_exact() {
-        let c = IpiCosts { send_cycles: 300, latency_cycles: 2300, handle_cycles: 1250 };
+        let c = IpiCosts {
+            send_cycles: 300,
+            latency_cycles: 2300,
+            handle_cycles: 1250,
+        };
         assert_eq!(c.sender_cycles(0, 96), 0);
         assert_eq!(c.sender_cycles(3, 96), 900 + 2300 + 1250 + 96);
     }

@@ -39,7 +39,14 @@ pub struct Calendar {
 impl Calendar {
     pub fn new(bytes_per_cycle: f64) -> Calendar {
         let capacity = ((bytes_per_cycle * EPOCH as f64).round() as u64).max(64);
-        Calendar { capacity, epoch_id: vec![u64::MAX; RING], used: vec![0; RING], full_from: 0, full_until: 0, stats: ChannelStats::default() }
+        Calendar {
+            capacity,
+            epoch_id: vec![u64::MAX; RING],
+            used: vec![0; RING],
+            full_from: 0,
+            full_until: 0,
+            stats: ChannelStats::default(),
+        }
     }
 
     pub fn capacity_per_epoch(&self) -> u64 {
@@ -107,7 +114,10 @@ mod tests {
         }
         // 6.4 MB at 16 B/cycle = 400k cycles.
         let expect = 100_000 * 64 / 16;
-        assert!((last as i64 - expect as i64).abs() <= EPOCH as i64, "{last} vs {expect}");
+        assert!(
+            (last as i64 - expect as i64).abs() <= EPOCH as i64,
+            "{last} vs {expect}"
+        );
         assert_eq!(c.stats.bytes_read, 6_400_000);
     }
     #[test]

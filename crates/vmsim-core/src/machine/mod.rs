@@ -121,7 +121,13 @@ impl Machine {
             })
             .collect();
         let cores = (0..topo.nr_cores())
-            .map(|_| CoreResources::new(p.l1d.outstanding as usize, p.l2.outstanding as usize, topo.threads_per_core))
+            .map(|_| {
+                CoreResources::new(
+                    p.l1d.outstanding as usize,
+                    p.l2.outstanding as usize,
+                    topo.threads_per_core,
+                )
+            })
             .collect();
         Ok(Machine {
             topo,
@@ -169,7 +175,14 @@ impl Machine {
     /// `stream`: part of a sequential stream the prefetchers follow; otherwise a
     /// load is taken as dependent (the CPU waits for its data).
     #[inline]
-    pub fn access(&mut self, cpu: usize, line: u64, kind: AccessKind, stream: bool, issue: u64) -> Served {
+    pub fn access(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        kind: AccessKind,
+        stream: bool,
+        issue: u64,
+    ) -> Served {
         let core = self.topo.core_of(cpu);
         let thread = self.topo.thread_of(cpu);
         let c = &mut self.cpus[cpu];
@@ -199,13 +212,21 @@ impl Machine {
         // at the L2 latency; an ownership-only request (no data) cannot be prefetched and holds
         // its fill buffer until the grant, as the superqueue entry.
         let prefetchable = stream && beyond_l2 && !matches!(served, Served::NoFill { .. });
-        r.lfb[li] = if prefetchable { start + self.l2_latency } else { done };
+        r.lfb[li] = if prefetchable {
+            start + self.l2_latency
+        } else {
+            done
+        };
         if beyond_l2 {
             r.sq[qi] = done;
         }
         let issued = r.issue.reserve(thread, start, issue);
         c.stats.smt_issue_wait_cycles += issued - start - issue;
-        let new_clock = if kind == AccessKind::Load && !stream { done.max(issued) } else { issued };
+        let new_clock = if kind == AccessKind::Load && !stream {
+            done.max(issued)
+        } else {
+            issued
+        };
         let cyc = new_clock - now;
         c.stats.stall_cycles += start - now;
         c.clock = new_clock;
@@ -223,7 +244,14 @@ impl Machine {
     /// found for the page. Returns the frame a hit translated to (None on a
     /// miss), for the caller to check against its page tables.
     #[inline]
-    pub fn tlb_translate(&mut self, cpu: usize, asid: u16, vaddr: u64, size: PageSize, pfn: u64) -> Option<u64> {
+    pub fn tlb_translate(
+        &mut self,
+        cpu: usize,
+        asid: u16,
+        vaddr: u64,
+        size: PageSize,
+        pfn: u64,
+    ) -> Option<u64> {
         let (hit, cached) = self.cpus[cpu].tlb.lookup_pfn(asid, vaddr, size);
         match hit {
             TlbHit::L1 => Some(cached),
@@ -257,7 +285,13 @@ impl Machine {
     /// `pages`: flush these pages of `asid` on each target; None: full flush.
     /// The targets' TLBs are flushed at once (the TLB is a timing structure, the
     /// page tables are the truth); their handler time is charged when they next run.
-    pub fn send_tlb_flush_ipis(&mut self, from: usize, targets: &CpuMask, asid: u16, pages: Option<&[u64]>) {
+    pub fn send_tlb_flush_ipis(
+        &mut self,
+        from: usize,
+        targets: &CpuMask,
+        asid: u16,
+        pages: Option<&[u64]>,
+    ) {
         let n = targets.count() as u64;
         if n == 0 {
             return;

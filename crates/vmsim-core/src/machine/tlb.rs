@@ -429,7 +429,11 @@ mod tests {
         t.fill_pfn(1, 4 * M2, Size2M, 777);
         assert_eq!(t.lookup_pfn(1, 4 * M2 + 9 * K4, Size2M), (TlbHit::L1, 777));
         t.fill_pfn(1, 4 * M2, Size2M, 778);
-        assert_eq!(t.lookup_pfn(1, 4 * M2, Size2M), (TlbHit::L1, 778), "a refill replaces the frame");
+        assert_eq!(
+            t.lookup_pfn(1, 4 * M2, Size2M),
+            (TlbHit::L1, 778),
+            "a refill replaces the frame"
+        );
         assert_eq!(t.lookup_pfn(1, 6 * M2, Size2M).0, TlbHit::Miss);
     }
 

@@ -49,7 +49,8 @@ impl Topology {
     pub fn node_of(&self, cpu: usize) -> usize {
         let core = self.core_of(cpu);
         let in_socket = core % self.cores_per_socket;
-        self.socket_of(cpu) * self.nodes_per_socket + in_socket * self.nodes_per_socket / self.cores_per_socket
+        self.socket_of(cpu) * self.nodes_per_socket
+            + in_socket * self.nodes_per_socket / self.cores_per_socket
     }
     #[inline]
     pub fn socket_of_node(&self, node: usize) -> usize {
@@ -68,7 +69,9 @@ impl Topology {
     /// The SMT siblings of a CPU (including itself).
     pub fn siblings(&self, cpu: usize) -> Vec<usize> {
         let core = self.core_of(cpu);
-        (0..self.threads_per_core).map(|t| t * self.nr_cores() + core).collect()
+        (0..self.threads_per_core)
+            .map(|t| t * self.nr_cores() + core)
+            .collect()
     }
 }
 
@@ -76,7 +79,13 @@ impl Topology {
 mod tests {
     use super::*;
     fn e5() -> Topology {
-        Topology { sockets: 2, cores_per_socket: 18, threads_per_core: 2, nodes_per_socket: 1, llc_per_socket: 1 }
+        Topology {
+            sockets: 2,
+            cores_per_socket: 18,
+            threads_per_core: 2,
+            nodes_per_socket: 1,
+            llc_per_socket: 1,
+        }
     }
     #[test]
     fn linux_numbering() {
@@ -91,7 +100,13 @@ mod tests {
     }
     #[test]
     fn bijection() {
-        let t = Topology { sockets: 2, cores_per_socket: 64, threads_per_core: 2, nodes_per_socket: 4, llc_per_socket: 8 };
+        let t = Topology {
+            sockets: 2,
+            cores_per_socket: 64,
+            threads_per_core: 2,
+            nodes_per_socket: 4,
+            llc_per_socket: 8,
+        };
         let mut seen = std::collections::BTreeSet::new();
         for cpu in 0..t.nr_cpus() {
             assert!(seen.insert((t.socket_of(cpu), t.core_of(cpu), t.thread_of(cpu))));

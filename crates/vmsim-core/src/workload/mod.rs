@@ -9,8 +9,8 @@ pub mod usemem;
 
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
 
-use crate::error::Error;
 use crate::config::{WorkloadConfig, MIB};
+use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
 use serde_json::Value;

@@ -8,9 +8,9 @@
 //! sub-page is zero except the line it touched.
 
 use super::{Expect, Op, Program, Workload};
-use crate::error::Error;
 use crate::config::pftest::PfTestConfig;
 use crate::config::MIB;
+use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
 use serde_json::Value;
@@ -27,7 +27,13 @@ impl PfTest {
     /// `size` bytes (a multiple of the huge page size) in pages of `1 << page_shift`.
     pub fn new(size: u64, page_shift: u32, seed: u64) -> PfTest {
         debug_assert_eq!(size % (1 << page_shift), 0);
-        PfTest { size, page_shift, seed, step: 0, addr: 0 }
+        PfTest {
+            size,
+            page_shift,
+            seed,
+            step: 0,
+            addr: 0,
+        }
     }
 
     fn nr_pages(&self) -> u64 {
@@ -41,16 +47,30 @@ impl Program for PfTest {
         let nr = self.nr_pages();
         match self.step {
             1 => Op::MarkStart,
-            2 => Op::MmapHugetlb { len: self.size, page_shift: self.page_shift },
+            2 => Op::MmapHugetlb {
+                len: self.size,
+                page_shift: self.page_shift,
+            },
             s if s < 3 + nr => {
                 if s == 3 {
                     self.addr = ret;
                 }
                 // One store to the first line of huge page s-3.
-                Op::WriteSeq { start: self.addr + ((s - 3) << self.page_shift), len: 64, seed: self.seed }
+                Op::WriteSeq {
+                    start: self.addr + ((s - 3) << self.page_shift),
+                    len: 64,
+                    seed: self.seed,
+                }
             }
             s if s == 3 + nr => Op::MarkEnd,
-            s if s == 4 + nr => Op::Check { start: self.addr, len: self.size, expect: Expect::FirstLineWritten { seed: self.seed, stride: 1 << self.page_shift } },
+            s if s == 4 + nr => Op::Check {
+                start: self.addr,
+                len: self.size,
+                expect: Expect::FirstLineWritten {
+                    seed: self.seed,
+                    stride: 1 << self.page_shift,
+                },
+            },
             s if s == 5 + nr => Op::Munmap { start: self.addr },
             _ => Op::Exit,
         }

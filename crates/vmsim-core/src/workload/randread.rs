@@ -16,9 +16,30 @@ pub struct RandRead {
 }
 
 impl RandRead {
-    pub fn new(size: u64, count: u64, pattern: Pattern, instr_per_access: u64, dependent: bool, seed: u64) -> RandRead {
-        let access = Access { start: 0, len: size, pattern, count, write_permille: 0, instr_per_access, dependent, seed };
-        RandRead { size, access, step: 0, addr: 0 }
+    pub fn new(
+        size: u64,
+        count: u64,
+        pattern: Pattern,
+        instr_per_access: u64,
+        dependent: bool,
+        seed: u64,
+    ) -> RandRead {
+        let access = Access {
+            start: 0,
+            len: size,
+            pattern,
+            count,
+            write_permille: 0,
+            instr_per_access,
+            dependent,
+            seed,
+        };
+        RandRead {
+            size,
+            access,
+            step: 0,
+            addr: 0,
+        }
     }
 }
 
@@ -26,14 +47,24 @@ impl Program for RandRead {
     fn next(&mut self, ret: u64) -> Op {
         self.step += 1;
         match self.step {
-            1 => Op::Mmap { len: self.size, populate: true },
+            1 => Op::Mmap {
+                len: self.size,
+                populate: true,
+            },
             2 => {
                 self.addr = ret;
                 Op::MarkStart
             }
-            3 => Op::Access(Access { start: self.addr, ..self.access }),
+            3 => Op::Access(Access {
+                start: self.addr,
+                ..self.access
+            }),
             4 => Op::MarkEnd,
-            5 => Op::Check { start: self.addr, len: self.size, expect: Expect::Zero },
+            5 => Op::Check {
+                start: self.addr,
+                len: self.size,
+                expect: Expect::Zero,
+            },
             6 => Op::Munmap { start: self.addr },
             _ => Op::Exit,
         }

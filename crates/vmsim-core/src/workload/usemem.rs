@@ -26,8 +26,8 @@
 //! children start staggered by the cost of one fork.
 
 use super::{Expect, Op, Program, Workload};
-use crate::error::Error;
 use crate::config::{UsememConfig, MIB};
+use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
 
@@ -59,13 +59,35 @@ pub struct Usemem {
 impl Usemem {
     /// One task of case-anon-w-seq: maps and writes its own region.
     pub fn new(size: u64, seed: u64) -> Usemem {
-        Usemem { size, seed, prealloc: false, prefault: false, nr_task: 1, step: 0, addr: 0, phase: Parent::Map, forked: 0, child: None }
+        Usemem {
+            size,
+            seed,
+            prealloc: false,
+            prefault: false,
+            nr_task: 1,
+            step: 0,
+            addr: 0,
+            phase: Parent::Map,
+            forked: 0,
+            child: None,
+        }
     }
 
     /// A task with usemem's flags. With `prealloc` this is the parent that maps
     /// the region and forks `nr_task` children; without, one of the tasks.
-    pub fn with_flags(size: u64, seed: u64, prealloc: bool, prefault: bool, nr_task: u64) -> Usemem {
-        Usemem { prealloc, prefault, nr_task, ..Usemem::new(size, seed) }
+    pub fn with_flags(
+        size: u64,
+        seed: u64,
+        prealloc: bool,
+        prefault: bool,
+        nr_task: u64,
+    ) -> Usemem {
+        Usemem {
+            prealloc,
+            prefault,
+            nr_task,
+            ..Usemem::new(size, seed)
+        }
     }
 
     /// The seed of the data child `k` writes.
@@ -77,13 +99,24 @@ impl Usemem {
         self.step += 1;
         match self.step {
             1 => Op::MarkStart,
-            2 => Op::Mmap { len: self.size, populate: self.prefault },
+            2 => Op::Mmap {
+                len: self.size,
+                populate: self.prefault,
+            },
             3 => {
                 self.addr = ret;
-                Op::WriteSeq { start: self.addr, len: self.size, seed: self.seed }
+                Op::WriteSeq {
+                    start: self.addr,
+                    len: self.size,
+                    seed: self.seed,
+                }
             }
             4 => Op::MarkEnd,
-            5 => Op::Check { start: self.addr, len: self.size, expect: Expect::Written { seed: self.seed } },
+            5 => Op::Check {
+                start: self.addr,
+                len: self.size,
+                expect: Expect::Written { seed: self.seed },
+            },
             6 => Op::Munmap { start: self.addr },
             _ => Op::Exit,
         }
@@ -94,9 +127,17 @@ impl Usemem {
         self.step += 1;
         // No start mark: the child inherits the parent's (see the module doc).
         match self.step {
-            1 => Op::WriteSeq { start: self.addr, len: self.size, seed },
+            1 => Op::WriteSeq {
+                start: self.addr,
+                len: self.size,
+                seed,
+            },
             2 => Op::MarkEnd,
-            3 => Op::Check { start: self.addr, len: self.size, expect: Expect::Written { seed } },
+            3 => Op::Check {
+                start: self.addr,
+                len: self.size,
+                expect: Expect::Written { seed },
+            },
             _ => Op::Exit,
         }
     }
@@ -111,7 +152,10 @@ impl Usemem {
             Parent::MapRegion => {
                 self.phase = Parent::Forking;
                 self.step = 1;
-                Op::Mmap { len: self.size, populate: self.prefault }
+                Op::Mmap {
+                    len: self.size,
+                    populate: self.prefault,
+                }
             }
             Parent::Forking => {
                 if self.step == 1 {
@@ -138,7 +182,11 @@ impl Usemem {
                 self.phase = Parent::Done;
                 // The children's writes must not show through: the parent still
                 // reads the zero-filled pages it populated.
-                Op::Check { start: self.addr, len: self.size, expect: Expect::Zero }
+                Op::Check {
+                    start: self.addr,
+                    len: self.size,
+                    expect: Expect::Zero,
+                }
             }
             Parent::Done => Op::Exit,
         }
@@ -156,7 +204,11 @@ impl Program for Usemem {
         self.next_parent(ret)
     }
     fn total_bytes(&self) -> u64 {
-        if self.prealloc { self.size * self.nr_task } else { self.size }
+        if self.prealloc {
+            self.size * self.nr_task
+        } else {
+            self.size
+        }
     }
     fn fork(&self) -> Option<Box<dyn Program>> {
         Some(Box::new(self.clone()))
@@ -193,12 +245,30 @@ impl Workload for UsememWorkload<'_> {
         let base = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         if u.prealloc {
             // One parent on CPU 0 that maps, populates and forks the tasks.
-            sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, base, true, u.prefault, u.nr_task)), 0);
+            sim.spawn(
+                Box::new(Usemem::with_flags(
+                    u.size_per_task,
+                    base,
+                    true,
+                    u.prefault,
+                    u.nr_task,
+                )),
+                0,
+            );
         } else {
             let nr_cpus = sim.m.topo.nr_cpus();
             for i in 0..u.nr_task as usize {
                 let seed = base ^ (i as u64 + 1);
-                sim.spawn(Box::new(Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)), i % nr_cpus);
+                sim.spawn(
+                    Box::new(Usemem::with_flags(
+                        u.size_per_task,
+                        seed,
+                        false,
+                        u.prefault,
+                        1,
+                    )),
+                    i % nr_cpus,
+                );
             }
         }
         Ok(())

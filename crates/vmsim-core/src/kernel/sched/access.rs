@@ -74,7 +74,16 @@ pub(crate) struct AccessRun {
 
 impl AccessRun {
     pub(crate) fn new(a: Access) -> AccessRun {
-        AccessRun { a, done: 0, rng: a.seed ^ 0x6A09_E667_F3BC_C909, pending: None, page: u64::MAX, pfn: 0, gen: u64::MAX, writable: false }
+        AccessRun {
+            a,
+            done: 0,
+            rng: a.seed ^ 0x6A09_E667_F3BC_C909,
+            pending: None,
+            page: u64::MAX,
+            pfn: 0,
+            gen: u64::MAX,
+            writable: false,
+        }
     }
 
     /// splitmix64.
@@ -157,7 +166,8 @@ impl Sim {
                         if vpage != r.page && !write {
                             self.check_file_page(t, mm, va, tr.pfn);
                         }
-                        (r.pfn, r.page, r.gen, r.writable) = (tr.pfn, vpage, self.k.mms[mm].generation, tr.writable);
+                        (r.pfn, r.page, r.gen, r.writable) =
+                            (tr.pfn, vpage, self.k.mms[mm].generation, tr.writable);
                     }
                     _ => {
                         r.page = u64::MAX;
@@ -169,7 +179,11 @@ impl Sim {
             }
             let lip = (va >> 6) & 63;
             let t0 = self.m.cpus[cpu].clock;
-            let kind = if write { AccessKind::Store } else { AccessKind::Load };
+            let kind = if write {
+                AccessKind::Store
+            } else {
+                AccessKind::Load
+            };
             self.m.access(cpu, (r.pfn << 6) | lip, kind, stream, issue);
             self.m.advance(cpu, 0, r.a.instr_per_access);
             let st = &mut self.tasks[t].access;
@@ -196,8 +210,12 @@ impl Sim {
     /// it: the frame must be the page cache's folio for (file, index) and
     /// hold that page's content (`file_page_tag`). Untimed bookkeeping.
     fn check_file_page(&mut self, t: usize, mm: usize, va: u64, pfn: u64) {
-        let Some(vma) = self.k.mms[mm].find_vma(va) else { return };
-        let crate::kernel::mm::VmaKind::FileShared { ino, pgoff } = vma.kind else { return };
+        let Some(vma) = self.k.mms[mm].find_vma(va) else {
+            return;
+        };
+        let crate::kernel::mm::VmaKind::FileShared { ino, pgoff } = vma.kind else {
+            return;
+        };
         let index = pgoff + ((va - vma.start) >> 12);
         let want = crate::kernel::filemap::file_page_tag(ino, index);
         let cached = self.k.find_get_page(ino, index);
@@ -232,25 +250,51 @@ mod tests {
 
     #[test]
     fn patterns_stay_in_range_and_are_seeded() {
-        let a = Access { start: 1 << 30, len: 8 << 20, pattern: Pattern::Uniform, count: 1000, write_permille: 250, instr_per_access: 4, dependent: true, seed: 5 };
-        for pattern in [Pattern::Sequential, Pattern::Strided { stride: 4096 }, Pattern::Uniform, Pattern::Normal { sigma_pages: 100.0 }] {
+        let a = Access {
+            start: 1 << 30,
+            len: 8 << 20,
+            pattern: Pattern::Uniform,
+            count: 1000,
+            write_permille: 250,
+            instr_per_access: 4,
+            dependent: true,
+            seed: 5,
+        };
+        for pattern in [
+            Pattern::Sequential,
+            Pattern::Strided { stride: 4096 },
+            Pattern::Uniform,
+            Pattern::Normal { sigma_pages: 100.0 },
+        ] {
             let mut r = AccessRun::new(Access { pattern, ..a });
             let mut again = AccessRun::new(Access { pattern, ..a });
             let mut writes = 0;
             for _ in 0..1000 {
                 let (va, w) = r.next_access();
-                assert!(va >= a.start && va < a.start + a.len && va % 8 == 0, "{pattern:?} {va:#x}");
+                assert!(
+                    va >= a.start && va < a.start + a.len && va % 8 == 0,
+                    "{pattern:?} {va:#x}"
+                );
                 assert_eq!((va, w), again.next_access());
                 writes += w as u32;
                 r.done += 1;
                 again.done += 1;
             }
-            assert!((150..350).contains(&writes), "{pattern:?}: {writes} writes of 1000 at 25%");
+            assert!(
+                (150..350).contains(&writes),
+                "{pattern:?}: {writes} writes of 1000 at 25%"
+            );
         }
         // Normal: most accesses fall within two sigmas of the middle page.
-        let mut r = AccessRun::new(Access { pattern: Pattern::Normal { sigma_pages: 50.0 }, write_permille: 0, ..a });
+        let mut r = AccessRun::new(Access {
+            pattern: Pattern::Normal { sigma_pages: 50.0 },
+            write_permille: 0,
+            ..a
+        });
         let mid = (a.len / 4096 / 2) as f64;
-        let near = (0..1000).filter(|_| ((((r.next_access().0 - a.start) >> 12) as f64) - mid).abs() <= 100.0).count();
+        let near = (0..1000)
+            .filter(|_| ((((r.next_access().0 - a.start) >> 12) as f64) - mid).abs() <= 100.0)
+            .count();
         assert!(near > 900, "{near}");
     }
 }

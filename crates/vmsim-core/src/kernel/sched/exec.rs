@@ -9,14 +9,21 @@ impl Sim {
     pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
         let item = self.cpus[cpu].work.front().cloned().expect("non-empty");
         match item {
-            Work::Cycles { cycles, instructions, .. } => {
+            Work::Cycles {
+                cycles,
+                instructions,
+                ..
+            } => {
                 self.m.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {
                 let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     // One string store over more bytes than the chip's threshold elides cache allocation.
-                    StoreHow::String if self.m.nocache_threshold > 0 && nlines * 64 > self.m.nocache_threshold => {
+                    StoreHow::String
+                        if self.m.nocache_threshold > 0
+                            && nlines * 64 > self.m.nocache_threshold =>
+                    {
                         (AccessKind::NtStore, self.string_issue)
                     }
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
@@ -39,7 +46,12 @@ impl Sim {
                     return;
                 }
             }
-            Work::Copy { src_line, dst_line, nlines, how } => {
+            Work::Copy {
+                src_line,
+                dst_line,
+                nlines,
+                how,
+            } => {
                 let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
@@ -52,7 +64,8 @@ impl Sim {
                     self.m.access(cpu, src_line + i, AccessKind::Load, true, 0);
                     self.m.access(cpu, dst_line + i, kind, true, issue);
                     if how == StoreHow::MovLoop {
-                        self.m.advance(cpu, 0, crate::kernel::instr::COPY_PAGE_REGS_PER_LINE);
+                        self.m
+                            .advance(cpu, 0, crate::kernel::instr::COPY_PAGE_REGS_PER_LINE);
                     }
                     i += 1;
                 }
@@ -60,9 +73,23 @@ impl Sim {
                     return;
                 }
             }
-            Work::FlushTlbRange { mm, start, end, stride_shift } => {
+            Work::FlushTlbRange {
+                mm,
+                start,
+                end,
+                stride_shift,
+            } => {
                 let k = &mut self.k;
-                flush_tlb_mm_range_stride(&mut self.m, &mut k.vmstat, cpu, &mut k.mms[mm], &mut self.tlbstate, start, end, stride_shift);
+                flush_tlb_mm_range_stride(
+                    &mut self.m,
+                    &mut k.vmstat,
+                    cpu,
+                    &mut k.mms[mm],
+                    &mut self.tlbstate,
+                    start,
+                    end,
+                    stride_shift,
+                );
             }
             Work::PutPage { pfn } => {
                 if self.k.put_page(pfn) > 0 {
@@ -70,17 +97,34 @@ impl Sim {
                     self.m.advance(cpu, c, c);
                 }
             }
-            Work::InstallPmd { mm, haddr, pfn, orig } => {
+            Work::InstallPmd {
+                mm,
+                haddr,
+                pfn,
+                orig,
+            } => {
                 if !self.k.install_pmd(mm, haddr, pfn, orig) {
                     self.drop_put_of_replaced(cpu);
                 }
             }
-            Work::InstallPte { mm, addr, pfn, writable, orig } => {
+            Work::InstallPte {
+                mm,
+                addr,
+                pfn,
+                writable,
+                orig,
+            } => {
                 if !self.k.install_pte(mm, addr, pfn, writable, orig) {
                     self.drop_put_of_replaced(cpu);
                 }
             }
-            Work::InstallFilePte { mm, addr, ino, index, pfn } => {
+            Work::InstallFilePte {
+                mm,
+                addr,
+                ino,
+                index,
+                pfn,
+            } => {
                 self.k.install_file_pte(mm, addr, ino, index, pfn);
             }
             Work::InstallPud { mm, haddr, pfn } => {

@@ -52,7 +52,8 @@ impl Sim {
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();
-                    let start = self.k.mms[mm].mmap(len, crate::kernel::mm::VmaKind::AnonPrivate, true);
+                    let start =
+                        self.k.mms[mm].mmap(len, crate::kernel::mm::VmaKind::AnonPrivate, true);
                     self.tasks[t].ret = start;
                     if populate {
                         self.tasks[t].cur = Some(Cur::Populate { start, len, pos: 0 });
@@ -92,16 +93,35 @@ impl Sim {
                     self.sleep_until(cpu, until);
                 }
                 Op::WriteSeq { start, len, seed } => {
-                    self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos: 0, pfn: 0, page: u64::MAX, gen: u64::MAX });
+                    self.tasks[t].cur = Some(Cur::Write {
+                        start,
+                        len,
+                        seed,
+                        pos: 0,
+                        pfn: 0,
+                        page: u64::MAX,
+                        gen: u64::MAX,
+                    });
                 }
                 Op::Check { start, len, expect } => self.check(t, start, len, expect),
                 Op::Exit => self.exit(cpu, t),
             }
             return;
         }
-        let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take() {
-            Some(Cur::Write { start, len, seed, pos, pfn, page, gen }) => (start, len, seed, pos, pfn, page, gen),
-            Some(Cur::Populate { start, len, pos }) => return self.populate(cpu, t, start, len, pos),
+        let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take()
+        {
+            Some(Cur::Write {
+                start,
+                len,
+                seed,
+                pos,
+                pfn,
+                page,
+                gen,
+            }) => (start, len, seed, pos, pfn, page, gen),
+            Some(Cur::Populate { start, len, pos }) => {
+                return self.populate(cpu, t, start, len, pos)
+            }
             Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
             None => unreachable!(),
         };
@@ -129,14 +149,28 @@ impl Sim {
                         gen = self.k.mms[mm].generation;
                     }
                     _ => {
-                        self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos, pfn, page: u64::MAX, gen });
+                        self.tasks[t].cur = Some(Cur::Write {
+                            start,
+                            len,
+                            seed,
+                            pos,
+                            pfn,
+                            page: u64::MAX,
+                            gen,
+                        });
                         self.fault(cpu, t, va, true);
                         return;
                     }
                 }
             }
             let lip = (va >> 6) & 63;
-            self.m.access(cpu, (pfn << 6) | lip, AccessKind::Store, true, self.user_store_issue);
+            self.m.access(
+                cpu,
+                (pfn << 6) | lip,
+                AccessKind::Store,
+                true,
+                self.user_store_issue,
+            );
             self.m.advance(cpu, 0, 8 * USEMEM_INSTR_PER_WORD);
             let tag = &mut self.k.alloc.tags[pfn as usize];
             *tag = tag_store(*tag, lip, store_value(seed, vpage));
@@ -144,7 +178,15 @@ impl Sim {
             self.tasks[t].bytes += 64;
         }
         if pos < len {
-            self.tasks[t].cur = Some(Cur::Write { start, len, seed, pos, pfn, page, gen });
+            self.tasks[t].cur = Some(Cur::Write {
+                start,
+                len,
+                seed,
+                pos,
+                pfn,
+                page,
+                gen,
+            });
         }
     }
 
@@ -162,7 +204,11 @@ impl Sim {
                     let v = store_value(seed, vpn);
                     (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v))
                 }
-                Expect::FirstLineWritten { seed, stride } if (va - start).is_multiple_of(stride) => tag_store(TAG_ZERO, 0, store_value(seed, vpn)),
+                Expect::FirstLineWritten { seed, stride }
+                    if (va - start).is_multiple_of(stride) =>
+                {
+                    tag_store(TAG_ZERO, 0, store_value(seed, vpn))
+                }
                 Expect::FirstLineWritten { .. } => TAG_ZERO,
                 Expect::Overwritten { first, then } => {
                     let (v, w) = (store_value(first, vpn), store_value(then, vpn));
@@ -173,7 +219,9 @@ impl Sim {
             let got = match mm.lookup(va) {
                 Some(tr) => Some(self.k.alloc.tag(tr.pfn)),
                 // A private anonymous page never touched reads as zeros.
-                None if matches!(expect, Expect::Zero) && mm.find_vma(va).is_some() => Some(TAG_ZERO),
+                None if matches!(expect, Expect::Zero) && mm.find_vma(va).is_some() => {
+                    Some(TAG_ZERO)
+                }
                 None => None,
             };
             if got != Some(want) {
@@ -181,7 +229,9 @@ impl Sim {
                 if first.is_none() {
                     first = Some(match got {
                         None => format!("page {va:#x} is not mapped"),
-                        Some(g) => format!("page {va:#x} holds tag {g:#018x}, expected {want:#018x}"),
+                        Some(g) => {
+                            format!("page {va:#x} holds tag {g:#018x}, expected {want:#018x}")
+                        }
                     });
                 }
             }
