@@ -10,7 +10,7 @@ use vmsim_core::kernel::kthread::{KthreadFn, KthreadStep};
 use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::{KFn, Kernel, Work};
 use vmsim_core::machine::Machine;
-use vmsim_core::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
+use vmsim_core::policy::{Thp, ThpCow};
 use vmsim_core::workload::usemem::Usemem;
 use vmsim_core::workload::{Op, Program};
 
@@ -27,14 +27,8 @@ fn preset() -> Preset {
 fn sim() -> Sim {
     let p = preset();
     let cfg = KernelConfig {
-        thp: Thp::Always,
-        clear_huge_page: HugePageOrder::TargetLast.into(),
-        clear_page: ClearPage::Erms,
-        preempt: Preempt::Voluntary,
-        copy_huge_page: HugePageOrder::TargetLast,
         thp_cow: ThpCow::Copy,
-        page_alloc_shuffle: false,
-        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
+        ..KernelConfig::default()
     };
     let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
     let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);

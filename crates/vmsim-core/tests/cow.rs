@@ -7,7 +7,7 @@ use vmsim_core::config::{load_machine, KernelConfig};
 use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::Machine;
-use vmsim_core::policy::{ClearHugePage, ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
+use vmsim_core::policy::{Thp, ThpCow};
 use vmsim_core::workload::{Expect, Op, Program};
 
 const MIB: u64 = 1 << 20;
@@ -102,13 +102,8 @@ fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
     let m = Machine::new(&preset.machine_params().unwrap(), node, 1).unwrap();
     let cfg = KernelConfig {
         thp,
-        clear_huge_page: ClearHugePage::TargetLast,
-        clear_page: ClearPage::Erms,
-        preempt: Preempt::Voluntary,
-        copy_huge_page: HugePageOrder::TargetLast,
         thp_cow,
-        page_alloc_shuffle: false,
-        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
+        ..KernelConfig::default()
     };
     let k = Kernel::new(cfg, preset.kernel_costs(), m.topo.nr_nodes(), node);
     Sim::new(m, k, 2000)

@@ -5,7 +5,6 @@ use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
 use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::Machine;
-use vmsim_core::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
 use vmsim_core::workload::lrufile::FileReader;
 
 const NODE_BYTES: u64 = 64 << 20;
@@ -16,16 +15,7 @@ fn sim() -> Sim {
         .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
         .unwrap();
     let p = Preset::parse(text, name).unwrap();
-    let cfg = KernelConfig {
-        thp: Thp::Always,
-        clear_huge_page: HugePageOrder::TargetLast.into(),
-        clear_page: ClearPage::Erms,
-        preempt: Preempt::Voluntary,
-        copy_huge_page: HugePageOrder::TargetLast,
-        thp_cow: ThpCow::Split,
-        page_alloc_shuffle: false,
-        tlb_flush_on_unmap: vmsim_core::policy::TlbFlushOnUnmap::Batched,
-    };
+    let cfg = KernelConfig::default();
     let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
     let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
     Sim::new(m, k, 2000)

@@ -9,7 +9,7 @@ use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::ipi::IpiCause;
 use vmsim_core::machine::Machine;
-use vmsim_core::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow, TlbFlushOnUnmap};
+use vmsim_core::policy::TlbFlushOnUnmap;
 use vmsim_core::workload::lrufile::FileReader;
 use vmsim_core::workload::{Access, Op, Pattern, Program};
 
@@ -22,14 +22,8 @@ fn sim(flush: TlbFlushOnUnmap) -> Sim {
         .unwrap();
     let p = Preset::parse(text, name).unwrap();
     let cfg = KernelConfig {
-        thp: Thp::Always,
-        clear_huge_page: HugePageOrder::TargetLast.into(),
-        clear_page: ClearPage::Erms,
-        preempt: Preempt::Voluntary,
-        copy_huge_page: HugePageOrder::TargetLast,
-        thp_cow: ThpCow::Split,
-        page_alloc_shuffle: false,
         tlb_flush_on_unmap: flush,
+        ..KernelConfig::default()
     };
     let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
     let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);

@@ -102,6 +102,23 @@ pub struct KernelConfig {
     pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
 }
 
+/// The kernel as a run config gets it when it names no policy: each policy's
+/// declared default (policy.rs), the boot-time page shuffle off.
+impl Default for KernelConfig {
+    fn default() -> KernelConfig {
+        KernelConfig {
+            thp: Thp::DEFAULT,
+            clear_huge_page: ClearHugePage::DEFAULT,
+            clear_page: ClearPage::DEFAULT,
+            preempt: Preempt::DEFAULT,
+            copy_huge_page: CopyHugePage::DEFAULT,
+            thp_cow: ThpCow::DEFAULT,
+            page_alloc_shuffle: false,
+            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::DEFAULT,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum WorkloadConfig {

@@ -479,7 +479,6 @@ impl Kernel {
 pub(crate) mod tests {
     use super::*;
     use crate::config::{embedded_machines, KernelConfig, Preset};
-    use crate::policy::{ClearPage, HugePageOrder, Preempt, Thp, ThpCow};
 
     pub(crate) fn kernel() -> Kernel {
         let (name, text) = embedded_machines()
@@ -487,16 +486,7 @@ pub(crate) mod tests {
             .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
             .unwrap();
         let preset = Preset::parse(text, name).unwrap();
-        let cfg = KernelConfig {
-            thp: Thp::Always,
-            clear_huge_page: HugePageOrder::TargetLast.into(),
-            clear_page: ClearPage::Erms,
-            preempt: Preempt::Voluntary,
-            copy_huge_page: HugePageOrder::TargetLast,
-            thp_cow: ThpCow::Split,
-            page_alloc_shuffle: false,
-            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
-        };
+        let cfg = KernelConfig::default();
         Kernel::new(cfg, preset.kernel_costs(), 1, 64 << 20)
     }
 

@@ -579,14 +579,10 @@ mod tests {
             .unwrap();
         let preset = Preset::parse(text, name).unwrap();
         let cfg = KernelConfig {
-            thp: Thp::Always,
             clear_huge_page: order.into(),
-            clear_page: ClearPage::Erms,
-            preempt: crate::policy::Preempt::Voluntary,
             copy_huge_page: order,
             thp_cow: ThpCow::Copy,
-            page_alloc_shuffle: false,
-            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::Batched,
+            ..KernelConfig::default()
         };
         Kernel::new(cfg, preset.kernel_costs(), 1, 16 << 20)
     }
