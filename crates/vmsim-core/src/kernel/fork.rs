@@ -9,6 +9,7 @@ use super::mm::{Pmd, VmaKind};
 use super::page_alloc::PageAlloc;
 use super::sched::{Body, Sim};
 use super::tlbflush::flush_tlb_mm_range;
+use super::uapi::Program;
 use super::KFn;
 use super::Kernel;
 use crate::error::Error;
@@ -135,15 +136,9 @@ impl Sim {
     /// on the next CPU round-robin. The parent's `ret` is the child's pid,
     /// the child's 0.
     pub(crate) fn fork(&mut self, cpu: usize, t: usize) {
-        let Some(prog) = self.tasks[t].prog().fork() else {
-            self.error = Some(Error::Internal(format!(
-                "task {t}: its program cannot fork"
-            )));
+        let Some(prog) = self.copy_process(cpu, t, "fork") else {
             return;
         };
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
-        self.m.advance(cpu, c, c);
         let parent_mm = self.tasks[t].user_mm();
         let copy = self.k.dup_mmap(parent_mm);
         self.m.advance(cpu, copy.cycles, copy.cycles);
@@ -160,17 +155,7 @@ impl Sim {
             !4095u64,
         );
         self.settle(cpu, KFn::FlushTlb);
-        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
-        let pid = self.add_task(Body::User(prog), Some(copy.child_mm), Some(t));
-        // The child's memory is a copy: a start time the parent took (usemem's
-        // global start_time, taken in main() before --prealloc) is inherited.
-        self.tasks[pid].start = self.tasks[t].start;
-        self.tasks[t].nr_forked += 1;
-        self.tasks[t].live_children += 1;
-        self.tasks[t].ret = pid as u64;
-        self.sched
-            .wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
-        self.m.set_mode(cpu, Mode::User);
+        self.wake_up_new_child(cpu, t, prog, copy.child_mm);
     }
 
     /// clone(CLONE_VM | CLONE_THREAD): `copy_process()` without `dup_mmap()`;
@@ -178,20 +163,38 @@ impl Sim {
     /// needed. Placed like a forked child; the caller's `ret` is the thread's
     /// pid, the thread's 0.
     pub(crate) fn clone_thread(&mut self, cpu: usize, t: usize) {
+        let Some(prog) = self.copy_process(cpu, t, "clone") else {
+            return;
+        };
+        self.settle(cpu, KFn::Fork);
+        let mm = self.tasks[t].user_mm();
+        self.k.mmget(mm);
+        self.wake_up_new_child(cpu, t, prog, mm);
+    }
+
+    /// The start of `copy_process()` shared by fork and clone: enter the
+    /// kernel and pay the system call and the task copy. None (and the run's
+    /// error set) when the caller's program cannot make a child.
+    fn copy_process(&mut self, cpu: usize, t: usize, call: &str) -> Option<Box<dyn Program>> {
         let Some(prog) = self.tasks[t].prog().fork() else {
             self.error = Some(Error::Internal(format!(
-                "task {t}: its program cannot clone"
+                "task {t}: its program cannot {call}"
             )));
-            return;
+            return None;
         };
         self.m.set_mode(cpu, Mode::Kernel);
         let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
         self.m.advance(cpu, c, c);
-        self.settle(cpu, KFn::Fork);
-        let mm = self.tasks[t].user_mm();
-        self.k.mmget(mm);
+        Some(prog)
+    }
+
+    /// The end of fork and clone: the child (on `mm`) placed on the next CPU
+    /// round-robin and woken (`wake_up_new_task()`); the caller gets its pid.
+    fn wake_up_new_child(&mut self, cpu: usize, t: usize, prog: Box<dyn Program>, mm: usize) {
         let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
         let pid = self.add_task(Body::User(prog), Some(mm), Some(t));
+        // The child's memory is a copy (or shared): a start time the parent took
+        // (usemem's global start_time, taken in main() before --prealloc) is inherited.
         self.tasks[pid].start = self.tasks[t].start;
         self.tasks[t].nr_forked += 1;
         self.tasks[t].live_children += 1;

@@ -298,33 +298,27 @@ impl Mm {
     /// Gives the present entry mapping `addr` write permission (the reuse of a
     /// copy-on-write page: `wp_page_reuse()` / `maybe_pmd_mkwrite()`).
     pub fn make_writable(&mut self, addr: u64) {
-        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
-            Some(Pmd::Huge(p)) => p.writable = true,
-            Some(Pmd::Table(t)) => {
-                t[((addr >> 12) & 511) as usize]
-                    .as_mut()
-                    .expect("present PTE")
-                    .writable = true
-            }
-            None => panic!("make_writable of an unmapped address {addr:#x}"),
-        }
+        self.present_entry_mut(addr, "make_writable").writable = true;
         self.generation += 1;
     }
 
     /// Sets or clears PROT_NONE on the entry (huge or not) mapping `addr`
     /// (`change_prot_numa()` sets it; a NUMA hinting fault clears it).
     pub fn set_protnone(&mut self, addr: u64, on: bool) {
-        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
-            Some(Pmd::Huge(p)) => p.protnone = on,
-            Some(Pmd::Table(t)) => {
-                t[((addr >> 12) & 511) as usize]
-                    .as_mut()
-                    .expect("present PTE")
-                    .protnone = on
-            }
-            None => panic!("set_protnone of an unmapped address {addr:#x}"),
-        }
+        self.present_entry_mut(addr, "set_protnone").protnone = on;
         self.generation += 1;
+    }
+
+    /// The entry (huge PMD or 4 KiB PTE) mapping `addr`, which the caller
+    /// knows is present: a missing one is a kernel-model bug, named by `op`.
+    fn present_entry_mut(&mut self, addr: u64, op: &str) -> &mut Pte {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
+            Some(Pmd::Huge(p)) => p,
+            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize]
+                .as_mut()
+                .unwrap_or_else(|| panic!("{op} of an address with no PTE {addr:#x}")),
+            None => panic!("{op} of an unmapped address {addr:#x}"),
+        }
     }
 
     /// `__split_huge_pmd_locked()`: replaces the huge mapping at `haddr` by a
