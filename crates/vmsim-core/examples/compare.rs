@@ -25,6 +25,18 @@ const KEYS: &[&str] = &[
     "thp_cow_copies",
     "thp_split_pmd",
     "cow_reuse",
+    "pmbench_throughput_aps",
+    "tlb_shootdown_interrupts",
+    "numa_pte_updates",
+    "numa_hint_faults",
+    "numa_hint_faults_local",
+    "numa_pages_migrated",
+    "pgmigrate_fail",
+    "numa_isolate_fail",
+    "migration_entry_waits",
+    "migrate_unmap_flushes",
+    "task_numa_work_runs",
+    "try_to_unmap_cycles_share",
     "data_verified",
 ];
 

@@ -156,14 +156,14 @@ pub fn compare_with(
     set_json: Option<&str>,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    let scale = scale.unwrap_or(1.0);
+    let mut exp = Experiment::load(experiment)?;
+    let scale = scale.unwrap_or(exp.scale);
     if !(scale > 0.0 && scale.is_finite()) {
         return Err(Error::Config {
             key: "scale".into(),
             message: format!("must be a positive number, got {scale}"),
         });
     }
-    let mut exp = Experiment::load(experiment)?;
     if let Some(text) = set_json {
         for (key, value) in parse_table_flat(text)? {
             crate::config::set_dotted(&mut exp.config, &key, value, "set")?;

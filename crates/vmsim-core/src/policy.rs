@@ -177,3 +177,31 @@ mod tests {
         assert_eq!(Preempt::NAMES, &["none", "voluntary", "full", "lazy"]);
     }
 }
+
+policy_enum! {
+    /// What `do_numa_page()` does with a misplaced page on a NUMA hinting fault.
+    pub enum NumaHintFault (default MigrateThenMap) {
+        /// Before 5.13: the PTE is made accessible first, then the page is
+        /// migrated; the migration's `try_to_unmap` finds an accessible PTE
+        /// and shoots down the TLBs of the mm's CPUs.
+        MapThenMigrate = "map-then-migrate",
+        /// 5.13+ (b99a342d4f11): the page is migrated while its PTE is still
+        /// PROT_NONE, so no TLB can hold it and no shootdown is needed; the
+        /// PTE is made accessible only if migration is not done.
+        MigrateThenMap = "migrate-then-map",
+    }
+}
+
+policy_enum! {
+    /// How `migrate_pages()` flushes the TLBs of the pages it unmaps.
+    pub enum MigrateTlbFlush (default Batched) {
+        /// Before 6.4: `try_to_unmap(folio, 0)` → `ptep_clear_flush` →
+        /// `flush_tlb_page`: one flush of the page per accessible PTE.
+        PerPage = "per-page",
+        /// 6.4+ ("migrate_pages: batch flushing TLB", 7e12beb8ca2a): the
+        /// unmap of a batch of folios uses `TTU_BATCH_FLUSH` and one
+        /// `try_to_unmap_flush()` (one full-flush IPI per CPU) before the
+        /// copies; a NUMA hinting fault migrates a batch of one folio.
+        Batched = "batched",
+    }
+}

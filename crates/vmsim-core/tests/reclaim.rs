@@ -130,6 +130,7 @@ impl Program for TwoPasses {
             instr_per_access: 24,
             dependent: false,
             seed: 0,
+            until_ns: None,
         };
         match self.step {
             1 => Op::MmapFile {
@@ -210,6 +211,7 @@ impl Program for ReadBusyReread {
             instr_per_access: 24,
             dependent: false,
             seed: 0,
+            until_ns: None,
         };
         match self.step {
             1 => Op::MmapFile {

@@ -21,6 +21,9 @@ pub struct Experiment {
     pub description: String,
     /// What the full-size run is, so a scaled run can state its scale.
     pub reference: String,
+    /// The scale factor a run uses when the caller gives none (`scale`,
+    /// default 1): for experiments whose config holds full-size figures.
+    pub scale: f64,
     pub config: toml::Table,
     pub baseline: Arm,
     pub variants: Vec<Arm>,
@@ -63,6 +66,10 @@ impl Experiment {
         let name = top.string("name")?;
         let description = top.string("description")?;
         let reference = top.str_opt("reference")?.unwrap_or_default();
+        let scale = top.f64_opt("scale")?.unwrap_or(1.0);
+        if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
+            return Err(cfg_err("scale", format!("must be above 0 and at most 1, got {scale}")));
+        }
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
@@ -119,6 +126,7 @@ impl Experiment {
             name,
             description,
             reference,
+            scale,
             config,
             baseline,
             variants,

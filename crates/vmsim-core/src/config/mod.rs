@@ -7,6 +7,7 @@ pub mod experiment;
 pub mod fields;
 pub mod lrufile;
 pub mod pftest;
+pub mod pmbench;
 pub mod preset;
 
 use crate::api::Error;
@@ -100,6 +101,16 @@ pub struct KernelConfig {
     pub page_alloc_shuffle: bool,
     /// TLB flushing after reclaim unmaps pages: per page (before 4.3) or batched (4.3+).
     pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
+    /// sysctl `kernel.numa_balancing`: the scanner and hinting faults run.
+    /// Off unless a config turns it on (most distribution kernels enable it
+    /// on NUMA machines; off here so runs that are not about it are unchanged).
+    pub numa_balancing: bool,
+    /// `do_numa_page()`: map the page before migrating it (before 5.13) or after.
+    pub numa_hint_fault: crate::policy::NumaHintFault,
+    /// `migrate_pages()`' TLB flushing: per page (before 6.4) or batched.
+    pub migrate_tlb_flush: crate::policy::MigrateTlbFlush,
+    /// The scanner's tunables, with the run's scale factor.
+    pub numa_scan: crate::kernel::sched::numa::ScanKnobs,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -115,6 +126,10 @@ impl Default for KernelConfig {
             thp_cow: ThpCow::DEFAULT,
             page_alloc_shuffle: false,
             tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::DEFAULT,
+            numa_balancing: false,
+            numa_hint_fault: crate::policy::NumaHintFault::DEFAULT,
+            migrate_tlb_flush: crate::policy::MigrateTlbFlush::DEFAULT,
+            numa_scan: Default::default(),
         }
     }
 }
@@ -125,6 +140,7 @@ pub enum WorkloadConfig {
     Usemem(UsememConfig),
     PfTest(pftest::PfTestConfig),
     LruFileMmapRead(lrufile::LruFileConfig),
+    Pmbench(pmbench::PmbenchConfig),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -197,6 +213,13 @@ impl RunConfig {
             "thp_cow",
             "page_alloc_shuffle",
             "tlb_flush_on_unmap",
+            "numa_balancing",
+            "numa_hint_fault",
+            "migrate_tlb_flush",
+            "numa_balancing_scan_delay_ms",
+            "numa_balancing_scan_period_min_ms",
+            "numa_balancing_scan_period_max_ms",
+            "numa_balancing_scan_size_mb",
         ])?;
         let thp = Thp::parse(
             &k.choice_opt("thp", Thp::NAMES)?
@@ -249,6 +272,52 @@ impl RunConfig {
                 .unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
         )
         .unwrap();
+        use crate::policy::{MigrateTlbFlush, NumaHintFault};
+        let numa_balancing = k.bool_opt("numa_balancing")?.unwrap_or(false);
+        let numa_hint_fault = NumaHintFault::parse(
+            &k.choice_opt("numa_hint_fault", NumaHintFault::NAMES)?
+                .unwrap_or_else(|| NumaHintFault::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let migrate_tlb_flush = MigrateTlbFlush::parse(
+            &k.choice_opt("migrate_tlb_flush", MigrateTlbFlush::NAMES)?
+                .unwrap_or_else(|| MigrateTlbFlush::DEFAULT.name().into()),
+        )
+        .unwrap();
+        let d = crate::kernel::sched::numa::ScanKnobs::default();
+        let mut knob = |key: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, Error> {
+            let v = k.u64_opt(key)?.unwrap_or(default);
+            if !(lo..=hi).contains(&v) {
+                return Err(cfg_err(
+                    format!("kernel.{key}"),
+                    format!("{v} is out of range; accepted: {lo} to {hi}"),
+                ));
+            }
+            Ok(v)
+        };
+        let numa_scan = crate::kernel::sched::numa::ScanKnobs {
+            scan_delay_ms: knob("numa_balancing_scan_delay_ms", d.scan_delay_ms, 0, 3_600_000)?,
+            scan_period_min_ms: knob(
+                "numa_balancing_scan_period_min_ms",
+                d.scan_period_min_ms,
+                1,
+                3_600_000,
+            )?,
+            scan_period_max_ms: knob(
+                "numa_balancing_scan_period_max_ms",
+                d.scan_period_max_ms,
+                1,
+                3_600_000,
+            )?,
+            scan_size_mb: knob("numa_balancing_scan_size_mb", d.scan_size_mb, 1, 1 << 20)?,
+            scale,
+        };
+        if numa_scan.scan_period_max_ms < numa_scan.scan_period_min_ms {
+            return Err(cfg_err(
+                "kernel.numa_balancing_scan_period_max_ms",
+                "must not be below numa_balancing_scan_period_min_ms",
+            ));
+        }
         k.finish()?;
         let kernel = KernelConfig {
             thp,
@@ -259,6 +328,10 @@ impl RunConfig {
             thp_cow,
             page_alloc_shuffle,
             tlb_flush_on_unmap,
+            numa_balancing,
+            numa_hint_fault,
+            migrate_tlb_flush,
+            numa_scan,
         };
 
         let mut w = top.sub("workload")?;
@@ -273,15 +346,19 @@ impl RunConfig {
                 ][..],
                 pftest::KEYS,
                 lrufile::KEYS,
+                pmbench::KEYS,
             ]
             .concat(),
         )?;
         let kind = w
-            .choice_opt("kind", &["usemem", "pf-test", "lru-file-mmap-read"])?
+            .choice_opt(
+                "kind",
+                &["usemem", "pf-test", "lru-file-mmap-read", "pmbench"],
+            )?
             .ok_or_else(|| {
                 cfg_err(
                     "workload.kind",
-                    "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\"",
+                    "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\"",
                 )
             })?;
         let workload = match kind.as_str() {
@@ -317,6 +394,7 @@ impl RunConfig {
             "lru-file-mmap-read" => {
                 WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?)
             }
+            "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, &preset, scale)?),
             _ => unreachable!(),
         };
         w.finish()?;
@@ -383,6 +461,10 @@ fn check_fault_injection(
             }
             WorkloadConfig::LruFileMmapRead(_) => {
                 return Err(cfg_err(key, "no huge page is cleared in a lru-file-mmap-read run (page-cache folios of holes are 4 KiB); needs a usemem or pf-test workload"))
+            }
+            WorkloadConfig::Pmbench(_) if kernel.thp == Thp::Always => 512,
+            WorkloadConfig::Pmbench(_) => {
+                return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\""))
             }
         };
         if i >= subpages {

@@ -191,8 +191,16 @@ impl Sim {
     /// The end of fork and clone: the child (on `mm`) placed on the next CPU
     /// round-robin and woken (`wake_up_new_task()`); the caller gets its pid.
     fn wake_up_new_child(&mut self, cpu: usize, t: usize, prog: Box<dyn Program>, mm: usize) {
-        let target = (cpu + 1 + self.tasks[t].nr_forked as usize) % self.cpus.len();
+        let n = self.cpus.len();
+        let first = cpu + 1 + self.tasks[t].nr_forked as usize;
+        // The next CPU round-robin that the parent's affinity allows (inherited).
+        let allowed = self.tasks[t].cpus_allowed;
+        let target = (0..n)
+            .map(|i| (first + i) % n)
+            .find(|&c| allowed.is_none_or(|m| m.test(c)))
+            .unwrap_or(first % n);
         let pid = self.add_task(Body::User(prog), Some(mm), Some(t));
+        self.tasks[pid].cpus_allowed = allowed;
         // The child's memory is a copy (or shared): a start time the parent took
         // (usemem's global start_time, taken in main() before --prealloc) is inherited.
         self.tasks[pid].start = self.tasks[t].start;

@@ -10,7 +10,7 @@ use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::page_alloc::PageAlloc;
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
-use crate::policy::{ClearPage, Thp, ThpCow};
+use crate::policy::{ClearPage, NumaHintFault, Thp, ThpCow};
 use std::collections::VecDeque;
 
 /// Cycles to turn one huge PMD into 512 PTEs (`__split_huge_pmd_locked()`):
@@ -109,10 +109,15 @@ impl Kernel {
         let haddr = addr & !(PMD_SIZE - 1);
         match mm.pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) if p.protnone => {
-                return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Huge))
+                return Ok(self.do_numa_page(mm_id, addr, node, work, Mapped::Huge))
+            }
+            Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.migration) => {
+                let pfn = t[((addr >> 12) & 511) as usize].unwrap().pfn;
+                self.migration_entry_wait(mm_id, addr, pfn, work);
+                return Ok(Mapped::Small);
             }
             Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.protnone) => {
-                return Ok(self.do_numa_page(mm_id, addr, work, Mapped::Small));
+                return Ok(self.do_numa_page(mm_id, addr, node, work, Mapped::Small));
             }
             Some(Pmd::Huge(p)) => {
                 if write && !p.writable {
@@ -142,24 +147,74 @@ impl Kernel {
     }
 
     /// `do_numa_page()` / `do_huge_pmd_numa_page()`: an access to a PROT_NONE
-    /// entry of an accessible VMA (a NUMA hinting fault). The entry gets its
-    /// protection back; the page stays where it is (migration is not modelled).
+    /// entry of an accessible VMA (a NUMA hinting fault), by task `current`
+    /// on a CPU of `node` (MECHANISMS.md §5.2–5.3). The policy decides when
+    /// the entry becomes accessible again: before the migration is tried
+    /// (`map-then-migrate`, before 5.13) or only if the page is not
+    /// migrated (`migrate-then-map`, 5.13+). Huge PMDs get their protection
+    /// back and stay where they are (THP migration is not modelled).
     fn do_numa_page(
         &mut self,
         mm_id: usize,
         addr: u64,
+        node: usize,
         work: &mut VecDeque<Work>,
         m: Mapped,
     ) -> Mapped {
+        let (cpu, pid) = self.current;
         self.vmstat.numa_hint_faults += 1;
-        self.mms[mm_id].set_protnone(addr, false);
         let c = self.costs.page_fault_handler_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
             what: KFn::HandleMmFault,
         });
+        let orig = self.mms[mm_id].entry(addr).expect("a PROT_NONE entry");
+        let page_nid = self.alloc.node_of_pfn(orig.pfn);
+        if page_nid == node {
+            self.vmstat.numa_hint_faults_local += 1;
+        }
+        if m == Mapped::Huge {
+            self.mms[mm_id].set_protnone(addr, false);
+            return m;
+        }
+        let map_first = self.cfg.numa_hint_fault == NumaHintFault::MapThenMigrate;
+        if map_first {
+            // The PTE is accessible again before the migration is tried.
+            self.mms[mm_id].set_protnone(addr, false);
+        }
+        // numa_migrate_prep() → mpol_misplaced() → should_numa_migrate_memory().
+        let (migrate, last) = self.should_numa_migrate_memory(pid, orig.pfn, cpu, node);
+        let target = (migrate && page_nid != node).then_some(node);
+        let mut failed = false;
+        let mut mem_node = page_nid;
+        match target {
+            Some(t) if self.migrate_misplaced_page(mm_id, addr, orig.pfn, t, work) => {
+                mem_node = t;
+            }
+            Some(_) => failed = true,
+            None => {}
+        }
+        if !map_first && mem_node == page_nid {
+            // out_map: not migrated; restore the entry if it is still the one
+            // the fault saw (a racing fault may have restored it already).
+            if self.mms[mm_id].entry(addr).is_some_and(|p| p.same(&orig)) {
+                self.mms[mm_id].set_protnone(addr, false);
+            }
+        }
+        self.task_numa_fault(pid, mm_id, last, mem_node, node, failed);
         m
+    }
+
+    /// A fault on a migration entry (`migration_entry_wait`): the task
+    /// waits for the migration to end, then retries.
+    fn migration_entry_wait(&mut self, mm_id: usize, addr: u64, pfn: u64, work: &mut VecDeque<Work>) {
+        self.numa.migration_entry_waits += 1;
+        work.push_back(Work::WaitMigration {
+            mm: mm_id,
+            addr: addr & !4095,
+            pfn,
+        });
     }
 
     pub(super) fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {

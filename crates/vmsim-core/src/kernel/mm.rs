@@ -38,6 +38,9 @@ pub struct Vma {
 /// `None`). `young` (the accessed bit) and `dirty` are set by the hardware
 /// walk on access; a `protnone` entry (`PAGE_NONE` in an accessible VMA, as
 /// NUMA balancing leaves it) is not present to the hardware: any access faults.
+/// A `migration` entry (`make_writable_migration_entry`, kernel/migrate.rs)
+/// stands for the frame while it is being migrated: not present either, and
+/// a fault on it waits for the migration to finish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pte {
     pub pfn: u64,
@@ -45,6 +48,7 @@ pub struct Pte {
     pub young: bool,
     pub dirty: bool,
     pub protnone: bool,
+    pub migration: bool,
 }
 
 impl Pte {
@@ -57,12 +61,14 @@ impl Pte {
             young: true,
             dirty: writable,
             protnone: false,
+            migration: false,
         }
     }
 
-    /// Present to the hardware (`pte_present` and not `pte_protnone`).
+    /// Present to the hardware (`pte_present` and not `pte_protnone`, not a
+    /// migration entry).
     pub fn accessible(&self) -> bool {
-        !self.protnone
+        !self.protnone && !self.migration
     }
 
     /// `pte_same` for the fields a fault decides on: the frame, the write
@@ -70,7 +76,10 @@ impl Pte {
     /// model sets them at once on access, where hardware would set them
     /// between the fault and its recheck and the fault would simply retry.
     pub fn same(&self, other: &Pte) -> bool {
-        self.pfn == other.pfn && self.writable == other.writable && self.protnone == other.protnone
+        self.pfn == other.pfn
+            && self.writable == other.writable
+            && self.protnone == other.protnone
+            && self.migration == other.migration
     }
 }
 
@@ -93,12 +102,24 @@ pub struct Mm {
     pub tlb_gen: u64,
     /// Tasks using this address space (`mm_users`): a process and its `CLONE_VM` threads.
     pub mm_users: u32,
+    /// `tlb_flush_pending`: page-table changes made and their TLB flush not
+    /// yet done (`inc_tlb_flush_pending` … `dec_tlb_flush_pending`). While it
+    /// is set, x86's `pte_accessible` treats a PROT_NONE entry as one a TLB
+    /// may still hold.
+    pub tlb_flush_pending: u32,
     /// Fault injection: flushes of this mm send no shootdown IPIs (a kernel
     /// that forgets remote CPUs), for the tests of the TLB truth check.
     pub inject_no_shootdown: bool,
     pub generation: u64,
     next_mmap: u64,
     pub rss_pages: u64,
+    /// NUMA balancing's per-mm scanner state (kernel/sched/numa.rs).
+    pub numa: super::sched::numa::MmNuma,
+    /// What every page written through the access engine should hold: per
+    /// VMA start, one expected content tag per page, updated with each write
+    /// in the same order as the frame's tag. The data check compares the
+    /// frames against it, so a migration or reclaim that loses a write is caught.
+    pub shadow: BTreeMap<u64, Vec<u64>>,
 }
 
 /// Where a virtual address is mapped.
@@ -135,10 +156,13 @@ impl Mm {
             cpumask: CpuMask::empty(),
             tlb_gen: 0,
             mm_users: 1,
+            tlb_flush_pending: 0,
             inject_no_shootdown: false,
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
             rss_pages: 0,
+            numa: Default::default(),
+            shadow: BTreeMap::new(),
         }
     }
 
@@ -309,6 +333,44 @@ impl Mm {
         self.generation += 1;
     }
 
+    /// The 4 KiB PTE or huge PMD at `addr`, if there is one.
+    pub fn entry_mut(&mut self, addr: u64) -> Option<&mut Pte> {
+        match self.pmds.get_mut(&(addr >> PMD_SHIFT))? {
+            Pmd::Huge(p) => Some(p),
+            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].as_mut(),
+        }
+    }
+
+    /// Replaces the entry at `addr` (which must exist) and bumps the
+    /// generation: a change the hardware must see (`set_pte_at` over a
+    /// present or migration entry).
+    pub fn replace_entry(&mut self, addr: u64, pte: Pte) {
+        *self.present_entry_mut(addr, "replace_entry") = pte;
+        self.generation += 1;
+    }
+
+    /// The expected tag of the page at `va` after a write of `value` to line
+    /// `lip` (see `shadow`): creates the VMA's shadow on its first write.
+    #[inline]
+    pub fn shadow_store(&mut self, va: u64, lip: u64, value: u64) {
+        let Some(vma) = self.find_vma(va) else {
+            return;
+        };
+        let (start, pages) = (vma.start, ((vma.end - vma.start) >> 12) as usize);
+        let s = self
+            .shadow
+            .entry(start)
+            .or_insert_with(|| vec![super::page_alloc::TAG_ZERO; pages]);
+        let i = ((va - start) >> 12) as usize;
+        s[i] = super::page_alloc::tag_store(s[i], lip, value);
+    }
+
+    /// The expected tag of the page at `va`, if the access engine wrote it.
+    pub fn shadow_tag(&self, va: u64) -> Option<u64> {
+        let (start, s) = self.shadow.range(..=va).next_back()?;
+        s.get(((va - start) >> 12) as usize).copied()
+    }
+
     /// The entry (huge PMD or 4 KiB PTE) mapping `addr`, which the caller
     /// knows is present: a missing one is a kernel-model bug, named by `op`.
     fn present_entry_mut(&mut self, addr: u64, op: &str) -> &mut Pte {
@@ -399,6 +461,7 @@ impl Mm {
     pub fn munmap(&mut self, start: u64) -> Option<(Vma, Vec<(u64, bool)>)> {
         let i = self.vmas.iter().position(|v| v.start == start)?;
         let vma = self.vmas.remove(i);
+        self.shadow.remove(&vma.start);
         let keys: Vec<u64> = self
             .pmds
             .range(vma.start >> PMD_SHIFT..vma.end >> PMD_SHIFT)

@@ -20,6 +20,8 @@ pub mod huge_memory;
 pub mod hugetlb;
 pub mod kthread;
 pub mod memory;
+pub mod mempolicy;
+pub mod migrate;
 pub mod mm;
 pub mod mmap;
 pub mod mmzone;
@@ -81,10 +83,17 @@ pub enum KFn {
     ShrinkFolioList,
     /// Reverse-map walks: `folio_referenced` and `try_to_unmap` over every PTE.
     RmapWalk,
+    /// NUMA balancing's scanner: `task_numa_work` → `change_prot_numa`.
+    TaskNumaWork,
+    /// `migrate_pages()` of a misplaced page: isolation, allocation, set-up.
+    MigratePages,
+    /// `try_to_unmap()` of a page being migrated and its callees, the TLB
+    /// shootdown it sends and waits for included (the figure perf reports).
+    TryToUnmap,
 }
 
 impl KFn {
-    pub const ALL: [KFn; 13] = [
+    pub const ALL: [KFn; 16] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -98,6 +107,9 @@ impl KFn {
         KFn::Interrupt,
         KFn::ShrinkFolioList,
         KFn::RmapWalk,
+        KFn::TaskNumaWork,
+        KFn::MigratePages,
+        KFn::TryToUnmap,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -114,6 +126,9 @@ impl KFn {
             KFn::Interrupt => "irq",
             KFn::ShrinkFolioList => "shrink_folio_list",
             KFn::RmapWalk => "rmap_walk",
+            KFn::TaskNumaWork => "task_numa_work",
+            KFn::MigratePages => "migrate_pages",
+            KFn::TryToUnmap => "try_to_unmap",
         }
     }
 }
@@ -190,6 +205,27 @@ pub enum Work {
     /// in direct reclaim: unmapping, flushing and freeing happen together
     /// when the item executes.
     ShrinkNode { node: usize, kswapd: bool },
+    /// `try_to_unmap` of a page being migrated (kernel/migrate.rs): its PTE
+    /// becomes a migration entry, flushed from other TLBs if it was accessible.
+    MigrateUnmap {
+        mm: usize,
+        addr: u64,
+        old: u64,
+        new: u64,
+    },
+    /// `dec_tlb_flush_pending(mm)`: the flush of a protection change is done.
+    DecTlbFlushPending { mm: usize },
+    /// `remove_migration_ptes`: the new page is mapped, the old one freed.
+    MigrateRemap {
+        mm: usize,
+        addr: u64,
+        old: u64,
+        new: u64,
+    },
+    /// `migration_entry_wait`: if the PTE at `addr` is still a migration
+    /// entry of `pfn`, the current task sleeps until the migration ends,
+    /// then retries its access.
+    WaitMigration { mm: usize, addr: u64, pfn: u64 },
 }
 
 impl Work {
@@ -203,6 +239,9 @@ impl Work {
             Work::PutPage { .. } => KFn::FreePages,
             Work::ReturnToUser => KFn::ExcPageFault,
             Work::ShrinkNode { .. } => KFn::ShrinkFolioList,
+            Work::MigrateUnmap { .. } => KFn::TryToUnmap,
+            Work::MigrateRemap { .. } => KFn::MigratePages,
+            Work::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
             _ => KFn::HandleMmFault,
         }
     }
@@ -246,6 +285,12 @@ pub struct VmStat {
     pub fault_race_backouts: u64,
     /// /proc/vmstat `numa_hint_faults`: faults on PROT_NONE entries of accessible VMAs.
     pub numa_hint_faults: u64,
+    /// /proc/vmstat `numa_hint_faults_local`: hinting faults on a page of the faulting CPU's node.
+    pub numa_hint_faults_local: u64,
+    /// /proc/vmstat `numa_pte_updates`: entries made PROT_NONE by the scanner (a huge PMD counts 512).
+    pub numa_pte_updates: u64,
+    /// /proc/vmstat `numa_huge_pte_updates`: huge PMDs made PROT_NONE by the scanner.
+    pub numa_huge_pte_updates: u64,
 }
 }
 
@@ -301,6 +346,19 @@ pub struct Kernel {
     pub kswapd_noprogress_scan: Vec<u64>,
     /// Per node: `nonresident_age` of refault detection (kernel/workingset.rs).
     pub reclaim_age: Vec<u64>,
+    /// NUMA balancing's migration counters (kernel/migrate.rs).
+    pub numa: migrate::NumaStat,
+    /// Per frame: the cpupid of the last NUMA hinting fault (kernel/mempolicy.rs).
+    pub last_cpupid: Vec<u32>,
+    /// The hashed folio wait queues (`folio_waitqueue`).
+    pub page_wait_table: Vec<sched::wait::WaitQueueId>,
+    /// Per task (by pid): NUMA balancing's scan and fault state (kernel/sched/numa.rs).
+    pub task_numa: Vec<sched::numa::TaskNuma>,
+    /// The task a fault is being handled for, and its CPU (`current`,
+    /// `smp_processor_id()`), set by the caller of the fault handler.
+    pub current: (usize, usize),
+    /// The NUMA node of every CPU (`cpu_to_node`), set when the machine is built.
+    pub cpu_nodes: Vec<usize>,
 }
 
 impl Kernel {
@@ -309,6 +367,9 @@ impl Kernel {
         let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
         let pgdat = (0..nr_nodes)
             .map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq))
+            .collect();
+        let page_wait_table = (0..migrate::PAGE_WAIT_TABLE_SIZE)
+            .map(|_| waitq.add_queue())
             .collect();
         Kernel {
             cfg,
@@ -328,6 +389,12 @@ impl Kernel {
             kswapd_failures: vec![0; nr_nodes],
             kswapd_noprogress_scan: vec![0; nr_nodes],
             reclaim_age: vec![0; nr_nodes],
+            numa: migrate::NumaStat::default(),
+            last_cpupid: vec![mempolicy::CPUPID_UNSET; (node_pages * nr_nodes as u64) as usize],
+            page_wait_table,
+            task_numa: Vec::new(),
+            current: (0, 0),
+            cpu_nodes: Vec::new(),
         }
     }
 

@@ -37,6 +37,7 @@ use crate::machine::{Machine, Mode};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+pub mod numa;
 pub mod rq;
 pub mod wait;
 
@@ -99,6 +100,9 @@ pub struct Task {
     pub first_bad: Option<String>,
     /// The access engine's operation counts and latency histogram.
     pub access: access::AccessStats,
+    /// `cpus_allowed` (sched_setaffinity / taskset), inherited by children;
+    /// None: every CPU.
+    pub cpus_allowed: Option<crate::machine::ipi::CpuMask>,
 }
 
 impl Task {
@@ -127,6 +131,8 @@ pub struct CpuCtx {
     started: bool,
     /// System cycles of this CPU already attributed to a kernel path.
     sys_settled: u64,
+    /// When the current task was switched in or last had its run time added up.
+    pub(crate) curr_since: u64,
 }
 
 pub struct Sim {
@@ -158,8 +164,9 @@ mod exec;
 mod user;
 
 impl Sim {
-    pub fn new(m: Machine, k: Kernel, quantum: u64) -> Sim {
+    pub fn new(m: Machine, mut k: Kernel, quantum: u64) -> Sim {
         let n = m.topo.nr_cpus();
+        k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
         let user_store_issue = (8 * USEMEM_INSTR_PER_WORD)
@@ -242,6 +249,18 @@ impl Sim {
         pid
     }
 
+    /// Creates a task with a new mm on `cpu`, its children kept to the CPUs of `allowed`.
+    pub fn spawn_bound(
+        &mut self,
+        prog: Box<dyn Program>,
+        cpu: usize,
+        allowed: crate::machine::ipi::CpuMask,
+    ) -> usize {
+        let pid = self.spawn(prog, cpu);
+        self.tasks[pid].cpus_allowed = Some(allowed);
+        pid
+    }
+
     /// `kthread_run` bound to `cpu` (`kthread_create_on_cpu` + `wake_up_process`).
     pub fn kthread_run(&mut self, f: Box<dyn KthreadFn>, cpu: usize) -> usize {
         let pid = self.add_task(Body::Kernel(f), None, None);
@@ -278,6 +297,7 @@ impl Sim {
             bad_pages: 0,
             first_bad: None,
             access: access::AccessStats::default(),
+            cpus_allowed: None,
         });
         pid
     }
@@ -398,12 +418,22 @@ impl Sim {
             };
             if self.sched.tick(cpu, self.m.cpus[cpu].clock) {
                 // Time slice over: round-robin to the next task.
+                self.account_runtime(cpu, t);
                 continue;
             }
             if self.tasks[t].is_kthread() {
                 self.exec_kthread(cpu, t);
             } else {
+                if self.k.cfg.numa_balancing {
+                    self.task_tick_numa(cpu, t);
+                    if !self.cpus[cpu].work.is_empty() {
+                        continue; // the scan runs before the task's next operation
+                    }
+                }
                 self.exec_user(cpu, t, deadline);
+                if self.sched.current(cpu) != Some(t) {
+                    self.account_runtime(cpu, t); // it slept or exited
+                }
                 // Kernel time a user operation caused and did not attribute itself: its system call.
                 self.settle(cpu, KFn::Syscall);
             }
@@ -445,6 +475,7 @@ impl Sim {
             None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
         }
         self.sched.start_slice(cpu, self.m.cpus[cpu].clock);
+        self.cpus[cpu].curr_since = self.m.cpus[cpu].clock;
     }
 
     /// One step of a kernel thread: its queued work runs before the next step.

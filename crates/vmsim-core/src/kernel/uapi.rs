@@ -89,6 +89,9 @@ pub enum Expect {
         first: u64,
         then: u64,
     },
+    /// Whatever the access engine's writes left (the mm's shadow of
+    /// expected tags, kernel/mm.rs); pages it never wrote read as zeros.
+    AccessWrites,
 }
 
 pub trait Program {
@@ -143,4 +146,8 @@ pub struct Access {
     /// Seeds the pattern and the choice of reads and writes; a write stores
     /// `store_value(seed, vpn)` into its line.
     pub seed: u64,
+    /// Stop once this many ns of simulated time have passed since the run
+    /// started, even if fewer than `count` accesses were made: a benchmark
+    /// loop that runs for a duration (pmbench). None: run `count` accesses.
+    pub until_ns: Option<u64>,
 }

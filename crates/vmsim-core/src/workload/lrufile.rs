@@ -55,6 +55,7 @@ impl Program for FileReader {
                     instr_per_access: USEMEM_INSTR_PER_WORD,
                     dependent: false,
                     seed: 0,
+                    until_ns: None,
                 })
             }
             4 => Op::MarkEnd,

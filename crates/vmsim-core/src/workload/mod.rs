@@ -4,6 +4,7 @@
 
 pub mod lrufile;
 pub mod pftest;
+pub mod pmbench;
 pub mod randread;
 pub mod usemem;
 
@@ -35,6 +36,7 @@ pub fn registry(cfg: &WorkloadConfig) -> Box<dyn Workload + '_> {
         WorkloadConfig::Usemem(u) => Box::new(usemem::UsememWorkload(u)),
         WorkloadConfig::PfTest(p) => Box::new(pftest::PfTestWorkload(p)),
         WorkloadConfig::LruFileMmapRead(l) => Box::new(lrufile::LruFileWorkload(l)),
+        WorkloadConfig::Pmbench(p) => Box::new(pmbench::PmbenchWorkload(p)),
     }
 }
 

@@ -33,6 +33,7 @@ impl RandRead {
             instr_per_access,
             dependent,
             seed,
+            until_ns: None,
         };
         RandRead {
             size,

@@ -70,6 +70,8 @@ pub(crate) struct AccessRun {
     pfn: u64,
     gen: u64,
     writable: bool,
+    /// The cycle at which a timed run stops (set when it starts).
+    until: Option<u64>,
 }
 
 impl AccessRun {
@@ -83,6 +85,7 @@ impl AccessRun {
             pfn: 0,
             gen: u64::MAX,
             writable: false,
+            until: None,
         }
     }
 
@@ -140,7 +143,16 @@ impl Sim {
         let asid = self.k.mms[mm].asid;
         let issue = r.a.instr_per_access.div_ceil(self.m.issue_width).max(1);
         let stream = r.a.pattern == Pattern::Sequential && !r.a.dependent;
+        if r.until.is_none() {
+            let now = self.m.cpus[cpu].clock;
+            r.until = Some(r.a.until_ns.map_or(u64::MAX, |ns| now + ns * self.m.freq_mhz / 1000));
+        }
+        let until = r.until.unwrap_or(u64::MAX);
         while r.done < r.a.count && self.m.cpus[cpu].clock < deadline {
+            if self.m.cpus[cpu].clock >= until {
+                r.done = r.a.count;
+                break;
+            }
             let (va, write) = match r.pending {
                 Some(p) => p,
                 None => {
@@ -190,8 +202,10 @@ impl Sim {
             st.latency.record(self.m.cpus[cpu].clock - t0);
             if write {
                 st.writes += 1;
+                let v = store_value(r.a.seed, vpage);
                 let tag = &mut self.k.alloc.tags[r.pfn as usize];
-                *tag = tag_store(*tag, lip, store_value(r.a.seed, vpage));
+                *tag = tag_store(*tag, lip, v);
+                self.k.mms[mm].shadow_store(va, lip, v);
             } else {
                 st.reads += 1;
             }
@@ -259,6 +273,7 @@ mod tests {
             instr_per_access: 4,
             dependent: true,
             seed: 5,
+            until_ns: None,
         };
         for pattern in [
             Pattern::Sequential,

@@ -134,6 +134,42 @@ impl Sim {
             Work::ShrinkNode { node, kswapd } => {
                 self.shrink_node(cpu, node, kswapd);
             }
+            Work::MigrateUnmap { mm, addr, old, new } => {
+                if !self.migrate_unmap(cpu, mm, addr, old, new) {
+                    // Abandoned: the copy and the remap that follow go too.
+                    self.cpus[cpu].work.pop_front();
+                    self.cpus[cpu].work.retain(|w| {
+                        !matches!(w, Work::Copy { src_line, .. } if *src_line == old << 6)
+                            && !matches!(w, Work::MigrateRemap { old: o, .. } if *o == old)
+                    });
+                    return;
+                }
+            }
+            Work::DecTlbFlushPending { mm } => {
+                let p = &mut self.k.mms[mm].tlb_flush_pending;
+                *p = p.saturating_sub(1);
+            }
+            Work::MigrateRemap { mm, addr, old, new } => {
+                self.k.migrate_remap(mm, addr, old, new);
+                let c = crate::kernel::migrate::MIGRATE_PTE_CYCLES + self.k.costs.page_free_cycles;
+                self.m.advance(cpu, c, c);
+            }
+            Work::WaitMigration { mm, addr, pfn } => {
+                let still = self.k.mms[mm]
+                    .entry(addr)
+                    .is_some_and(|p| p.migration && p.pfn == pfn);
+                if let (true, Some(t)) = (still, self.sched.current(cpu)) {
+                    self.cpus[cpu].work.pop_front();
+                    // The rest of the fault (its return to user) is done when it retries.
+                    self.cpus[cpu].work.retain(|w| !matches!(w, Work::ReturnToUser));
+                    self.account_runtime(cpu, t);
+                    self.sched.sleep_current(cpu);
+                    let q = self.k.folio_waitqueue(pfn);
+                    self.k.waitq.wait(q, t);
+                    self.m.set_mode(cpu, Mode::User);
+                    return;
+                }
+            }
         }
         self.cpus[cpu].work.pop_front();
     }
@@ -167,5 +203,63 @@ impl Sim {
         if let Some(Work::PutPage { .. }) = self.cpus[cpu].work.get(1) {
             self.cpus[cpu].work.remove(1);
         }
+    }
+}
+
+impl Sim {
+    /// `try_to_unmap` of a page being migrated, and the TLB flush it needs
+    /// if its PTE was accessible: `flush_tlb_page` (per-page) or the
+    /// unmap batch's full flush (batched). False if the migration was abandoned.
+    fn migrate_unmap(&mut self, cpu: usize, mm: usize, addr: u64, old: u64, new: u64) -> bool {
+        let c = crate::kernel::migrate::MIGRATE_PTE_CYCLES;
+        self.m.advance(cpu, c, c);
+        let Some(accessible) = self.k.migrate_unmap(mm, addr, old, new) else {
+            return false;
+        };
+        if accessible && self.k.mms[mm].cpumask.any_but(cpu) {
+            self.k.numa.migrate_unmap_flushes += 1;
+        }
+        if accessible {
+            match self.k.cfg.migrate_tlb_flush {
+                crate::policy::MigrateTlbFlush::PerPage => {
+                    let k = &mut self.k;
+                    crate::kernel::tlbflush::flush_tlb_mm_range(
+                        &mut self.m,
+                        &mut k.vmstat,
+                        cpu,
+                        &mut k.mms[mm],
+                        &mut self.tlbstate,
+                        addr,
+                        addr + 4096,
+                    );
+                }
+                crate::policy::MigrateTlbFlush::Batched => {
+                    let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
+                    let m = &mut self.k.mms[mm];
+                    if m.cpumask.any_but(cpu) {
+                        // set_tlb_ubc_flush_pending(), then try_to_unmap_flush().
+                        m.tlb_gen += 1;
+                        if !m.inject_no_shootdown {
+                            ubc.cpumask.or(&m.cpumask);
+                        }
+                        ubc.flush_required = true;
+                        self.try_to_unmap_flush(cpu, &mut ubc);
+                    } else {
+                        let k = &mut self.k;
+                        crate::kernel::tlbflush::flush_tlb_mm_range(
+                            &mut self.m,
+                            &mut k.vmstat,
+                            cpu,
+                            &mut k.mms[mm],
+                            &mut self.tlbstate,
+                            addr,
+                            addr + 4096,
+                        );
+                    }
+                }
+            }
+        }
+        self.settle(cpu, KFn::TryToUnmap);
+        true
     }
 }

@@ -16,6 +16,7 @@ impl Sim {
             self.direct_reclaim_if_needed(cpu, node);
         }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
+        self.k.current = (cpu, t);
         let r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
         self.cpus[cpu].work = work;
         match r {
@@ -210,6 +211,7 @@ impl Sim {
                     tag_store(TAG_ZERO, 0, store_value(seed, vpn))
                 }
                 Expect::FirstLineWritten { .. } => TAG_ZERO,
+                Expect::AccessWrites => mm.shadow_tag(va).unwrap_or(TAG_ZERO),
                 Expect::Overwritten { first, then } => {
                     let (v, w) = (store_value(first, vpn), store_value(then, vpn));
                     let t = (0..64).fold(TAG_ZERO, |acc, l| tag_store(acc, l, v));
@@ -219,7 +221,10 @@ impl Sim {
             let got = match mm.lookup(va) {
                 Some(tr) => Some(self.k.alloc.tag(tr.pfn)),
                 // A private anonymous page never touched reads as zeros.
-                None if matches!(expect, Expect::Zero) && mm.find_vma(va).is_some() => {
+                None if want == TAG_ZERO
+                    && matches!(expect, Expect::Zero | Expect::AccessWrites)
+                    && mm.find_vma(va).is_some() =>
+                {
                     Some(TAG_ZERO)
                 }
                 None => None,

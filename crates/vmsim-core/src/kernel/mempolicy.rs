@@ -1,0 +1,176 @@
+//! NUMA balancing's page-table side and placement decision
+//! (mm/mempolicy.c, mm/mprotect.c, MECHANISMS.md §5.1 and §5.5):
+//! `change_prot_numa` turns the present entries of a range PROT_NONE so the
+//! next access takes a hinting fault; `mpol_misplaced` with
+//! `should_numa_migrate_memory` decides at that fault whether the page
+//! moves to the faulting CPU's node. Every frame keeps the `cpupid` (CPU
+//! and pid) of the last hinting fault on it, for the two-stage filter.
+//!
+//! Not modelled: NUMA groups (`numa_group`: tasks sharing memory are not
+//! grouped, so a shared fault from the destination node migrates, as the
+//! kernel does for a task without a group); the task's preferred node
+//! (`numa_preferred_nid` stays NUMA_NO_NODE: tasks are bound by the
+//! workload and never placed by NUMA balancing); memory tiering; the VMA
+//! PID filter and per-VMA scan delay of 6.4+.
+//!
+//! Invariants: an entry is made PROT_NONE only if it was present and its
+//! folio is mapped once (a COW-shared folio is skipped, as current kernels
+//! do); the range's TLB entries are flushed after the change (as mprotect
+//! does, through `flush_tlb_mm_range`).
+
+use super::mm::{Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
+use super::{KFn, Kernel, Work};
+use std::collections::VecDeque;
+
+/// No `cpupid` recorded on the frame (`cpupid_pid_unset`).
+pub const CPUPID_UNSET: u32 = u32::MAX;
+
+/// Cycles per PTE visited by `change_pte_range` (read the entry, the folio
+/// checks, `ptep_modify_prot_start/commit`). Estimate from that structure
+/// (a few dozen instructions and one locked exchange per entry), not a
+/// measurement.
+pub const CHANGE_PTE_CYCLES: u64 = 40;
+
+/// `cpu_pid_to_cpupid`: 12 bits of CPU, 20 of pid.
+#[inline]
+pub fn cpupid(cpu: usize, pid: usize) -> u32 {
+    ((cpu as u32 & 0xfff) << 20) | (pid as u32 & 0xf_ffff)
+}
+#[inline]
+pub fn cpupid_to_cpu(c: u32) -> usize {
+    (c >> 20) as usize
+}
+#[inline]
+pub fn cpupid_to_pid(c: u32) -> usize {
+    (c & 0xf_ffff) as usize
+}
+
+impl Kernel {
+    /// `page_cpupid_xchg_last`: records `new` on the frame, returns what it held.
+    pub fn page_cpupid_xchg_last(&mut self, pfn: u64, new: u32) -> u32 {
+        std::mem::replace(&mut self.last_cpupid[pfn as usize], new)
+    }
+
+    /// `change_prot_numa(vma, start, end)`: present entries of anonymous
+    /// memory in [start, end) become PROT_NONE; the range is then flushed
+    /// (queued on `work`). `this_node` is the scanning task's node, used as
+    /// `change_pte_range`'s target node when the mm has one user. Returns
+    /// the entries changed (`nr_updated`, a huge PMD counting 512).
+    pub fn change_prot_numa(
+        &mut self,
+        mm_id: usize,
+        start: u64,
+        end: u64,
+        this_node: usize,
+        work: &mut VecDeque<Work>,
+    ) -> u64 {
+        let mm = &self.mms[mm_id];
+        // target_node = numa_node_id() only for a private mm with one user.
+        let target_node = (mm.mm_users == 1).then_some(this_node);
+        let mut visited = 0u64;
+        let mut nr = 0u64;
+        let mut huge = 0u64;
+        let keys: Vec<u64> = mm
+            .pmds
+            .range(start >> PMD_SHIFT..end.div_ceil(PMD_SIZE))
+            .map(|(k, _)| *k)
+            .collect();
+        let alloc = &self.alloc;
+        let mm = &mut self.mms[mm_id];
+        for key in keys {
+            let base = key << PMD_SHIFT;
+            match mm.pmds.get_mut(&key).expect("key") {
+                Pmd::Huge(p) => {
+                    visited += 1;
+                    // change_huge_pmd() on a PMD the range covers whole.
+                    if base < start || base + PMD_SIZE > end {
+                        continue;
+                    }
+                    if !p.accessible()
+                        || alloc.folio_mapcount(p.pfn) > 1
+                        || Some(alloc.node_of_pfn(p.pfn)) == target_node
+                    {
+                        continue;
+                    }
+                    p.protnone = true;
+                    nr += 512;
+                    huge += 1;
+                }
+                Pmd::Table(t) => {
+                    let lo = if base < start { (start - base) >> 12 } else { 0 };
+                    let hi = if base + PMD_SIZE > end { (end - base) >> 12 } else { 512 };
+                    for e in t[lo as usize..hi as usize].iter_mut().flatten() {
+                        visited += 1;
+                        if !e.accessible()
+                            || alloc.folio_mapcount(e.pfn) > 1
+                            || Some(alloc.node_of_pfn(e.pfn)) == target_node
+                        {
+                            continue;
+                        }
+                        e.protnone = true;
+                        nr += 1;
+                    }
+                }
+            }
+        }
+        if nr > 0 {
+            mm.generation += 1;
+        }
+        self.vmstat.numa_pte_updates += nr;
+        self.vmstat.numa_huge_pte_updates += huge;
+        let c = visited * CHANGE_PTE_CYCLES;
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::TaskNumaWork,
+        });
+        if nr > 0 {
+            // inc_tlb_flush_pending() before the change; tlb_finish_mmu()
+            // flushes the gathered range (in full above the ceiling), then
+            // dec_tlb_flush_pending().
+            self.mms[mm_id].tlb_flush_pending += 1;
+            work.push_back(Work::FlushTlbRange {
+                mm: mm_id,
+                start,
+                end,
+                stride_shift: 12,
+            });
+            work.push_back(Work::DecTlbFlushPending { mm: mm_id });
+        }
+        nr
+    }
+
+    /// `vma_migratable` and the scanner's other VMA checks: anonymous,
+    /// not hugetlb, not a read-only file mapping.
+    pub fn vma_numa_scannable(kind: VmaKind) -> bool {
+        matches!(kind, VmaKind::AnonPrivate)
+    }
+
+    /// `should_numa_migrate_memory(p, page, src_nid, dst_cpu)` for task
+    /// `pid` faulting on `pfn` from `dst_cpu` on node `dst_nid`. Records
+    /// this fault's cpupid on the frame; returns the decision and the
+    /// cpupid the frame held.
+    pub fn should_numa_migrate_memory(
+        &mut self,
+        pid: usize,
+        pfn: u64,
+        dst_cpu: usize,
+        dst_nid: usize,
+    ) -> (bool, u32) {
+        let this = cpupid(dst_cpu, pid);
+        let last = self.page_cpupid_xchg_last(pfn, this);
+        let unset = last == CPUPID_UNSET;
+        let same_pid = !unset && cpupid_to_pid(last) == pid;
+        // Early in the task's life, or with no preferred node (always, in the
+        // model): a first fault or a private fault migrates at once.
+        if unset || same_pid {
+            return (true, last);
+        }
+        // Two-stage filter: the previous fault must have come from dst_nid too.
+        if self.cpu_nodes.get(cpupid_to_cpu(last)).copied() != Some(dst_nid) {
+            return (false, last);
+        }
+        // A shared fault; no numa_group: migrate.
+        (true, last)
+    }
+}

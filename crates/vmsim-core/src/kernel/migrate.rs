@@ -1,0 +1,211 @@
+//! Migration of a misplaced page on a NUMA hinting fault (mm/migrate.c,
+//! MECHANISMS.md §5.2–5.3): `numamigrate_isolate_page` takes the folio off
+//! the LRU, then `migrate_misplaced_page` → `migrate_pages` allocates a
+//! page on the target node, unmaps the old one (`try_to_unmap` puts a
+//! migration entry in the PTE, flushing the TLBs that may hold it if the
+//! PTE was accessible), copies the page (a real copy through the cache
+//! model: loads from the old node, stores to the new one across the socket
+//! link), and maps the new page where the migration entry was
+//! (`remove_migration_ptes`), freeing the old one.
+//!
+//! The steps after isolation run as work items on the faulting CPU, in
+//! simulated time, so other threads run meanwhile: a thread that faults
+//! on the same PROT_NONE page finds the folio isolated and just maps it; a
+//! thread that faults on the migration entry sleeps until the migration
+//! ends (`migration_entry_wait`, on the folio's hashed wait queue).
+//!
+//! Anonymous folios are on an LRU list the model does not keep (there is
+//! no anonymous reclaim): a folio counts as on its LRU unless `PG_ISOLATED`
+//! is set. Only 4 KiB folios mapped once are migrated (the scanner skips
+//! shared ones); huge PMDs take the hinting fault but are not migrated.
+//!
+//! Invariants: the new page gets the old page's content tag when the old
+//! one is unmapped (no write can reach the old page after that: its PTE is
+//! a migration entry and the TLBs that could hold it were flushed); a folio
+//! is isolated by at most one migration at a time; the old page is freed
+//! only after the new one is mapped.
+
+use super::mm::Pte;
+use super::sched::wait::WaitQueueId;
+use super::{KFn, Kernel, StoreHow, Work};
+use crate::policy::ClearPage;
+use std::collections::VecDeque;
+
+/// Flag in `lru.flags` of an anonymous folio taken off its (unmodelled) LRU.
+pub const PG_ISOLATED: u8 = 8;
+/// `PAGE_WAIT_TABLE_BITS`: folios wait on 256 hashed queues.
+pub const PAGE_WAIT_TABLE_SIZE: usize = 256;
+/// Cycles of `migrate_pages()`'s own software per 4 KiB folio: the LRU
+/// isolation under the lruvec lock, `migrate_pages` / `unmap_and_move`
+/// set-up, `folio_migrate_mapping` and `folio_migrate_flags`, putback.
+/// Estimate from that structure, not a measurement.
+pub const MIGRATE_FOLIO_CYCLES: u64 = 1500;
+/// Cycles per PTE of `try_to_unmap_one` / `remove_migration_pte`
+/// (`page_vma_mapped_walk`, the page-table lock, the entry change, rmap
+/// accounting). Estimate from that structure, not a measurement (the same
+/// basis as reclaim's rmap cost).
+pub const MIGRATE_PTE_CYCLES: u64 = 150;
+
+crate::counters! {
+/// NUMA balancing's counters, with their /proc/vmstat names.
+pub struct NumaStat {
+    /// Pages migrated by NUMA balancing (`numa_pages_migrated`).
+    pub numa_pages_migrated: u64,
+    /// Pages migrated successfully (`pgmigrate_success`).
+    pub pgmigrate_success: u64,
+    /// Pages whose migration failed after isolation (`pgmigrate_fail`).
+    pub pgmigrate_fail: u64,
+    /// Hinting faults that found the folio already isolated by another
+    /// migration (`numamigrate_isolate_page` failed) and just mapped it
+    /// (no /proc/vmstat counter exists).
+    pub numa_isolate_fail: u64,
+    /// Faults that found a migration entry and waited for the migration
+    /// (`migration_entry_wait`; no /proc/vmstat counter exists).
+    pub migration_entry_waits: u64,
+    /// Migrations whose unmap found an accessible PTE and flushed TLBs.
+    pub migrate_unmap_flushes: u64,
+    /// Scans made by `task_numa_work` (no /proc/vmstat counter exists).
+    pub task_numa_work_runs: u64,
+}
+}
+
+impl Kernel {
+    /// The hashed wait queue of the folio at `pfn` (`folio_waitqueue`).
+    pub fn folio_waitqueue(&self, pfn: u64) -> WaitQueueId {
+        let h = pfn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        self.page_wait_table[h as usize % PAGE_WAIT_TABLE_SIZE]
+    }
+
+    /// `numamigrate_isolate_page(pgdat, page)` (5.13): the target node must
+    /// have free memory above its high watermark (`migrate_balanced_pgdat`)
+    /// and the folio must still be on its LRU.
+    pub fn numamigrate_isolate_page(&mut self, pfn: u64, target: usize) -> bool {
+        if self.alloc.nr_free[target] <= self.pgdat[target].wmark_high + 1 {
+            return false;
+        }
+        if self.lru.test(pfn, PG_ISOLATED) {
+            return false;
+        }
+        self.lru.set(pfn, PG_ISOLATED);
+        true
+    }
+
+    /// `migrate_misplaced_page(page, vma, node)` of the 4 KiB folio `pfn`
+    /// mapped at `addr` in `mm`: isolation, then the migration queued on
+    /// `work`. False if it could not be started (isolation or allocation
+    /// failed), with nothing left isolated.
+    pub fn migrate_misplaced_page(
+        &mut self,
+        mm: usize,
+        addr: u64,
+        pfn: u64,
+        target: usize,
+        work: &mut VecDeque<Work>,
+    ) -> bool {
+        if !self.numamigrate_isolate_page(pfn, target) {
+            self.numa.numa_isolate_fail += 1;
+            return false;
+        }
+        // alloc_misplaced_dst_page(): __GFP_THISNODE, no reclaim.
+        let Some(new) = self.alloc_pages_node(target, 0) else {
+            self.lru.clear(pfn, PG_ISOLATED);
+            self.numa.pgmigrate_fail += 1;
+            return false;
+        };
+        self.vmstat.pgalloc += 1;
+        let c = MIGRATE_FOLIO_CYCLES + self.costs.page_alloc_cycles;
+        work.push_back(Work::Cycles {
+            cycles: c,
+            instructions: c,
+            what: KFn::MigratePages,
+        });
+        work.push_back(Work::MigrateUnmap {
+            mm,
+            addr: addr & !4095,
+            old: pfn,
+            new,
+        });
+        // migrate_page_copy() → copy_highpage() → copy_page(), as a
+        // copy-on-write copy is made (kernel/memory.rs).
+        let how = match self.cfg.clear_page {
+            ClearPage::Erms => StoreHow::String,
+            ClearPage::Orig => StoreHow::MovLoop,
+        };
+        work.push_back(Work::Copy {
+            src_line: pfn << 6,
+            dst_line: new << 6,
+            nlines: 64,
+            how,
+        });
+        work.push_back(Work::MigrateRemap {
+            mm,
+            addr: addr & !4095,
+            old: pfn,
+            new,
+        });
+        true
+    }
+
+    /// The page-table part of `try_to_unmap` for a migration: the PTE at
+    /// `addr` (which must still map `old`) becomes a migration entry and the
+    /// new page takes the old one's content. Returns whether the PTE was
+    /// accessible (`pte_accessible`: the caller flushes TLBs), or None if
+    /// the PTE no longer maps `old` (the migration is abandoned: the new
+    /// page is freed and the folio put back).
+    pub fn migrate_unmap(&mut self, mm: usize, addr: u64, old: u64, new: u64) -> Option<bool> {
+        let cur = self.mms[mm].entry(addr).filter(|p| p.pfn == old && !p.migration);
+        let Some(p) = cur else {
+            self.abandon_migration(old, new);
+            return None;
+        };
+        self.mms[mm].replace_entry(
+            addr,
+            Pte {
+                migration: true,
+                protnone: false,
+                ..p
+            },
+        );
+        self.alloc.tags[new as usize] = self.alloc.tags[old as usize];
+        // pte_accessible(): present, or PROT_NONE with a flush still pending.
+        Some(p.accessible() || self.mms[mm].tlb_flush_pending > 0)
+    }
+
+    fn abandon_migration(&mut self, old: u64, new: u64) {
+        self.lru.clear(old, PG_ISOLATED);
+        self.alloc.free(new);
+        self.vmstat.pgfree += 1;
+        self.numa.pgmigrate_fail += 1;
+    }
+
+    /// `remove_migration_ptes` and the end of `migrate_pages`: the migration
+    /// entry at `addr` becomes an accessible PTE of `new` (young; writable
+    /// and dirty as the old one was), the old page is freed and the waiters
+    /// on it are woken.
+    pub fn migrate_remap(&mut self, mm: usize, addr: u64, old: u64, new: u64) {
+        let p = self.mms[mm]
+            .entry(addr)
+            .filter(|p| p.migration && p.pfn == old)
+            .expect("the migration entry is left alone until the migration ends");
+        self.alloc.map_folio(new, 1, true);
+        self.mms[mm].replace_entry(
+            addr,
+            Pte {
+                pfn: new,
+                young: true,
+                migration: false,
+                protnone: false,
+                ..p
+            },
+        );
+        self.last_cpupid[new as usize] = self.last_cpupid[old as usize];
+        self.lru.clear(old, PG_ISOLATED);
+        let freed = self.alloc.put_folio(old);
+        debug_assert_eq!(freed, 1, "the migrated folio had one mapping");
+        self.vmstat.pgfree += freed;
+        self.numa.numa_pages_migrated += 1;
+        self.numa.pgmigrate_success += 1;
+        let q = self.folio_waitqueue(old);
+        self.waitq.wake_up(q);
+    }
+}

@@ -1,0 +1,278 @@
+//! NUMA balancing end to end: hinting faults on PROT_NONE pages, migration
+//! of misplaced pages with and without a TLB shootdown, the race of two
+//! threads faulting one page, content carried over, local pages left
+//! alone, and a pmbench run with the scanner that is byte-identical twice.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use vmsim_core::config::{embedded_machines, KernelConfig, Preset, RunConfig};
+use vmsim_core::experiment::simulate;
+use vmsim_core::kernel::mm::{Pte, VmaKind};
+use vmsim_core::kernel::sched::Sim;
+use vmsim_core::kernel::Kernel;
+use vmsim_core::machine::ipi::IpiCause;
+use vmsim_core::machine::Machine;
+use vmsim_core::policy::{MigrateTlbFlush, NumaHintFault};
+use vmsim_core::workload::{Access, Expect, Op, Pattern, Program};
+
+const NODE_BYTES: u64 = 256 << 20;
+/// CPUs 36.. are node 1 on this preset.
+const NODE1_CPU: usize = 36;
+/// When both threads make their access (ns).
+const T_ACCESS: u64 = 50_000;
+
+fn preset() -> Preset {
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap();
+    Preset::parse(text, name).unwrap()
+}
+
+fn sim(hint: NumaHintFault, flush: MigrateTlbFlush) -> Sim {
+    let p = preset();
+    let cfg = KernelConfig {
+        numa_hint_fault: hint,
+        migrate_tlb_flush: flush,
+        ..KernelConfig::default()
+    };
+    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
+    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
+    Sim::new(m, k, 2000)
+}
+
+/// A thread of the test process: optionally clones a sibling first, waits
+/// until `T_ACCESS`, makes `count` reads at `addr` (or a long run over its
+/// own page if `busy`), then checks the page.
+#[derive(Clone)]
+struct Thread {
+    addr: Rc<Cell<u64>>,
+    clone_first: bool,
+    sibling_busy: bool,
+    busy: bool,
+    step: u32,
+}
+
+impl Program for Thread {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 if self.clone_first => Op::Clone,
+            1 => self.next(0),
+            2 => Op::ClockNanosleepAbs { ns: T_ACCESS },
+            3 => {
+                let (start, count) = if self.busy {
+                    // A page of its own, next to the contended one: stays mapped and local.
+                    (self.addr.get() + 4096, 20_000)
+                } else {
+                    (self.addr.get(), 1)
+                };
+                Op::Access(Access {
+                    start,
+                    len: 4096,
+                    pattern: Pattern::Sequential,
+                    count,
+                    write_permille: 0,
+                    instr_per_access: 4,
+                    dependent: false,
+                    seed: 1,
+                    until_ns: None,
+                })
+            }
+            4 => Op::Check {
+                start: self.addr.get(),
+                len: 4096,
+                expect: Expect::AccessWrites,
+            },
+            _ => Op::Exit,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
+    fn fork(&self) -> Option<Box<dyn Program>> {
+        Some(Box::new(Thread {
+            clone_first: false,
+            busy: self.sibling_busy,
+            sibling_busy: false,
+            step: 0,
+            addr: self.addr.clone(),
+        }))
+    }
+}
+
+const TAG: u64 = 0x1234_5678_9abc_def0;
+
+/// One process with two threads on node 1 and one page (tag `TAG`) on
+/// `page_node`, PROT_NONE as the scanner leaves it, and a second page,
+/// local and accessible, for the busy sibling. Returns the sim, the mm,
+/// the page's address and its frame.
+fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64) {
+    let addr = Rc::new(Cell::new(0));
+    let t = s.spawn(
+        Box::new(Thread {
+            addr: addr.clone(),
+            clone_first: true,
+            sibling_busy,
+            busy: false,
+            step: 0,
+        }),
+        NODE1_CPU,
+    );
+    let mm = s.tasks[t].mm.unwrap();
+    let a = s.k.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
+    addr.set(a);
+    let pfn = s.k.alloc.alloc(page_node, 0).unwrap();
+    s.k.alloc.map_folio(pfn, 1, true);
+    s.k.alloc.tags[pfn as usize] = TAG;
+    let mut pte = Pte::new(pfn, true);
+    pte.protnone = true;
+    s.k.mms[mm].set_pte(a, pte);
+    let own = s.k.alloc.alloc(1, 0).unwrap();
+    s.k.alloc.map_folio(own, 1, true);
+    s.k.alloc.tags[own as usize] = 0;
+    s.k.mms[mm].set_pte(a + 4096, Pte::new(own, true));
+    (mm, a, pfn)
+}
+
+fn tlb_ipis(s: &Sim) -> u64 {
+    let i = IpiCause::TlbShootdown as usize;
+    s.m.cpus.iter().map(|c| c.stats.ipis_received_by_cause[i]).sum()
+}
+
+fn free_pages(s: &Sim) -> u64 {
+    s.k.alloc.nr_free.iter().sum()
+}
+
+#[test]
+fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
+    let mut s = sim(NumaHintFault::MigrateThenMap, MigrateTlbFlush::PerPage);
+    // The second thread faults the same page at the same time.
+    let addr = Rc::new(Cell::new(0));
+    let t = s.spawn(
+        Box::new(Thread {
+            addr: addr.clone(),
+            clone_first: true,
+            sibling_busy: false,
+            busy: false,
+            step: 0,
+        }),
+        NODE1_CPU,
+    );
+    let mm = s.tasks[t].mm.unwrap();
+    let a = s.k.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
+    addr.set(a);
+    let pfn = s.k.alloc.alloc(0, 0).unwrap();
+    s.k.alloc.map_folio(pfn, 1, true);
+    s.k.alloc.tags[pfn as usize] = TAG;
+    let mut pte = Pte::new(pfn, true);
+    pte.protnone = true;
+    s.k.mms[mm].set_pte(a, pte);
+    let free0 = free_pages(&s);
+    s.run(&mut |_| {}).unwrap();
+    let n = &s.k.numa;
+    assert_eq!(s.k.vmstat.numa_hint_faults, 2, "both threads took the hinting fault");
+    assert_eq!(n.numa_isolate_fail, 1, "the second found the folio isolated");
+    assert_eq!((n.numa_pages_migrated, n.pgmigrate_success, n.pgmigrate_fail), (1, 1, 0));
+    // The loser made the PTE accessible again, so the winner's unmap had to flush.
+    assert_eq!(n.migrate_unmap_flushes, 1);
+    assert_eq!(tlb_ipis(&s), 1);
+    // The page now lives on node 1 with its content; nothing leaked.
+    let now = s.k.mms[mm].entry(a).unwrap();
+    assert!(now.accessible() && !now.migration);
+    assert_eq!(s.k.alloc.node_of_pfn(now.pfn), 1);
+    assert_eq!(s.k.alloc.tag(now.pfn), TAG);
+    assert_eq!(free_pages(&s), free0, "one page allocated, one freed");
+    assert!(s.tasks.iter().all(|t| t.bad_pages == 0 || t.pages_checked == 0));
+}
+
+#[test]
+fn migrating_while_prot_none_needs_no_shootdown_mapping_first_does() {
+    let mut ipis = Vec::new();
+    for hint in [NumaHintFault::MigrateThenMap, NumaHintFault::MapThenMigrate] {
+        let mut s = sim(hint, MigrateTlbFlush::PerPage);
+        // Only the first thread touches the page; its sibling runs on another
+        // CPU of the same mm throughout, so that CPU is in mm_cpumask.
+        let (mm, a, pfn) = setup(&mut s, 0, true);
+        s.run(&mut |_| {}).unwrap();
+        assert_eq!(s.k.numa.numa_pages_migrated, 1, "{hint:?}");
+        let now = s.k.mms[mm].entry(a).unwrap();
+        assert_ne!(now.pfn, pfn);
+        assert_eq!(s.k.alloc.tag(now.pfn), TAG, "the content moved with the page");
+        assert!(s.tasks.iter().all(|t| t.bad_pages == 0), "{hint:?}");
+        ipis.push((s.k.numa.migrate_unmap_flushes, tlb_ipis(&s)));
+    }
+    assert_eq!(ipis[0], (0, 0), "PROT_NONE PTE: no TLB can hold it, no shootdown");
+    assert_eq!(ipis[1], (1, 1), "accessible PTE: one shootdown to the sibling's CPU");
+}
+
+#[test]
+fn batched_migration_flush_sends_one_full_flush_per_cpu() {
+    let mut s = sim(NumaHintFault::MapThenMigrate, MigrateTlbFlush::Batched);
+    setup(&mut s, 0, true);
+    let full0: u64 = s.m.cpus.iter().map(|c| c.stats.tlb_flush_full).sum();
+    s.run(&mut |_| {}).unwrap();
+    assert_eq!(tlb_ipis(&s), 1);
+    let full: u64 = s.m.cpus.iter().map(|c| c.stats.tlb_flush_full).sum();
+    assert!(full > full0, "the batch flush empties whole TLBs");
+}
+
+#[test]
+fn a_local_page_is_never_migrated() {
+    for hint in [NumaHintFault::MigrateThenMap, NumaHintFault::MapThenMigrate] {
+        let mut s = sim(hint, MigrateTlbFlush::PerPage);
+        let (mm, a, pfn) = setup(&mut s, 1, false);
+        s.run(&mut |_| {}).unwrap();
+        assert_eq!(s.k.vmstat.numa_hint_faults, 2);
+        assert_eq!(s.k.vmstat.numa_hint_faults_local, 2);
+        assert_eq!(s.k.numa.numa_pages_migrated, 0);
+        let now = s.k.mms[mm].entry(a).unwrap();
+        assert_eq!(now.pfn, pfn);
+        assert!(now.accessible());
+        assert_eq!(tlb_ipis(&s), 0);
+    }
+}
+
+fn pmbench(hint: &str) -> serde_json::Value {
+    let text = format!(
+        r#"
+machine = "xeon-e5-2699v3-2s"
+seed = 5
+[kernel]
+thp = "never"
+numa_balancing = true
+numa_hint_fault = "{hint}"
+[workload]
+kind = "pmbench"
+nr_processes = 8
+nr_threads = 8
+mapsize_mib = 8960
+duration_s = 4
+bind_node = 1
+node_memory_mib = 65536
+eater_mib = 40960
+eater_node = 1
+eater_exit_s = 1
+"#
+    );
+    let cfg = RunConfig::from_table(toml::from_str(&text).unwrap(), None, 1.0 / 512.0).unwrap();
+    simulate(&cfg, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn pmbench_with_64_threads_migrates_verifies_and_is_deterministic() {
+    let a = pmbench("migrate-then-map");
+    let b = pmbench("migrate-then-map");
+    assert_eq!(a.to_string(), b.to_string(), "same config and seed, same bytes");
+    assert_eq!(a["data_verified"], true);
+    assert!(a["numa_pte_updates"].as_u64().unwrap() > 0, "the scanner ran");
+    assert!(a["numa_pages_migrated"].as_u64().unwrap() > 0, "{a}");
+    assert!(a["pmbench_throughput_aps"].as_f64().unwrap() > 0.0);
+    let m = pmbench("map-then-migrate");
+    assert_eq!(m["data_verified"], true);
+    assert!(
+        m["tlb_shootdown_interrupts"].as_u64().unwrap()
+            > a["tlb_shootdown_interrupts"].as_u64().unwrap(),
+        "mapping first shoots down more"
+    );
+}
