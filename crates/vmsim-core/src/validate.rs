@@ -89,6 +89,8 @@ const VSC_ICX: &str = "Intel MLC on 2 x Xeon Platinum 8360Y (Ice Lake-SP stand-i
 const KC_ICX: &str = "likwid-bench on Xeon Platinum 8360Y (Ice Lake-SP stand-in, 2.4 GHz, SNC2): RRZE-HPC/kerncraft examples/machine-files/IcelakeSP_Platinum-8360Y.yml (PR 141)";
 const KC_ZEN2: &str = "likwid-bench on EPYC 7452 (Zen 2, family stand-in for Milan, 2.35 GHz, NPS4): RRZE-HPC/kerncraft examples/machine-files/Zen2_EPYC-7452.yml";
 const SUSE_MILAN: &str = "STREAM Copy, one thread, 2 x EPYC 7713 (Milan): SUSE 'Optimizing Linux for AMD EPYC 7003 Series Processors' best-practices guide, section 5.4 (large-size copy taken to use NT stores: inferred)";
+const FDIO_CLX: &str = "Intel MLC 3.7 on 2 x Xeon Gold 6252N (Cascade Lake-SP stand-in for the Gold 6238M, 24 cores, 2.3 GHz, DDR4-2933, HT on): FD.io CSIT report, FDio/csit docs/report/introduction/test_environment_sut_calib_clx.rst";
+const KC_CLX: &str = "likwid-bench on Xeon Gold 6248 (Cascade Lake-SP stand-in for the Gold 6238M, 20 cores, 2.5 GHz, SNC on): RRZE-HPC/kerncraft examples/machine-files/CascadelakeSP_Gold-6248_SNC.yml";
 
 /// Tolerances: same part, same tool: 15 % (the two nodes of one machine
 /// differ by up to 7 %, and DIMM population differs); a stand-in part of the
@@ -323,6 +325,82 @@ pub const REFERENCES: &[Reference] = &[
         published: 39.5,
         tolerance: STAND_IN,
         source: SUSE_MILAN,
+    },
+    // Cascade Lake-SP (xeon-6238m-clx): every row is a stand-in part of the same generation.
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::IdleLatency { remote: false },
+        published: 81.2,
+        tolerance: STAND_IN,
+        source: FDIO_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::IdleLatency { remote: true },
+        published: 130.2,
+        tolerance: STAND_IN,
+        source: FDIO_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::SocketLoad { cores: 22 },
+        published: 122.1,
+        tolerance: STAND_IN,
+        source: FDIO_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Load {
+            kib: 660,
+            threads: 1,
+        },
+        published: 111.02,
+        tolerance: STAND_IN,
+        source: KC_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Load {
+            kib: 9_240,
+            threads: 1,
+        },
+        published: 23.93,
+        tolerance: STAND_IN,
+        source: KC_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 1,
+        },
+        published: 12.96,
+        tolerance: STAND_IN,
+        source: KC_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Load {
+            kib: 128 * 1024,
+            threads: 2,
+        },
+        published: 14.62,
+        tolerance: STAND_IN,
+        source: KC_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Copy { kib: 128 * 1024 },
+        published: 14.56,
+        tolerance: STAND_IN,
+        source: KC_CLX,
+    },
+    Reference {
+        preset: "xeon-6238m-clx",
+        bench: Bench::Update { kib: 128 * 1024 },
+        published: 24.27,
+        tolerance: STAND_IN,
+        source: KC_CLX,
     },
 ];
 
@@ -625,6 +703,11 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("epyc-7j13-milan", Bench::Copy { kib: 128 * 1024 }, "write-allocate reads and write-backs share the miss buffers on the chip; the model's copy is bound by the reads alone"),
     ("epyc-7j13-milan", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource"),
     ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal stores hold a miss buffer for a full DRAM latency like a read; no write-combining model"),
+    ("xeon-6238m-clx", Bench::Load { kib: 9_240, threads: 1 }, "no LLC-to-core bandwidth limit (Skylake-SP mesh: about 0.1-0.15 line per cycle; the measured 23.9 GB/s at 2.5 GHz is 0.15)"),
+    ("xeon-6238m-clx", Bench::Load { kib: 128 * 1024, threads: 1 }, "superqueue of 32 (an estimate) over 81 ns: the measured 12.96 GB/s implies about 16 lines in flight"),
+    ("xeon-6238m-clx", Bench::Load { kib: 128 * 1024, threads: 2 }, "as the one-thread load: superqueue estimate; the two threads share it"),
+    ("xeon-6238m-clx", Bench::Copy { kib: 128 * 1024 }, "as the load: superqueue estimate"),
+    ("xeon-6238m-clx", Bench::Update { kib: 128 * 1024 }, "as the load, and write-backs hold no core resource"),
 ];
 
 #[cfg(test)]
