@@ -1,10 +1,22 @@
-//! Runs a config file and prints the JSON (a development aid).
+//! Runs a config file and prints the JSON metrics (a development aid).
+//! usage: runcfg CONFIG.toml [SCALE]
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: runcfg CONFIG.toml");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: runcfg CONFIG.toml [SCALE]");
+    let scale: f64 = std::env::args()
+        .nth(2)
+        .map(|s| s.parse().expect("a number"))
+        .unwrap_or(1.0);
     let text = std::fs::read_to_string(&path).unwrap();
     let t = std::time::Instant::now();
-    match vmsim_core::api::run_config(&text, vmsim_core::api::Format::Toml, None, &mut |_, _| {}) {
-        Ok(s) => println!("{s}"),
+    let cfg = vmsim_core::config::RunConfig::from_table(toml::from_str(&text).unwrap(), None, scale)
+        .unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        });
+    match vmsim_core::experiment::simulate(&cfg, &mut |_| {}) {
+        Ok(v) => println!("{v}"),
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(2)

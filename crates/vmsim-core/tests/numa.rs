@@ -50,6 +50,9 @@ struct Thread {
     clone_first: bool,
     sibling_busy: bool,
     busy: bool,
+    /// When the sibling makes its access (ns); the first thread's is `T_ACCESS`.
+    sibling_at: u64,
+    at: u64,
     step: u32,
 }
 
@@ -59,7 +62,7 @@ impl Program for Thread {
         match self.step {
             1 if self.clone_first => Op::Clone,
             1 => self.next(0),
-            2 => Op::ClockNanosleepAbs { ns: T_ACCESS },
+            2 => Op::ClockNanosleepAbs { ns: self.at },
             3 => {
                 let (start, count) = if self.busy {
                     // A page of its own, next to the contended one: stays mapped and local.
@@ -95,6 +98,8 @@ impl Program for Thread {
             clone_first: false,
             busy: self.sibling_busy,
             sibling_busy: false,
+            at: self.sibling_at,
+            sibling_at: 0,
             step: 0,
             addr: self.addr.clone(),
         }))
@@ -118,6 +123,8 @@ fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64)
             clone_first: true,
             sibling_busy,
             busy: false,
+            at: T_ACCESS,
+            sibling_at: T_ACCESS,
             step: 0,
         }),
         NODE1_CPU,
@@ -147,10 +154,10 @@ fn free_pages(s: &Sim) -> u64 {
     s.k.alloc.nr_free.iter().sum()
 }
 
-#[test]
-fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
+/// One process, two threads on node 1: the first accesses the page at
+/// `T_ACCESS`, the second `delay_ns` later; the page starts on node 0, PROT_NONE.
+fn race(delay_ns: u64) -> (Sim, u64) {
     let mut s = sim(NumaHintFault::MigrateThenMap, MigrateTlbFlush::PerPage);
-    // The second thread faults the same page at the same time.
     let addr = Rc::new(Cell::new(0));
     let t = s.spawn(
         Box::new(Thread {
@@ -158,6 +165,8 @@ fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
             clone_first: true,
             sibling_busy: false,
             busy: false,
+            at: T_ACCESS,
+            sibling_at: T_ACCESS + delay_ns,
             step: 0,
         }),
         NODE1_CPU,
@@ -172,8 +181,14 @@ fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
     pte.protnone = true;
     s.k.mms[mm].set_pte(a, pte);
     let free0 = free_pages(&s);
-    let _ = (pfn, a);
     s.run(&mut |_| {}).unwrap();
+    (s, free0)
+}
+
+#[test]
+fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
+    // At the same time: the second finds the folio isolated and maps the page.
+    let (s, free0) = race(0);
     let n = &s.k.numa;
     assert_eq!(s.k.vmstat.numa_hint_faults, 2, "both threads took the hinting fault");
     assert_eq!(n.numa_isolate_fail, 1, "the second found the folio isolated");
@@ -184,7 +199,20 @@ fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
     // Both threads read the page's content back; after the exit nothing is left allocated.
     assert!(s.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0));
     assert_eq!(free_pages(&s), free0 + 1, "every page freed at exit, none leaked");
-    let _ = mm;
+}
+
+#[test]
+fn a_thread_that_faults_on_the_migration_entry_waits_for_it() {
+    // 1.2 us later: the first thread's unmap has made the PTE a migration
+    // entry and the copy is under way; the second sleeps until the remap.
+    let (s, free0) = race(1_200);
+    let n = &s.k.numa;
+    assert_eq!(n.migration_entry_waits, 1, "{n:?}");
+    assert_eq!((n.numa_isolate_fail, n.numa_pages_migrated), (0, 1));
+    assert_eq!(tlb_ipis(&s), 0, "PROT_NONE throughout: no shootdown");
+    assert_eq!(s.k.vmstat.numa_hint_faults, 1, "the retry finds the new page mapped");
+    assert!(s.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0));
+    assert_eq!(free_pages(&s), free0 + 1);
 }
 
 #[test]
@@ -243,19 +271,19 @@ seed = 5
 thp = "never"
 numa_balancing = true
 numa_hint_fault = "{hint}"
-numa_balancing_scan_delay_ms = 100
-numa_balancing_scan_period_min_ms = 100
+numa_balancing_scan_delay_ms = 20
+numa_balancing_scan_period_min_ms = 20
 [workload]
 kind = "pmbench"
 nr_processes = 8
 nr_threads = 8
 mapsize_mib = 4480
-duration_s = 1.5
+duration_s = 0.6
 bind_node = 1
 node_memory_mib = 32768
 eater_mib = 20480
 eater_node = 1
-eater_exit_s = 0.5
+eater_exit_s = 0.15
 "#
     );
     let cfg = RunConfig::from_table(toml::from_str(&text).unwrap(), None, 1.0 / 512.0).unwrap();
