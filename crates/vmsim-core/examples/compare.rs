@@ -33,6 +33,8 @@ const KEYS: &[&str] = &[
     "numa_pages_migrated",
     "pgmigrate_fail",
     "numa_isolate_fail",
+    "numa_migrate_node_full",
+    "elapsed_s",
     "migration_entry_waits",
     "migrate_unmap_flushes",
     "task_numa_work_runs",

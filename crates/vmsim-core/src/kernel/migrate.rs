@@ -56,9 +56,13 @@ pub struct NumaStat {
     /// Pages whose migration failed after isolation (`pgmigrate_fail`).
     pub pgmigrate_fail: u64,
     /// Hinting faults that found the folio already isolated by another
-    /// migration (`numamigrate_isolate_page` failed) and just mapped it
-    /// (no /proc/vmstat counter exists).
+    /// migration (`isolate_lru_page` failed) and just mapped it (no
+    /// /proc/vmstat counter exists).
     pub numa_isolate_fail: u64,
+    /// Misplaced pages not migrated because the target node had no free
+    /// memory above its high watermark (`migrate_balanced_pgdat` false; no
+    /// /proc/vmstat counter exists).
+    pub numa_migrate_node_full: u64,
     /// Faults that found a migration entry and waited for the migration
     /// (`migration_entry_wait`; no /proc/vmstat counter exists).
     pub migration_entry_waits: u64,
@@ -81,9 +85,11 @@ impl Kernel {
     /// and the folio must still be on its LRU.
     pub fn numamigrate_isolate_page(&mut self, pfn: u64, target: usize) -> bool {
         if self.alloc.nr_free[target] <= self.pgdat[target].wmark_high + 1 {
+            self.numa.numa_migrate_node_full += 1;
             return false;
         }
         if self.lru.test(pfn, PG_ISOLATED) {
+            self.numa.numa_isolate_fail += 1;
             return false;
         }
         self.lru.set(pfn, PG_ISOLATED);
@@ -103,7 +109,6 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) -> bool {
         if !self.numamigrate_isolate_page(pfn, target) {
-            self.numa.numa_isolate_fail += 1;
             return false;
         }
         // alloc_misplaced_dst_page(): __GFP_THISNODE, no reclaim.

@@ -292,6 +292,7 @@ impl Workload for PmbenchWorkload<'_> {
             ("pgmigrate_success", n.pgmigrate_success),
             ("pgmigrate_fail", n.pgmigrate_fail),
             ("numa_isolate_fail", n.numa_isolate_fail),
+            ("numa_migrate_node_full", n.numa_migrate_node_full),
             ("migration_entry_waits", n.migration_entry_waits),
             ("migrate_unmap_flushes", n.migrate_unmap_flushes),
             ("task_numa_work_runs", n.task_numa_work_runs),
