@@ -181,3 +181,43 @@ fn a_preset_that_is_not_a_regular_file_is_refused() {
 extern "C" {
     fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
 }
+
+/// A pmbench run config with `extra` lines in `[workload]` or `[kernel]`.
+fn pmbench_err(kernel: &str, workload: &str) -> (String, String) {
+    let text = format!(
+        "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\n{kernel}\n[workload]\nkind = \"pmbench\"\nmapsize_mib = 64\nduration_s = 0.001\nnode_memory_mib = 256\n{workload}\n"
+    );
+    match run_config(&text, Format::Toml, None, &mut |_, _| {}) {
+        Err(Error::Config { key, message }) => (key, message),
+        Ok(_) => panic!("accepted: {kernel} / {workload}"),
+        Err(e) => panic!("not a config error: {e}"),
+    }
+}
+
+#[test]
+fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
+    for (kernel, workload, want) in [
+        ("numa_hint_fault = \"lazy\"", "", "kernel.numa_hint_fault"),
+        ("migrate_tlb_flush = 3", "", "kernel.migrate_tlb_flush"),
+        ("numa_balancing_scan_size_mb = 0", "", "kernel.numa_balancing_scan_size_mb"),
+        (
+            "numa_balancing_scan_period_min_ms = 500\nnuma_balancing_scan_period_max_ms = 100",
+            "",
+            "kernel.numa_balancing_scan_period_max_ms",
+        ),
+        ("numa_balancing_scan_delays_ms = 5", "", "kernel.numa_balancing_scan_delays_ms"),
+        ("", "nr_threads = 0", "workload.nr_threads"),
+        ("", "read_ratio = 101", "workload.read_ratio"),
+        ("", "pattern = \"zipf\"", "workload.pattern"),
+        ("", "setsize_mib = 128", "workload.setsize_mib"),
+        ("", "bind_node = 2", "workload.bind_node"),
+        ("", "eater_mib = 512", "workload.eater_mib"),
+        ("", "stdev_fraction = -1", "workload.stdev_fraction"),
+        ("", "nr_processes = 9", "workload.mapsize_mib"),
+    ] {
+        let (k, msg) = pmbench_err(kernel, workload);
+        assert_eq!(k, want, "{kernel} / {workload}: {msg}");
+        // One line; an unknown key lists the accepted ones.
+        assert!(msg.len() < 400 && !msg.contains('\n'), "{k}: {msg}");
+    }
+}
