@@ -10,11 +10,12 @@ fn main() {
         .unwrap_or(1.0);
     let text = std::fs::read_to_string(&path).unwrap();
     let t = std::time::Instant::now();
-    let cfg = vmsim_core::config::RunConfig::from_table(toml::from_str(&text).unwrap(), None, scale)
-        .unwrap_or_else(|e| {
-            eprintln!("error: {e}");
-            std::process::exit(2)
-        });
+    let cfg =
+        vmsim_core::config::RunConfig::from_table(toml::from_str(&text).unwrap(), None, scale)
+            .unwrap_or_else(|e| {
+                eprintln!("error: {e}");
+                std::process::exit(2)
+            });
     match vmsim_core::experiment::simulate(&cfg, &mut |_| {}) {
         Ok(v) => println!("{v}"),
         Err(e) => {

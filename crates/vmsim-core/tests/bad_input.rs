@@ -199,13 +199,21 @@ fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
     for (kernel, workload, want) in [
         ("numa_hint_fault = \"lazy\"", "", "kernel.numa_hint_fault"),
         ("migrate_tlb_flush = 3", "", "kernel.migrate_tlb_flush"),
-        ("numa_balancing_scan_size_mb = 0", "", "kernel.numa_balancing_scan_size_mb"),
+        (
+            "numa_balancing_scan_size_mb = 0",
+            "",
+            "kernel.numa_balancing_scan_size_mb",
+        ),
         (
             "numa_balancing_scan_period_min_ms = 500\nnuma_balancing_scan_period_max_ms = 100",
             "",
             "kernel.numa_balancing_scan_period_max_ms",
         ),
-        ("numa_balancing_scan_delays_ms = 5", "", "kernel.numa_balancing_scan_delays_ms"),
+        (
+            "numa_balancing_scan_delays_ms = 5",
+            "",
+            "kernel.numa_balancing_scan_delays_ms",
+        ),
         ("", "nr_threads = 0", "workload.nr_threads"),
         ("", "read_ratio = 101", "workload.read_ratio"),
         ("", "pattern = \"zipf\"", "workload.pattern"),

@@ -147,7 +147,10 @@ fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64)
 
 fn tlb_ipis(s: &Sim) -> u64 {
     let i = IpiCause::TlbShootdown as usize;
-    s.m.cpus.iter().map(|c| c.stats.ipis_received_by_cause[i]).sum()
+    s.m.cpus
+        .iter()
+        .map(|c| c.stats.ipis_received_by_cause[i])
+        .sum()
 }
 
 fn free_pages(s: &Sim) -> u64 {
@@ -190,15 +193,31 @@ fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
     // At the same time: the second finds the folio isolated and maps the page.
     let (s, free0) = race(0);
     let n = &s.k.numa;
-    assert_eq!(s.k.vmstat.numa_hint_faults, 2, "both threads took the hinting fault");
-    assert_eq!(n.numa_isolate_fail, 1, "the second found the folio isolated");
-    assert_eq!((n.numa_pages_migrated, n.pgmigrate_success, n.pgmigrate_fail), (1, 1, 0));
+    assert_eq!(
+        s.k.vmstat.numa_hint_faults, 2,
+        "both threads took the hinting fault"
+    );
+    assert_eq!(
+        n.numa_isolate_fail, 1,
+        "the second found the folio isolated"
+    );
+    assert_eq!(
+        (n.numa_pages_migrated, n.pgmigrate_success, n.pgmigrate_fail),
+        (1, 1, 0)
+    );
     // The loser made the PTE accessible again, so the winner's unmap had to flush.
     assert_eq!(n.migrate_unmap_flushes, 1);
     assert_eq!(tlb_ipis(&s), 1);
     // Both threads read the page's content back; after the exit nothing is left allocated.
-    assert!(s.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0));
-    assert_eq!(free_pages(&s), free0 + 1, "every page freed at exit, none leaked");
+    assert!(s
+        .tasks
+        .iter()
+        .all(|t| t.pages_checked > 0 && t.bad_pages == 0));
+    assert_eq!(
+        free_pages(&s),
+        free0 + 1,
+        "every page freed at exit, none leaked"
+    );
 }
 
 #[test]
@@ -210,8 +229,14 @@ fn a_thread_that_faults_on_the_migration_entry_waits_for_it() {
     assert_eq!(n.migration_entry_waits, 1, "{n:?}");
     assert_eq!((n.numa_isolate_fail, n.numa_pages_migrated), (0, 1));
     assert_eq!(tlb_ipis(&s), 0, "PROT_NONE throughout: no shootdown");
-    assert_eq!(s.k.vmstat.numa_hint_faults, 1, "the retry finds the new page mapped");
-    assert!(s.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0));
+    assert_eq!(
+        s.k.vmstat.numa_hint_faults, 1,
+        "the retry finds the new page mapped"
+    );
+    assert!(s
+        .tasks
+        .iter()
+        .all(|t| t.pages_checked > 0 && t.bad_pages == 0));
     assert_eq!(free_pages(&s), free0 + 1);
 }
 
@@ -226,13 +251,23 @@ fn migrating_while_prot_none_needs_no_shootdown_mapping_first_does() {
         s.run(&mut |_| {}).unwrap();
         assert_eq!(s.k.numa.numa_pages_migrated, 1, "{hint:?}");
         assert!(
-            s.tasks.iter().all(|t| t.pages_checked > 0 && t.bad_pages == 0),
+            s.tasks
+                .iter()
+                .all(|t| t.pages_checked > 0 && t.bad_pages == 0),
             "the content moved with the page ({hint:?})"
         );
         ipis.push((s.k.numa.migrate_unmap_flushes, tlb_ipis(&s)));
     }
-    assert_eq!(ipis[0], (0, 0), "PROT_NONE PTE: no TLB can hold it, no shootdown");
-    assert_eq!(ipis[1], (1, 1), "accessible PTE: one shootdown to the sibling's CPU");
+    assert_eq!(
+        ipis[0],
+        (0, 0),
+        "PROT_NONE PTE: no TLB can hold it, no shootdown"
+    );
+    assert_eq!(
+        ipis[1],
+        (1, 1),
+        "accessible PTE: one shootdown to the sibling's CPU"
+    );
 }
 
 #[test]
@@ -294,9 +329,16 @@ eater_exit_s = 0.15
 fn pmbench_with_64_threads_migrates_verifies_and_is_deterministic() {
     let a = pmbench("migrate-then-map");
     let b = pmbench("migrate-then-map");
-    assert_eq!(a.to_string(), b.to_string(), "same config and seed, same bytes");
+    assert_eq!(
+        a.to_string(),
+        b.to_string(),
+        "same config and seed, same bytes"
+    );
     assert_eq!(a["data_verified"], true);
-    assert!(a["numa_pte_updates"].as_u64().unwrap() > 0, "the scanner ran");
+    assert!(
+        a["numa_pte_updates"].as_u64().unwrap() > 0,
+        "the scanner ran"
+    );
     assert!(a["numa_pages_migrated"].as_u64().unwrap() > 0, "{a}");
     assert!(a["pmbench_throughput_aps"].as_f64().unwrap() > 0.0);
     let m = pmbench("map-then-migrate");

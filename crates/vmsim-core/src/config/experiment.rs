@@ -68,7 +68,10 @@ impl Experiment {
         let reference = top.str_opt("reference")?.unwrap_or_default();
         let scale = top.f64_opt("scale")?.unwrap_or(1.0);
         if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
-            return Err(cfg_err("scale", format!("must be above 0 and at most 1, got {scale}")));
+            return Err(cfg_err(
+                "scale",
+                format!("must be above 0 and at most 1, got {scale}"),
+            ));
         }
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,

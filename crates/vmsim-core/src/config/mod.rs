@@ -296,7 +296,12 @@ impl RunConfig {
             Ok(v)
         };
         let numa_scan = crate::kernel::sched::numa::ScanKnobs {
-            scan_delay_ms: knob("numa_balancing_scan_delay_ms", d.scan_delay_ms, 0, 3_600_000)?,
+            scan_delay_ms: knob(
+                "numa_balancing_scan_delay_ms",
+                d.scan_delay_ms,
+                0,
+                3_600_000,
+            )?,
             scan_period_min_ms: knob(
                 "numa_balancing_scan_period_min_ms",
                 d.scan_period_min_ms,

@@ -66,11 +66,17 @@ pub const KEYS: &[&str] = &[
 
 fn bytes(w: &mut Fields, key: &'static str, mib: f64, scale: f64) -> Result<u64, Error> {
     if !(mib.is_finite() && mib > 0.0) {
-        return Err(cfg_err(w.key(key), format!("must be a positive size in MiB, got {mib}")));
+        return Err(cfg_err(
+            w.key(key),
+            format!("must be a positive size in MiB, got {mib}"),
+        ));
     }
     let b = ((mib * scale * MIB as f64) as u64) & !(2 * MIB - 1);
     if b < 2 * MIB {
-        return Err(cfg_err(w.key(key), format!("must give at least 2 MiB after scaling (got {mib} MiB x scale {scale})")));
+        return Err(cfg_err(
+            w.key(key),
+            format!("must give at least 2 MiB after scaling (got {mib} MiB x scale {scale})"),
+        ));
     }
     if b > (256u64 << 30) {
         return Err(cfg_err(w.key(key), "at most 256 GiB after scaling"));
@@ -80,7 +86,10 @@ fn bytes(w: &mut Fields, key: &'static str, mib: f64, scale: f64) -> Result<u64,
 
 fn seconds(w: &mut Fields, key: &'static str, s: f64, scale: f64) -> Result<u64, Error> {
     if !(s.is_finite() && s > 0.0 && s <= 3600.0) {
-        return Err(cfg_err(w.key(key), format!("must be between 0 and 3600 seconds, got {s}")));
+        return Err(cfg_err(
+            w.key(key),
+            format!("must be between 0 and 3600 seconds, got {s}"),
+        ));
     }
     Ok((s * scale * 1e9) as u64)
 }
@@ -116,7 +125,10 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
     };
     let stdev_fraction = w.f64_opt("stdev_fraction")?.unwrap_or(0.125);
     if !(stdev_fraction.is_finite() && stdev_fraction > 0.0 && stdev_fraction <= 10.0) {
-        return Err(cfg_err(w.key("stdev_fraction"), "must be above 0 and at most 10"));
+        return Err(cfg_err(
+            w.key("stdev_fraction"),
+            "must be above 0 and at most 10",
+        ));
     }
     let read_ratio = w.u64_opt("read_ratio")?.unwrap_or(50);
     if read_ratio > 100 {
@@ -129,20 +141,26 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
     let cold = w.bool_opt("cold")?.unwrap_or(false);
     let bind_node = w.u64_opt("bind_node")?.unwrap_or(0);
     if bind_node >= nodes {
-        return Err(cfg_err(w.key("bind_node"), format!("{} has nodes 0 to {}", preset.name, nodes - 1)));
+        return Err(cfg_err(
+            w.key("bind_node"),
+            format!("{} has nodes 0 to {}", preset.name, nodes - 1),
+        ));
     }
     let nm = w
         .f64_opt("node_memory_mib")?
         .ok_or_else(|| cfg_err(w.key("node_memory_mib"), "missing required key"))?;
     let node_memory = bytes(w, "node_memory_mib", nm, scale)?;
     let eater = match w.f64_opt("eater_mib")? {
-        Some(m) if m == 0.0 => 0,
+        Some(0.0) => 0,
         Some(m) => bytes(w, "eater_mib", m, scale)?,
         None => 0,
     };
     let eater_node = w.u64_opt("eater_node")?.unwrap_or(bind_node);
     if eater_node >= nodes {
-        return Err(cfg_err(w.key("eater_node"), format!("{} has nodes 0 to {}", preset.name, nodes - 1)));
+        return Err(cfg_err(
+            w.key("eater_node"),
+            format!("{} has nodes 0 to {}", preset.name, nodes - 1),
+        ));
     }
     if eater >= node_memory {
         return Err(cfg_err(w.key("eater_mib"), "must be below node_memory_mib"));
@@ -152,7 +170,10 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
         None => u64::MAX,
     };
     if nr_processes * mapsize + eater > node_memory * nodes {
-        return Err(cfg_err(w.key("mapsize_mib"), "the maps and the eater need more than the machine's memory (node_memory_mib x nodes)"));
+        return Err(cfg_err(
+            w.key("mapsize_mib"),
+            "the maps and the eater need more than the machine's memory (node_memory_mib x nodes)",
+        ));
     }
     Ok(PmbenchConfig {
         nr_processes,

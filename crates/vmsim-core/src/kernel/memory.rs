@@ -111,7 +111,9 @@ impl Kernel {
             Some(Pmd::Huge(p)) if p.protnone => {
                 return Ok(self.do_numa_page(mm_id, addr, node, work, Mapped::Huge))
             }
-            Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.migration) => {
+            Some(Pmd::Table(t))
+                if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.migration) =>
+            {
                 let pfn = t[((addr >> 12) & 511) as usize].unwrap().pfn;
                 self.migration_entry_wait(mm_id, addr, pfn, work);
                 return Ok(Mapped::Small);
@@ -208,7 +210,13 @@ impl Kernel {
 
     /// A fault on a migration entry (`migration_entry_wait`): the task
     /// waits for the migration to end, then retries.
-    fn migration_entry_wait(&mut self, mm_id: usize, addr: u64, pfn: u64, work: &mut VecDeque<Work>) {
+    fn migration_entry_wait(
+        &mut self,
+        mm_id: usize,
+        addr: u64,
+        pfn: u64,
+        work: &mut VecDeque<Work>,
+    ) {
         self.numa.migration_entry_waits += 1;
         work.push_back(Work::WaitMigration {
             mm: mm_id,

@@ -97,8 +97,16 @@ impl Kernel {
                     huge += 1;
                 }
                 Pmd::Table(t) => {
-                    let lo = if base < start { (start - base) >> 12 } else { 0 };
-                    let hi = if base + PMD_SIZE > end { (end - base) >> 12 } else { 512 };
+                    let lo = if base < start {
+                        (start - base) >> 12
+                    } else {
+                        0
+                    };
+                    let hi = if base + PMD_SIZE > end {
+                        (end - base) >> 12
+                    } else {
+                        512
+                    };
                     for e in t[lo as usize..hi as usize].iter_mut().flatten() {
                         visited += 1;
                         if !e.accessible()

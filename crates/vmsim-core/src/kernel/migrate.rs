@@ -158,7 +158,9 @@ impl Kernel {
     /// the PTE no longer maps `old` (the migration is abandoned: the new
     /// page is freed and the folio put back).
     pub fn migrate_unmap(&mut self, mm: usize, addr: u64, old: u64, new: u64) -> Option<bool> {
-        let cur = self.mms[mm].entry(addr).filter(|p| p.pfn == old && !p.migration);
+        let cur = self.mms[mm]
+            .entry(addr)
+            .filter(|p| p.pfn == old && !p.migration);
         let Some(p) = cur else {
             self.abandon_migration(old, new);
             return None;

@@ -266,7 +266,11 @@ impl Workload for PmbenchWorkload<'_> {
     /// TLB-shootdown interrupts and the share of cycles in `try_to_unmap`.
     fn report(&self, sim: &Sim, r: &mut Value) {
         let hz = sim.m.freq_mhz as f64 * 1e6;
-        let warm = if self.0.cold { 0 } else { self.0.setsize / 4096 };
+        let warm = if self.0.cold {
+            0
+        } else {
+            self.0.setsize / 4096
+        };
         let mut aps = 0.0;
         let mut accesses = 0u64;
         for t in &sim.tasks {
@@ -301,7 +305,12 @@ impl Workload for PmbenchWorkload<'_> {
         }
         // The TLB line of /proc/interrupts counts shootdown IPIs received.
         let i = crate::machine::ipi::IpiCause::TlbShootdown as usize;
-        let tlb: u64 = sim.m.cpus.iter().map(|c| c.stats.ipis_received_by_cause[i]).sum();
+        let tlb: u64 = sim
+            .m
+            .cpus
+            .iter()
+            .map(|c| c.stats.ipis_received_by_cause[i])
+            .sum();
         r["tlb_shootdown_interrupts"] = json!(tlb);
         let total: u64 = sim
             .m

@@ -145,7 +145,10 @@ impl Sim {
         let stream = r.a.pattern == Pattern::Sequential && !r.a.dependent;
         if r.until.is_none() {
             let now = self.m.cpus[cpu].clock;
-            r.until = Some(r.a.until_ns.map_or(u64::MAX, |ns| now + ns * self.m.freq_mhz / 1000));
+            r.until = Some(
+                r.a.until_ns
+                    .map_or(u64::MAX, |ns| now + ns * self.m.freq_mhz / 1000),
+            );
         }
         let until = r.until.unwrap_or(u64::MAX);
         while r.done < r.a.count && self.m.cpus[cpu].clock < deadline {

@@ -161,7 +161,9 @@ impl Sim {
                 if let (true, Some(t)) = (still, self.sched.current(cpu)) {
                     self.cpus[cpu].work.pop_front();
                     // The rest of the fault (its return to user) is done when it retries.
-                    self.cpus[cpu].work.retain(|w| !matches!(w, Work::ReturnToUser));
+                    self.cpus[cpu]
+                        .work
+                        .retain(|w| !matches!(w, Work::ReturnToUser));
                     self.account_runtime(cpu, t);
                     self.sched.sleep_current(cpu);
                     let q = self.k.folio_waitqueue(pfn);

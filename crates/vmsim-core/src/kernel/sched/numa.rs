@@ -153,7 +153,8 @@ pub fn update_task_scan_period(tn: &mut TaskNuma, smin: u64, smax: u64) -> bool 
     } else {
         -(th - lr.max(ps)) * slot
     };
-    tn.scan_period = (tn.scan_period as i64 + diff).clamp(smin as i64, smax.max(smin) as i64) as u64;
+    tn.scan_period =
+        (tn.scan_period as i64 + diff).clamp(smin as i64, smax.max(smin) as i64) as u64;
     tn.faults_locality = [0; 3];
     false
 }
@@ -210,7 +211,9 @@ impl Sim {
     /// `se.sum_exec_runtime` of task `t`, current on `cpu`.
     fn runtime(&self, cpu: usize, t: usize) -> u64 {
         let base = self.k.task_numa.get(t).map_or(0, |n| n.sum_exec_runtime);
-        base + self.m.cpus[cpu].clock.saturating_sub(self.cpus[cpu].curr_since)
+        base + self.m.cpus[cpu]
+            .clock
+            .saturating_sub(self.cpus[cpu].curr_since)
     }
 
     /// Task `t` leaves `cpu`: its run time so far is added up.
@@ -416,6 +419,9 @@ mod tests {
         t.faults_priv = [100, 0];
         update_task_scan_period(&mut t, 100, 1714);
         assert_eq!(t.scan_period, 100);
-        assert_eq!(t.faults_locality, [0; 3], "counts reset for the next window");
+        assert_eq!(
+            t.faults_locality, [0; 3],
+            "counts reset for the next window"
+        );
     }
 }
