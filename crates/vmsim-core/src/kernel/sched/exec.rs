@@ -215,6 +215,7 @@ impl Sim {
     fn migrate_unmap(&mut self, cpu: usize, mm: usize, addr: u64, old: u64, new: u64) -> bool {
         let c = crate::kernel::migrate::MIGRATE_PTE_CYCLES;
         self.m.advance(cpu, c, c);
+        self.settle(cpu, KFn::TryToUnmap);
         let Some(accessible) = self.k.migrate_unmap(mm, addr, old, new) else {
             return false;
         };
@@ -245,6 +246,8 @@ impl Sim {
                             ubc.cpumask.or(&m.cpumask);
                         }
                         ubc.flush_required = true;
+                        // migrate_pages_batch() calls try_to_unmap_flush()
+                        // itself, after the unmaps: not under try_to_unmap.
                         self.try_to_unmap_flush(cpu, &mut ubc);
                     } else {
                         let k = &mut self.k;
