@@ -203,3 +203,36 @@ def test_to_dataframe():
     assert "per_cpu" not in df.columns
     cpus = vmsim.to_dataframe(result, per_cpu=True)
     assert "run" in cpus.columns and "cpu" in cpus.columns
+
+
+@pytest.mark.sim
+def test_pmbench_with_numa_balancing_from_python():
+    cfg = {
+        "machine": "xeon-e5-2699v3-2s",
+        "kernel": {
+            "thp": "never",
+            "numa_balancing": True,
+            "numa_hint_fault": "map-then-migrate",
+            "numa_balancing_scan_delay_ms": 1,
+            "numa_balancing_scan_period_min_ms": 1,
+            "numa_balancing_scan_size_mb": 4,
+        },
+        "workload": {
+            "kind": "pmbench",
+            "nr_processes": 2,
+            "nr_threads": 2,
+            "mapsize_mib": 16,
+            "duration_s": 0.03,
+            "bind_node": 1,
+            "node_memory_mib": 64,
+            "eater_mib": 48,
+            "eater_node": 1,
+            "eater_exit_s": 0.02,
+        },
+    }
+    m = vmsim.run(cfg)["metrics"]
+    assert m["data_verified"] is True
+    assert m["pmbench_throughput_aps"] > 0
+    assert m["numa_pages_migrated"] > 0
+    assert m["tlb_shootdown_interrupts"] > 0
+    assert 0 < m["try_to_unmap_cycles_share"] < 1
