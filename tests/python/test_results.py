@@ -42,6 +42,14 @@ def test_welch_marks_noise_and_change():
     assert stats.summarise([3.0, 3.0]).stddev == 0.0
 
 
+def test_t_critical_beyond_the_table():
+    # Published two-sided 5% points of Student's t.
+    for df, want in [(1, 12.706), (30, 2.042), (31, 2.0395), (40, 2.0211), (60, 2.0003), (120, 1.9799)]:
+        assert abs(stats.t_critical(df) - want) < 5e-4, df
+    assert stats.t_critical(10.7) == stats.t_critical(10), "fractional df rounds down"
+    assert stats.t_critical(1e9) == pytest.approx(1.95996, abs=1e-4)
+
+
 def _fake_run(tp, sys_s):
     return {"metrics": {"throughput_bytes_per_s": tp, "sys_s": sys_s, "data_verified": True}, "machine": {"name": "m"}}
 
