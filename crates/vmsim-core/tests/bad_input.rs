@@ -219,7 +219,12 @@ fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
         ("", "pattern = \"zipf\"", "workload.pattern"),
         ("", "setsize_mib = 128", "workload.setsize_mib"),
         ("", "bind_node = 2", "workload.bind_node"),
-        ("", "eater_mib = 512", "workload.eater_mib"),
+        (
+            "",
+            "eater_mib = 512\neater_exit_s = 1",
+            "workload.eater_mib",
+        ),
+        ("", "eater_mib = 64", "workload.eater_exit_s"),
         ("", "stdev_fraction = -1", "workload.stdev_fraction"),
         ("", "nr_processes = 9", "workload.mapsize_mib"),
     ] {

@@ -40,7 +40,7 @@ pub struct PmbenchConfig {
     /// Simulated memory per node, scaled.
     pub node_memory: u64,
     /// The memory eater: bytes (0: none), its node, and when it exits
-    /// (ns after pmbench starts, scaled).
+    /// (ns after pmbench starts, scaled; required with an eater).
     pub eater: u64,
     pub eater_node: u64,
     pub eater_exit_ns: u64,
@@ -167,7 +167,13 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
     }
     let eater_exit_ns = match w.f64_opt("eater_exit_s")? {
         Some(s) => seconds(w, "eater_exit_s", s, scale)?,
-        None => u64::MAX,
+        None if eater > 0 => {
+            return Err(cfg_err(
+                w.key("eater_exit_s"),
+                "required with an eater: when it exits after pmbench starts",
+            ))
+        }
+        None => 0,
     };
     if nr_processes * mapsize + eater > node_memory * nodes {
         return Err(cfg_err(

@@ -169,13 +169,8 @@ impl Program for Eater {
             2 => {
                 self.map = ret;
                 self.ready.set(true);
-                if self.exit_ns == u64::MAX {
-                    self.next(0)
-                } else {
-                    Op::Nanosleep { ns: self.exit_ns }
-                }
+                Op::Nanosleep { ns: self.exit_ns }
             }
-            3 if self.exit_ns == u64::MAX => Op::Wait,
             3 => Op::Check {
                 start: self.map,
                 len: self.bytes,
@@ -257,7 +252,7 @@ impl Workload for PmbenchWorkload<'_> {
             c.duration_ns as f64 / 1e6,
             mib(c.eater),
             c.eater_node,
-            if c.eater_exit_ns == u64::MAX { f64::INFINITY } else { c.eater_exit_ns as f64 / 1e6 },
+            c.eater_exit_ns as f64 / 1e6,
             mib(c.node_memory)
         )
     }
