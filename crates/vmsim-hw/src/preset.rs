@@ -507,6 +507,10 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("invlpg_cycles", Val::I(150), "");
     w.either("context_switch_cycles", r.ctxsw_ns.map(cyc),
         "two threads on one CPU bouncing a byte over pipes, per switch (includes one read and one write system call)", Val::I(3000), "ping-pong failed");
+    w.default("page_cache_add_cycles", Val::I(400), "");
+    w.default("map_pages_per_pte_cycles", Val::I(60), "");
+    w.default("shrink_folio_cycles", Val::I(400), "");
+    w.default("rmap_pte_cycles", Val::I(150), "");
 
     let mut derived = Map::new();
     for (k, v) in [

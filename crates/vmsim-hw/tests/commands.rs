@@ -217,6 +217,10 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "tlb_flush_full_cycles",
                 "invlpg_cycles",
                 "context_switch_cycles",
+                "page_cache_add_cycles",
+                "map_pages_per_pte_cycles",
+                "shrink_folio_cycles",
+                "rmap_pte_cycles",
             ],
         ),
     ];

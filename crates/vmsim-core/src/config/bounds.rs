@@ -203,6 +203,10 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         ("tlb_flush_full_cycles", c.tlb_flush_full_cycles),
         ("invlpg_cycles", c.invlpg_cycles),
         ("context_switch_cycles", c.context_switch_cycles),
+        ("page_cache_add_cycles", c.page_cache_add_cycles),
+        ("map_pages_per_pte_cycles", c.map_pages_per_pte_cycles),
+        ("shrink_folio_cycles", c.shrink_folio_cycles),
+        ("rmap_pte_cycles", c.rmap_pte_cycles),
     ] {
         range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
     }

@@ -100,6 +100,10 @@ pub struct Costs {
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
     pub context_switch_cycles: u64,
+    pub page_cache_add_cycles: u64,
+    pub map_pages_per_pte_cycles: u64,
+    pub shrink_folio_cycles: u64,
+    pub rmap_pte_cycles: u64,
 }
 
 impl CacheParams {
@@ -357,6 +361,10 @@ impl Preset {
             tlb_flush_full_cycles: c.u("tlb_flush_full_cycles")?,
             invlpg_cycles: c.u("invlpg_cycles")?,
             context_switch_cycles: c.u("context_switch_cycles")?,
+            page_cache_add_cycles: c.u("page_cache_add_cycles")?,
+            map_pages_per_pte_cycles: c.u("map_pages_per_pte_cycles")?,
+            shrink_folio_cycles: c.u("shrink_folio_cycles")?,
+            rmap_pte_cycles: c.u("rmap_pte_cycles")?,
         };
         c.finish()?;
         top.finish()?;
@@ -490,6 +498,10 @@ impl Preset {
             page_alloc_cycles: c.page_alloc_cycles,
             page_free_cycles: c.page_free_cycles,
             context_switch_cycles: c.context_switch_cycles,
+            page_cache_add_cycles: c.page_cache_add_cycles,
+            map_pages_per_pte_cycles: c.map_pages_per_pte_cycles,
+            shrink_folio_cycles: c.shrink_folio_cycles,
+            rmap_pte_cycles: c.rmap_pte_cycles,
         }
     }
 

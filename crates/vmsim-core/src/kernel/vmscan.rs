@@ -53,15 +53,6 @@ use std::collections::VecDeque;
 pub const SWAP_CLUSTER_MAX: usize = 32;
 /// `MAX_RECLAIM_RETRIES`: kswapd rounds without progress before it gives up on a node.
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
-/// Cycles per folio isolated and sorted by reclaim (LRU isolation under the
-/// lruvec lock, `folio_check_references` call overhead, `__remove_mapping`
-/// with its xarray store of a shadow entry, putback). Estimate from that
-/// structure, not a measurement.
-pub const SHRINK_FOLIO_CYCLES: u64 = 400;
-/// Cycles per PTE visited by an rmap walk (`i_mmap` tree step,
-/// `page_vma_mapped_walk`, the page-table lock, the young-bit test or the
-/// clear). Estimate from that structure, not a measurement.
-pub const RMAP_PTE_CYCLES: u64 = 150;
 
 crate::counters! {
 /// Reclaim and LRU counters with their /proc/vmstat names.
@@ -207,12 +198,15 @@ impl super::sched::Sim {
                 break;
             };
             self.k.reclaim.pgrefill += 1;
-            self.m
-                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.shrink_folio_cycles,
+                self.k.costs.shrink_folio_cycles,
+            );
             self.settle(cpu, KFn::ShrinkFolioList);
             if self.k.alloc.folio_mapcount(pfn) > 0 {
                 let (_, visited) = self.k.folio_referenced(pfn);
-                let c = visited as u64 * RMAP_PTE_CYCLES;
+                let c = visited as u64 * self.k.costs.rmap_pte_cycles;
                 self.m.advance(cpu, c, c);
                 self.settle(cpu, KFn::RmapWalk);
             }
@@ -253,7 +247,7 @@ impl super::sched::Sim {
         } else {
             (0, 0)
         };
-        let c = visited as u64 * RMAP_PTE_CYCLES;
+        let c = visited as u64 * self.k.costs.rmap_pte_cycles;
         self.m.advance(cpu, c, c);
         self.settle(cpu, KFn::RmapWalk);
         let referenced_folio = self.k.lru.test(pfn, PG_REFERENCED);
@@ -275,8 +269,11 @@ impl super::sched::Sim {
         let mut ubc = TlbflushUnmapBatch::default();
         let mut free = Vec::new();
         for &pfn in folios {
-            self.m
-                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.shrink_folio_cycles,
+                self.k.costs.shrink_folio_cycles,
+            );
             self.settle(cpu, KFn::ShrinkFolioList);
             let node = self.k.alloc.node_of_pfn(pfn);
             match self.folio_check_references(cpu, pfn) {
@@ -332,7 +329,11 @@ impl super::sched::Sim {
     fn try_to_unmap(&mut self, cpu: usize, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
         for (mm, va) in self.k.rmap_walk_file(pfn) {
             let pte = self.k.try_to_unmap_one(mm, va).expect("the walk found it");
-            self.m.advance(cpu, RMAP_PTE_CYCLES, RMAP_PTE_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.rmap_pte_cycles,
+                self.k.costs.rmap_pte_cycles,
+            );
             self.settle(cpu, KFn::RmapWalk);
             let defer = self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Batched
                 && self.k.mms[mm].cpumask.any_but(cpu);
