@@ -249,6 +249,15 @@ impl RunConfig {
                 .unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
         )
         .unwrap();
+        if tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast && !preset.tlb.invlpgb {
+            return Err(cfg_err(
+                "kernel.tlb_flush_on_unmap",
+                format!(
+                    "\"broadcast\" needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: \"per-page\", \"batched\"",
+                    preset.name, preset.model
+                ),
+            ));
+        }
         k.finish()?;
         let kernel = KernelConfig {
             thp,

@@ -30,7 +30,10 @@
 //!   sends one IPI to every other CPU of the mask that is not lazy (a
 //!   batched flush has no mm, so `should_flush_tlb` skips only lazy CPUs),
 //!   each flushing its whole TLB. Lazy CPUs catch up when they switch back
-//!   (their `tlb_gen` is behind).
+//!   (their `tlb_gen` is behind);
+//! - `broadcast` (6.15+ with INVLPGB): deferred as `batched`, but
+//!   `try_to_unmap_flush` issues one `invlpgb_flush_all_nonglobals`, which
+//!   empties every CPU's TLB without an IPI.
 //!
 //! A round's unmapping, flushing and freeing run together when its work
 //! item executes, so no other CPU can run between a PTE clear and its
@@ -43,7 +46,7 @@
 
 use super::kthread::{KthreadFn, KthreadStep};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
-use super::tlbflush::{flush_tlb_mm_range, TlbState};
+use super::tlbflush::{flush_tlb_mm_range, invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use crate::policy::TlbFlushOnUnmap;
@@ -75,6 +78,8 @@ pub struct ReclaimStat {
     /// Batched flushes sent (`try_to_unmap_flush` with IPIs) and their IPIs.
     pub tlb_ubc_flushes: u64,
     pub tlb_ubc_ipis: u64,
+    /// Batched flushes done by one INVLPGB broadcast (`broadcast`).
+    pub tlb_ubc_invlpgb: u64,
 }
 }
 
@@ -335,7 +340,8 @@ impl super::sched::Sim {
                 self.k.costs.rmap_pte_cycles,
             );
             self.settle(cpu, KFn::RmapWalk);
-            let defer = self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Batched
+            // arch_tlbbatch_should_defer(): the same test with or without INVLPGB.
+            let defer = self.k.cfg.tlb_flush_on_unmap != TlbFlushOnUnmap::PerPage
                 && self.k.mms[mm].cpumask.any_but(cpu);
             if defer {
                 // set_tlb_ubc_flush_pending() → arch_tlbbatch_add_pending(): inc_mm_tlb_gen + OR the mask.
@@ -370,6 +376,18 @@ impl super::sched::Sim {
     /// that is not lazy.
     pub(crate) fn try_to_unmap_flush(&mut self, cpu: usize, ubc: &mut TlbflushUnmapBatch) {
         if !ubc.flush_required {
+            return;
+        }
+        // arch_tlbbatch_flush() with X86_FEATURE_INVLPGB (6.15, "x86/mm: Use
+        // broadcast TLB flushing for page reclaim TLB flushing"):
+        // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
+        // not, this one's included, and no IPI is sent.
+        if self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
+            && invlpgb_flush_all_nonglobals(&mut self.m, cpu, &mut self.tlbstate, &self.k.mms)
+        {
+            self.k.reclaim.tlb_ubc_invlpgb += 1;
+            self.settle(cpu, KFn::FlushTlb);
+            *ubc = TlbflushUnmapBatch::default();
             return;
         }
         let mut targets = CpuMask::empty();
