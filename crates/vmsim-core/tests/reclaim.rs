@@ -83,6 +83,14 @@ fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies
                 "{flush:?}: CPU {c}"
             );
         }
+        // Batched unmaps leave the readers' mms marked; each reader's munmap
+        // (zap_pte_range → flush_tlb_batched_pending) caught up once.
+        for &t in &pids {
+            let mm = &s.k.mms[s.tasks[t].mm.unwrap()];
+            let pending = mm.tlb_flush_batched & 0x7fff;
+            assert_eq!(mm.tlb_flush_batched >> 16, pending, "{flush:?}");
+            assert_eq!(pending > 0, flush == TlbFlushOnUnmap::Batched, "{flush:?}");
+        }
         if flush == TlbFlushOnUnmap::Batched {
             assert!(r.tlb_ubc_flushes > 0);
             assert!(

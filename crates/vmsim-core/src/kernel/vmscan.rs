@@ -37,8 +37,9 @@
 //!
 //! A round's unmapping, flushing and freeing run together when its work
 //! item executes, so no other CPU can run between a PTE clear and its
-//! flush: `flush_tlb_batched_pending` (for munmap or mprotect racing with
-//! a batch in flight) would never find a pending batch and is not modelled.
+//! flush. Each batched unmap still counts in the mm's `tlb_flush_batched`
+//! as in Linux, which resets nothing at `try_to_unmap_flush`: the next zap
+//! of the mm flushes it once (`flush_tlb_batched_pending`, kernel/rmap.rs).
 //!
 //! Invariants: a folio is freed only after every TLB that may hold it was
 //! flushed (the TLB truth check, kernel/sched/access.rs, would catch a
@@ -351,6 +352,9 @@ impl super::sched::Sim {
                     ubc.cpumask.or(&m.cpumask);
                 }
                 ubc.flush_required = true;
+                if pte.accessible() {
+                    m.set_tlb_flush_batched_pending();
+                }
                 if pte.dirty {
                     ubc.writable = true;
                 }
