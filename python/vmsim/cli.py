@@ -16,7 +16,7 @@ from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
 from ._io import atomic_path, atomic_write_text
-from .tables import format_compare, format_rows, format_run, format_tree
+from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree
 
 PROG = "vmsim"
 EXIT_USAGE = 2
@@ -160,6 +160,21 @@ def _runs_text(groups: List[List[Any]], args) -> str:
     return "\n".join(parts)
 
 
+def _mmtests_blocks(doc: Dict[str, Any]) -> str:
+    """mmtests' lru-file-mmap-read rows of a saved compare result, per case."""
+    cases = doc.get("cases")
+    if isinstance(cases, dict):
+        parts = [(c, cases[c]) for c in (doc.get("case_order") or sorted(cases)) if isinstance(cases.get(c), dict)]
+    else:
+        parts = [(None, doc)]
+    out = ""
+    for case, result in parts:
+        block = format_mmtests_lru_file(result)
+        if block:
+            out += "\n" + (f"case: {case}\n" if case else "") + block
+    return out
+
+
 def _compare_saved(args, files: List[str]) -> int:
     results = []
     for f in files:
@@ -180,6 +195,8 @@ def _compare_saved(args, files: List[str]) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     text = "\n".join(_runs_text(_by_case(arms) if len(results) == 1 else [arms], args) for arms in groups)
+    if len(results) == 1:
+        text += _mmtests_blocks(results[0][1])
     sys.stdout.write(f"compared: {', '.join(files)} (base: {files[0]})\n\n" + text)
     return 0
 

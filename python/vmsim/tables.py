@@ -121,6 +121,62 @@ def format_run(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: mmtests' compare rows for vm-scalability's lru-file-mmap-read: (row label, metric).
+MMTESTS_LRU_FILE_ROWS: Sequence[tuple] = (
+    ("Ops lru-file-mmap-read-elapsed", "lru_file_mmap_read_elapsed_s"),
+    ("Ops lru-file-mmap-read-time_range", "lru_file_mmap_read_time_range_s"),
+    ("Ops lru-file-mmap-read-time_stddv", "lru_file_mmap_read_time_stddev_s"),
+)
+
+
+def _mmtests_gain(base: Any, value: Any) -> str:
+    """mmtests' change for a lower-is-better figure: (base - value) / base,
+    so a shorter time is a positive gain."""
+    if not (_is_number(base) and _is_number(value)) or base == 0:
+        return "(   n/a )"
+    return f"({(base - value) / base * 100:6.2f}%)"
+
+
+def format_mmtests_lru_file(result: Mapping[str, Any]) -> str:
+    """The lru-file-mmap-read part of a compare as mmtests' compare-kernels
+    prints it: the Ops rows with each arm's gain over the baseline in
+    parentheses, then User/System/Elapsed seconds and IPIs per second.
+    Times are in milliseconds (simulated RAM is scaled down); empty when the
+    result has no such metrics."""
+    baseline = result.get("baseline", {})
+    if "lru_file_mmap_read_elapsed_s" not in baseline:
+        return ""
+    variants = result.get("variants", {})
+    names = [str(result.get("baseline_name", "baseline"))] + list(result.get("variant_order") or sorted(variants))
+    runs = [baseline] + [variants[v] for v in names[1:]]
+    label_w = max(len(label) for label, _ in MMTESTS_LRU_FILE_ROWS)
+    col_w = max([20] + [len(n) + 2 for n in names])
+    lines = ["mmtests compare (ms; gain over the first column in parentheses, positive = faster):"]
+    lines.append(" " * label_w + "".join(n.rjust(col_w) for n in names))
+    for label, key in MMTESTS_LRU_FILE_ROWS:
+        cells = []
+        for r in runs:
+            v = r.get(key)
+            text = f"{v * 1e3:.2f}" if _is_number(v) else "-"
+            cells.append(f"{text} {_mmtests_gain(baseline.get(key), v)}".rjust(col_w))
+        lines.append(label.ljust(label_w) + "".join(cells))
+    lines.append("")
+    short_w = max(len("IPIs/s"), 7)
+    lines.append(" " * short_w + "".join(n.rjust(col_w) for n in names))
+    for label, key, scale, fmt in (
+        ("User", "user_s", 1e3, "{:.2f}"),
+        ("System", "sys_s", 1e3, "{:.2f}"),
+        ("Elapsed", "elapsed_s", 1e3, "{:.2f}"),
+        ("IPIs/s", "ipis_per_s", 1.0, "{:.0f}"),
+    ):
+        cells = []
+        for r in runs:
+            v = r.get(key)
+            cells.append((fmt.format(v * scale) if _is_number(v) else "-").rjust(col_w))
+        lines.append(label.ljust(short_w) + "".join(cells))
+    return "\n".join(lines) + "\n"
+
+
 def format_compare(result: Mapping[str, Any]) -> str:
     """Baseline, then %change and value for each variant, metric name last.
     An experiment with cases gives one such table per case."""
@@ -173,6 +229,9 @@ def format_compare(result: Mapping[str, Any]) -> str:
         lines.append("  " + sep.join(cells) + sep + name)
     if zero:
         lines.append(f"  ({len(zero)} metric(s) zero in every run not shown: {', '.join(zero)})")
+    mmtests = format_mmtests_lru_file(result)
+    if mmtests:
+        lines += ["", mmtests.rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

@@ -286,3 +286,20 @@ def test_compare_set_applies_to_every_arm_and_names_bad_keys(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "kernel.no_such_key" in err[0]
     assert cli.main(args + ["--set", "novalue"]) == 2
+
+
+def test_saved_lru_file_compare_prints_mmtests_rows_per_case(tmp_path, capsys):
+    def arm(elapsed, ipis):
+        return {"lru_file_mmap_read_elapsed_s": elapsed, "lru_file_mmap_read_time_range_s": 0.001,
+                "lru_file_mmap_read_time_stddev_s": 0.0005, "user_s": 0.3, "sys_s": 0.5,
+                "elapsed_s": elapsed, "ipis_per_s": ipis, "data_verified": True}
+    case = {"experiment": "batched-tlb-flush", "baseline_name": "per-page", "baseline": arm(0.0125, 9e6),
+            "variants": {"batched": arm(0.0095, 1e6)}, "variant_order": ["batched"]}
+    doc = {"experiment": "batched-tlb-flush", "cases": {"a": case, "b": case}, "case_order": ["a", "b"]}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["compare", str(path)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("Ops lru-file-mmap-read-elapsed")]
+    assert len(rows) == 2 and "9.50 ( 24.00%)" in rows[0]
+    assert "case: a\nmmtests compare" in out and "case: b\nmmtests compare" in out

@@ -166,3 +166,25 @@ def test_compare_with_cases_prints_one_table_per_case():
     assert text.index("case: c2") < text.index("case: c1")
     assert text.count("+100.0%") == 2
     assert [n for n, _ in iter_scalar_rows(res)] == ["c2/a", "c2/b", "c1/a", "c1/b"]
+
+
+def test_lru_file_mmap_read_compare_prints_mmtests_rows_with_gains():
+    base = {"lru_file_mmap_read_elapsed_s": 0.010, "lru_file_mmap_read_time_range_s": 0.004,
+            "lru_file_mmap_read_time_stddev_s": 0.001, "user_s": 0.3, "sys_s": 0.5,
+            "elapsed_s": 0.012, "ipis_per_s": 9.0e6}
+    var = dict(base, lru_file_mmap_read_elapsed_s=0.0075, lru_file_mmap_read_time_stddev_s=0.0015,
+               ipis_per_s=1.0e6)
+    result = {"experiment": "batched-tlb-flush", "baseline_name": "per-page", "baseline": base,
+              "variants": {"batched": var}, "variant_order": ["batched"]}
+    text = format_compare(result)
+    rows = {line.split("  ")[0].strip(): line for line in text.splitlines() if line.startswith("Ops ")}
+    # mmtests' sign: a shorter time is a positive gain, a wider spread a negative one.
+    assert "7.50 ( 25.00%)" in rows["Ops lru-file-mmap-read-elapsed"]
+    assert "10.00 (  0.00%)" in rows["Ops lru-file-mmap-read-elapsed"]
+    assert "1.50 (-50.00%)" in rows["Ops lru-file-mmap-read-time_stddv"]
+    assert "Ops lru-file-mmap-read-time_range" in rows
+    ipis = [line for line in text.splitlines() if line.startswith("IPIs/s")][0].split()
+    assert ipis[1:] == ["9000000", "1000000"]
+    # Other workloads get no mmtests block.
+    other = dict(result, baseline={"elapsed_s": 1.0}, variants={"batched": {"elapsed_s": 0.5}})
+    assert "Ops " not in format_compare(other)

@@ -39,6 +39,11 @@ const KEYS: &[&str] = &[
     "migrate_unmap_flushes",
     "task_numa_work_runs",
     "try_to_unmap_cycles_share",
+    "lru_file_mmap_read_elapsed_s",
+    "lru_file_mmap_read_time_range_s",
+    "lru_file_mmap_read_time_stddev_s",
+    "ipis_per_s",
+    "nr_tlb_remote_flush",
     "data_verified",
 ];
 
@@ -81,6 +86,9 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2)
     });
+    if let Ok(path) = std::env::var("VMSIM_COMPARE_JSON") {
+        std::fs::write(path, &out).unwrap();
+    }
     let v: Value = serde_json::from_str(&out).unwrap();
     match v.get("cases") {
         None => table(&v),

@@ -96,7 +96,10 @@ pub fn compare(
     }
     // Check every configuration before running any.
     for c in &exp.cases {
-        for a in std::iter::once(&exp.baseline).chain(&exp.variants) {
+        for a in std::iter::once(&exp.baseline)
+            .chain(&exp.variants)
+            .filter(|a| a.runs_in(Some(c)))
+        {
             exp.case_arm_config(Some(c), a, seed, scale)?;
         }
     }
@@ -126,7 +129,8 @@ fn compare_case(
 ) -> Result<Value, Error> {
     let base_cfg = exp.case_arm_config(case, &exp.baseline, seed, scale)?;
     let mut arms = vec![(exp.baseline.name.clone(), base_cfg.clone())];
-    for v in &exp.variants {
+    let variants_here: Vec<&Arm> = exp.variants.iter().filter(|v| v.runs_in(case)).collect();
+    for v in &variants_here {
         arms.push((v.name.clone(), exp.case_arm_config(case, v, seed, scale)?));
     }
     let mut results = Vec::new();
@@ -156,6 +160,6 @@ fn compare_case(
         "baseline_name": exp.baseline.name,
         "baseline": results[0].1,
         "variants": variants,
-        "variant_order": exp.variants.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
+        "variant_order": variants_here.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
     }))
 }

@@ -152,6 +152,12 @@ policy_enum! {
         /// page's mm are ORed into `tlbflush_unmap_batch`, and
         /// `try_to_unmap_flush()` sends one IPI per CPU, each flushing its whole TLB.
         Batched = "batched",
+        /// 6.15 onwards on CPUs with INVLPGB (AMD Zen 3+; Rik van Riel's
+        /// "x86/mm: broadcast TLB flushing with INVLPGB", 2025): batched as
+        /// above, but `arch_tlbbatch_flush()` issues one INVLPGB of all
+        /// non-global translations and waits with TLBSYNC; the hardware
+        /// invalidates every CPU's TLB and no IPI is sent.
+        Broadcast = "broadcast",
     }
 }
 

@@ -16,9 +16,13 @@ use vmsim_core::workload::{Access, Op, Pattern, Program};
 const NODE_BYTES: u64 = 16 << 20;
 
 fn sim(flush: TlbFlushOnUnmap) -> Sim {
+    sim_on("xeon-e5-2699v3-2s", flush)
+}
+
+fn sim_on(preset: &str, flush: TlbFlushOnUnmap) -> Sim {
     let (name, text) = embedded_machines()
         .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .find(|(n, _)| *n == preset)
         .unwrap();
     let p = Preset::parse(text, name).unwrap();
     let cfg = KernelConfig {
@@ -78,6 +82,14 @@ fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies
                 cpu.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] <= flushes,
                 "{flush:?}: CPU {c}"
             );
+        }
+        // Batched unmaps leave the readers' mms marked; each reader's munmap
+        // (zap_pte_range → flush_tlb_batched_pending) caught up once.
+        for &t in &pids {
+            let mm = &s.k.mms[s.tasks[t].mm.unwrap()];
+            let pending = mm.tlb_flush_batched & 0x7fff;
+            assert_eq!(mm.tlb_flush_batched >> 16, pending, "{flush:?}");
+            assert_eq!(pending > 0, flush == TlbFlushOnUnmap::Batched, "{flush:?}");
         }
         if flush == TlbFlushOnUnmap::Batched {
             assert!(r.tlb_ubc_flushes > 0);
@@ -281,7 +293,15 @@ fn reclaim_under_a_running_reader_with(
     flush: TlbFlushOnUnmap,
     inject: bool,
 ) -> (Sim, Result<(), vmsim_core::api::Error>) {
-    let mut s = sim(flush);
+    reclaim_under_a_running_reader_on("xeon-e5-2699v3-2s", flush, inject)
+}
+
+fn reclaim_under_a_running_reader_on(
+    preset: &str,
+    flush: TlbFlushOnUnmap,
+    inject: bool,
+) -> (Sim, Result<(), vmsim_core::api::Error>) {
+    let mut s = sim_on(preset, flush);
     let f = s.k.create_sparse_file(64 * 4096);
     let t = s.spawn(
         Box::new(ReadBusyReread {
@@ -353,4 +373,120 @@ fn per_page_flushing_sends_a_round_per_page_and_batching_one_ipi_per_batch() {
         (s.k.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
         (batches, batches)
     );
+}
+
+/// `__alloc_pages_slowpath`: on one node, readers that fill memory faster
+/// than the fault-entry reclaim frees it find no free page; the fault
+/// reclaims and retries instead of failing (this config ran out of memory
+/// before the retry).
+#[test]
+fn a_fault_that_finds_no_free_page_reclaims_and_retries() {
+    let cfg = r#"
+machine = "xeon-e5-1650v3-1s"
+seed = 0
+[kernel]
+tlb_flush_on_unmap = "batched"
+[workload]
+kind = "lru-file-mmap-read"
+ram_mib = 24
+nr_task = 4
+file_ram_ratio = 2
+"#;
+    let out = vmsim_core::api::run_config(cfg, vmsim_core::api::Format::Toml, None, &mut |_, _| {})
+        .expect("the run completes");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["metrics"]["data_verified"], true);
+    assert!(v["metrics"]["pgsteal_direct"].as_u64().unwrap() > 0);
+}
+
+fn shootdowns_received(s: &Sim) -> u64 {
+    s.m.cpus
+        .iter()
+        .map(|c| c.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize])
+        .sum()
+}
+
+/// INVLPGB broadcast (6.15's `arch_tlbbatch_flush` on AMD): the reader's
+/// TLB is emptied by hardware, no IPI is sent, and the TLB truth check
+/// (which stops the run on any stale entry) finds nothing stale.
+#[test]
+fn broadcast_invalidation_sends_no_shootdown_and_leaves_no_stale_entry() {
+    let (s, r) =
+        reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Broadcast, false);
+    r.expect("every TLB was invalidated by the broadcast before the folios were freed");
+    let rc = &s.k.reclaim;
+    assert!(rc.pgsteal_direct >= 32, "{rc:?}");
+    assert!(
+        rc.workingset_refault_file >= 32,
+        "the second pass refaulted"
+    );
+    assert!(rc.tlb_ubc_invlpgb >= 1, "{rc:?}");
+    assert_eq!((rc.tlb_ubc_flushes, rc.tlb_ubc_ipis), (0, 0));
+    assert_eq!(shootdowns_received(&s), 0);
+    assert_eq!(s.k.vmstat.nr_tlb_remote_flush, 0);
+    // The shrinker on CPU 0 issued every broadcast; it reached the reader's CPU 1 and all others.
+    assert_eq!(s.m.cpus[0].stats.invlpgb_issued, rc.tlb_ubc_invlpgb);
+    for cpu in [0, 1, 255] {
+        assert_eq!(s.m.cpus[cpu].stats.tlb_flush_broadcast, rc.tlb_ubc_invlpgb);
+    }
+    // The same run batched through IPIs does send shootdowns.
+    let (b, r) =
+        reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Batched, false);
+    r.unwrap();
+    assert!(shootdowns_received(&b) >= 1 && b.k.reclaim.tlb_ubc_invlpgb == 0);
+}
+
+#[test]
+fn readers_beyond_memory_read_everything_back_with_broadcast_invalidation() {
+    let mut s = sim_on("epyc-7j13-milan", TlbFlushOnUnmap::Broadcast);
+    let pids: Vec<usize> = (0..4)
+        .map(|i| {
+            let f = s.k.create_sparse_file(16 << 20);
+            s.spawn(Box::new(FileReader::new(f, 16 << 20)), 1 + i)
+        })
+        .collect();
+    s.run(&mut |_| {}).unwrap();
+    for &t in &pids {
+        assert_eq!((s.tasks[t].pages_checked, s.tasks[t].bad_pages), (4096, 0));
+    }
+    assert!(s.k.reclaim.tlb_ubc_invlpgb > 0);
+    assert_eq!(shootdowns_received(&s), 0);
+}
+
+#[test]
+fn broadcast_on_a_cpu_without_invlpgb_is_a_config_error_naming_the_field_and_preset() {
+    let cfg = r#"
+machine = "xeon-e5-2699v3-2s"
+[kernel]
+tlb_flush_on_unmap = "broadcast"
+[workload]
+kind = "lru-file-mmap-read"
+ram_mib = 64
+"#;
+    match vmsim_core::api::run_config(cfg, vmsim_core::api::Format::Toml, None, &mut |_, _| {}) {
+        Err(vmsim_core::api::Error::Config { key, message }) => {
+            assert_eq!(key, "kernel.tlb_flush_on_unmap");
+            assert!(
+                message.contains("xeon-e5-2699v3-2s") && message.contains("INVLPGB"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+    // A preset that claims INVLPGB must give its costs.
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "epyc-7j13-milan")
+        .unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("tlbsync_latency_ns"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match Preset::parse(&cut, name) {
+        Err(vmsim_core::api::Error::Config { key, .. }) => {
+            assert_eq!(key, "costs.tlbsync_latency_ns")
+        }
+        other => panic!("{other:?}"),
+    }
 }

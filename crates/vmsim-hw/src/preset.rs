@@ -365,6 +365,8 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.either("walk_cycles", walk.map(Val::I),
         "pointer-chase latency over the largest sweep buffer with 4 KiB pages minus the same with THP (TLB miss + walk as a dependent load sees it)",
         Val::I(30), quick_note);
+    let invlpgb = host::has_flag("invlpgb");
+    w.read("invlpgb", Val::B(invlpgb), "/proc/cpuinfo flags");
 
     w.section("memory");
     let nodes = host::numa_nodes();
@@ -507,6 +509,14 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("invlpg_cycles", Val::I(150), "");
     w.either("context_switch_cycles", r.ctxsw_ns.map(cyc),
         "two threads on one CPU bouncing a byte over pipes, per switch (includes one read and one write system call)", Val::I(3000), "ping-pong failed");
+    w.default("page_cache_add_cycles", Val::I(400), "");
+    w.default("map_pages_per_pte_cycles", Val::I(60), "");
+    w.default("shrink_folio_cycles", Val::I(400), "");
+    w.default("rmap_pte_cycles", Val::I(150), "");
+    if invlpgb {
+        w.default("invlpgb_cycles", Val::I(260), "");
+        w.default("tlbsync_latency_ns", Val::F(190.0), "");
+    }
 
     let mut derived = Map::new();
     for (k, v) in [

@@ -175,6 +175,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "stlb_holds_2m",
                 "stlb_latency_cycles",
                 "walk_cycles",
+                "invlpgb",
             ],
         ),
         (
@@ -217,17 +218,27 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "tlb_flush_full_cycles",
                 "invlpg_cycles",
                 "context_switch_cycles",
+                "page_cache_add_cycles",
+                "map_pages_per_pte_cycles",
+                "shrink_folio_cycles",
+                "rmap_pte_cycles",
             ],
         ),
     ];
     assert!(t["cpu"]["model"].is_str());
+    // The broadcast-invalidation costs are written only for a host with INVLPGB.
+    let invlpgb = t["tlb"]["invlpgb"]["value"].as_bool() == Some(true);
     for (sec, keys) in schema {
         let s = t[*sec]
             .as_table()
             .unwrap_or_else(|| panic!("missing [{sec}]"));
+        let mut keys: Vec<&str> = keys.to_vec();
+        if *sec == "costs" && invlpgb {
+            keys.extend(["invlpgb_cycles", "tlbsync_latency_ns"]);
+        }
         let n_leaves = s.len() - usize::from(*sec == "cpu");
         assert_eq!(n_leaves, keys.len(), "[{sec}] has extra or missing keys");
-        for k in *keys {
+        for k in &keys {
             let leaf = s
                 .get(*k)
                 .and_then(|x| x.as_table())

@@ -203,10 +203,20 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         ("tlb_flush_full_cycles", c.tlb_flush_full_cycles),
         ("invlpg_cycles", c.invlpg_cycles),
         ("context_switch_cycles", c.context_switch_cycles),
+        ("page_cache_add_cycles", c.page_cache_add_cycles),
+        ("map_pages_per_pte_cycles", c.map_pages_per_pte_cycles),
+        ("shrink_folio_cycles", c.shrink_folio_cycles),
+        ("rmap_pte_cycles", c.rmap_pte_cycles),
     ] {
         range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
     }
     range_f("costs.ipi_latency_ns", c.ipi_latency_ns, 0.0, 1e8, " ns")?;
+    if let Some(v) = c.invlpgb_cycles {
+        range_u("costs.invlpgb_cycles", v, 0, cycles, " cycles")?;
+    }
+    if let Some(v) = c.tlbsync_latency_ns {
+        range_f("costs.tlbsync_latency_ns", v, 0.0, 1e8, " ns")?;
+    }
 
     // Host-memory guard: L1d and L2 per hardware thread, the LLC per instance.
     let cpus = p.sockets * p.cores_per_socket * p.threads_per_core;

@@ -2,7 +2,8 @@
 //! given as dotted-key overrides (`set = { "kernel.clear_huge_page" = "…" }`).
 //! Optional `[[cases]]` (each a name and overrides of the same form, e.g. a
 //! machine and a page size) cross the arms: every case runs the baseline and
-//! every variant.
+//! every variant. A variant may name the cases it runs in (`cases = [...]`),
+//! for a setting only some cases' machines accept.
 
 use super::fields::{cfg_err, Fields};
 use super::{embedded_experiments, resolve_path, set_dotted, RunConfig};
@@ -13,6 +14,18 @@ use std::path::{Path, PathBuf};
 pub struct Arm {
     pub name: String,
     pub set: Vec<(String, toml::Value)>,
+    /// A variant's `cases`: the only cases it runs in (None: every case).
+    pub only_cases: Option<Vec<String>>,
+}
+
+impl Arm {
+    /// Whether this arm runs in `case` (None: the experiment has no cases).
+    pub fn runs_in(&self, case: Option<&Arm>) -> bool {
+        match (&self.only_cases, case) {
+            (Some(only), Some(c)) => only.contains(&c.name),
+            _ => true,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -32,7 +45,7 @@ pub struct Experiment {
     pub base_dir: Option<PathBuf>,
 }
 
-fn arm(mut f: Fields) -> Result<Arm, Error> {
+fn arm(mut f: Fields, may_name_cases: bool) -> Result<Arm, Error> {
     let name = f.string("name")?;
     if name.is_empty() {
         return Err(cfg_err(f.key("name"), "must not be empty"));
@@ -53,8 +66,31 @@ fn arm(mut f: Fields) -> Result<Arm, Error> {
             }
         }
     }
+    let mut only_cases = None;
+    if may_name_cases {
+        if let Some(v) = f.take_value("cases") {
+            let names = match v {
+                toml::Value::Array(a) if !a.is_empty() => a
+                    .into_iter()
+                    .map(|x| match x {
+                        toml::Value::String(s) => Ok(s),
+                        _ => Err(()),
+                    })
+                    .collect::<Result<Vec<String>, ()>>()
+                    .ok(),
+                _ => None,
+            };
+            only_cases = Some(names.ok_or_else(|| {
+                cfg_err(f.key("cases"), "expected a non-empty array of case names")
+            })?);
+        }
+    }
     f.finish()?;
-    Ok(Arm { name, set })
+    Ok(Arm {
+        name,
+        set,
+        only_cases,
+    })
 }
 
 impl Experiment {
@@ -77,12 +113,15 @@ impl Experiment {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
         };
-        let baseline = arm(top.sub("baseline")?)?;
+        let baseline = arm(top.sub("baseline")?, false)?;
         let mut variants = Vec::new();
         match top.req("variants")? {
             toml::Value::Array(a) if !a.is_empty() => {
                 for (i, v) in a.into_iter().enumerate() {
-                    variants.push(arm(Fields::from_value(&format!("variants[{i}]"), v)?)?);
+                    variants.push(arm(
+                        Fields::from_value(&format!("variants[{i}]"), v)?,
+                        true,
+                    )?);
                 }
             }
             _ => {
@@ -107,7 +146,7 @@ impl Experiment {
             None => {}
             Some(toml::Value::Array(a)) if !a.is_empty() => {
                 for (i, v) in a.into_iter().enumerate() {
-                    let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?)?;
+                    let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?, false)?;
                     if cases.iter().any(|o: &Arm| o.name == c.name) {
                         return Err(cfg_err(
                             "cases",
@@ -122,6 +161,24 @@ impl Experiment {
                     "cases",
                     "expected a non-empty array of tables ([[cases]])",
                 ))
+            }
+        }
+        for (i, v) in variants.iter().enumerate() {
+            for n in v.only_cases.iter().flatten() {
+                if !cases.iter().any(|c| &c.name == n) {
+                    let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+                    return Err(cfg_err(
+                        format!("variants[{i}].cases"),
+                        if known.is_empty() {
+                            format!("names the case {n:?}, but the experiment has no [[cases]]")
+                        } else {
+                            format!(
+                                "names the case {n:?}, which is not defined; cases: {}",
+                                known.join(", ")
+                            )
+                        },
+                    ));
+                }
             }
         }
         top.finish()?;
@@ -203,5 +260,60 @@ impl Experiment {
             },
             e => e,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "x"
+description = "d"
+[config]
+machine = "xeon-e5-2699v3-2s"
+[config.workload]
+kind = "lru-file-mmap-read"
+ram_mib = 64
+[baseline]
+name = "per-page"
+set = { "kernel.tlb_flush_on_unmap" = "per-page" }
+[[variants]]
+name = "batched"
+set = { "kernel.tlb_flush_on_unmap" = "batched" }
+[[cases]]
+name = "e5"
+set = { "machine" = "xeon-e5-2699v3-2s" }
+[[cases]]
+name = "milan"
+set = { "machine" = "epyc-7j13-milan" }
+"#;
+
+    #[test]
+    fn a_variant_may_run_in_named_cases_only() {
+        let text =
+            format!("{BASE}[[variants]]\nname = \"only-milan\"\ncases = [\"milan\"]\nset = {{}}\n");
+        let e = Experiment::parse(&text, "x", None).unwrap();
+        let v = &e.variants[1];
+        assert!(v.runs_in(Some(&e.cases[1])) && !v.runs_in(Some(&e.cases[0])));
+        assert!(e.variants[0].runs_in(Some(&e.cases[0])));
+    }
+
+    #[test]
+    fn a_variant_naming_an_unknown_case_is_an_error_naming_the_field() {
+        let text = format!("{BASE}[[variants]]\nname = \"v\"\ncases = [\"icx\"]\nset = {{}}\n");
+        match Experiment::parse(&text, "x", None) {
+            Err(Error::Config { key, message }) => {
+                assert_eq!(key, "variants[1].cases");
+                assert!(message.contains("\"icx\"") && message.contains("e5, milan"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The baseline runs everywhere: `cases` is not one of its keys.
+        let bad = BASE.replace(
+            "[baseline]\nname = \"per-page\"",
+            "[baseline]\nname = \"per-page\"\ncases = [\"e5\"]",
+        );
+        assert!(Experiment::parse(&bad, "x", None).is_err());
     }
 }

@@ -323,6 +323,15 @@ impl RunConfig {
                 "must not be below numa_balancing_scan_period_min_ms",
             ));
         }
+        if tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast && !preset.tlb.invlpgb {
+            return Err(cfg_err(
+                "kernel.tlb_flush_on_unmap",
+                format!(
+                    "\"broadcast\" needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: \"per-page\", \"batched\"",
+                    preset.name, preset.model
+                ),
+            ));
+        }
         k.finish()?;
         let kernel = KernelConfig {
             thp,

@@ -9,7 +9,7 @@ use crate::machine::cache::Replacement;
 use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
-use crate::machine::{CacheLevelParams, MachineParams, NoRfoGrant};
+use crate::machine::{CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use toml::Value;
@@ -58,6 +58,8 @@ pub struct TlbParams {
     pub stlb_holds_2m: bool,
     pub stlb_latency_cycles: u64,
     pub walk_cycles: u64,
+    /// The CPU has INVLPGB/TLBSYNC (broadcast TLB invalidation).
+    pub invlpgb: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -100,6 +102,13 @@ pub struct Costs {
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
     pub context_switch_cycles: u64,
+    pub page_cache_add_cycles: u64,
+    pub map_pages_per_pte_cycles: u64,
+    pub shrink_folio_cycles: u64,
+    pub rmap_pte_cycles: u64,
+    /// Present when `tlb.invlpgb` is true.
+    pub invlpgb_cycles: Option<u64>,
+    pub tlbsync_latency_ns: Option<f64>,
 }
 
 impl CacheParams {
@@ -288,6 +297,7 @@ impl Preset {
             stlb_holds_2m: t.b("stlb_holds_2m")?,
             stlb_latency_cycles: t.u("stlb_latency_cycles")?,
             walk_cycles: t.u("walk_cycles")?,
+            invlpgb: t.b("invlpgb")?,
         };
         for (name, (entries, ways)) in [
             ("l1_4k", tlb.l1_4k),
@@ -357,7 +367,34 @@ impl Preset {
             tlb_flush_full_cycles: c.u("tlb_flush_full_cycles")?,
             invlpg_cycles: c.u("invlpg_cycles")?,
             context_switch_cycles: c.u("context_switch_cycles")?,
+            page_cache_add_cycles: c.u("page_cache_add_cycles")?,
+            map_pages_per_pte_cycles: c.u("map_pages_per_pte_cycles")?,
+            shrink_folio_cycles: c.u("shrink_folio_cycles")?,
+            rmap_pte_cycles: c.u("rmap_pte_cycles")?,
+            invlpgb_cycles: None,
+            tlbsync_latency_ns: None,
         };
+        let mut costs = costs;
+        // The broadcast-invalidation costs are required exactly when the CPU has it.
+        for (key, present) in [
+            ("invlpgb_cycles", c.f.has("invlpgb_cycles")),
+            ("tlbsync_latency_ns", c.f.has("tlbsync_latency_ns")),
+        ] {
+            if present != tlb.invlpgb {
+                return Err(cfg_err(
+                    c.f.key(key),
+                    if tlb.invlpgb {
+                        "missing: required when tlb.invlpgb is true".to_string()
+                    } else {
+                        "given, but tlb.invlpgb is false (the CPU has no INVLPGB)".to_string()
+                    },
+                ));
+            }
+        }
+        if tlb.invlpgb {
+            costs.invlpgb_cycles = Some(c.u("invlpgb_cycles")?);
+            costs.tlbsync_latency_ns = Some(c.fl("tlbsync_latency_ns")?);
+        }
         c.finish()?;
         top.finish()?;
 
@@ -475,6 +512,17 @@ impl Preset {
             },
             tlb_flush_full_cycles: self.costs.tlb_flush_full_cycles,
             invlpg_cycles: self.costs.invlpg_cycles,
+            invlpgb: match (
+                self.tlb.invlpgb,
+                self.costs.invlpgb_cycles,
+                self.costs.tlbsync_latency_ns,
+            ) {
+                (true, Some(invlpgb_cycles), Some(ns)) => Some(InvlpgbCosts {
+                    invlpgb_cycles,
+                    tlbsync_cycles: cyc(ns),
+                }),
+                _ => None,
+            },
         })
     }
 
@@ -490,6 +538,10 @@ impl Preset {
             page_alloc_cycles: c.page_alloc_cycles,
             page_free_cycles: c.page_free_cycles,
             context_switch_cycles: c.context_switch_cycles,
+            page_cache_add_cycles: c.page_cache_add_cycles,
+            map_pages_per_pte_cycles: c.map_pages_per_pte_cycles,
+            shrink_folio_cycles: c.shrink_folio_cycles,
+            rmap_pte_cycles: c.rmap_pte_cycles,
         }
     }
 

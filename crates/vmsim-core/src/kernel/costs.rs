@@ -1,5 +1,6 @@
 //! The software costs the kernel model charges for its own paths (entry and
-//! exit, fault handlers, the page allocator, the scheduler), in cycles.
+//! exit, fault handlers, the page allocator, the page cache, reclaim and
+//! its rmap walks, the scheduler), in cycles.
 //! Hardware costs (IPIs, TLB flushes) belong to the machine, not here.
 
 use serde::Serialize;
@@ -13,4 +14,12 @@ pub struct KernelCosts {
     pub page_alloc_cycles: u64,
     pub page_free_cycles: u64,
     pub context_switch_cycles: u64,
+    /// `filemap_add_folio` per folio, allocation and zeroing excluded.
+    pub page_cache_add_cycles: u64,
+    /// `filemap_map_pages` per page it maps (fault-around).
+    pub map_pages_per_pte_cycles: u64,
+    /// `shrink_folio_list` and its callers per folio isolated and sorted.
+    pub shrink_folio_cycles: u64,
+    /// An rmap walk per PTE it visits (`folio_referenced`, `try_to_unmap`).
+    pub rmap_pte_cycles: u64,
 }

@@ -37,16 +37,6 @@ pub const VM_READAHEAD_PAGES: u64 = 32;
 /// `MMAP_LOTSAMISS`: above this many net misses mmap read-around stops.
 pub const MMAP_LOTSAMISS: u32 = 100;
 
-/// Cycles to add one folio to the page cache (`filemap_add_folio`: xarray
-/// store under the `i_pages` lock, memcg charge, LRU add through the per-CPU
-/// batch), allocation and zeroing excluded. Estimate from that structure, not
-/// a measurement.
-pub const PAGE_CACHE_ADD_CYCLES: u64 = 400;
-/// Cycles per page `filemap_map_pages` maps (xarray step, `folio_try_get`,
-/// uptodate and lock tests, `set_pte`, rmap and counter updates). Estimate
-/// from that structure, not a measurement.
-pub const MAP_PAGES_PER_PTE_CYCLES: u64 = 60;
-
 /// The content tag of page `index` of file `ino`: a sparse file's holes read as zeros.
 #[inline]
 pub fn file_page_tag(_ino: usize, _index: u64) -> u64 {
@@ -166,7 +156,7 @@ impl Kernel {
         let pfn = self.alloc_file_folio(node, readahead)?;
         self.vmstat.pgalloc += 1;
         self.filemap.nr_page_cache_add += 1;
-        let c = self.costs.page_alloc_cycles + PAGE_CACHE_ADD_CYCLES;
+        let c = self.costs.page_alloc_cycles + self.costs.page_cache_add_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
@@ -439,7 +429,7 @@ impl Kernel {
         let ra = &mut self.pagecache.inodes[ino].ra;
         ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped as u32);
         if mapped > 0 {
-            let c = mapped * MAP_PAGES_PER_PTE_CYCLES;
+            let c = mapped * self.costs.map_pages_per_pte_cycles;
             work.push_back(Work::Cycles {
                 cycles: c,
                 instructions: c,

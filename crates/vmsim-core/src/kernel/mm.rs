@@ -110,6 +110,10 @@ pub struct Mm {
     /// Fault injection: flushes of this mm send no shootdown IPIs (a kernel
     /// that forgets remote CPUs), for the tests of the TLB truth check.
     pub inject_no_shootdown: bool,
+    /// `mm->tlb_flush_batched`: bits 0..14 count batched unmaps of this mm
+    /// left for another task's flush (pending), bits 16..30 the pending
+    /// count the last `flush_tlb_batched_pending` caught up with (flushed).
+    pub tlb_flush_batched: u32,
     pub generation: u64,
     next_mmap: u64,
     pub rss_pages: u64,
@@ -145,6 +149,11 @@ impl Translation {
     }
 }
 
+/// mm/rmap.c: the layout of `mm->tlb_flush_batched`.
+pub const TLB_FLUSH_BATCH_FLUSHED_SHIFT: u32 = 16;
+pub const TLB_FLUSH_BATCH_PENDING_MASK: u32 = (1 << 15) - 1;
+pub const TLB_FLUSH_BATCH_PENDING_LARGE: u32 = TLB_FLUSH_BATCH_PENDING_MASK / 2;
+
 impl Mm {
     pub fn new(id: usize) -> Mm {
         Mm {
@@ -158,12 +167,39 @@ impl Mm {
             mm_users: 1,
             tlb_flush_pending: 0,
             inject_no_shootdown: false,
+            tlb_flush_batched: 0,
             generation: 0,
             next_mmap: 0x7f00_0000_0000,
             rss_pages: 0,
             numa: Default::default(),
             shadow: BTreeMap::new(),
         }
+    }
+
+    /// The `mm->tlb_flush_batched` part of `set_tlb_ubc_flush_pending`: one
+    /// more pending batched unmap; past half the field's range the count
+    /// restarts at 1 pending, 0 flushed (so a pending flush is never lost).
+    pub fn set_tlb_flush_batched_pending(&mut self) {
+        let batch = self.tlb_flush_batched;
+        if batch & TLB_FLUSH_BATCH_PENDING_MASK > TLB_FLUSH_BATCH_PENDING_LARGE {
+            self.tlb_flush_batched = 1;
+        } else {
+            self.tlb_flush_batched = batch + 1;
+        }
+    }
+
+    /// The test of `flush_tlb_batched_pending`: whether a batched unmap of
+    /// this mm may still be unflushed (pending differs from flushed); if so
+    /// the caller flushes the mm and the flushed count catches up.
+    pub fn take_tlb_flush_batched_pending(&mut self) -> bool {
+        let batch = self.tlb_flush_batched;
+        let pending = batch & TLB_FLUSH_BATCH_PENDING_MASK;
+        let flushed = batch >> TLB_FLUSH_BATCH_FLUSHED_SHIFT;
+        if pending == flushed {
+            return false;
+        }
+        self.tlb_flush_batched = pending | (pending << TLB_FLUSH_BATCH_FLUSHED_SHIFT);
+        true
     }
 
     /// Places a new VMA of `len` bytes (rounded up to 2 MiB) and returns its start.
@@ -498,6 +534,30 @@ impl Mm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tlb_flush_batched_counts_pending_unmaps_and_catches_up_once() {
+        let mut mm = Mm::new(1);
+        assert!(!mm.take_tlb_flush_batched_pending(), "nothing pending");
+        mm.set_tlb_flush_batched_pending();
+        mm.set_tlb_flush_batched_pending();
+        assert!(mm.take_tlb_flush_batched_pending(), "two unmaps pending");
+        assert_eq!(
+            mm.tlb_flush_batched,
+            2 | (2 << TLB_FLUSH_BATCH_FLUSHED_SHIFT)
+        );
+        assert!(
+            !mm.take_tlb_flush_batched_pending(),
+            "caught up: no second flush"
+        );
+        mm.set_tlb_flush_batched_pending();
+        assert!(mm.take_tlb_flush_batched_pending());
+        // Past half the pending field the count restarts at 1 pending, 0 flushed.
+        mm.tlb_flush_batched = TLB_FLUSH_BATCH_PENDING_LARGE + 1;
+        mm.set_tlb_flush_batched_pending();
+        assert_eq!(mm.tlb_flush_batched, 1);
+        assert!(mm.take_tlb_flush_batched_pending());
+    }
     #[test]
     fn map_lookup_unmap() {
         let mut mm = Mm::new(1);

@@ -5,11 +5,16 @@
 //! bits the modeled hardware walk set; `try_to_unmap_one` clears a PTE and
 //! drops its mapping (the TLB flush is the caller's, kernel/vmscan.rs).
 //!
+//! `flush_tlb_batched_pending` (mm/rmap.c) lives here too: it reads the
+//! mm's `tlb_flush_batched` count that reclaim's batched unmaps raise.
+//!
 //! Invariant: the walk finds exactly the PTEs whose frame is the folio's
 //! (a test maps one folio from several processes and counts them).
 
 use super::mm::{Pte, VmaKind};
-use super::Kernel;
+use super::sched::Sim;
+use super::tlbflush::flush_tlb_mm_range;
+use super::{KFn, Kernel};
 
 impl Kernel {
     /// `rmap_walk_file`: every (mm, address) whose PTE maps page-cache folio `pfn`.
@@ -57,6 +62,32 @@ impl Kernel {
         let freed = self.alloc.put_folio(old.pfn);
         debug_assert_eq!(freed, 0, "the page cache holds a reference");
         Some(old)
+    }
+}
+
+impl Sim {
+    /// `flush_tlb_batched_pending(mm)`, called on `cpu` by a page-table
+    /// walker that changes PTEs of `mm_id` (`zap_pte_range`; Linux also calls
+    /// it from `change_pte_range`, `move_ptes` and the madvise walkers): if a
+    /// batched unmap of the mm may be unflushed, flush the whole mm
+    /// (`flush_tlb_mm`) before going on, so no TLB keeps an entry for a PTE
+    /// this walker may now change or free. Returns whether it flushed.
+    pub fn flush_tlb_batched_pending(&mut self, cpu: usize, mm_id: usize) -> bool {
+        if !self.k.mms[mm_id].take_tlb_flush_batched_pending() {
+            return false;
+        }
+        let k = &mut self.k;
+        flush_tlb_mm_range(
+            &mut self.m,
+            &mut k.vmstat,
+            cpu,
+            &mut k.mms[mm_id],
+            &mut self.tlbstate,
+            0,
+            u64::MAX,
+        );
+        self.settle(cpu, KFn::FlushTlb);
+        true
     }
 }
 

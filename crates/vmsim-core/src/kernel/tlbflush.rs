@@ -134,6 +134,27 @@ pub fn flush_tlb_mm_range_stride(
     }
 }
 
+/// `invlpgb_flush_all_nonglobals()` issued on `cpu` (AMD INVLPGB + TLBSYNC):
+/// every CPU's TLB loses every user translation at once, without an IPI, so
+/// every CPU that has an mm loaded is caught up with it, lazy or not. False,
+/// with nothing done, when the machine has no INVLPGB.
+pub fn invlpgb_flush_all_nonglobals(
+    m: &mut Machine,
+    cpu: usize,
+    ts: &mut [TlbState],
+    mms: &[Mm],
+) -> bool {
+    if !m.invlpgb_flush_all_nonglobals(cpu) {
+        return false;
+    }
+    for t in ts.iter_mut() {
+        if let Some(mm) = t.loaded_mm {
+            t.tlb_gen = mms[mm].tlb_gen;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,12 +30,16 @@
 //!   sends one IPI to every other CPU of the mask that is not lazy (a
 //!   batched flush has no mm, so `should_flush_tlb` skips only lazy CPUs),
 //!   each flushing its whole TLB. Lazy CPUs catch up when they switch back
-//!   (their `tlb_gen` is behind).
+//!   (their `tlb_gen` is behind);
+//! - `broadcast` (6.15+ with INVLPGB): deferred as `batched`, but
+//!   `try_to_unmap_flush` issues one `invlpgb_flush_all_nonglobals`, which
+//!   empties every CPU's TLB without an IPI.
 //!
 //! A round's unmapping, flushing and freeing run together when its work
 //! item executes, so no other CPU can run between a PTE clear and its
-//! flush: `flush_tlb_batched_pending` (for munmap or mprotect racing with
-//! a batch in flight) would never find a pending batch and is not modelled.
+//! flush. Each batched unmap still counts in the mm's `tlb_flush_batched`
+//! as in Linux, which resets nothing at `try_to_unmap_flush`: the next zap
+//! of the mm flushes it once (`flush_tlb_batched_pending`, kernel/rmap.rs).
 //!
 //! Invariants: a folio is freed only after every TLB that may hold it was
 //! flushed (the TLB truth check, kernel/sched/access.rs, would catch a
@@ -43,7 +47,7 @@
 
 use super::kthread::{KthreadFn, KthreadStep};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
-use super::tlbflush::{flush_tlb_mm_range, TlbState};
+use super::tlbflush::{flush_tlb_mm_range, invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use crate::policy::TlbFlushOnUnmap;
@@ -53,15 +57,6 @@ use std::collections::VecDeque;
 pub const SWAP_CLUSTER_MAX: usize = 32;
 /// `MAX_RECLAIM_RETRIES`: kswapd rounds without progress before it gives up on a node.
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
-/// Cycles per folio isolated and sorted by reclaim (LRU isolation under the
-/// lruvec lock, `folio_check_references` call overhead, `__remove_mapping`
-/// with its xarray store of a shadow entry, putback). Estimate from that
-/// structure, not a measurement.
-pub const SHRINK_FOLIO_CYCLES: u64 = 400;
-/// Cycles per PTE visited by an rmap walk (`i_mmap` tree step,
-/// `page_vma_mapped_walk`, the page-table lock, the young-bit test or the
-/// clear). Estimate from that structure, not a measurement.
-pub const RMAP_PTE_CYCLES: u64 = 150;
 
 crate::counters! {
 /// Reclaim and LRU counters with their /proc/vmstat names.
@@ -84,6 +79,8 @@ pub struct ReclaimStat {
     /// Batched flushes sent (`try_to_unmap_flush` with IPIs) and their IPIs.
     pub tlb_ubc_flushes: u64,
     pub tlb_ubc_ipis: u64,
+    /// Batched flushes done by one INVLPGB broadcast (`broadcast`).
+    pub tlb_ubc_invlpgb: u64,
 }
 }
 
@@ -207,12 +204,15 @@ impl super::sched::Sim {
                 break;
             };
             self.k.reclaim.pgrefill += 1;
-            self.m
-                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.shrink_folio_cycles,
+                self.k.costs.shrink_folio_cycles,
+            );
             self.settle(cpu, KFn::ShrinkFolioList);
             if self.k.alloc.folio_mapcount(pfn) > 0 {
                 let (_, visited) = self.k.folio_referenced(pfn);
-                let c = visited as u64 * RMAP_PTE_CYCLES;
+                let c = visited as u64 * self.k.costs.rmap_pte_cycles;
                 self.m.advance(cpu, c, c);
                 self.settle(cpu, KFn::RmapWalk);
             }
@@ -253,7 +253,7 @@ impl super::sched::Sim {
         } else {
             (0, 0)
         };
-        let c = visited as u64 * RMAP_PTE_CYCLES;
+        let c = visited as u64 * self.k.costs.rmap_pte_cycles;
         self.m.advance(cpu, c, c);
         self.settle(cpu, KFn::RmapWalk);
         let referenced_folio = self.k.lru.test(pfn, PG_REFERENCED);
@@ -275,8 +275,11 @@ impl super::sched::Sim {
         let mut ubc = TlbflushUnmapBatch::default();
         let mut free = Vec::new();
         for &pfn in folios {
-            self.m
-                .advance(cpu, SHRINK_FOLIO_CYCLES, SHRINK_FOLIO_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.shrink_folio_cycles,
+                self.k.costs.shrink_folio_cycles,
+            );
             self.settle(cpu, KFn::ShrinkFolioList);
             let node = self.k.alloc.node_of_pfn(pfn);
             match self.folio_check_references(cpu, pfn) {
@@ -332,9 +335,14 @@ impl super::sched::Sim {
     fn try_to_unmap(&mut self, cpu: usize, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
         for (mm, va) in self.k.rmap_walk_file(pfn) {
             let pte = self.k.try_to_unmap_one(mm, va).expect("the walk found it");
-            self.m.advance(cpu, RMAP_PTE_CYCLES, RMAP_PTE_CYCLES);
+            self.m.advance(
+                cpu,
+                self.k.costs.rmap_pte_cycles,
+                self.k.costs.rmap_pte_cycles,
+            );
             self.settle(cpu, KFn::RmapWalk);
-            let defer = self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Batched
+            // arch_tlbbatch_should_defer(): the same test with or without INVLPGB.
+            let defer = self.k.cfg.tlb_flush_on_unmap != TlbFlushOnUnmap::PerPage
                 && self.k.mms[mm].cpumask.any_but(cpu);
             if defer {
                 // set_tlb_ubc_flush_pending() → arch_tlbbatch_add_pending(): inc_mm_tlb_gen + OR the mask.
@@ -344,6 +352,9 @@ impl super::sched::Sim {
                     ubc.cpumask.or(&m.cpumask);
                 }
                 ubc.flush_required = true;
+                if pte.accessible() {
+                    m.set_tlb_flush_batched_pending();
+                }
                 if pte.dirty {
                     ubc.writable = true;
                 }
@@ -369,6 +380,18 @@ impl super::sched::Sim {
     /// that is not lazy.
     pub(crate) fn try_to_unmap_flush(&mut self, cpu: usize, ubc: &mut TlbflushUnmapBatch) {
         if !ubc.flush_required {
+            return;
+        }
+        // arch_tlbbatch_flush() with X86_FEATURE_INVLPGB (6.15, "x86/mm: Use
+        // broadcast TLB flushing for page reclaim TLB flushing"):
+        // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
+        // not, this one's included, and no IPI is sent.
+        if self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
+            && invlpgb_flush_all_nonglobals(&mut self.m, cpu, &mut self.tlbstate, &self.k.mms)
+        {
+            self.k.reclaim.tlb_ubc_invlpgb += 1;
+            self.settle(cpu, KFn::FlushTlb);
+            *ubc = TlbflushUnmapBatch::default();
             return;
         }
         let mut targets = CpuMask::empty();

@@ -26,7 +26,7 @@ pub mod topology;
 use self::core::CoreResources;
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
 use ipi::{CpuMask, IpiCause, IpiCosts};
-pub use params::{CacheLevelParams, MachineParams, NoRfoGrant};
+pub use params::{CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant};
 use serde::Serialize;
 use tlb::{PageSize, Tlb, TlbHit, TlbStats};
 use topology::Topology;
@@ -53,6 +53,10 @@ pub struct CpuStats {
     pub ipis_received_by_cause: [u64; 3],
     pub tlb_flush_full: u64,
     pub tlb_flush_page: u64,
+    /// TLBs emptied by a broadcast invalidation (any CPU's INVLPGB).
+    pub tlb_flush_broadcast: u64,
+    /// INVLPGB + TLBSYNC sequences this CPU issued.
+    pub invlpgb_issued: u64,
     pub stall_cycles: u64,
     /// Cycles this thread waited for issue slots its SMT sibling was using.
     pub smt_issue_wait_cycles: u64,
@@ -82,6 +86,7 @@ pub struct Machine {
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
+    pub invlpgb: Option<InvlpgbCosts>,
     stlb_latency: u64,
     walk_cycles: u64,
     l2_latency: u64,
@@ -142,6 +147,7 @@ impl Machine {
             ipi: p.ipi.clone(),
             tlb_flush_full_cycles: p.tlb_flush_full_cycles,
             invlpg_cycles: p.invlpg_cycles,
+            invlpgb: p.invlpgb,
             stlb_latency: p.stlb_latency_cycles,
             walk_cycles: p.walk_cycles,
             l2_latency: p.l2.latency_cycles,
@@ -279,6 +285,25 @@ impl Machine {
         self.cpus[cpu].tlb.flush_page(asid, vaddr);
         self.cpus[cpu].stats.tlb_flush_page += 1;
         self.advance(cpu, self.invlpg_cycles, 1);
+    }
+
+    /// INVLPGB of every non-global translation of every ASID and PCID
+    /// (rAX = 0), then TLBSYNC, issued on `from` (the kernel's
+    /// `invlpgb_flush_all_nonglobals()`). The hardware invalidates every
+    /// processor's TLB, the issuer's included, without interrupting the
+    /// others; the issuer pays the instruction and waits for completion.
+    /// Returns false, doing nothing, on a CPU without INVLPGB.
+    pub fn invlpgb_flush_all_nonglobals(&mut self, from: usize) -> bool {
+        let Some(c) = self.invlpgb else {
+            return false;
+        };
+        for cpu in self.cpus.iter_mut() {
+            cpu.tlb.flush_all();
+            cpu.stats.tlb_flush_broadcast += 1;
+        }
+        self.cpus[from].stats.invlpgb_issued += 1;
+        self.advance(from, c.invlpgb_cycles + c.tlbsync_cycles, 2);
+        true
     }
 
     /// Sends TLB-flush IPIs from `from` to `targets` (which must not include it).

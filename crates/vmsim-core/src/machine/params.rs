@@ -59,4 +59,16 @@ pub struct MachineParams {
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
+    /// Broadcast TLB invalidation (AMD INVLPGB/TLBSYNC); None: the CPU lacks it.
+    pub invlpgb: Option<InvlpgbCosts>,
+}
+
+/// What a broadcast invalidation costs the CPU that issues it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvlpgbCosts {
+    /// Issuing one INVLPGB.
+    pub invlpgb_cycles: u64,
+    /// TLBSYNC: waiting until every processor has carried out the
+    /// invalidations this CPU broadcast.
+    pub tlbsync_cycles: u64,
 }

@@ -242,6 +242,7 @@ impl Sim {
                     if m.cpumask.any_but(cpu) {
                         // set_tlb_ubc_flush_pending(), then try_to_unmap_flush().
                         m.tlb_gen += 1;
+                        m.set_tlb_flush_batched_pending();
                         if !m.inject_no_shootdown {
                             ubc.cpumask.or(&m.cpumask);
                         }

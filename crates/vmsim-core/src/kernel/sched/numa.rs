@@ -287,6 +287,9 @@ impl Sim {
         let two_ticks = self.numa_ms_cycles(2.0 * TICK_MS);
         self.k.task_numa(t).node_stamp += two_ticks;
 
+        // change_pte_range() calls flush_tlb_batched_pending() per PTE table:
+        // a batched unmap of this mm not yet flushed is flushed first.
+        self.flush_tlb_batched_pending(cpu, mm);
         let node = self.m.topo.node_of(cpu);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         let before = work.len();

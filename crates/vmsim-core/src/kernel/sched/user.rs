@@ -5,7 +5,8 @@
 //! (exec.rs) before the write resumes.
 
 use super::*;
-use crate::kernel::memory::fault_error;
+use crate::kernel::memory::{fault_error, FaultError};
+use crate::kernel::vmscan::SWAP_CLUSTER_MAX;
 
 impl Sim {
     pub(crate) fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
@@ -17,8 +18,35 @@ impl Sim {
         }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         self.k.current = (cpu, t);
-        let r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
+        let mut r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
         self.cpus[cpu].work = work;
+        // __alloc_pages_slowpath(): an allocation that found no free page
+        // reclaims and retries; it gives up once rounds that freed nothing
+        // have scanned every node's file LRU twice over (standing for
+        // do_try_to_free_pages going down every priority to a full scan).
+        // Work the failed attempt queued (its handler cost, read-around
+        // folios it added) stays: the retry finds those folios cached.
+        let mut scanned_no_progress = 0u64;
+        while matches!(r, Err(FaultError::Oom)) {
+            let n = self.k.alloc.nr_nodes;
+            let lru: u64 = (0..n).map(|nd| self.k.nr_file_lru(nd) as u64).sum();
+            if scanned_no_progress > 2 * lru {
+                break;
+            }
+            self.k.reclaim.allocstall += 1;
+            let got: u64 = (0..n)
+                .map(|i| (node + i) % n)
+                .map(|nd| self.shrink_node(cpu, nd, false))
+                .sum();
+            scanned_no_progress = if got > 0 {
+                0
+            } else {
+                scanned_no_progress + (n * SWAP_CLUSTER_MAX) as u64
+            };
+            let mut work = std::mem::take(&mut self.cpus[cpu].work);
+            r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
+            self.cpus[cpu].work = work;
+        }
         match r {
             Ok(()) => true,
             Err(e) => {
