@@ -33,6 +33,13 @@ pub fn report(sim: &Sim) -> Value {
         tot.cache.l2_misses += s.cache.l2_misses;
         tot.cache.llc_references += s.cache.llc_references;
         tot.cache.llc_misses += s.cache.llc_misses;
+        tot.cache.llc_demand_references += s.cache.llc_demand_references;
+        tot.cache.llc_demand_misses += s.cache.llc_demand_misses;
+        tot.cache.pf_l1_requests += s.cache.pf_l1_requests;
+        tot.cache.pf_l1_l2_misses += s.cache.pf_l1_l2_misses;
+        tot.cache.pf_l2_requests += s.cache.pf_l2_requests;
+        tot.cache.pf_l2_misses += s.cache.pf_l2_misses;
+        tot.cache.pf_llc_misses += s.cache.pf_llc_misses;
         tot.cache.remote_cache_hits += s.cache.remote_cache_hits;
         tot.cache.dram_reads += s.cache.dram_reads;
         tot.cache.nt_stores += s.cache.nt_stores;
@@ -114,6 +121,16 @@ pub fn report(sim: &Sim) -> Value {
             0.0
         }),
     );
+    put(
+        "llc_demand_references",
+        json!(tot.cache.llc_demand_references),
+    );
+    put("llc_demand_misses", json!(tot.cache.llc_demand_misses));
+    put("prefetch_l1_requests", json!(tot.cache.pf_l1_requests));
+    put("prefetch_l1_l2_misses", json!(tot.cache.pf_l1_l2_misses));
+    put("prefetch_l2_requests", json!(tot.cache.pf_l2_requests));
+    put("prefetch_l2_misses", json!(tot.cache.pf_l2_misses));
+    put("prefetch_llc_misses", json!(tot.cache.pf_llc_misses));
     put("l1d_loads", json!(tot.cache.l1d_loads));
     put("l1d_stores", json!(tot.cache.l1d_stores));
     put("l1d_misses", json!(tot.cache.l1d_misses));

@@ -617,13 +617,11 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 169, threads: 1 }, "no L2-to-L1 bandwidth limit (Haswell: 0.5 line per cycle)"),
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "no LLC-to-core bandwidth limit (Haswell: 0.2-0.3 line per cycle)"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource: the dirty lines' write-backs add no occupancy"),
+    ("xeon-e5-2699v3-2s", Bench::NtFill { kib: 256 * 1024 }, "a non-temporal store holds its fill buffer for a full DRAM latency, like a read; no write-combining model"),
     ("xeon-8358-icx", Bench::Load { kib: 660, threads: 1 }, "no L2-to-L1 bandwidth limit"),
     ("xeon-8358-icx", Bench::Load { kib: 25_600, threads: 1 }, "no LLC-to-core bandwidth limit"),
-    ("xeon-8358-icx", Bench::Load { kib: 128 * 1024, threads: 1 }, "superqueue of 48 (an estimate) over 90 ns: the measured 15.4 GB/s implies about 21 lines in flight"),
     ("xeon-8358-icx", Bench::Copy { kib: 128 * 1024 }, "as the load: superqueue estimate"),
     ("xeon-8358-icx", Bench::Update { kib: 128 * 1024 }, "as the load, and write-backs hold no core resource"),
-    ("epyc-7j13-milan", Bench::Copy { kib: 128 * 1024 }, "write-allocate reads and write-backs share the miss buffers on the chip; the model's copy is bound by the reads alone"),
-    ("epyc-7j13-milan", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource"),
     ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal stores hold a miss buffer for a full DRAM latency like a read; no write-combining model"),
 ];
 

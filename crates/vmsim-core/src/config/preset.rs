@@ -9,7 +9,9 @@ use crate::machine::cache::Replacement;
 use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
-use crate::machine::{CacheLevelParams, MachineParams, NoRfoGrant};
+use crate::machine::{
+    CacheLevelParams, MachineParams, NoRfoGrant, PerfCacheEvents, PrefetchParams,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use toml::Value;
@@ -44,6 +46,9 @@ pub struct Preset {
     pub tlb: TlbParams,
     pub memory: MemoryParams,
     pub string: StringParams,
+    pub prefetch: PrefetchPreset,
+    /// What perf's generic `cache-references`/`cache-misses` count on the chip: "llc" or "l2".
+    pub perf_cache_events: String,
     pub costs: Costs,
     /// Dotted key -> source text, for every parameter.
     pub sources: BTreeMap<String, String>,
@@ -86,6 +91,18 @@ pub struct StringParams {
     pub nocache_threshold_kib: u64,
 }
 
+/// The hardware prefetchers (`[prefetch]`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PrefetchPreset {
+    /// Master switch: false turns every prefetcher off (as the BIOS or MSR 0x1a4 can).
+    pub enabled: bool,
+    pub l1_next_line: bool,
+    pub l2_streamer: bool,
+    pub l2_streams: u64,
+    pub l2_distance_lines: u64,
+    pub l2_degree: u64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Costs {
     pub exception_entry_exit_cycles: u64,
@@ -120,6 +137,7 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
 struct P<'a> {
     f: Fields,
@@ -265,6 +283,7 @@ impl Preset {
         let issue_width = cpu.pos("issue_width")?;
         let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
         let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
+        let perf_cache_events = cpu.choice("perf_cache_events", PERF_CACHE_EVENTS)?;
         cpu.finish()?;
 
         let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
@@ -340,6 +359,33 @@ impl Preset {
         };
         s.finish()?;
 
+        let mut pf = P {
+            f: top.sub("prefetch")?,
+            sources: &mut sources,
+        };
+        let prefetch = PrefetchPreset {
+            enabled: pf.b("enabled")?,
+            l1_next_line: pf.b("l1_next_line")?,
+            l2_streamer: pf.b("l2_streamer")?,
+            l2_streams: pf.u("l2_streams")?,
+            l2_distance_lines: pf.u("l2_distance_lines")?,
+            l2_degree: pf.u("l2_degree")?,
+        };
+        for (name, v, max) in [
+            ("l2_streams", prefetch.l2_streams, 256),
+            ("l2_distance_lines", prefetch.l2_distance_lines, 63),
+            ("l2_degree", prefetch.l2_degree, 64),
+        ] {
+            let key = pf.f.key(name);
+            if prefetch.l2_streamer && !(1..=max).contains(&v) {
+                return Err(cfg_err(
+                    format!("{key}.value"),
+                    format!("must be 1 to {max} when l2_streamer is true, got {v}"),
+                ));
+            }
+        }
+        pf.finish()?;
+
         let mut c = P {
             f: top.sub("costs")?,
             sources: &mut sources,
@@ -380,6 +426,8 @@ impl Preset {
             tlb,
             memory,
             string,
+            prefetch,
+            perf_cache_events,
             costs,
             sources,
         };
@@ -468,6 +516,12 @@ impl Preset {
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            prefetch: self.prefetch_params(),
+            perf_cache_events: if self.perf_cache_events == "l2" {
+                PerfCacheEvents::L2
+            } else {
+                PerfCacheEvents::Llc
+            },
             ipi: IpiCosts {
                 send_cycles: self.costs.ipi_send_cycles,
                 latency_cycles: cyc(self.costs.ipi_latency_ns),
@@ -476,6 +530,21 @@ impl Preset {
             tlb_flush_full_cycles: self.costs.tlb_flush_full_cycles,
             invlpg_cycles: self.costs.invlpg_cycles,
         })
+    }
+
+    /// The prefetchers as the model runs them: all off unless `prefetch.enabled`.
+    pub fn prefetch_params(&self) -> PrefetchParams {
+        let p = &self.prefetch;
+        if !p.enabled {
+            return PrefetchParams::off();
+        }
+        PrefetchParams {
+            l1_next_line: p.l1_next_line,
+            l2_streamer: p.l2_streamer,
+            l2_streams: p.l2_streams as usize,
+            l2_distance_lines: p.l2_distance_lines,
+            l2_degree: p.l2_degree,
+        }
     }
 
     /// The kernel's software costs (the hardware's IPI and TLB-flush costs go

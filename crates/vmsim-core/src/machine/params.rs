@@ -4,7 +4,9 @@
 //! else, so it knows no file format and no source of a value.
 
 use super::cache::Replacement;
+pub use super::hierarchy::PerfCacheEvents;
 use super::ipi::IpiCosts;
+pub use super::prefetch::PrefetchParams;
 use super::tlb::TlbConfig;
 use super::topology::Topology;
 
@@ -56,6 +58,10 @@ pub struct MachineParams {
     pub no_rfo_grant: NoRfoGrant,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
+    /// The cores' hardware prefetchers.
+    pub prefetch: PrefetchParams,
+    /// What perf's generic cache events count on the chip (for `llc_references`/`llc_misses`).
+    pub perf_cache_events: PerfCacheEvents,
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
