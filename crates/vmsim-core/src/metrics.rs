@@ -40,6 +40,7 @@ pub fn report(sim: &Sim) -> Value {
         tot.cache.pf_l2_requests += s.cache.pf_l2_requests;
         tot.cache.pf_l2_misses += s.cache.pf_l2_misses;
         tot.cache.pf_llc_misses += s.cache.pf_llc_misses;
+        tot.cache.l2_writebacks += s.cache.l2_writebacks;
         tot.cache.remote_cache_hits += s.cache.remote_cache_hits;
         tot.cache.dram_reads += s.cache.dram_reads;
         tot.cache.nt_stores += s.cache.nt_stores;
@@ -135,6 +136,7 @@ pub fn report(sim: &Sim) -> Value {
     put("l1d_stores", json!(tot.cache.l1d_stores));
     put("l1d_misses", json!(tot.cache.l1d_misses));
     put("l2_misses", json!(tot.cache.l2_misses));
+    put("l2_writebacks", json!(tot.cache.l2_writebacks));
     put("pgfault", json!(v.pgfault));
     put("pgfault_anon_4k", json!(v.pgfault_anon_4k));
     put("pgfault_thp", json!(v.pgfault_thp));

@@ -616,13 +616,12 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("xeon-e5-2699v3-2s", Bench::SocketLoad { cores: 18 }, "the DRAM calendar runs at STREAM Triad's sustained bandwidth for reads and writes alike; read-only streams run faster on the chip"),
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 169, threads: 1 }, "no L2-to-L1 bandwidth limit (Haswell: 0.5 line per cycle)"),
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "no LLC-to-core bandwidth limit (Haswell: 0.2-0.3 line per cycle)"),
-    ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "write-backs hold no core resource: the dirty lines' write-backs add no occupancy"),
-    ("xeon-e5-2699v3-2s", Bench::NtFill { kib: 256 * 1024 }, "a non-temporal store holds its fill buffer for a full DRAM latency, like a read; no write-combining model"),
+    ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "a dirty L2 victim holds a superqueue entry only for the LLC latency (an estimate); the chip's update runs at about the load's rate"),
     ("xeon-8358-icx", Bench::Load { kib: 660, threads: 1 }, "no L2-to-L1 bandwidth limit"),
     ("xeon-8358-icx", Bench::Load { kib: 25_600, threads: 1 }, "no LLC-to-core bandwidth limit"),
     ("xeon-8358-icx", Bench::Copy { kib: 128 * 1024 }, "as the load: superqueue estimate"),
-    ("xeon-8358-icx", Bench::Update { kib: 128 * 1024 }, "as the load, and write-backs hold no core resource"),
-    ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal stores hold a miss buffer for a full DRAM latency like a read; no write-combining model"),
+    ("xeon-8358-icx", Bench::Update { kib: 128 * 1024 }, "the superqueue of 48 (an estimate) is never full, so the write-backs' entries (an estimate too) do not limit it"),
+    ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal lines hold a miss buffer until the home accepts them (posted_write_ns, an estimate) and share the 24 miss buffers with the loads; Zen 3's write-combining buffer count is not documented"),
 ];
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub struct Preset {
     pub llc: CacheParams,
     pub llc_inclusive: bool,
     pub llc_instances_per_socket: u64,
+    /// A dirty L2 victim holds a superqueue entry for the LLC latency.
+    pub l2_writeback_holds_superqueue: bool,
     pub tlb: TlbParams,
     pub memory: MemoryParams,
     pub string: StringParams,
@@ -76,6 +78,8 @@ pub struct MemoryParams {
     pub remote_latency_ns: f64,
     pub remote_cache_latency_ns: f64,
     pub interconnect_bandwidth_gbs: f64,
+    /// How long a non-temporal line holds its write-combining buffer after leaving the core.
+    pub posted_write_ns: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -288,7 +292,8 @@ impl Preset {
 
         let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
         p.finish()?;
-        let (l2, p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let (l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let l2_writeback_holds_superqueue = p.b("writeback_holds_superqueue")?;
         p.finish()?;
         let (llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
         let llc_inclusive = p.b("inclusive")?;
@@ -338,7 +343,14 @@ impl Preset {
             remote_latency_ns: m.fl("remote_latency_ns")?,
             remote_cache_latency_ns: m.fl("remote_cache_latency_ns")?,
             interconnect_bandwidth_gbs: m.fl("interconnect_bandwidth_gbs")?,
+            posted_write_ns: m.fl("posted_write_ns")?,
         };
+        if memory.posted_write_ns > memory.local_latency_ns {
+            return Err(cfg_err(
+                format!("{}.value", m.f.key("posted_write_ns")),
+                "must not exceed memory.local_latency_ns (a posted write is accepted before a read could return)",
+            ));
+        }
         let k = m.f.key("sustained_bandwidth_gbs");
         if memory.sustained_bandwidth_gbs <= 0.0 {
             return Err(cfg_err(format!("{k}.value"), "must be positive"));
@@ -423,6 +435,7 @@ impl Preset {
             llc,
             llc_inclusive,
             llc_instances_per_socket,
+            l2_writeback_holds_superqueue,
             tlb,
             memory,
             string,
@@ -510,6 +523,8 @@ impl Preset {
             dram_local_cycles: cyc(m.local_latency_ns),
             dram_remote_cycles: cyc(m.remote_latency_ns),
             remote_cache_cycles: cyc(m.remote_cache_latency_ns),
+            posted_write_cycles: cyc(m.posted_write_ns),
+            l2_writeback_holds_superqueue: self.l2_writeback_holds_superqueue,
             dram_bytes_per_cycle: bpc(m.sustained_bandwidth_gbs / m.nodes_per_socket as f64),
             link_bytes_per_cycle: bpc(m.interconnect_bandwidth_gbs.max(0.001)),
             string_startup_cycles: s.startup_cycles,

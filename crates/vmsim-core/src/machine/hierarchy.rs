@@ -96,6 +96,8 @@ pub struct CacheStats {
     pub pf_l2_misses: u64,
     /// Prefetches (either prefetcher) that missed the LLC.
     pub pf_llc_misses: u64,
+    /// Dirty lines evicted from the L2 (to the LLC or memory).
+    pub l2_writebacks: u64,
     pub remote_cache_hits: u64,
     pub dram_reads: u64,
     pub dram_remote_reads: u64,
@@ -125,6 +127,10 @@ pub struct Latencies {
     pub remote_cache: u64,
     pub dram_local: u64,
     pub dram_remote: u64,
+    /// How long a non-temporal (write-combining) line holds its buffer after
+    /// leaving the core, until its home accepts it (local / remote home).
+    pub nt_local: u64,
+    pub nt_remote: u64,
 }
 
 pub struct Hierarchy {
@@ -146,6 +152,9 @@ pub struct Hierarchy {
     /// Longest DRAM queueing wait of a write-back forced by the access in progress:
     /// a fill cannot complete before its dirty victim has left (back-pressure).
     wb_wait: u64,
+    /// Dirty L2 victims of the access in progress: each leaves the core through
+    /// its miss queue (the machine charges them an entry).
+    l2_writebacks: u32,
     /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
     /// filter that lets a miss skip probing instances that cannot have the line.
     presence: Vec<Vec<u16>>,
@@ -227,6 +236,7 @@ impl Hierarchy {
             dram,
             link,
             wb_wait: 0,
+            l2_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
         })
     }
@@ -428,6 +438,10 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) {
+        if ev.dirty {
+            self.l2_writebacks += 1;
+            st.l2_writebacks += 1;
+        }
         if self.inclusive {
             if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
@@ -516,6 +530,7 @@ impl Hierarchy {
         st: &mut CacheStats,
     ) -> (Served, u64) {
         self.wb_wait = 0;
+        self.l2_writebacks = 0;
         let (s, w) = self.access_inner(core, line, kind, Req::Demand, t, st);
         (s, w.max(self.wb_wait))
     }
@@ -539,9 +554,11 @@ impl Hierarchy {
                     st.llc_references += 1;
                 }
             }
+            self.l2_writebacks = 0;
             return None;
         }
         self.wb_wait = 0;
+        self.l2_writebacks = 0;
         let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
         let (s, w) = self.access_inner(core, line, AccessKind::Load, req, t, st);
         Some((s, w.max(self.wb_wait)))
@@ -734,6 +751,12 @@ impl Hierarchy {
         (Served::NtWrite { remote }, wait)
     }
 
+    /// Dirty lines the last access or prefetch evicted from the L2.
+    #[inline]
+    pub fn l2_writebacks(&self) -> u32 {
+        self.l2_writebacks
+    }
+
     /// Idle latency (cycles) of an access served at `s`, before bandwidth queueing.
     #[inline]
     pub fn latency(&self, s: Served) -> u64 {
@@ -745,12 +768,10 @@ impl Hierarchy {
             Served::NoFill { remote: false } => self.lat.dram_local,
             Served::NoFill { remote: true } => self.lat.dram_remote,
             Served::RemoteCache => self.lat.remote_cache,
-            Served::Dram { remote: false } | Served::NtWrite { remote: false } => {
-                self.lat.dram_local
-            }
-            Served::Dram { remote: true } | Served::NtWrite { remote: true } => {
-                self.lat.dram_remote
-            }
+            Served::Dram { remote: false } => self.lat.dram_local,
+            Served::Dram { remote: true } => self.lat.dram_remote,
+            Served::NtWrite { remote: false } => self.lat.nt_local,
+            Served::NtWrite { remote: true } => self.lat.nt_remote,
         }
     }
 

@@ -93,6 +93,8 @@ pub struct Machine {
     /// Ownership-only string stores carry no data request for the streamer to follow.
     no_rfo: bool,
     l1_next_line: bool,
+    /// Cycles a dirty L2 victim holds a superqueue entry (0: it holds none).
+    l2_writeback_hold: u64,
 }
 
 impl Machine {
@@ -114,6 +116,9 @@ impl Machine {
                 remote_cache: p.remote_cache_cycles,
                 dram_local: p.dram_local_cycles,
                 dram_remote: p.dram_remote_cycles,
+                nt_local: p.posted_write_cycles,
+                nt_remote: p.posted_write_cycles
+                    + p.dram_remote_cycles.saturating_sub(p.dram_local_cycles),
             },
             node_bytes,
             dram_bytes_per_cycle: p.dram_bytes_per_cycle,
@@ -156,6 +161,11 @@ impl Machine {
             walk_cycles: p.walk_cycles,
             no_rfo: p.no_rfo_full_lines,
             l1_next_line: p.prefetch.l1_next_line,
+            l2_writeback_hold: if p.l2_writeback_holds_superqueue {
+                p.llc.latency_cycles
+            } else {
+                0
+            },
         })
     }
 
@@ -235,6 +245,7 @@ impl Machine {
                     r.sq[qi] = done;
                     r.sq_line[qi] = INVALID;
                 }
+                hold_writebacks(r, self.hier.l2_writebacks(), start, self.l2_writeback_hold);
                 let issued = r.issue.reserve(thread, start, issue);
                 c.stats.smt_issue_wait_cycles += issued - start - issue;
                 c.stats.stall_cycles += start - now;
@@ -282,6 +293,8 @@ impl Machine {
                     if lfree <= t && (in_l2 || qfree <= t) {
                         let st = &mut self.cpus[cpu].stats.cache;
                         if let Some((s, w)) = self.hier.prefetch(core, p, true, t, st) {
+                            let wbs = self.hier.l2_writebacks();
+                            hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                             let mut ready = t + self.hier.latency(s) + w;
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
@@ -319,6 +332,8 @@ impl Machine {
                 }
                 let st = &mut self.cpus[cpu].stats.cache;
                 if let Some((s, w)) = self.hier.prefetch(core, p, false, t, st) {
+                    let wbs = self.hier.l2_writebacks();
+                    hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                     let ready = t + self.hier.latency(s) + w;
                     r.sq[qi] = ready;
                     r.sq_line[qi] = p;
@@ -461,6 +476,20 @@ fn account(c: &mut Cpu, cyc: u64) {
     match c.mode {
         Mode::User => c.stats.user_cycles += cyc,
         Mode::Kernel => c.stats.sys_cycles += cyc,
+    }
+}
+
+/// Dirty L2 victims leave through the superqueue: each takes the entry that
+/// frees first, from `t` (or when it frees) for `hold` cycles.
+#[inline]
+fn hold_writebacks(r: &mut CoreResources, n: u32, t: u64, hold: u64) {
+    if hold == 0 {
+        return;
+    }
+    for _ in 0..n {
+        let (i, f) = argmin(&r.sq);
+        r.sq[i] = f.max(t) + hold;
+        r.sq_line[i] = INVALID;
     }
 }
 

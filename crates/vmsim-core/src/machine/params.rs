@@ -47,6 +47,12 @@ pub struct MachineParams {
     pub walk_cycles: u64,
     pub dram_local_cycles: u64,
     pub dram_remote_cycles: u64,
+    /// How long a non-temporal (write-combining) line holds its fill buffer and
+    /// superqueue entry after leaving the core, for a line of the local node; a
+    /// remote home adds the remote-local latency difference.
+    pub posted_write_cycles: u64,
+    /// A dirty L2 victim holds a superqueue entry for the LLC latency on its way out.
+    pub l2_writeback_holds_superqueue: bool,
     pub remote_cache_cycles: u64,
     /// Sustained DRAM bandwidth of one NUMA node.
     pub dram_bytes_per_cycle: f64,
