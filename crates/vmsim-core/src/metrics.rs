@@ -11,10 +11,17 @@ pub fn report(sim: &Sim) -> Value {
     let mut throughput = 0.0;
     let mut elapsed: u64 = 0;
     let mut finish = 0;
+    // The timed intervals' spread: a sum of per-task rates rewards unequal intervals.
+    let (mut first_start, mut last_end) = (u64::MAX, 0u64);
+    let (mut shortest, mut longest) = (u64::MAX, 0u64);
     for (i, t) in sim.tasks.iter().enumerate() {
         let (s, e) = (t.start.unwrap_or(0), t.end.unwrap_or(0));
         if e > s {
             throughput += sim.reported_bytes(i) as f64 / ((e - s) as f64 / hz);
+            first_start = first_start.min(s);
+            last_end = last_end.max(e);
+            shortest = shortest.min(e - s);
+            longest = longest.max(e - s);
         }
         elapsed = elapsed.max(e);
         finish = finish.max(t.exit.unwrap_or(0));
@@ -100,6 +107,11 @@ pub fn report(sim: &Sim) -> Value {
     };
     put("throughput_bytes_per_s", json!(throughput.round()));
     put("elapsed_s", json!(finish.max(elapsed) as f64 / hz));
+    let timed = last_end > 0;
+    let secs = |c: u64| json!(if timed { c as f64 / hz } else { 0.0 });
+    put("task_interval_min_s", secs(shortest));
+    put("task_interval_max_s", secs(longest));
+    put("timed_span_s", secs(last_end.saturating_sub(first_start)));
     put("user_s", json!(tot.user_cycles as f64 / hz));
     put("sys_s", json!(tot.sys_cycles as f64 / hz));
     put("instructions", json!(instructions));
