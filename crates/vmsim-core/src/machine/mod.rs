@@ -3,7 +3,7 @@
 //! processes: callers hand it line accesses, TLB operations, fixed costs and
 //! IPIs, and it advances the issuing CPU's clock and counts events.
 //!
-//! Timing of one line access (see docs/timing.md):
+//! Timing of one line access (docs/model.md, "One cache-line access"):
 //! - an L1 hit costs the caller's issue cycles;
 //! - an L1 miss takes a line fill buffer; a miss beyond L2 also takes a
 //!   superqueue entry; when none is free the CPU stalls until one is;
@@ -15,6 +15,9 @@
 //!   superqueue entry (beyond L2) only when one is free, reserve DRAM like a
 //!   miss and fill the caches; a demand access to a line whose prefetch is
 //!   still in flight holds its fill buffer until that data arrives;
+//! - a non-temporal line is a posted write: its fill buffer (the
+//!   write-combining buffer) and superqueue entry are held until the home
+//!   accepts it; a dirty L2 victim holds a superqueue entry for the LLC latency;
 //! - an independent access (`independent`) lets the CPU go on once it has its
 //!   fill buffer; a dependent load waits for its data.
 
