@@ -17,6 +17,17 @@ const KEYS: &[&str] = &[
     "dram_bytes_read",
     "dram_bytes_written",
     "stall_cycles",
+    "llc_demand_misses",
+    "prefetch_l2_requests",
+    "prefetch_llc_misses",
+    "l2_writebacks",
+    "dram_node0_bytes_read",
+    "dram_node0_bytes_written",
+    "dram_node0_queue_cycles",
+    "dram_node1_bytes_read",
+    "dram_node1_bytes_written",
+    "dram_node1_queue_cycles",
+    "sys_s_copy_page",
     "pgfault",
     "pgfault_thp",
     "pgfault_cow_thp",
@@ -90,6 +101,9 @@ fn main() {
         std::fs::write(path, &out).unwrap();
     }
     let v: Value = serde_json::from_str(&out).unwrap();
+    if let Ok(path) = std::env::var("VMSIM_COMPARE_JSON") {
+        std::fs::write(path, &out).unwrap();
+    }
     match v.get("cases") {
         None => table(&v),
         Some(cases) => {

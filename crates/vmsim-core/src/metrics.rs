@@ -11,10 +11,17 @@ pub fn report(sim: &Sim) -> Value {
     let mut throughput = 0.0;
     let mut elapsed: u64 = 0;
     let mut finish = 0;
+    // The timed intervals' spread: a sum of per-task rates rewards unequal intervals.
+    let (mut first_start, mut last_end) = (u64::MAX, 0u64);
+    let (mut shortest, mut longest) = (u64::MAX, 0u64);
     for (i, t) in sim.tasks.iter().enumerate() {
         let (s, e) = (t.start.unwrap_or(0), t.end.unwrap_or(0));
         if e > s {
             throughput += sim.reported_bytes(i) as f64 / ((e - s) as f64 / hz);
+            first_start = first_start.min(s);
+            last_end = last_end.max(e);
+            shortest = shortest.min(e - s);
+            longest = longest.max(e - s);
         }
         elapsed = elapsed.max(e);
         finish = finish.max(t.exit.unwrap_or(0));
@@ -33,6 +40,14 @@ pub fn report(sim: &Sim) -> Value {
         tot.cache.l2_misses += s.cache.l2_misses;
         tot.cache.llc_references += s.cache.llc_references;
         tot.cache.llc_misses += s.cache.llc_misses;
+        tot.cache.llc_demand_references += s.cache.llc_demand_references;
+        tot.cache.llc_demand_misses += s.cache.llc_demand_misses;
+        tot.cache.pf_l1_requests += s.cache.pf_l1_requests;
+        tot.cache.pf_l1_l2_misses += s.cache.pf_l1_l2_misses;
+        tot.cache.pf_l2_requests += s.cache.pf_l2_requests;
+        tot.cache.pf_l2_misses += s.cache.pf_l2_misses;
+        tot.cache.pf_llc_misses += s.cache.pf_llc_misses;
+        tot.cache.l2_writebacks += s.cache.l2_writebacks;
         tot.cache.remote_cache_hits += s.cache.remote_cache_hits;
         tot.cache.dram_reads += s.cache.dram_reads;
         tot.cache.nt_stores += s.cache.nt_stores;
@@ -92,6 +107,11 @@ pub fn report(sim: &Sim) -> Value {
     };
     put("throughput_bytes_per_s", json!(throughput.round()));
     put("elapsed_s", json!(finish.max(elapsed) as f64 / hz));
+    let timed = last_end > 0;
+    let secs = |c: u64| json!(if timed { c as f64 / hz } else { 0.0 });
+    put("task_interval_min_s", secs(shortest));
+    put("task_interval_max_s", secs(longest));
+    put("timed_span_s", secs(last_end.saturating_sub(first_start)));
     put("user_s", json!(tot.user_cycles as f64 / hz));
     put("sys_s", json!(tot.sys_cycles as f64 / hz));
     put("instructions", json!(instructions));
@@ -114,10 +134,21 @@ pub fn report(sim: &Sim) -> Value {
             0.0
         }),
     );
+    put(
+        "llc_demand_references",
+        json!(tot.cache.llc_demand_references),
+    );
+    put("llc_demand_misses", json!(tot.cache.llc_demand_misses));
+    put("prefetch_l1_requests", json!(tot.cache.pf_l1_requests));
+    put("prefetch_l1_l2_misses", json!(tot.cache.pf_l1_l2_misses));
+    put("prefetch_l2_requests", json!(tot.cache.pf_l2_requests));
+    put("prefetch_l2_misses", json!(tot.cache.pf_l2_misses));
+    put("prefetch_llc_misses", json!(tot.cache.pf_llc_misses));
     put("l1d_loads", json!(tot.cache.l1d_loads));
     put("l1d_stores", json!(tot.cache.l1d_stores));
     put("l1d_misses", json!(tot.cache.l1d_misses));
     put("l2_misses", json!(tot.cache.l2_misses));
+    put("l2_writebacks", json!(tot.cache.l2_writebacks));
     put("pgfault", json!(v.pgfault));
     put("pgfault_anon_4k", json!(v.pgfault_anon_4k));
     put("pgfault_thp", json!(v.pgfault_thp));

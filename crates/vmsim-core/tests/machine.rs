@@ -295,3 +295,66 @@ fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn a_non_temporal_line_holds_its_buffers_until_the_home_accepts_it() {
+    let (p, mut m) = e5();
+    let (local, remote) = (p.posted_write_cycles, p.dram_remote_cycles);
+    assert!(p.llc.latency_cycles < local && local < p.dram_local_cycles);
+    assert_eq!(
+        m.access(0, 100, AccessKind::NtStore, true, 1),
+        Served::NtWrite { remote: false }
+    );
+    // Posted: the store costs its issue; the fill buffer and superqueue entry are held
+    // until the home accepts the line, not for a read's round trip.
+    assert_eq!(m.cpus[0].clock, 1);
+    assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(local));
+    assert_eq!(m.cores[0].sq.iter().copied().max(), Some(local));
+    // A remote home adds the remote-local latency difference.
+    let remote_line = (1u64 << 30) >> 6 | 5;
+    m.access(0, remote_line, AccessKind::NtStore, true, 1);
+    let want = 1 + local + remote - p.dram_local_cycles;
+    assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(want));
+    // One core's non-temporal fill is bound by the fill buffers over that hold.
+    let (p, mut m) = e5();
+    let n = 100_000u64;
+    for l in 0..n {
+        m.access(0, l, AccessKind::NtStore, true, 2);
+    }
+    let per_line = m.cpus[0].clock as f64 / n as f64;
+    let bound = p.posted_write_cycles as f64 / p.l1d.outstanding as f64;
+    assert!(
+        (per_line - bound).abs() / bound < 0.02,
+        "{per_line} cycles per line, bound {bound}"
+    );
+    assert_eq!(m.hier.dram[0].stats.bytes_read, 0);
+}
+
+#[test]
+fn a_dirty_l2_victim_holds_a_superqueue_entry_for_the_llc_latency() {
+    let mut p = params("xeon-e5-2699v3-2s");
+    p.prefetch = vmsim_core::machine::PrefetchParams::off();
+    // Stores to lines one L2 set-stride apart (the L2 has 512 sets, the L1 64), each
+    // completing before the next: dirty lines pile up in one set until one is written back.
+    let stride = 512u64;
+    let run = |p: &MachineParams| {
+        let mut m = Machine::new(p, 1 << 30, 0).unwrap();
+        for k in 0..64 {
+            m.advance(0, 10_000, 0);
+            let t = m.cpus[0].clock;
+            m.access(0, k * stride, AccessKind::Store, true, 1);
+            if m.cpus[0].stats.cache.l2_writebacks > 0 {
+                assert_eq!(m.cpus[0].stats.cache.l2_writebacks, 1);
+                let mut busy: Vec<u64> = m.cores[0].sq.iter().copied().filter(|&f| f > t).collect();
+                busy.sort();
+                return busy.into_iter().map(|f| f - t).collect::<Vec<u64>>();
+            }
+        }
+        panic!("no write-back");
+    };
+    // The miss's own entry (DRAM latency) and the write-back's (LLC latency).
+    assert_eq!(run(&p), vec![p.llc.latency_cycles, p.dram_local_cycles]);
+    // Switched off, the write-back holds nothing.
+    p.l2_writeback_holds_superqueue = false;
+    assert_eq!(run(&p), vec![p.dram_local_cycles]);
+}

@@ -251,6 +251,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.measured("load_bytes_per_cycle", Val::I((r.l1_load_bpns / ghz).round() as i64),
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles (a lower bound if the core has wider loads)", r.l1_load_how));
+    w.default(
+        "perf_cache_events",
+        Val::S(if amd_tlb().is_some() { "l2" } else { "llc" }),
+        "chosen by vendor: Linux maps perf's cache-references/cache-misses to the L2 on AMD Zen, to the LLC on Intel",
+    );
 
     w.section("l1d");
     w.read(
@@ -292,6 +297,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default("replacement", Val::S("tree-plru"), "");
     w.default("superqueue", Val::I(32), "");
+    w.default(
+        "writeback_holds_superqueue",
+        Val::B(true),
+        "as the built-in presets (an estimate there too)",
+    );
     let amd = amd_tlb();
     w.section("llc");
     w.read(
@@ -409,6 +419,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("remote_latency_ns", Val::F(140.0), remote_note);
     w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
     w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
+    w.default(
+        "posted_write_ns",
+        Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
+        "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM), as the built-in presets estimate it",
+    );
 
     w.section("string");
     w.read(
@@ -459,6 +474,26 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         (false, None) => w.measured("nocache_threshold_kib", Val::I(0),
             &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
     }
+
+    w.section("prefetch");
+    w.default("enabled", Val::B(true), "hardware prefetchers assumed on");
+    w.default("l1_next_line", Val::B(true), "");
+    w.default("l2_streamer", Val::B(true), "");
+    w.default(
+        "l2_streams",
+        Val::I(32),
+        "Intel Optimization Reference Manual's streamer",
+    );
+    w.default(
+        "l2_distance_lines",
+        Val::I(20),
+        "Intel Optimization Reference Manual's streamer",
+    );
+    w.default(
+        "l2_degree",
+        Val::I(2),
+        "Intel Optimization Reference Manual's streamer",
+    );
 
     w.section("costs");
     let exc = 250.0;

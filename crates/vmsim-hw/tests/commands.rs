@@ -128,6 +128,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "issue_width",
                 "store_bytes_per_cycle",
                 "load_bytes_per_cycle",
+                "perf_cache_events",
             ],
         ),
         (
@@ -148,6 +149,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "latency_cycles",
                 "replacement",
                 "superqueue",
+                "writeback_holds_superqueue",
             ],
         ),
         (
@@ -190,6 +192,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "remote_latency_ns",
                 "remote_cache_latency_ns",
                 "interconnect_bandwidth_gbs",
+                "posted_write_ns",
             ],
         ),
         (
@@ -201,6 +204,17 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "no_rfo_full_lines",
                 "no_rfo_grant",
                 "nocache_threshold_kib",
+            ],
+        ),
+        (
+            "prefetch",
+            &[
+                "enabled",
+                "l1_next_line",
+                "l2_streamer",
+                "l2_streams",
+                "l2_distance_lines",
+                "l2_degree",
             ],
         ),
         (

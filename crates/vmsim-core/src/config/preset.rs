@@ -9,7 +9,9 @@ use crate::machine::cache::Replacement;
 use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
-use crate::machine::{CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant};
+use crate::machine::{
+    CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents, PrefetchParams,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use toml::Value;
@@ -41,9 +43,14 @@ pub struct Preset {
     pub llc: CacheParams,
     pub llc_inclusive: bool,
     pub llc_instances_per_socket: u64,
+    /// A dirty L2 victim holds a superqueue entry for the LLC latency.
+    pub l2_writeback_holds_superqueue: bool,
     pub tlb: TlbParams,
     pub memory: MemoryParams,
     pub string: StringParams,
+    pub prefetch: PrefetchPreset,
+    /// What perf's generic `cache-references`/`cache-misses` count on the chip: "llc" or "l2".
+    pub perf_cache_events: String,
     pub costs: Costs,
     /// Dotted key -> source text, for every parameter.
     pub sources: BTreeMap<String, String>,
@@ -73,6 +80,8 @@ pub struct MemoryParams {
     pub remote_latency_ns: f64,
     pub remote_cache_latency_ns: f64,
     pub interconnect_bandwidth_gbs: f64,
+    /// How long a non-temporal line holds its write-combining buffer after leaving the core.
+    pub posted_write_ns: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -86,6 +95,18 @@ pub struct StringParams {
     /// copies in other sockets: the line's idle DRAM latency).
     pub no_rfo_grant: String,
     pub nocache_threshold_kib: u64,
+}
+
+/// The hardware prefetchers (`[prefetch]`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PrefetchPreset {
+    /// Master switch: false turns every prefetcher off (as the BIOS or MSR 0x1a4 can).
+    pub enabled: bool,
+    pub l1_next_line: bool,
+    pub l2_streamer: bool,
+    pub l2_streams: u64,
+    pub l2_distance_lines: u64,
+    pub l2_degree: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -129,6 +150,7 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
 struct P<'a> {
     f: Fields,
@@ -274,11 +296,13 @@ impl Preset {
         let issue_width = cpu.pos("issue_width")?;
         let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
         let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
+        let perf_cache_events = cpu.choice("perf_cache_events", PERF_CACHE_EVENTS)?;
         cpu.finish()?;
 
         let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
         p.finish()?;
-        let (l2, p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let (l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let l2_writeback_holds_superqueue = p.b("writeback_holds_superqueue")?;
         p.finish()?;
         let (llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
         let llc_inclusive = p.b("inclusive")?;
@@ -329,7 +353,14 @@ impl Preset {
             remote_latency_ns: m.fl("remote_latency_ns")?,
             remote_cache_latency_ns: m.fl("remote_cache_latency_ns")?,
             interconnect_bandwidth_gbs: m.fl("interconnect_bandwidth_gbs")?,
+            posted_write_ns: m.fl("posted_write_ns")?,
         };
+        if memory.posted_write_ns > memory.local_latency_ns {
+            return Err(cfg_err(
+                format!("{}.value", m.f.key("posted_write_ns")),
+                "must not exceed memory.local_latency_ns (a posted write is accepted before a read could return)",
+            ));
+        }
         let k = m.f.key("sustained_bandwidth_gbs");
         if memory.sustained_bandwidth_gbs <= 0.0 {
             return Err(cfg_err(format!("{k}.value"), "must be positive"));
@@ -349,6 +380,33 @@ impl Preset {
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
         };
         s.finish()?;
+
+        let mut pf = P {
+            f: top.sub("prefetch")?,
+            sources: &mut sources,
+        };
+        let prefetch = PrefetchPreset {
+            enabled: pf.b("enabled")?,
+            l1_next_line: pf.b("l1_next_line")?,
+            l2_streamer: pf.b("l2_streamer")?,
+            l2_streams: pf.u("l2_streams")?,
+            l2_distance_lines: pf.u("l2_distance_lines")?,
+            l2_degree: pf.u("l2_degree")?,
+        };
+        for (name, v, max) in [
+            ("l2_streams", prefetch.l2_streams, 256),
+            ("l2_distance_lines", prefetch.l2_distance_lines, 63),
+            ("l2_degree", prefetch.l2_degree, 64),
+        ] {
+            let key = pf.f.key(name);
+            if prefetch.l2_streamer && !(1..=max).contains(&v) {
+                return Err(cfg_err(
+                    format!("{key}.value"),
+                    format!("must be 1 to {max} when l2_streamer is true, got {v}"),
+                ));
+            }
+        }
+        pf.finish()?;
 
         let mut c = P {
             f: top.sub("costs")?,
@@ -414,9 +472,12 @@ impl Preset {
             llc,
             llc_inclusive,
             llc_instances_per_socket,
+            l2_writeback_holds_superqueue,
             tlb,
             memory,
             string,
+            prefetch,
+            perf_cache_events,
             costs,
             sources,
         };
@@ -499,12 +560,20 @@ impl Preset {
             dram_local_cycles: cyc(m.local_latency_ns),
             dram_remote_cycles: cyc(m.remote_latency_ns),
             remote_cache_cycles: cyc(m.remote_cache_latency_ns),
+            posted_write_cycles: cyc(m.posted_write_ns),
+            l2_writeback_holds_superqueue: self.l2_writeback_holds_superqueue,
             dram_bytes_per_cycle: bpc(m.sustained_bandwidth_gbs / m.nodes_per_socket as f64),
             link_bytes_per_cycle: bpc(m.interconnect_bandwidth_gbs.max(0.001)),
             string_startup_cycles: s.startup_cycles,
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            prefetch: self.prefetch_params(),
+            perf_cache_events: if self.perf_cache_events == "l2" {
+                PerfCacheEvents::L2
+            } else {
+                PerfCacheEvents::Llc
+            },
             ipi: IpiCosts {
                 send_cycles: self.costs.ipi_send_cycles,
                 latency_cycles: cyc(self.costs.ipi_latency_ns),
@@ -524,6 +593,21 @@ impl Preset {
                 _ => None,
             },
         })
+    }
+
+    /// The prefetchers as the model runs them: all off unless `prefetch.enabled`.
+    pub fn prefetch_params(&self) -> PrefetchParams {
+        let p = &self.prefetch;
+        if !p.enabled {
+            return PrefetchParams::off();
+        }
+        PrefetchParams {
+            l1_next_line: p.l1_next_line,
+            l2_streamer: p.l2_streamer,
+            l2_streams: p.l2_streams as usize,
+            l2_distance_lines: p.l2_distance_lines,
+            l2_degree: p.l2_degree,
+        }
     }
 
     /// The kernel's software costs (the hardware's IPI and TLB-flush costs go

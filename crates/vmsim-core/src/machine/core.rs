@@ -12,8 +12,15 @@
 //! epoch. Requests arrive in nearly time order (the scheduler advances the
 //! lowest clock for a bounded quantum), as at the DRAM calendar.
 //!
+//! The core's prefetchers (machine/prefetch.rs) are trained by both threads'
+//! requests, as the L2 they watch is the core's, and their requests take the
+//! same fill buffers and superqueue entries as demand misses.
+//!
 //! Invariants: no epoch issues for more than `ISSUE_EPOCH` cycles; a lone
 //! thread (no sibling reservations) is never delayed: `reserve(t, c) == t + c`.
+
+use super::cache::INVALID;
+use super::prefetch::{NextLine, PrefetchParams, Streamer};
 
 /// Length of one issue epoch in cycles.
 pub const ISSUE_EPOCH: u64 = 64;
@@ -25,16 +32,51 @@ pub struct CoreResources {
     pub lfb: Vec<u64>,
     /// When each superqueue entry frees.
     pub sq: Vec<u64>,
+    /// The line a prefetch holding that fill buffer / superqueue entry brings
+    /// (`INVALID` for a demand miss): a demand for it waits for its data.
+    pub lfb_line: Vec<u64>,
+    pub sq_line: Vec<u64>,
+    /// No prefetch of this core is in flight at or after this time.
+    pub pf_until: u64,
     pub issue: IssueSlots,
+    pub next_line: NextLine,
+    pub streamer: Streamer,
 }
 
 impl CoreResources {
-    pub fn new(fill_buffers: usize, superqueue: usize, threads: usize) -> CoreResources {
+    pub fn new(
+        fill_buffers: usize,
+        superqueue: usize,
+        threads: usize,
+        pf: &PrefetchParams,
+    ) -> CoreResources {
         CoreResources {
             lfb: vec![0; fill_buffers],
             sq: vec![0; superqueue],
+            lfb_line: vec![INVALID; fill_buffers],
+            sq_line: vec![INVALID; superqueue],
+            pf_until: 0,
             issue: IssueSlots::new(threads),
+            next_line: NextLine::default(),
+            streamer: Streamer::new(pf),
         }
+    }
+
+    /// When a prefetch of `line` still in flight at `t` delivers it, if one is.
+    #[inline]
+    pub fn inflight(&self, line: u64, t: u64) -> Option<u64> {
+        if t >= self.pf_until {
+            return None;
+        }
+        let find = |lines: &[u64], free: &[u64]| {
+            lines
+                .iter()
+                .zip(free)
+                .filter(|&(&l, &f)| l == line && f > t)
+                .map(|(_, &f)| f)
+                .max()
+        };
+        find(&self.sq_line, &self.sq).max(find(&self.lfb_line, &self.lfb))
     }
 }
 

@@ -44,6 +44,14 @@ impl AccessKind {
     }
 }
 
+/// Who asks: a demand access or one of the core's prefetchers (into L1, or into L2 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Req {
+    Demand,
+    PfL1,
+    PfL2,
+}
+
 /// Where an access was served from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Served {
@@ -72,14 +80,42 @@ pub struct CacheStats {
     pub l1d_stores: u64,
     pub l1d_misses: u64,
     pub l2_misses: u64,
+    /// What perf's `cache-references` / `cache-misses` count on the chip
+    /// ([`PerfCacheEvents`]): demand and L1-prefetch requests at the LLC
+    /// (Intel), or every request at the L2 and the L1 requests that miss it (AMD).
     pub llc_references: u64,
     pub llc_misses: u64,
+    /// Demand requests (loads, RFOs, ownership requests) that looked up / missed the LLC.
+    pub llc_demand_references: u64,
+    pub llc_demand_misses: u64,
+    /// L1 next-line prefetches sent to the L2 (they missed the L1), and those that missed it.
+    pub pf_l1_requests: u64,
+    pub pf_l1_l2_misses: u64,
+    /// L2 streamer prefetches that looked up the L2 (hit or miss), and those that missed it.
+    pub pf_l2_requests: u64,
+    pub pf_l2_misses: u64,
+    /// Prefetches (either prefetcher) that missed the LLC.
+    pub pf_llc_misses: u64,
+    /// Dirty lines evicted from the L2 (to the LLC or memory).
+    pub l2_writebacks: u64,
     pub remote_cache_hits: u64,
     pub dram_reads: u64,
     pub dram_remote_reads: u64,
     pub nt_stores: u64,
     pub back_invalidations: u64,
     pub coherence_invalidations: u64,
+}
+
+/// Which requests perf's generic `cache-references` / `cache-misses` events
+/// count on the chip (Linux `arch/x86/events`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfCacheEvents {
+    /// Intel: `LONGEST_LAT_CACHE.REFERENCE` / `.MISS` (0x4f2e / 0x412e): core
+    /// requests that look up the LLC, excluding the L2 prefetcher's.
+    Llc,
+    /// AMD Zen: `L2RequestG1` all (0xff60, L2 prefetcher included) and
+    /// `L2CacheReqStat` instruction and data cache misses in L2 (0x0964).
+    L2,
 }
 
 pub struct Latencies {
@@ -91,6 +127,10 @@ pub struct Latencies {
     pub remote_cache: u64,
     pub dram_local: u64,
     pub dram_remote: u64,
+    /// How long a non-temporal (write-combining) line holds its buffer after
+    /// leaving the core, until its home accepts it (local / remote home).
+    pub nt_local: u64,
+    pub nt_remote: u64,
 }
 
 pub struct Hierarchy {
@@ -100,6 +140,7 @@ pub struct Hierarchy {
     llc: Vec<Cache>,
     inclusive: bool,
     no_rfo: bool,
+    perf_at_l2: bool,
     pub lat: Latencies,
     /// Memory bytes per NUMA node; physical addresses are laid out node by node.
     node_bytes: u64,
@@ -111,6 +152,9 @@ pub struct Hierarchy {
     /// Longest DRAM queueing wait of a write-back forced by the access in progress:
     /// a fill cannot complete before its dirty victim has left (back-pressure).
     wb_wait: u64,
+    /// Dirty L2 victims of the access in progress: each leaves the core through
+    /// its miss queue (the machine charges them an entry).
+    l2_writebacks: u32,
     /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
     /// filter that lets a miss skip probing instances that cannot have the line.
     presence: Vec<Vec<u16>>,
@@ -123,6 +167,7 @@ pub struct HierarchyParams {
     pub llc: (u64, u64, Replacement),
     pub inclusive: bool,
     pub no_rfo: bool,
+    pub perf_events: PerfCacheEvents,
     pub lat: Latencies,
     pub node_bytes: u64,
     pub dram_bytes_per_cycle: f64,
@@ -185,11 +230,13 @@ impl Hierarchy {
             llc,
             inclusive: p.inclusive,
             no_rfo: p.no_rfo,
+            perf_at_l2: p.perf_events == PerfCacheEvents::L2,
             lat: p.lat,
             node_bytes: p.node_bytes,
             dram,
             link,
             wb_wait: 0,
+            l2_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
         })
     }
@@ -391,6 +438,10 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) {
+        if ev.dirty {
+            self.l2_writebacks += 1;
+            st.l2_writebacks += 1;
+        }
         if self.inclusive {
             if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
@@ -479,8 +530,38 @@ impl Hierarchy {
         st: &mut CacheStats,
     ) -> (Served, u64) {
         self.wb_wait = 0;
-        let (s, w) = self.access_inner(core, line, kind, t, st);
+        self.l2_writebacks = 0;
+        let (s, w) = self.access_inner(core, line, kind, Req::Demand, t, st);
         (s, w.max(self.wb_wait))
+    }
+
+    /// A hardware prefetch of `line` by `core` at `t`, into the L1 (and L2) or into
+    /// the L2 only. None if the line is already there (no request leaves); else
+    /// where it was served from and the DRAM queueing it met.
+    pub fn prefetch(
+        &mut self,
+        core: usize,
+        line: u64,
+        into_l1: bool,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> Option<(Served, u64)> {
+        if self.l1[core].contains(line) || (!into_l1 && self.l2[core].contains(line)) {
+            if !into_l1 {
+                // Accepted by the L2 pipeline and found there: AMD still counts it.
+                st.pf_l2_requests += 1;
+                if self.perf_at_l2 {
+                    st.llc_references += 1;
+                }
+            }
+            self.l2_writebacks = 0;
+            return None;
+        }
+        self.wb_wait = 0;
+        self.l2_writebacks = 0;
+        let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
+        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, t, st);
+        Some((s, w.max(self.wb_wait)))
     }
 
     fn access_inner(
@@ -488,6 +569,7 @@ impl Hierarchy {
         core: usize,
         line: u64,
         kind: AccessKind,
+        req: Req,
         t: u64,
         st: &mut CacheStats,
     ) -> (Served, u64) {
@@ -497,23 +579,36 @@ impl Hierarchy {
         if kind == AccessKind::NtStore {
             return self.nt_store(core, u, line, socket, t, st);
         }
-        if store {
-            st.l1d_stores += 1;
-        } else {
-            st.l1d_loads += 1;
-        }
-        // L1
-        if let Some(slot) = self.l1[core].slot_of(line) {
-            if !store || self.l1[core].slot_dirty(slot) {
-                self.l1[core].slot_hit(slot, store);
+        let demand = req == Req::Demand;
+        if demand {
+            if store {
+                st.l1d_stores += 1;
+            } else {
+                st.l1d_loads += 1;
+            }
+            // L1
+            if let Some(slot) = self.l1[core].slot_of(line) {
+                if !store || self.l1[core].slot_dirty(slot) {
+                    self.l1[core].slot_hit(slot, store);
+                    return (Served::L1, 0);
+                }
+                // Clean hit for a store: gain exclusivity, then write.
+                self.upgrade(u, bit, line, t, st);
+                self.l1[core].access(line, true);
                 return (Served::L1, 0);
             }
-            // Clean hit for a store: gain exclusivity, then write.
-            self.upgrade(u, bit, line, t, st);
-            self.l1[core].access(line, true);
-            return (Served::L1, 0);
+            st.l1d_misses += 1;
         }
-        st.l1d_misses += 1;
+        match req {
+            Req::PfL1 => st.pf_l1_requests += 1,
+            Req::PfL2 => st.pf_l2_requests += 1,
+            Req::Demand => {}
+        }
+        // Every request reaching the L2 is one of AMD's `cache-references`.
+        if self.perf_at_l2 {
+            st.llc_references += 1;
+        }
+        let fill_l1 = req != Req::PfL2;
         // L2
         if let Some(slot) = self.l2[core].slot_of(line) {
             let d = self.l2[core].slot_dirty(slot);
@@ -521,11 +616,29 @@ impl Hierarchy {
             if store && !d {
                 self.upgrade(u, bit, line, t, st);
             }
-            self.fill_l1(core, u, bit, line, store, socket, t, st);
+            if fill_l1 {
+                self.fill_l1(core, u, bit, line, store, socket, t, st);
+            }
             return (Served::L2, 0);
         }
-        st.l2_misses += 1;
-        st.llc_references += 1;
+        match req {
+            Req::Demand => st.l2_misses += 1,
+            Req::PfL1 => st.pf_l1_l2_misses += 1,
+            Req::PfL2 => st.pf_l2_misses += 1,
+        }
+        // Requests from the L1 (demand or its prefetcher) are what both vendors'
+        // events count; the L2 streamer's are left out of Intel's and AMD's misses.
+        let counted = req != Req::PfL2;
+        if counted {
+            if self.perf_at_l2 {
+                st.llc_misses += 1;
+            } else {
+                st.llc_references += 1;
+            }
+        }
+        if demand {
+            st.llc_demand_references += 1;
+        }
         self.active[u] |= 1u64 << bit;
         // LLC
         if let Some(slot) = self.llc[u].slot_of(line) {
@@ -554,10 +667,19 @@ impl Hierarchy {
             } else {
                 self.fill_l2(core, u, bit, line, socket, t, st);
             }
-            self.fill_l1(core, u, bit, line, store, socket, t, st);
+            if fill_l1 {
+                self.fill_l1(core, u, bit, line, store, socket, t, st);
+            }
             return (Served::Llc, 0);
         }
-        st.llc_misses += 1;
+        if counted && !self.perf_at_l2 {
+            st.llc_misses += 1;
+        }
+        if demand {
+            st.llc_demand_misses += 1;
+        } else {
+            st.pf_llc_misses += 1;
+        }
         let (found, was_dirty) = self.probe_others(u, line, store, t, st);
         let served;
         let mut wait = 0;
@@ -586,7 +708,9 @@ impl Hierarchy {
             }
         }
         self.fill_l2(core, u, bit, line, socket, t, st);
-        self.fill_l1(core, u, bit, line, store, socket, t, st);
+        if fill_l1 {
+            self.fill_l1(core, u, bit, line, store, socket, t, st);
+        }
         (served, wait)
     }
 
@@ -627,6 +751,12 @@ impl Hierarchy {
         (Served::NtWrite { remote }, wait)
     }
 
+    /// Dirty lines the last access or prefetch evicted from the L2.
+    #[inline]
+    pub fn l2_writebacks(&self) -> u32 {
+        self.l2_writebacks
+    }
+
     /// Idle latency (cycles) of an access served at `s`, before bandwidth queueing.
     #[inline]
     pub fn latency(&self, s: Served) -> u64 {
@@ -638,12 +768,10 @@ impl Hierarchy {
             Served::NoFill { remote: false } => self.lat.dram_local,
             Served::NoFill { remote: true } => self.lat.dram_remote,
             Served::RemoteCache => self.lat.remote_cache,
-            Served::Dram { remote: false } | Served::NtWrite { remote: false } => {
-                self.lat.dram_local
-            }
-            Served::Dram { remote: true } | Served::NtWrite { remote: true } => {
-                self.lat.dram_remote
-            }
+            Served::Dram { remote: false } => self.lat.dram_local,
+            Served::Dram { remote: true } => self.lat.dram_remote,
+            Served::NtWrite { remote: false } => self.lat.nt_local,
+            Served::NtWrite { remote: true } => self.lat.nt_remote,
         }
     }
 

@@ -3,16 +3,23 @@
 //! processes: callers hand it line accesses, TLB operations, fixed costs and
 //! IPIs, and it advances the issuing CPU's clock and counts events.
 //!
-//! Timing of one line access (see docs/timing.md):
+//! Timing of one line access (docs/model.md, "One cache-line access"):
 //! - an L1 hit costs the caller's issue cycles;
 //! - an L1 miss takes a line fill buffer; a miss beyond L2 also takes a
 //!   superqueue entry; when none is free the CPU stalls until one is;
 //! - the entries are held for the latency of the level that serves the line
 //!   plus any DRAM queueing, so misses overlap up to the number of entries
 //!   (memory-level parallelism) and streams become bandwidth-bound;
-//! - on a prefetched stream the L2 streamer has the line on its way, so the
-//!   fill buffer is held only for the L2 latency; a dependent load waits for
-//!   its data.
+//! - the core's prefetchers (prefetch.rs) are trained by the accesses and
+//!   issue requests of their own, which take a fill buffer (L1 prefetch) or a
+//!   superqueue entry (beyond L2) only when one is free, reserve DRAM like a
+//!   miss and fill the caches; a demand access to a line whose prefetch is
+//!   still in flight holds its fill buffer until that data arrives;
+//! - a non-temporal line is a posted write: its fill buffer (the
+//!   write-combining buffer) and superqueue entry are held until the home
+//!   accepts it; a dirty L2 victim holds a superqueue entry for the LLC latency;
+//! - an independent access (`independent`) lets the CPU go on once it has its
+//!   fill buffer; a dependent load waits for its data.
 
 pub mod cache;
 pub mod core;
@@ -20,13 +27,17 @@ pub mod hierarchy;
 pub mod ipi;
 pub mod memory;
 pub mod params;
+pub mod prefetch;
 pub mod tlb;
 pub mod topology;
 
+use self::cache::INVALID;
 use self::core::CoreResources;
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
 use ipi::{CpuMask, IpiCause, IpiCosts};
-pub use params::{CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant};
+pub use params::{
+    CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents, PrefetchParams,
+};
 use serde::Serialize;
 use tlb::{PageSize, Tlb, TlbHit, TlbStats};
 use topology::Topology;
@@ -89,7 +100,11 @@ pub struct Machine {
     pub invlpgb: Option<InvlpgbCosts>,
     stlb_latency: u64,
     walk_cycles: u64,
-    l2_latency: u64,
+    /// Ownership-only string stores carry no data request for the streamer to follow.
+    no_rfo: bool,
+    l1_next_line: bool,
+    /// Cycles a dirty L2 victim holds a superqueue entry (0: it holds none).
+    l2_writeback_hold: u64,
 }
 
 impl Machine {
@@ -103,6 +118,7 @@ impl Machine {
             llc: (p.llc.bytes, p.llc.ways, p.llc.replacement),
             inclusive: p.llc_inclusive,
             no_rfo: p.no_rfo_full_lines,
+            perf_events: p.perf_cache_events,
             lat: Latencies {
                 no_rfo_grant_at_home: p.no_rfo_grant == NoRfoGrant::Memory,
                 l2: p.l2.latency_cycles,
@@ -110,6 +126,9 @@ impl Machine {
                 remote_cache: p.remote_cache_cycles,
                 dram_local: p.dram_local_cycles,
                 dram_remote: p.dram_remote_cycles,
+                nt_local: p.posted_write_cycles,
+                nt_remote: p.posted_write_cycles
+                    + p.dram_remote_cycles.saturating_sub(p.dram_local_cycles),
             },
             node_bytes,
             dram_bytes_per_cycle: p.dram_bytes_per_cycle,
@@ -131,6 +150,7 @@ impl Machine {
                     p.l1d.outstanding as usize,
                     p.l2.outstanding as usize,
                     topo.threads_per_core,
+                    &p.prefetch,
                 )
             })
             .collect();
@@ -150,7 +170,13 @@ impl Machine {
             invlpgb: p.invlpgb,
             stlb_latency: p.stlb_latency_cycles,
             walk_cycles: p.walk_cycles,
-            l2_latency: p.l2.latency_cycles,
+            no_rfo: p.no_rfo_full_lines,
+            l1_next_line: p.prefetch.l1_next_line,
+            l2_writeback_hold: if p.l2_writeback_holds_superqueue {
+                p.llc.latency_cycles
+            } else {
+                0
+            },
         })
     }
 
@@ -178,15 +204,15 @@ impl Machine {
 
     /// One cache-line access. `issue` is the cycles the core spends issuing it
     /// when nothing stalls (e.g. 8 scalar stores, or 64 B at the string store width).
-    /// `stream`: part of a sequential stream the prefetchers follow; otherwise a
-    /// load is taken as dependent (the CPU waits for its data).
+    /// `independent`: the CPU does not wait for the data (a stream of independent
+    /// accesses); otherwise a load is dependent (the CPU waits for its data).
     #[inline]
     pub fn access(
         &mut self,
         cpu: usize,
         line: u64,
         kind: AccessKind,
-        stream: bool,
+        independent: bool,
         issue: u64,
     ) -> Served {
         let core = self.topo.core_of(cpu);
@@ -200,44 +226,133 @@ impl Machine {
         let (qi, qfree) = argmin(&r.sq);
         let s2 = s1.max(qfree);
         let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
-        let start = match served {
+        let waits = kind == AccessKind::Load && !independent;
+        let (start, new_clock) = match served {
             Served::L1 if wait == 0 => {
                 let issued = r.issue.reserve(thread, now, issue);
                 c.stats.smt_issue_wait_cycles += issued - now - issue;
-                let cyc = issued - now;
-                c.clock = issued;
-                account(c, cyc);
-                return served;
+                // A dependent load of a line an L1 prefetch is still bringing waits for it.
+                let ready = if waits { r.inflight(line, now) } else { None };
+                let new_clock = issued.max(ready.unwrap_or(0));
+                c.stats.stall_cycles += new_clock - issued;
+                (now, new_clock)
             }
-            Served::L1 | Served::L2 => s1,
-            _ => s2,
-        };
-        let done = start + self.hier.latency(served) + wait;
-        let beyond_l2 = !matches!(served, Served::L2);
-        // The L2 streamer can have a read or RFO of a stream on its way, freeing the fill buffer
-        // at the L2 latency; an ownership-only request (no data) cannot be prefetched and holds
-        // its fill buffer until the grant, as the superqueue entry.
-        let prefetchable = stream && beyond_l2 && !matches!(served, Served::NoFill { .. });
-        r.lfb[li] = if prefetchable {
-            start + self.l2_latency
-        } else {
-            done
-        };
-        if beyond_l2 {
-            r.sq[qi] = done;
-        }
-        let issued = r.issue.reserve(thread, start, issue);
-        c.stats.smt_issue_wait_cycles += issued - start - issue;
-        let new_clock = if kind == AccessKind::Load && !stream {
-            done.max(issued)
-        } else {
-            issued
+            _ => {
+                let start = if matches!(served, Served::L1 | Served::L2) {
+                    s1
+                } else {
+                    s2
+                };
+                let mut done = start + self.hier.latency(served) + wait;
+                if matches!(served, Served::L2 | Served::Llc) {
+                    // The line is there because a prefetch asked for it: its data may still be on the way.
+                    if let Some(ready) = r.inflight(line, start) {
+                        done = done.max(ready);
+                    }
+                }
+                r.lfb[li] = done;
+                r.lfb_line[li] = INVALID;
+                if !matches!(served, Served::L1 | Served::L2) {
+                    r.sq[qi] = done;
+                    r.sq_line[qi] = INVALID;
+                }
+                hold_writebacks(r, self.hier.l2_writebacks(), start, self.l2_writeback_hold);
+                let issued = r.issue.reserve(thread, start, issue);
+                c.stats.smt_issue_wait_cycles += issued - start - issue;
+                c.stats.stall_cycles += start - now;
+                (start, if waits { done.max(issued) } else { issued })
+            }
         };
         let cyc = new_clock - now;
-        c.stats.stall_cycles += start - now;
         c.clock = new_clock;
         account(c, cyc);
+        self.train_prefetchers(cpu, core, line, kind, served, start);
         served
+    }
+
+    /// Trains the core's prefetchers with a demand access served at `served`
+    /// (its L1/L2 lookups at `t`) and issues what they propose.
+    #[inline]
+    fn train_prefetchers(
+        &mut self,
+        cpu: usize,
+        core: usize,
+        line: u64,
+        kind: AccessKind,
+        served: Served,
+        t: u64,
+    ) {
+        let r = &mut self.cores[core];
+        let mut l2_lookups = [None; 2];
+        // An L1 miss looks up the L2, unless it is an ownership-only string store
+        // (no data to follow) or a non-temporal store (bypasses the caches).
+        let data_request = match kind {
+            AccessKind::Load | AccessKind::Store => true,
+            AccessKind::StringStore => !self.no_rfo,
+            AccessKind::NtStore => false,
+        };
+        if data_request && !matches!(served, Served::L1) {
+            l2_lookups[0] = Some(line);
+        }
+        if kind == AccessKind::Load && self.l1_next_line {
+            if let Some(p) = r.next_line.on_load(line) {
+                if !self.hier.contains_l1(core, p) {
+                    let (li, lfree) = argmin(&r.lfb);
+                    let (qi, qfree) = argmin(&r.sq);
+                    // A fill buffer, and a superqueue entry if the line is not in L2.
+                    let in_l2 = self.hier.contains_l2(core, p);
+                    if lfree <= t && (in_l2 || qfree <= t) {
+                        let st = &mut self.cpus[cpu].stats.cache;
+                        if let Some((s, w)) = self.hier.prefetch(core, p, true, t, st) {
+                            let wbs = self.hier.l2_writebacks();
+                            hold_writebacks(r, wbs, t, self.l2_writeback_hold);
+                            let mut ready = t + self.hier.latency(s) + w;
+                            if let Some(x) = r.inflight(p, t) {
+                                ready = ready.max(x);
+                            }
+                            r.lfb[li] = ready;
+                            r.lfb_line[li] = p;
+                            if !matches!(s, Served::L2) {
+                                r.sq[qi] = ready;
+                                r.sq_line[qi] = INVALID;
+                            }
+                            r.pf_until = r.pf_until.max(ready);
+                            l2_lookups[1] = Some(p);
+                        }
+                    }
+                }
+            }
+        }
+        for l in l2_lookups.into_iter().flatten() {
+            let Some(i) = r.streamer.on_lookup(l) else {
+                continue;
+            };
+            let mut k = 0;
+            while let Some(p) = r.streamer.next(i, l, k) {
+                k += 1;
+                if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
+                    let st = &mut self.cpus[cpu].stats.cache;
+                    self.hier.prefetch(core, p, false, t, st);
+                    r.streamer.advance(i, p);
+                    continue;
+                }
+                let (qi, qfree) = argmin(&r.sq);
+                if qfree > t {
+                    // No superqueue entry free: the streamer tries again on a later lookup.
+                    break;
+                }
+                let st = &mut self.cpus[cpu].stats.cache;
+                if let Some((s, w)) = self.hier.prefetch(core, p, false, t, st) {
+                    let wbs = self.hier.l2_writebacks();
+                    hold_writebacks(r, wbs, t, self.l2_writeback_hold);
+                    let ready = t + self.hier.latency(s) + w;
+                    r.sq[qi] = ready;
+                    r.sq_line[qi] = p;
+                    r.pf_until = r.pf_until.max(ready);
+                }
+                r.streamer.advance(i, p);
+            }
+        }
     }
 
     /// Fixed start-up cost of one string instruction (`rep stosb`/`rep movsb`).
@@ -391,6 +506,20 @@ fn account(c: &mut Cpu, cyc: u64) {
     match c.mode {
         Mode::User => c.stats.user_cycles += cyc,
         Mode::Kernel => c.stats.sys_cycles += cyc,
+    }
+}
+
+/// Dirty L2 victims leave through the superqueue: each takes the entry that
+/// frees first, from `t` (or when it frees) for `hold` cycles.
+#[inline]
+fn hold_writebacks(r: &mut CoreResources, n: u32, t: u64, hold: u64) {
+    if hold == 0 {
+        return;
+    }
+    for _ in 0..n {
+        let (i, f) = argmin(&r.sq);
+        r.sq[i] = f.max(t) + hold;
+        r.sq_line[i] = INVALID;
     }
 }
 

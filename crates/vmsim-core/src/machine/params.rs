@@ -4,7 +4,9 @@
 //! else, so it knows no file format and no source of a value.
 
 use super::cache::Replacement;
+pub use super::hierarchy::PerfCacheEvents;
 use super::ipi::IpiCosts;
+pub use super::prefetch::PrefetchParams;
 use super::tlb::TlbConfig;
 use super::topology::Topology;
 
@@ -45,6 +47,12 @@ pub struct MachineParams {
     pub walk_cycles: u64,
     pub dram_local_cycles: u64,
     pub dram_remote_cycles: u64,
+    /// How long a non-temporal (write-combining) line holds its fill buffer and
+    /// superqueue entry after leaving the core, for a line of the local node; a
+    /// remote home adds the remote-local latency difference.
+    pub posted_write_cycles: u64,
+    /// A dirty L2 victim holds a superqueue entry for the LLC latency on its way out.
+    pub l2_writeback_holds_superqueue: bool,
     pub remote_cache_cycles: u64,
     /// Sustained DRAM bandwidth of one NUMA node.
     pub dram_bytes_per_cycle: f64,
@@ -56,6 +64,10 @@ pub struct MachineParams {
     pub no_rfo_grant: NoRfoGrant,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
+    /// The cores' hardware prefetchers.
+    pub prefetch: PrefetchParams,
+    /// What perf's generic cache events count on the chip (for `llc_references`/`llc_misses`).
+    pub perf_cache_events: PerfCacheEvents,
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,

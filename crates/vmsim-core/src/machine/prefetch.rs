@@ -1,0 +1,263 @@
+//! Hardware data prefetchers of one core: what they watch and which lines they
+//! ask for. Issuing a request (taking a fill buffer or a superqueue entry,
+//! reserving DRAM bandwidth, filling the caches) is the machine's job; this
+//! module only trains and proposes.
+//!
+//! Two prefetchers, as the vendors describe them:
+//! - the L1 next-line prefetcher (Intel "DCU prefetcher", AMD "L1 stream"):
+//!   a load that ascends from the line last loaded (the same line again, or
+//!   the next one) asks for the following line, within the 4 KiB page. Stores
+//!   do not train it (Intel Optimization Reference Manual: it is triggered by
+//!   loads, not by "a continuous stream of stores");
+//! - the L2 streamer: it watches the L2 lookups that L1 misses and L1
+//!   prefetches make, keeps up to `streams` streams, one per 4 KiB page, each
+//!   with a direction learnt from two lookups, and on each lookup of a trained
+//!   stream proposes up to `degree` lines ahead of it, never more than
+//!   `distance` lines ahead of the lookup and never outside its page.
+//!
+//! Invariants: every proposed line is in the same 4 KiB page as the lookup
+//! that proposed it; a stream's frontier only moves in its direction; the
+//! state depends only on the sequence of lookups (no time, no randomness).
+
+/// A core's prefetchers as a preset describes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrefetchParams {
+    /// L1 next-line prefetcher present and enabled.
+    pub l1_next_line: bool,
+    /// L2 streamer present and enabled.
+    pub l2_streamer: bool,
+    /// Streams the L2 streamer tracks at once.
+    pub l2_streams: usize,
+    /// Furthest a prefetch may run ahead of the lookup that proposed it, in lines.
+    pub l2_distance_lines: u64,
+    /// Prefetches proposed per L2 lookup.
+    pub l2_degree: u64,
+}
+
+impl PrefetchParams {
+    /// No prefetcher at all.
+    pub fn off() -> PrefetchParams {
+        PrefetchParams {
+            l1_next_line: false,
+            l2_streamer: false,
+            l2_streams: 0,
+            l2_distance_lines: 0,
+            l2_degree: 0,
+        }
+    }
+}
+
+/// Lines per 4 KiB page: no prefetcher crosses a page (the next physical page
+/// need not be the next virtual one).
+const PAGE_LINES: u64 = 64;
+
+#[inline]
+fn page(line: u64) -> u64 {
+    line / PAGE_LINES
+}
+
+/// The L1 next-line prefetcher's state.
+#[derive(Clone, Debug, Default)]
+pub struct NextLine {
+    last_load: Option<u64>,
+}
+
+impl NextLine {
+    /// A load of `line`: the line to prefetch into L1, if the load ascends
+    /// from the last one and the next line is in the same page.
+    #[inline]
+    pub fn on_load(&mut self, line: u64) -> Option<u64> {
+        let ascending = matches!(self.last_load, Some(l) if line == l || line == l + 1);
+        self.last_load = Some(line);
+        let next = line + 1;
+        (ascending && page(next) == page(line)).then_some(next)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    page: u64,
+    last: u64,
+    /// +1 ascending, -1 descending, 0 not yet trained.
+    dir: i64,
+    /// The furthest line proposed so far (or the last lookup, if further).
+    front: u64,
+    /// Lookup count at the stream's last use, for replacing the least recent.
+    used: u64,
+}
+
+/// The L2 streamer's state.
+#[derive(Clone, Debug)]
+pub struct Streamer {
+    streams: Vec<Stream>,
+    cap: usize,
+    distance: u64,
+    degree: u64,
+    clock: u64,
+}
+
+impl Streamer {
+    pub fn new(p: &PrefetchParams) -> Streamer {
+        Streamer {
+            streams: Vec::with_capacity(p.l2_streams),
+            cap: if p.l2_streamer { p.l2_streams } else { 0 },
+            distance: p.l2_distance_lines,
+            degree: p.l2_degree,
+            clock: 0,
+        }
+    }
+
+    /// An L2 lookup of `line`: trains the stream of its page and returns the
+    /// stream's index if it is trained (then [`Streamer::next`] proposes).
+    #[inline]
+    pub fn on_lookup(&mut self, line: u64) -> Option<usize> {
+        if self.cap == 0 {
+            return None;
+        }
+        self.clock += 1;
+        let pg = page(line);
+        let Some(i) = self.streams.iter().position(|s| s.page == pg) else {
+            let s = Stream {
+                page: pg,
+                last: line,
+                dir: 0,
+                front: line,
+                used: self.clock,
+            };
+            if self.streams.len() < self.cap {
+                self.streams.push(s);
+            } else {
+                let lru = (0..self.streams.len())
+                    .min_by_key(|&i| self.streams[i].used)
+                    .expect("cap > 0");
+                self.streams[lru] = s;
+            }
+            return None;
+        };
+        let s = &mut self.streams[i];
+        s.used = self.clock;
+        let dir = match line.cmp(&s.last) {
+            std::cmp::Ordering::Greater => 1,
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => s.dir,
+        };
+        if dir != s.dir {
+            // First direction, or a reversal: start again from this lookup.
+            s.dir = dir;
+            s.front = line;
+        }
+        s.last = line;
+        if s.dir == 0 {
+            return None;
+        }
+        // The frontier never lags the lookup.
+        if (s.dir > 0 && s.front < line) || (s.dir < 0 && s.front > line) {
+            s.front = line;
+        }
+        Some(i)
+    }
+
+    /// The `k`-th proposal (k < degree) of stream `i` after a lookup of
+    /// `line`: the line after the stream's frontier, if it is within the
+    /// distance and the page. The caller calls [`Streamer::advance`] once the
+    /// line is requested (or found present); a proposal not taken (no free
+    /// resource) is proposed again on a later lookup.
+    #[inline]
+    pub fn next(&self, i: usize, line: u64, k: u64) -> Option<u64> {
+        if k >= self.degree {
+            return None;
+        }
+        let s = &self.streams[i];
+        let cand = s.front.checked_add_signed(s.dir)?;
+        let ahead = cand.abs_diff(line);
+        (page(cand) == s.page && ahead <= self.distance).then_some(cand)
+    }
+
+    #[inline]
+    pub fn advance(&mut self, i: usize, to: u64) {
+        self.streams[i].front = to;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> PrefetchParams {
+        PrefetchParams {
+            l1_next_line: true,
+            l2_streamer: true,
+            l2_streams: 4,
+            l2_distance_lines: 20,
+            l2_degree: 2,
+        }
+    }
+
+    /// Runs lookups, taking every proposal; returns the lines proposed.
+    fn run(s: &mut Streamer, lines: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut out = Vec::new();
+        for l in lines {
+            if let Some(i) = s.on_lookup(l) {
+                let mut k = 0;
+                while let Some(c) = s.next(i, l, k) {
+                    s.advance(i, c);
+                    out.push(c);
+                    k += 1;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_ascending_stream_runs_ahead_up_to_the_distance() {
+        let mut s = Streamer::new(&params());
+        let base = 64 * 10;
+        // The first lookup allocates; the second trains and proposes two lines.
+        assert_eq!(run(&mut s, [base]), Vec::<u64>::new());
+        assert_eq!(run(&mut s, [base + 1]), vec![base + 2, base + 3]);
+        // Two per lookup while demand moves by one: the lead grows to the distance.
+        let got = run(&mut s, base + 2..base + 30);
+        let lead = got.last().unwrap() - (base + 29);
+        assert_eq!(lead, 20);
+    }
+
+    #[test]
+    fn proposals_never_leave_the_page() {
+        let mut s = Streamer::new(&params());
+        let base = 64 * 7;
+        let up = run(&mut s, base..base + 64);
+        assert!(up.iter().all(|&l| page(l) == 7), "{up:?}");
+        assert_eq!(*up.last().unwrap(), base + 63);
+        let mut s = Streamer::new(&params());
+        let down = run(&mut s, (base..base + 64).rev());
+        assert!(down.iter().all(|&l| page(l) == 7), "{down:?}");
+        assert_eq!(*down.last().unwrap(), base);
+    }
+
+    #[test]
+    fn random_lookups_in_distinct_pages_propose_nothing() {
+        let mut s = Streamer::new(&params());
+        let mut x = 12345u64;
+        let lines = (0..1000).map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (x >> 20) % (1 << 30)
+        });
+        // Four streams among a billion lines' pages: pairs in one page are rare.
+        assert!(run(&mut s, lines).len() < 10);
+    }
+
+    #[test]
+    fn next_line_needs_an_ascending_load_in_the_page() {
+        let mut n = NextLine::default();
+        assert_eq!(n.on_load(100), None);
+        assert_eq!(n.on_load(101), Some(102));
+        assert_eq!(n.on_load(101), Some(102));
+        assert_eq!(n.on_load(50), None);
+        assert_eq!(n.on_load(63), None);
+        // 63 -> 64 ascends, but 65 is in the same page as 64 only.
+        assert_eq!(n.on_load(64), Some(65));
+        assert_eq!(n.on_load(127), None);
+        assert_eq!(n.on_load(127), None, "the next line is in another page");
+    }
+}
