@@ -66,6 +66,17 @@ fn cases() -> Vec<Case> {
             tasks: "1 x 256 MiB",
             config: pf_test("epyc-7j13-milan", "2m", 256),
         },
+        Case {
+            experiment: "batched-tlb-flush",
+            tasks: "72 readers, files 10 x 32 MiB",
+            config: "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\ntlb_flush_on_unmap = \"per-page\"\n[workload]\nkind = \"lru-file-mmap-read\"\nram_mib = 32\n".into(),
+        },
+        Case {
+            experiment: "numa-delay-map",
+            tasks: "8 x 8 pmbench threads, 1/512 scale",
+            // The experiment's baseline arm at 1/512 of full size, 20 s of pmbench (scaled).
+            config: "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nmigrate_tlb_flush = \"per-page\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\n[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.04\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n".into(),
+        },
     ]
 }
 
