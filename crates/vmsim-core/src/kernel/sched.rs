@@ -151,6 +151,9 @@ pub struct Sim {
     total_bytes: u64,
     /// User tasks created and not yet exited.
     pub(crate) live_user_tasks: usize,
+    /// For workloads that run for a time rather than a size (pmbench): the
+    /// simulated cycles they are expected to take, for progress reports.
+    pub progress_horizon: u64,
     /// System cycles by kernel path, indexed like `KFn::ALL`.
     pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
@@ -192,6 +195,7 @@ impl Sim {
             movq_issue,
             total_bytes: 0,
             live_user_tasks: 0,
+            progress_horizon: 0,
             kfn_cycles: [0; KFn::ALL.len()],
             copy_issue,
             error: None,
@@ -345,8 +349,14 @@ impl Sim {
             self.kick(&mut heap, &mut queued);
             quanta += 1;
             if quanta.is_multiple_of(8192) {
-                let done: u64 = self.tasks.iter().map(|t| t.bytes).sum();
-                progress(done as f64 / self.total_bytes.max(1) as f64);
+                if self.total_bytes > 0 {
+                    let done: u64 = self.tasks.iter().map(|t| t.bytes).sum();
+                    progress(done as f64 / self.total_bytes as f64);
+                } else if self.progress_horizon > 0 {
+                    // Workloads that run for a time: the simulated time reached.
+                    let now = self.m.cpus[cpu].clock as f64;
+                    progress((now / self.progress_horizon as f64).min(0.99));
+                }
             }
         }
         progress(1.0);

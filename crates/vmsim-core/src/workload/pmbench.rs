@@ -220,6 +220,9 @@ impl Workload for PmbenchWorkload<'_> {
             };
             sim.spawn_bound(Box::new(e), ecpus[0], emask);
         }
+        // Progress: the eater's set-up, a warm-up and the run, roughly.
+        let run_ns = c.duration_ns + c.duration_ns / 4 + c.eater / 4096 * 2000;
+        sim.progress_horizon = run_ns * sim.m.freq_mhz / 1000;
         let (cpus, mask) = node_cpus(sim, c.bind_node as usize);
         for p in 0..c.nr_processes {
             let prog = Pmbench {
