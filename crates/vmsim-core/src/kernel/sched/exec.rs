@@ -219,52 +219,42 @@ impl Sim {
         let Some(accessible) = self.k.migrate_unmap(mm, addr, old, new) else {
             return false;
         };
-        if accessible && self.k.mms[mm].cpumask.any_but(cpu) {
+        if !accessible {
+            self.settle(cpu, KFn::TryToUnmap);
+            return true;
+        }
+        let others = self.k.mms[mm].cpumask.any_but(cpu);
+        if others {
             self.k.numa.migrate_unmap_flushes += 1;
         }
-        if accessible {
-            match self.k.cfg.migrate_tlb_flush {
-                crate::policy::MigrateTlbFlush::PerPage => {
-                    let k = &mut self.k;
-                    crate::kernel::tlbflush::flush_tlb_mm_range(
-                        &mut self.m,
-                        &mut k.vmstat,
-                        cpu,
-                        &mut k.mms[mm],
-                        &mut self.tlbstate,
-                        addr,
-                        addr + 4096,
-                    );
-                }
-                crate::policy::MigrateTlbFlush::Batched => {
-                    let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
-                    let m = &mut self.k.mms[mm];
-                    if m.cpumask.any_but(cpu) {
-                        // set_tlb_ubc_flush_pending(), then try_to_unmap_flush().
-                        m.tlb_gen += 1;
-                        m.set_tlb_flush_batched_pending();
-                        if !m.inject_no_shootdown {
-                            ubc.cpumask.or(&m.cpumask);
-                        }
-                        ubc.flush_required = true;
-                        // migrate_pages_batch() calls try_to_unmap_flush()
-                        // itself, after the unmaps: not under try_to_unmap.
-                        self.try_to_unmap_flush(cpu, &mut ubc);
-                    } else {
-                        let k = &mut self.k;
-                        crate::kernel::tlbflush::flush_tlb_mm_range(
-                            &mut self.m,
-                            &mut k.vmstat,
-                            cpu,
-                            &mut k.mms[mm],
-                            &mut self.tlbstate,
-                            addr,
-                            addr + 4096,
-                        );
-                    }
-                }
+        // should_defer_flush(): a batch only when another CPU may hold the entry.
+        if others && self.k.cfg.migrate_tlb_flush == crate::policy::MigrateTlbFlush::Batched {
+            let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
+            let m = &mut self.k.mms[mm];
+            // set_tlb_ubc_flush_pending(), then try_to_unmap_flush().
+            m.tlb_gen += 1;
+            m.set_tlb_flush_batched_pending();
+            if !m.inject_no_shootdown {
+                ubc.cpumask.or(&m.cpumask);
             }
+            ubc.flush_required = true;
+            self.settle(cpu, KFn::TryToUnmap);
+            // migrate_pages_batch() calls try_to_unmap_flush() itself, after
+            // the unmaps: its time is not under try_to_unmap.
+            self.try_to_unmap_flush(cpu, &mut ubc);
+            return true;
         }
+        // ptep_clear_flush() -> flush_tlb_page().
+        let k = &mut self.k;
+        crate::kernel::tlbflush::flush_tlb_mm_range(
+            &mut self.m,
+            &mut k.vmstat,
+            cpu,
+            &mut k.mms[mm],
+            &mut self.tlbstate,
+            addr,
+            addr + 4096,
+        );
         self.settle(cpu, KFn::TryToUnmap);
         true
     }
