@@ -29,6 +29,8 @@ pub struct PmbenchConfig {
     /// `-e` shape of the normal pattern: its standard deviation, as a
     /// fraction of the set's pages (so that it scales with the set).
     pub stdev_fraction: f64,
+    /// `-e` shape of the linear pattern: its stride in pages.
+    pub stride_pages: u64,
     /// `-r`: percentage of reads.
     pub read_ratio: u64,
     /// Benchmark duration per thread, ns, scaled.
@@ -54,6 +56,7 @@ pub const KEYS: &[&str] = &[
     "setsize_mib",
     "pattern",
     "stdev_fraction",
+    "stride_pages",
     "read_ratio",
     "duration_s",
     "cold",
@@ -130,6 +133,13 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
             "must be above 0 and at most 10",
         ));
     }
+    let stride_pages = w.u64_opt("stride_pages")?.unwrap_or(1);
+    if stride_pages == 0 || stride_pages > setsize / 4096 {
+        return Err(cfg_err(
+            w.key("stride_pages"),
+            "must be between 1 and the set's pages",
+        ));
+    }
     let read_ratio = w.u64_opt("read_ratio")?.unwrap_or(50);
     if read_ratio > 100 {
         return Err(cfg_err(w.key("read_ratio"), "a percentage: 0 to 100"));
@@ -188,6 +198,7 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
         setsize,
         pattern,
         stdev_fraction,
+        stride_pages,
         read_ratio,
         duration_ns,
         cold,

@@ -66,7 +66,9 @@ impl Pmbench {
         let c = &self.cfg;
         let pages = c.setsize / 4096;
         let pattern = match c.pattern {
-            PmbenchPattern::Linear => Pattern::Strided { stride: 4096 },
+            PmbenchPattern::Linear => Pattern::Strided {
+                stride: c.stride_pages * 4096,
+            },
             PmbenchPattern::Uniform => Pattern::Uniform,
             PmbenchPattern::Normal => Pattern::Normal {
                 sigma_pages: (pages as f64 * c.stdev_fraction).max(1.0),
