@@ -349,3 +349,38 @@ fn pmbench_with_64_threads_migrates_verifies_and_is_deterministic() {
         "mapping first shoots down more"
     );
 }
+
+#[test]
+fn huge_pmds_are_scanned_and_fault_but_stay_in_place() {
+    let text = r#"
+machine = "xeon-e5-2699v3-2s"
+[kernel]
+thp = "always"
+numa_balancing = true
+numa_balancing_scan_delay_ms = 1
+numa_balancing_scan_period_min_ms = 1
+numa_balancing_scan_size_mb = 4
+[workload]
+kind = "pmbench"
+nr_processes = 2
+nr_threads = 2
+mapsize_mib = 16
+duration_s = 0.03
+bind_node = 1
+node_memory_mib = 64
+eater_mib = 48
+eater_node = 1
+eater_exit_s = 0.02
+"#;
+    let cfg = RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap();
+    let r = simulate(&cfg, &mut |_| {}).unwrap();
+    assert_eq!(r["data_verified"], true);
+    let huge = r["numa_huge_pte_updates"].as_u64().unwrap();
+    assert!(huge > 0, "{r}");
+    // A huge PMD counts 512; 4 KiB PTEs (THP fallbacks once a node has no
+    // free 2 MiB block) count one each.
+    let small = r["numa_pte_updates"].as_u64().unwrap() - huge * 512;
+    assert!(r["numa_hint_faults"].as_u64().unwrap() > 0);
+    // THP migration is not modelled: only 4 KiB pages can have moved.
+    assert!(r["numa_pages_migrated"].as_u64().unwrap() <= small, "{r}");
+}
