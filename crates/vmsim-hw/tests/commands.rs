@@ -236,6 +236,9 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "map_pages_per_pte_cycles",
                 "shrink_folio_cycles",
                 "rmap_pte_cycles",
+                "migrate_folio_cycles",
+                "change_pte_cycles",
+                "task_numa_work_cycles",
             ],
         ),
     ];

@@ -207,6 +207,9 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         ("map_pages_per_pte_cycles", c.map_pages_per_pte_cycles),
         ("shrink_folio_cycles", c.shrink_folio_cycles),
         ("rmap_pte_cycles", c.rmap_pte_cycles),
+        ("migrate_folio_cycles", c.migrate_folio_cycles),
+        ("change_pte_cycles", c.change_pte_cycles),
+        ("task_numa_work_cycles", c.task_numa_work_cycles),
     ] {
         range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
     }

@@ -127,6 +127,9 @@ pub struct Costs {
     pub map_pages_per_pte_cycles: u64,
     pub shrink_folio_cycles: u64,
     pub rmap_pte_cycles: u64,
+    pub migrate_folio_cycles: u64,
+    pub change_pte_cycles: u64,
+    pub task_numa_work_cycles: u64,
     /// Present when `tlb.invlpgb` is true.
     pub invlpgb_cycles: Option<u64>,
     pub tlbsync_latency_ns: Option<f64>,
@@ -429,6 +432,9 @@ impl Preset {
             map_pages_per_pte_cycles: c.u("map_pages_per_pte_cycles")?,
             shrink_folio_cycles: c.u("shrink_folio_cycles")?,
             rmap_pte_cycles: c.u("rmap_pte_cycles")?,
+            migrate_folio_cycles: c.u("migrate_folio_cycles")?,
+            change_pte_cycles: c.u("change_pte_cycles")?,
+            task_numa_work_cycles: c.u("task_numa_work_cycles")?,
             invlpgb_cycles: None,
             tlbsync_latency_ns: None,
         };
@@ -626,6 +632,9 @@ impl Preset {
             map_pages_per_pte_cycles: c.map_pages_per_pte_cycles,
             shrink_folio_cycles: c.shrink_folio_cycles,
             rmap_pte_cycles: c.rmap_pte_cycles,
+            migrate_folio_cycles: c.migrate_folio_cycles,
+            change_pte_cycles: c.change_pte_cycles,
+            task_numa_work_cycles: c.task_numa_work_cycles,
         }
     }
 

@@ -22,4 +22,11 @@ pub struct KernelCosts {
     pub shrink_folio_cycles: u64,
     /// An rmap walk per PTE it visits (`folio_referenced`, `try_to_unmap`).
     pub rmap_pte_cycles: u64,
+    /// `migrate_pages()`' own software per 4 KiB folio (isolation, set-up,
+    /// `folio_migrate_mapping`/`_flags`, putback), the copy excluded.
+    pub migrate_folio_cycles: u64,
+    /// `change_pte_range` per entry visited by the NUMA scanner.
+    pub change_pte_cycles: u64,
+    /// `task_numa_work`'s own software per call (mmap lock, VMA walk set-up).
+    pub task_numa_work_cycles: u64,
 }

@@ -25,12 +25,6 @@ use std::collections::VecDeque;
 /// No `cpupid` recorded on the frame (`cpupid_pid_unset`).
 pub const CPUPID_UNSET: u32 = u32::MAX;
 
-/// Cycles per PTE visited by `change_pte_range` (read the entry, the folio
-/// checks, `ptep_modify_prot_start/commit`). Estimate from that structure
-/// (a few dozen instructions and one locked exchange per entry), not a
-/// measurement.
-pub const CHANGE_PTE_CYCLES: u64 = 40;
-
 /// `cpu_pid_to_cpupid`: 12 bits of CPU, 20 of pid.
 #[inline]
 pub fn cpupid(cpu: usize, pid: usize) -> u32 {
@@ -126,7 +120,7 @@ impl Kernel {
         }
         self.vmstat.numa_pte_updates += nr;
         self.vmstat.numa_huge_pte_updates += huge;
-        let c = visited * CHANGE_PTE_CYCLES;
+        let c = visited * self.costs.change_pte_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,

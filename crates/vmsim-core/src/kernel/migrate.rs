@@ -35,16 +35,6 @@ use std::collections::VecDeque;
 pub const PG_ISOLATED: u8 = 8;
 /// `PAGE_WAIT_TABLE_BITS`: folios wait on 256 hashed queues.
 pub const PAGE_WAIT_TABLE_SIZE: usize = 256;
-/// Cycles of `migrate_pages()`'s own software per 4 KiB folio: the LRU
-/// isolation under the lruvec lock, `migrate_pages` / `unmap_and_move`
-/// set-up, `folio_migrate_mapping` and `folio_migrate_flags`, putback.
-/// Estimate from that structure, not a measurement.
-pub const MIGRATE_FOLIO_CYCLES: u64 = 1500;
-/// Cycles per PTE of `try_to_unmap_one` / `remove_migration_pte`
-/// (`page_vma_mapped_walk`, the page-table lock, the entry change, rmap
-/// accounting). Estimate from that structure, not a measurement (the same
-/// basis as reclaim's rmap cost).
-pub const MIGRATE_PTE_CYCLES: u64 = 150;
 
 crate::counters! {
 /// NUMA balancing's counters, with their /proc/vmstat names.
@@ -118,7 +108,7 @@ impl Kernel {
             return false;
         };
         self.vmstat.pgalloc += 1;
-        let c = MIGRATE_FOLIO_CYCLES + self.costs.page_alloc_cycles;
+        let c = self.costs.migrate_folio_cycles + self.costs.page_alloc_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
@@ -190,10 +180,20 @@ impl Kernel {
     /// and dirty as the old one was), the old page is freed and the waiters
     /// on it are woken.
     pub fn migrate_remap(&mut self, mm: usize, addr: u64, old: u64, new: u64) {
-        let p = self.mms[mm]
+        let Some(p) = self.mms[mm]
             .entry(addr)
             .filter(|p| p.migration && p.pfn == old)
-            .expect("the migration entry is left alone until the migration ends");
+        else {
+            // The range was unmapped meanwhile (munmap or exit zapped the
+            // migration entry and put the old page): the new page goes back.
+            self.lru.clear(old, PG_ISOLATED);
+            self.alloc.free(new);
+            self.vmstat.pgfree += 1;
+            self.numa.pgmigrate_fail += 1;
+            let q = self.folio_waitqueue(old);
+            self.waitq.wake_up(q);
+            return;
+        };
         self.alloc.map_folio(new, 1, true);
         self.mms[mm].replace_entry(
             addr,

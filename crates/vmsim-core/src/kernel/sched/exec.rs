@@ -151,7 +151,7 @@ impl Sim {
             }
             Work::MigrateRemap { mm, addr, old, new } => {
                 self.k.migrate_remap(mm, addr, old, new);
-                let c = crate::kernel::migrate::MIGRATE_PTE_CYCLES + self.k.costs.page_free_cycles;
+                let c = self.k.costs.rmap_pte_cycles + self.k.costs.page_free_cycles;
                 self.m.advance(cpu, c, c);
             }
             Work::WaitMigration { mm, addr, pfn } => {
@@ -160,10 +160,11 @@ impl Sim {
                     .is_some_and(|p| p.migration && p.pfn == pfn);
                 if let (true, Some(t)) = (still, self.sched.current(cpu)) {
                     self.cpus[cpu].work.pop_front();
-                    // The rest of the fault (its return to user) is done when it retries.
-                    self.cpus[cpu]
-                        .work
-                        .retain(|w| !matches!(w, Work::ReturnToUser));
+                    // The rest of this fault (its return to user) is done when it retries.
+                    let w = &mut self.cpus[cpu].work;
+                    if let Some(i) = w.iter().position(|w| matches!(w, Work::ReturnToUser)) {
+                        w.remove(i);
+                    }
                     self.account_runtime(cpu, t);
                     self.sched.sleep_current(cpu);
                     let q = self.k.folio_waitqueue(pfn);
@@ -213,7 +214,7 @@ impl Sim {
     /// if its PTE was accessible: `flush_tlb_page` (per-page) or the
     /// unmap batch's full flush (batched). False if the migration was abandoned.
     fn migrate_unmap(&mut self, cpu: usize, mm: usize, addr: u64, old: u64, new: u64) -> bool {
-        let c = crate::kernel::migrate::MIGRATE_PTE_CYCLES;
+        let c = self.k.costs.rmap_pte_cycles;
         self.m.advance(cpu, c, c);
         self.settle(cpu, KFn::TryToUnmap);
         let Some(accessible) = self.k.migrate_unmap(mm, addr, old, new) else {

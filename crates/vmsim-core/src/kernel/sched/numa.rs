@@ -34,9 +34,6 @@ pub const NUMA_PERIOD_THRESHOLD: u64 = 7;
 /// One scheduler tick: `TICK_NSEC` with HZ = 1000 (an assumption; distro
 /// kernels use 250 to 1000). Only `node_stamp += 2 * TICK_NSEC` uses it.
 pub const TICK_MS: f64 = 1.0;
-/// Cycles of `task_numa_work`'s own software per call (the mmap lock, the
-/// VMA walk set-up): an estimate, not a measurement.
-pub const TASK_NUMA_WORK_CYCLES: u64 = 2000;
 
 /// An mm's scanner state.
 #[derive(Clone, Debug, Default)]
@@ -293,9 +290,10 @@ impl Sim {
         let node = self.m.topo.node_of(cpu);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         let before = work.len();
+        let c = self.k.costs.task_numa_work_cycles;
         work.push_back(Work::Cycles {
-            cycles: TASK_NUMA_WORK_CYCLES,
-            instructions: TASK_NUMA_WORK_CYCLES,
+            cycles: c,
+            instructions: c,
             what: KFn::TaskNumaWork,
         });
         let mut pages = knobs.scan_pages() as i64;
