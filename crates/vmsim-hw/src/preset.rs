@@ -551,6 +551,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("migrate_folio_cycles", Val::I(1500), "");
     w.default("change_pte_cycles", Val::I(40), "");
     w.default("task_numa_work_cycles", Val::I(2000), "");
+    w.default("tick_handler_cycles", Val::I(1000), "");
     if invlpgb {
         w.default("invlpgb_cycles", Val::I(260), "");
         w.default("tlbsync_latency_ns", Val::F(190.0), "");

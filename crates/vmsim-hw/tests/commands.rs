@@ -239,6 +239,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "migrate_folio_cycles",
                 "change_pte_cycles",
                 "task_numa_work_cycles",
+                "tick_handler_cycles",
             ],
         ),
     ];

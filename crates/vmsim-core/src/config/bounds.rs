@@ -210,6 +210,7 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         ("migrate_folio_cycles", c.migrate_folio_cycles),
         ("change_pte_cycles", c.change_pte_cycles),
         ("task_numa_work_cycles", c.task_numa_work_cycles),
+        ("tick_handler_cycles", c.tick_handler_cycles),
     ] {
         range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
     }

@@ -111,6 +111,11 @@ pub struct KernelConfig {
     pub migrate_tlb_flush: crate::policy::MigrateTlbFlush,
     /// The scanner's tunables, with the run's scale factor.
     pub numa_scan: crate::kernel::sched::numa::ScanKnobs,
+    /// `CONFIG_HZ`: scheduler ticks per second on a busy CPU.
+    pub hz: u64,
+    /// Boot parameter `skew_tick`: offset each CPU's tick by
+    /// `cpu * TICK_NSEC / 2 / nr_cpus` (off by default, as in the kernel).
+    pub skew_tick: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -130,6 +135,8 @@ impl Default for KernelConfig {
             numa_hint_fault: crate::policy::NumaHintFault::DEFAULT,
             migrate_tlb_flush: crate::policy::MigrateTlbFlush::DEFAULT,
             numa_scan: Default::default(),
+            hz: 1000,
+            skew_tick: false,
         }
     }
 }
@@ -220,6 +227,8 @@ impl RunConfig {
             "numa_balancing_scan_period_min_ms",
             "numa_balancing_scan_period_max_ms",
             "numa_balancing_scan_size_mb",
+            "hz",
+            "skew_tick",
         ])?;
         let thp = Thp::parse(
             &k.choice_opt("thp", Thp::NAMES)?
@@ -332,6 +341,15 @@ impl RunConfig {
                 ),
             ));
         }
+        // CONFIG_HZ's choices (kernel/Kconfig.hz).
+        let hz = k.u64_opt("hz")?.unwrap_or(1000);
+        if ![100, 250, 300, 1000].contains(&hz) {
+            return Err(cfg_err(
+                "kernel.hz",
+                format!("{hz} is not a CONFIG_HZ value; accepted: 100, 250, 300, 1000"),
+            ));
+        }
+        let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
         k.finish()?;
         let kernel = KernelConfig {
             thp,
@@ -346,6 +364,8 @@ impl RunConfig {
             numa_hint_fault,
             migrate_tlb_flush,
             numa_scan,
+            hz,
+            skew_tick,
         };
 
         let mut w = top.sub("workload")?;

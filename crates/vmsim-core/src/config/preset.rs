@@ -130,6 +130,7 @@ pub struct Costs {
     pub migrate_folio_cycles: u64,
     pub change_pte_cycles: u64,
     pub task_numa_work_cycles: u64,
+    pub tick_handler_cycles: u64,
     /// Present when `tlb.invlpgb` is true.
     pub invlpgb_cycles: Option<u64>,
     pub tlbsync_latency_ns: Option<f64>,
@@ -435,6 +436,7 @@ impl Preset {
             migrate_folio_cycles: c.u("migrate_folio_cycles")?,
             change_pte_cycles: c.u("change_pte_cycles")?,
             task_numa_work_cycles: c.u("task_numa_work_cycles")?,
+            tick_handler_cycles: c.u("tick_handler_cycles")?,
             invlpgb_cycles: None,
             tlbsync_latency_ns: None,
         };
@@ -635,6 +637,7 @@ impl Preset {
             migrate_folio_cycles: c.migrate_folio_cycles,
             change_pte_cycles: c.change_pte_cycles,
             task_numa_work_cycles: c.task_numa_work_cycles,
+            tick_handler_cycles: c.tick_handler_cycles,
         }
     }
 

@@ -29,4 +29,7 @@ pub struct KernelCosts {
     pub change_pte_cycles: u64,
     /// `task_numa_work`'s own software per call (mmap lock, VMA walk set-up).
     pub task_numa_work_cycles: u64,
+    /// The scheduler tick's handler (`tick_sched_timer` → `update_process_times`
+    /// → `scheduler_tick`), interrupt entry and exit excluded.
+    pub tick_handler_cycles: u64,
 }

@@ -90,10 +90,13 @@ pub enum KFn {
     /// `try_to_unmap()` of a page being migrated and its callees, the TLB
     /// shootdown it sends and waits for included (the figure perf reports).
     TryToUnmap,
+    /// The scheduler tick: the local timer interrupt's entry and exit and
+    /// `update_process_times` → `scheduler_tick`.
+    Tick,
 }
 
 impl KFn {
-    pub const ALL: [KFn; 16] = [
+    pub const ALL: [KFn; 17] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -110,6 +113,7 @@ impl KFn {
         KFn::TaskNumaWork,
         KFn::MigratePages,
         KFn::TryToUnmap,
+        KFn::Tick,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -129,6 +133,7 @@ impl KFn {
             KFn::TaskNumaWork => "task_numa_work",
             KFn::MigratePages => "migrate_pages",
             KFn::TryToUnmap => "try_to_unmap",
+            KFn::Tick => "tick",
         }
     }
 }

@@ -133,6 +133,14 @@ pub struct CpuCtx {
     sys_settled: u64,
     /// When the current task was switched in or last had its run time added up.
     pub(crate) curr_since: u64,
+    /// The next scheduler tick, on the tick grid.
+    next_tick: u64,
+    /// Idle with the tick stopped (NO_HZ_IDLE); it restarts on the grid
+    /// when the CPU next has something to run.
+    tick_stopped: bool,
+    /// A tick fired and the current task's tick work (slice check, NUMA
+    /// scan check) has not yet looked at it.
+    ticked: bool,
 }
 
 pub struct Sim {
@@ -157,6 +165,11 @@ pub struct Sim {
     /// System cycles by kernel path, indexed like `KFn::ALL`.
     pub kfn_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
+    /// The scheduler tick's period (1 s / `CONFIG_HZ`) in cycles.
+    tick_period: u64,
+    /// Where the tick grid starts: when in the jiffy the run began, drawn
+    /// from the seed (`seed_tick`).
+    tick_phase: u64,
     pub error: Option<Error>,
     /// Counters at the start of the region of interest and, once it ended, at its end.
     pub roi: Option<(crate::stats::Counters, Option<crate::stats::Counters>)>,
@@ -181,8 +194,14 @@ impl Sim {
         let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
+        let tick_period = m.freq_mhz * 1_000_000 / k.cfg.hz.max(1);
         Sim {
-            cpus: (0..n).map(|_| CpuCtx::default()).collect(),
+            cpus: (0..n)
+                .map(|_| CpuCtx {
+                    tick_stopped: true,
+                    ..CpuCtx::default()
+                })
+                .collect(),
             sched: Scheduler::new(n, slice),
             engine: Engine::default(),
             tlbstate: vec![TlbState::default(); n],
@@ -198,8 +217,62 @@ impl Sim {
             progress_horizon: 0,
             kfn_cycles: [0; KFn::ALL.len()],
             copy_issue,
+            tick_period,
+            tick_phase: 0,
             error: None,
             roi: None,
+        }
+    }
+
+    /// Places the tick grid from the run's seed. A benchmark starts at no
+    /// particular point of a jiffy, so where the first tick falls is what
+    /// changes from one run to the next; the seed picks it. Without a call,
+    /// the grid starts at 0.
+    pub fn seed_tick(&mut self, seed: u64) {
+        let mut z = seed ^ 0x7469_636b_5f70_6861; // "tick_pha"
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        self.tick_phase = z % self.tick_period.max(1);
+    }
+
+    /// The first tick of `cpu` strictly after `now` (`hrtimer_forward` of the
+    /// tick timer): the grid of period `tick_period` from `tick_phase`, each
+    /// CPU offset by `cpu * period / 2 / nr_cpus` under `skew_tick`.
+    fn tick_after(&self, cpu: usize, now: u64) -> u64 {
+        let p = self.tick_period.max(1);
+        let mut base = self.tick_phase;
+        if self.k.cfg.skew_tick {
+            base += (p / 2) / self.cpus.len() as u64 * cpu as u64;
+        }
+        if now < base {
+            base
+        } else {
+            base + ((now - base) / p + 1) * p
+        }
+    }
+
+    /// The scheduler tick on a CPU that has something to run: every tick
+    /// due by now is taken (interrupt entry and exit plus the handler), and
+    /// the current task's tick work is flagged. An idle CPU has no tick;
+    /// it restarts on the grid when the CPU next has work.
+    fn scheduler_tick(&mut self, cpu: usize) {
+        let now = self.m.cpus[cpu].clock;
+        if self.cpus[cpu].tick_stopped {
+            self.cpus[cpu].tick_stopped = false;
+            self.cpus[cpu].next_tick = self.tick_after(cpu, now);
+            return;
+        }
+        let cost = self.k.costs.exception_entry_exit_cycles + self.k.costs.tick_handler_cycles;
+        while self.m.cpus[cpu].clock >= self.cpus[cpu].next_tick {
+            self.m.interrupt(cpu, cost);
+            // Charged straight to the tick, so cycles not yet settled keep their path.
+            self.kfn_cycles[KFn::Tick as usize] += cost;
+            self.cpus[cpu].sys_settled += cost;
+            self.sched.stats.nr_ticks += 1;
+            self.cpus[cpu].ticked = true;
+            let next = self.cpus[cpu].next_tick + self.tick_period.max(1);
+            self.cpus[cpu].next_tick = next;
         }
     }
 
@@ -406,6 +479,9 @@ impl Sim {
         self.m.take_interrupts(cpu);
         self.settle(cpu, KFn::Interrupt);
         while self.m.cpus[cpu].clock < deadline {
+            if self.cpus[cpu].tick_stopped || self.m.cpus[cpu].clock >= self.cpus[cpu].next_tick {
+                self.scheduler_tick(cpu);
+            }
             if let Some(what) = self.cpus[cpu].work.front().map(Work::kfn) {
                 self.exec_work(cpu, deadline);
                 self.settle(cpu, what);
@@ -420,13 +496,18 @@ impl Sim {
                         t
                     }
                     None => {
-                        // The idle task is a kernel thread: lazy TLB.
+                        // The idle task is a kernel thread: lazy TLB; NO_HZ_IDLE stops the tick.
                         enter_lazy_tlb(&mut self.tlbstate[cpu]);
+                        self.cpus[cpu].tick_stopped = true;
+                        self.cpus[cpu].ticked = false;
                         return;
                     }
                 },
             };
-            if self.sched.tick(cpu, self.m.cpus[cpu].clock) {
+            // The tick's work for the current task: `task_tick_fair`'s slice
+            // check (`check_preempt_tick`) and `task_tick_numa`.
+            let ticked = std::mem::take(&mut self.cpus[cpu].ticked);
+            if ticked && self.sched.tick(cpu, self.m.cpus[cpu].clock) {
                 // Time slice over: round-robin to the next task.
                 self.account_runtime(cpu, t);
                 continue;
@@ -434,7 +515,7 @@ impl Sim {
             if self.tasks[t].is_kthread() {
                 self.exec_kthread(cpu, t);
             } else {
-                if self.k.cfg.numa_balancing {
+                if self.k.cfg.numa_balancing && ticked {
                     self.task_tick_numa(cpu, t);
                     if !self.cpus[cpu].work.is_empty() {
                         continue; // the scan runs before the task's next operation

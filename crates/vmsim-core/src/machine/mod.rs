@@ -485,11 +485,17 @@ impl Machine {
     pub fn take_interrupts(&mut self, cpu: usize) {
         let p = std::mem::take(&mut self.cpus[cpu].irq_pending);
         if p > 0 {
-            let m = self.cpus[cpu].mode;
-            self.cpus[cpu].mode = Mode::Kernel;
-            self.advance(cpu, p, 0);
-            self.cpus[cpu].mode = m;
+            self.interrupt(cpu, p);
         }
+    }
+
+    /// `cycles` of interrupt handling on `cpu`, in kernel mode whatever mode
+    /// it interrupted.
+    pub fn interrupt(&mut self, cpu: usize, cycles: u64) {
+        let m = self.cpus[cpu].mode;
+        self.cpus[cpu].mode = Mode::Kernel;
+        self.advance(cpu, cycles, 0);
+        self.cpus[cpu].mode = m;
     }
 
     pub fn tlb_stats(&self, cpu: usize) -> TlbStats {

@@ -31,9 +31,6 @@ pub const MAX_SCAN_WINDOW_MB: u64 = 2560;
 /// `NUMA_PERIOD_SLOTS` and `NUMA_PERIOD_THRESHOLD` of `update_task_scan_period`.
 pub const NUMA_PERIOD_SLOTS: u64 = 10;
 pub const NUMA_PERIOD_THRESHOLD: u64 = 7;
-/// One scheduler tick: `TICK_NSEC` with HZ = 1000 (an assumption; distro
-/// kernels use 250 to 1000). Only `node_stamp += 2 * TICK_NSEC` uses it.
-pub const TICK_MS: f64 = 1.0;
 
 /// An mm's scanner state.
 #[derive(Clone, Debug, Default)]
@@ -281,7 +278,8 @@ impl Sim {
         let period = self.k.task_numa(t).scan_period;
         let next = now + self.numa_ms_cycles(period as f64);
         self.k.mms[mm].numa.next_scan = Some(next);
-        let two_ticks = self.numa_ms_cycles(2.0 * TICK_MS);
+        // TICK_NSEC = 1 s / CONFIG_HZ (`kernel.hz`).
+        let two_ticks = self.numa_ms_cycles(2.0 * 1000.0 / self.k.cfg.hz as f64);
         self.k.task_numa(t).node_stamp += two_ticks;
 
         // change_pte_range() calls flush_tlb_batched_pending() per PTE table:

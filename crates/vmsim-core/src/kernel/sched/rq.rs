@@ -30,6 +30,9 @@ crate::counters! {
         pub nr_switches: u64,
         /// Sleeping tasks woken (`ttwu_count` of schedstat).
         pub nr_wakeups: u64,
+        /// Scheduler ticks taken, all CPUs (`LOC` of /proc/interrupts, the
+        /// local timer interrupts; idle CPUs take none).
+        pub nr_ticks: u64,
     }
 }
 
