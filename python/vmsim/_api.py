@@ -249,6 +249,25 @@ def sweep_points(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> List[Di
     return _sweep_points(grid, base_config, base_dir)[0]
 
 
+def sweep_metric_names(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> List[str]:
+    """The scalar metrics the sweep's rows will hold besides the grid keys,
+    known before anything runs: the union over the points' machines and
+    workloads (the names depend on nothing else)."""
+    base_config, base_dir = load_dict(base)
+    _, configs = _sweep_points(grid, base_config, base_dir)
+    names: set = set()
+    seen: set = set()
+    for text in configs:
+        cfg = json.loads(text)
+        workload = cfg.get("workload") if isinstance(cfg.get("workload"), dict) else {}
+        kind = json.dumps([cfg.get("machine"), workload.get("kind")], sort_keys=True)
+        if kind in seen:
+            continue
+        seen.add(kind)
+        names.update(_core.metric_names(text, "json", base_dir))
+    return sorted(names)
+
+
 def _as_completed(futures: Sequence[Any]):
     """Futures as they finish (concurrent.futures ones), else in order."""
     from concurrent.futures import Future, as_completed

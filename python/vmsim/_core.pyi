@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``vmsim._core`` (built from crates/vmsim-py)."""
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 __version__: str
 
@@ -34,6 +34,9 @@ def compare(
 
 def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
     """Check a run config without running it (raises ConfigError)."""
+
+def metric_names(text: str, format: str = "toml", base_dir: Optional[str] = None) -> List[str]:
+    """The scalar metric names a run of this config reports, sorted (nothing is simulated)."""
 
 def preset_json(reference: str, base_dir: Optional[str] = None) -> str:
     """The resolved machine preset, every parameter with its source, as JSON text."""

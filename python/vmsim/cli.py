@@ -388,8 +388,14 @@ def cmd_sweep(args) -> int:
         if args.json and args.json != "-":
             _write_json(document(rows, False), args.json)
 
-    # Every point is checked before any runs, so a bad value stops nothing half-way.
+    # Every point, and the metrics asked for, are checked before any runs,
+    # so a bad value stops nothing half-way.
     _api.sweep_points(grid, path)
+    metrics = [m for m in (args.metrics or "").split(",") if m] or ["throughput_bytes_per_s", "elapsed_s"]
+    known = set(_api.sweep_metric_names(grid, path))
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(known - set(grid)))}")
     executor = _api.process_pool(jobs)
     try:
         kw = dict(keep_going=True, done=done, on_row=write_partial)
@@ -401,13 +407,6 @@ def cmd_sweep(args) -> int:
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
-    metrics = [m for m in (args.metrics or "").split(",") if m]
-    if not metrics:
-        metrics = ["throughput_bytes_per_s", "elapsed_s"]
-    known = set().union(*(set(r) for r in rows if r.get("status") == "ok")) if rows else set()
-    unknown = [m for m in metrics if known and m not in known]
-    if unknown:
-        raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(k for k in known if k not in grid))}")
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
     text = "\n".join(format_rows(shown)) + "\n"
     _emit(sweep_doc, text, args.json)

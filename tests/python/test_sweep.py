@@ -106,6 +106,34 @@ def test_sweep_validates_every_point_first(tiny_toml, tmp_path):
     assert not out.exists()
 
 
+def test_sweep_checks_metrics_before_any_point_runs(tiny_toml, tmp_path):
+    import time
+
+    out = tmp_path / "s.json"
+    t = time.monotonic()
+    proc = _sweep(str(tiny_toml), "--set", "seed=0,1,2,3", "-j", "1", "--metrics", "elapsed_s,no_such_metric",
+                  "--json", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert "--metrics: unknown metric(s) no_such_metric" in proc.stderr and "Traceback" not in proc.stderr
+    assert "elapsed_s" in proc.stderr  # the known ones are listed
+    assert not out.exists(), "nothing ran, nothing was written"
+    # A known metric is accepted and shown.
+    proc = _sweep(str(tiny_toml), "--set", "seed=0,1", "-j", "1", "--metrics", "pgfault")
+    assert proc.returncode == 0, proc.stderr
+    assert "pgfault" in proc.stdout
+
+
+def test_metric_names_match_a_run(tiny_config):
+    import json
+
+    from vmsim import _core
+
+    names = _core.metric_names(json.dumps(tiny_config), "json")
+    metrics = vmsim.run(tiny_config)["metrics"]
+    scalar = sorted(k for k, v in metrics.items() if isinstance(v, (int, float, str, bool)))
+    assert names == scalar
+
+
 def test_sweep_resume_runs_only_missing_points(tiny_toml, tmp_path):
     import json
 

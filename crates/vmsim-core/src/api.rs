@@ -99,6 +99,31 @@ pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Resu
     RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0).map(|_| ())
 }
 
+/// The scalar metrics a run of this config reports, sorted: the report of
+/// the built simulation before it runs, so nothing is simulated (the model
+/// state is allocated and dropped). A sweep checks `--metrics` with it before
+/// its first point runs.
+pub fn metric_names(
+    text: &str,
+    format: Format,
+    base_dir: Option<&Path>,
+) -> Result<Vec<String>, Error> {
+    let cfg = RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0)?;
+    let sim = crate::experiment::build(&cfg)?;
+    let mut r = crate::metrics::report(&sim);
+    crate::workload::registry(&cfg.workload).report(&sim, &mut r);
+    let serde_json::Value::Object(map) = r else {
+        return Err(Error::Internal("a report is a JSON object".into()));
+    };
+    let mut names: Vec<String> = map
+        .into_iter()
+        .filter(|(_, v)| v.is_number() || v.is_boolean() || v.is_string())
+        .map(|(k, _)| k)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// A JSON object of dotted keys to values, in the object's order.
 fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Config {

@@ -122,5 +122,8 @@ fn hz_accepts_only_config_hz_values() {
     let bad = cfg(0).replace("thp = \"always\"", "thp = \"always\"\nhz = 500");
     let e = run_config(&bad, Format::Toml, None, &mut |_, _| {}).unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("kernel.hz") && text.contains("100, 250, 300, 1000"), "{text}");
+    assert!(
+        text.contains("kernel.hz") && text.contains("100, 250, 300, 1000"),
+        "{text}"
+    );
 }

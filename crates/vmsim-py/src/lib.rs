@@ -71,6 +71,14 @@ fn check_config(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult
     Ok(api::check_config(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
 }
 
+/// The scalar metric names a run of this config reports (nothing is simulated).
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", base_dir = None))]
+fn metric_names(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult<Vec<String>> {
+    let format = parse_format(format)?;
+    Ok(api::metric_names(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
+}
+
 /// Built-in machine presets as (name, one-line description).
 #[pyfunction]
 fn list_machines() -> Vec<(String, String)> {
@@ -147,6 +155,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__git_revision__", env!("VMSIM_GIT_REVISION"))?;
     m.add_function(wrap_pyfunction!(preset_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(metric_names, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
