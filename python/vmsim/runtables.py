@@ -59,10 +59,12 @@ def show(metric: str, value: float) -> str:
     a = abs(x)
     if a == 0:
         text = "0"
-    elif not unit and float(x).is_integer() and a < 1e12:
-        text = str(int(x))
     elif a >= 1e7 or a < 1e-3:
-        text = f"{x:.3e}"
+        # One notation for a metric whatever its runs: a mean of counts is
+        # rarely an integer, so large counts are not shown in full either.
+        text = f"{x:.4g}"
+    elif not unit and float(x).is_integer():
+        text = str(int(x))
     elif a >= 100:
         text = f"{x:.1f}"
     else:

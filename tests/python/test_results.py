@@ -123,3 +123,9 @@ def test_to_dataframe_of_sweep_and_runs():
     arms = {"baseline_name": "a", "baseline": {"x": 1.0}, "variant_order": ["b"], "variants": {"b": {"x": 2.0}}}
     df = vmsim.to_dataframe({"kind": "compare-runs", "seeds": [0, 1], "runs": [arms, arms]})
     assert df.loc[("b", 1), "x"] == 2.0
+
+
+def test_large_counts_use_one_notation_whatever_their_runs():
+    # Identical runs give an integer mean, differing runs a fraction: same notation.
+    assert runtables.show("llc_misses", 19474639.0) == runtables.show("llc_misses", 19474639.4) == "1.947e+07"
+    assert runtables.show("pgfault", 1152.0) == "1152"
