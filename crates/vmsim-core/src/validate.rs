@@ -25,6 +25,9 @@ use serde::Serialize;
 pub enum Bench {
     /// Dependent loads to random lines of local (or remote) memory, ns.
     IdleLatency { remote: bool },
+    /// Dependent loads around one random cycle ([`chase_order`]) through the
+    /// lines of a `kib` KiB buffer, after one untimed lap, ns per load.
+    Chase { kib: u64 },
     /// One core, likwid `load` over `kib` KiB (sequential, warm when it fits a cache), GB/s.
     Load { kib: u64, threads: u64 },
     /// One core, likwid `copy` (ordinary stores), explicit streams counted, GB/s.
@@ -48,6 +51,7 @@ impl Bench {
         match *self {
             Bench::IdleLatency { remote: false } => "idle latency, local DRAM (ns)".into(),
             Bench::IdleLatency { remote: true } => "idle latency, remote DRAM (ns)".into(),
+            Bench::Chase { kib } => format!("latency, random chase over {} (ns)", size(kib)),
             Bench::Load { kib, threads: 1 } => format!("1 core load, {} (GB/s)", size(kib)),
             Bench::Load { kib, threads } => {
                 format!("1 core, {threads} SMT threads, load, {} (GB/s)", size(kib))
@@ -524,9 +528,80 @@ fn node_base(node: u64) -> u64 {
     node * (NODE_BYTES >> 6)
 }
 
+/// The order of a pointer chase over `lines` lines: `next[i]` is the line
+/// loaded after line `i`, all lines on one cycle (Sattolo's shuffle, fixed
+/// seed). The host side (`vmsim hw microbench`) links its buffer the same way.
+pub fn chase_order(lines: u64) -> Vec<u32> {
+    let lines = lines.clamp(1, u32::MAX as u64) as usize;
+    let mut perm: Vec<u32> = (0..lines as u32).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        perm.swap(i, (x % i as u64) as usize);
+    }
+    let mut next = vec![0u32; lines];
+    for k in 0..lines {
+        next[perm[k] as usize] = perm[(k + 1) % lines];
+    }
+    next
+}
+
+/// Dependent loads timed in a [`Bench::Chase`] on the model.
+const CHASE_LOADS: u64 = 20_000;
+
+/// As [`measure`] for any preset (a file as well as a built-in): an error,
+/// not a panic, when the preset does not make a machine or the benchmark
+/// does not fit it (a `kib` beyond one node's memory, more cores than it has).
+pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
+    let params = p.machine_params()?;
+    let m = Machine::new(&params, NODE_BYTES, 0)
+        .map_err(|e| crate::config::fields::cfg_err("machine", e))?;
+    let bad = |why: String| crate::config::fields::cfg_err("bench", why);
+    let kib = match b {
+        Bench::IdleLatency { remote } => {
+            if remote && m.topo.nr_nodes() < 2 {
+                return Err(bad("remote latency needs two NUMA nodes".into()));
+            }
+            0
+        }
+        Bench::SocketLoad { cores } => {
+            if cores == 0 || cores as usize > m.cpus.len() || cores * 8 * 1024 > NODE_BYTES >> 10
+            {
+                return Err(bad(format!("{cores} cores: the preset has {}", m.cpus.len())));
+            }
+            0
+        }
+        Bench::Load { kib, threads } => {
+            if threads == 0 || threads as usize > m.topo.siblings(0).len() {
+                return Err(bad(format!("{threads} threads on one core")));
+            }
+            kib
+        }
+        Bench::Chase { kib }
+        | Bench::Copy { kib }
+        | Bench::Update { kib }
+        | Bench::Fill { kib }
+        | Bench::StringFill { kib }
+        | Bench::NtFill { kib }
+        | Bench::NtCopy { kib } => kib,
+    };
+    if kib > NODE_BYTES >> 10 {
+        return Err(bad(format!(
+            "{kib} KiB is more than the {} MiB node the benchmarks run on",
+            NODE_BYTES >> 20
+        )));
+    }
+    Ok(measure_on(m, p, b))
+}
+
 /// Measures one benchmark on a fresh machine of preset `p`.
 pub fn measure(p: &Preset, b: Bench) -> f64 {
-    let mut m = machine(p);
+    measure_on(machine(p), p, b)
+}
+
+fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
     let load_issue = (64 / p.load_bytes_per_cycle).max(1);
     let store_issue = (64 / p.store_bytes_per_cycle).max(1);
     match b {
@@ -543,6 +618,22 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
                 m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
             }
             m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
+        }
+        Bench::Chase { kib } => {
+            let next = chase_order((kib * 1024 / 64).max(1));
+            let mut line = 0u64;
+            let mut step = |m: &mut Machine| {
+                m.access(0, line, AccessKind::Load, false, 1);
+                line = next[line as usize] as u64;
+            };
+            for _ in 0..next.len() {
+                step(&mut m);
+            }
+            let t0 = m.cpus[0].clock;
+            for _ in 0..CHASE_LOADS {
+                step(&mut m);
+            }
+            m.cycles_to_s(m.cpus[0].clock - t0) / CHASE_LOADS as f64 * 1e9
         }
         Bench::Load { kib, threads } => {
             let lines = kib * 1024 / 64;
