@@ -440,7 +440,8 @@ pub fn bandwidth(k: Kernel, bytes: u64, e: Effort, avx2: bool) -> Result<Samples
 
 /// ns per dependent load of each repetition of a chase through the lines of
 /// a `bytes` buffer in [`chase_order`], after one untimed lap (at most four
-/// repetitions' worth of loads).
+/// times `loads_per_rep` loads); a repetition is about 2 ms of loads, at
+/// most `loads_per_rep`.
 pub fn chase(bytes: u64, e: Effort) -> Result<Samples, HwError> {
     let mut m = buffer(bytes)?;
     let lines = (bytes / 64).max(1);
@@ -459,10 +460,16 @@ pub fn chase(bytes: u64, e: Effort) -> Result<Samples, HwError> {
         p
     };
     let mut p = walk(base as usize, (lines as usize).min(4 * e.loads_per_rep));
+    // A repetition of about 2 ms (at least 1000 loads): long ones, at DRAM
+    // latency, would nearly all be spoilt by a context switch on a shared host.
+    let t0 = Instant::now();
+    p = walk(p, 1000);
+    let est = (t0.elapsed().as_nanos() as f64 / 1000.0).max(0.1);
+    let loads = ((2e6 / est) as usize).clamp(1000, e.loads_per_rep.max(1000));
     let out = repeat(e.reps, || {
         let t0 = Instant::now();
-        p = walk(p, e.loads_per_rep);
-        t0.elapsed().as_nanos() as f64 / e.loads_per_rep as f64
+        p = walk(p, loads);
+        t0.elapsed().as_nanos() as f64 / loads as f64
     });
     black_box(p);
     out
