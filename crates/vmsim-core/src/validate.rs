@@ -569,9 +569,11 @@ pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
             0
         }
         Bench::SocketLoad { cores } => {
-            if cores == 0 || cores as usize > m.cpus.len() || cores * 8 * 1024 > NODE_BYTES >> 10
-            {
-                return Err(bad(format!("{cores} cores: the preset has {}", m.cpus.len())));
+            if cores == 0 || cores as usize > m.cpus.len() || cores * 8 * 1024 > NODE_BYTES >> 10 {
+                return Err(bad(format!(
+                    "{cores} cores: the preset has {}",
+                    m.cpus.len()
+                )));
             }
             0
         }
@@ -848,6 +850,35 @@ mod tests {
         let want = p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.freq_mhz as f64 * 1000.0;
         // A handful of the 20 000 random lines repeat (cache hits): within 0.5 %.
         assert!((ns - want).abs() < 0.005 * want, "{ns} vs {want}");
+    }
+
+    #[test]
+    fn a_chase_slows_as_its_buffer_leaves_each_cache_and_a_warm_fill_beats_a_cold_one() {
+        let p = preset("xeon-e5-2699v3-2s");
+        let ns = |kib| measure_checked(&p, Bench::Chase { kib }).unwrap();
+        let (l1, l2, llc, dram) = (ns(16), ns(128), ns(8 * 1024), ns(256 * 1024));
+        assert!(l1 < l2 && l2 < llc && llc < dram, "{l1} {l2} {llc} {dram}");
+        let fill = |kib| measure_checked(&p, Bench::Fill { kib }).unwrap();
+        assert!(fill(16) > 2.0 * fill(256 * 1024));
+    }
+
+    #[test]
+    fn a_benchmark_that_does_not_fit_the_preset_is_an_error_naming_it() {
+        let p = preset("xeon-e5-1650v3-1s");
+        for b in [
+            Bench::Chase { kib: 4 << 20 },
+            Bench::IdleLatency { remote: true },
+            Bench::SocketLoad { cores: 1000 },
+            Bench::Load {
+                kib: 16,
+                threads: 3,
+            },
+        ] {
+            match measure_checked(&p, b) {
+                Err(crate::api::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
+                other => panic!("{b:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -167,7 +167,9 @@ impl Kernel {
 
     pub fn method(self, avx2: bool) -> &'static str {
         match (self, avx2) {
-            (Kernel::Load, true) => "vpaddq ymm, [mem]: two 32 B loads per line into two accumulators",
+            (Kernel::Load, true) => {
+                "vpaddq ymm, [mem]: two 32 B loads per line into two accumulators"
+            }
             (Kernel::Load, false) => "8 B volatile loads summed",
             (Kernel::Fill, true) => "vmovdqa [mem], ymm (zero): two 32 B stores per line",
             (Kernel::Fill, false) => "8 B mov stores (clear_page_orig's loop)",
@@ -383,6 +385,8 @@ fn switches() -> i64 {
 pub struct Samples {
     pub xs: Vec<f64>,
     pub switched: usize,
+    /// False when every repetition was switched out and `xs` holds them all.
+    pub clean: bool,
 }
 
 /// Runs `rep` until `reps` of them ran without a context switch of this
@@ -407,6 +411,7 @@ fn repeat(reps: usize, mut rep: impl FnMut() -> f64) -> Result<Samples, HwError>
     }
     let switched = dirty.len();
     Ok(Samples {
+        clean: !clean.is_empty(),
         xs: if clean.is_empty() { dirty } else { clean },
         switched,
     })
@@ -534,6 +539,7 @@ pub fn all_cpu_load(cpus: usize, bytes: u64, e: Effort, avx2: bool) -> Result<Sa
     }
     let switched = dirty.len();
     Ok(Samples {
+        clean: !clean.is_empty(),
         xs: if clean.is_empty() { dirty } else { clean },
         switched,
     })
@@ -557,7 +563,10 @@ pub fn host_samples(b: Bench, sizes: &Sizes, e: Effort, avx2: bool) -> Result<Sa
 
 fn describe_host(b: Bench, sizes: &Sizes, avx2: bool) -> String {
     match b {
-        Bench::Chase { .. } => "dependent 8 B loads around one random cycle of the buffer's lines (the model's order)".into(),
+        Bench::Chase { .. } => {
+            "dependent 8 B loads around one random cycle of the buffer's lines (the model's order)"
+                .into()
+        }
         Bench::IdleLatency { .. } => format!(
             "the chase over {} MiB (the model's row chases random lines of a cold 512 MiB)",
             sizes.dram >> 20
@@ -580,6 +589,19 @@ fn row_name(b: Bench) -> String {
     }
 }
 
+/// A preset that does not load or does not fit a row: an error naming `preset`.
+fn preset_err(e: vmsim_core::api::Error) -> HwError {
+    match e {
+        vmsim_core::api::Error::Config { key, message } if key == "preset" => {
+            config_err("preset", message)
+        }
+        vmsim_core::api::Error::Config { key, message } => {
+            config_err("preset", format!("{key}: {message}"))
+        }
+        other => config_err("preset", other.to_string()),
+    }
+}
+
 pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let opts = Opts::parse(opts_json, &ACCEPTED)?;
     let quick = opts.bool("quick")?.unwrap_or(false);
@@ -587,8 +609,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let preset = match opts.string("preset")? {
         None => None,
         Some(path) => {
-            let p = vmsim_core::config::load_machine("preset", &path, None)
-                .map_err(|e| config_err("preset", e.to_string()))?;
+            let p = vmsim_core::config::load_machine("preset", &path, None).map_err(preset_err)?;
             Some((path, p))
         }
     };
@@ -623,7 +644,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             Some((_, p)) => {
                 crate::ctl::check()?;
                 crate::ctl::note(&format!("microbench model: {}", row_name(b)));
-                Some(measure_checked(p, b).map_err(|e| config_err("preset", e.to_string()))?)
+                Some(measure_checked(p, b).map_err(preset_err)?)
             }
             None => None,
         };
@@ -634,15 +655,13 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "host": round3(host),
             "host_stats": stats(xs),
             "host_reps_switched_out": sm.switched,
+            "host_clean": sm.clean,
             "model": model.map(round3),
             "error": error.map(|x| round3(x * 100.0) / 100.0),
             "host_method": describe_host(b, &sizes, avx2),
         }));
     }
-    let table = format_table(
-        preset.as_ref().map(|(path, _)| path.as_str()),
-        &rows,
-    );
+    let table = format_table(preset.as_ref().map(|(path, _)| path.as_str()), &rows);
     Ok(json!({
         "host": host::info(),
         "command": "microbench",
@@ -678,13 +697,18 @@ pub fn format_table(preset: Option<&str>, rows: &[Value]) -> String {
         let num = |k: &str| r[k].as_f64();
         let model = num("model").map_or("-".into(), |m| format!("{m:.2}"));
         let error = num("error").map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e));
+        let spoilt = r["host_clean"] == Value::Bool(false);
         out.push_str(&format!(
-            "  {:<46} {:>10.2} {:>10} {:>8}\n",
+            "  {:<46} {:>9.2}{} {:>10} {:>8}\n",
             r["description"].as_str().unwrap_or(""),
             num("host").unwrap_or(f64::NAN),
+            if spoilt { "*" } else { " " },
             model,
             error
         ));
+    }
+    if rows.iter().any(|r| r["host_clean"] == Value::Bool(false)) {
+        out.push_str("  * every repetition was switched out: a low bandwidth or a high latency\n");
     }
     out
 }
@@ -783,8 +807,10 @@ mod tests {
         assert!(b.contains(&Bench::SocketLoad { cores: 2 }));
         for x in &b {
             assert!(
-                matches!(x, Bench::Chase { .. } | Bench::IdleLatency { .. } | Bench::SocketLoad { .. })
-                    || Kernel::of(*x).is_some(),
+                matches!(
+                    x,
+                    Bench::Chase { .. } | Bench::IdleLatency { .. } | Bench::SocketLoad { .. }
+                ) || Kernel::of(*x).is_some(),
                 "{x:?} has no host routine"
             );
         }
