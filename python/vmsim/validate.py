@@ -89,10 +89,10 @@ def _sim_gbps(preset: str, policy: str, size_mib: int) -> float:
     return round(m["fault_bytes_per_s"] / 1e9, 3)
 
 
-def _positive(options: Dict[str, Any], key: str, default: int) -> int:
+def _positive(options: Dict[str, Any], key: str, default: int, most: int = 1 << 16) -> int:
     value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _config_error(key, f"expected an integer of at least 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise _config_error(key, f"expected an integer in 1..{most}, got {value!r}")
     return value
 
 
@@ -104,8 +104,8 @@ def validate(**options: Any) -> Dict[str, Any]:
     if not isinstance(quick, bool):
         raise _config_error("quick", f"expected true or false, got {quick!r}")
     pages = _positive(options, "pages", 4 if quick else 64)
-    reps = _positive(options, "reps", 1 if quick else 3)
-    micro_reps = _positive(options, "microbench_reps", 3 if quick else 11)
+    reps = _positive(options, "reps", 1 if quick else 3, most=1000)
+    micro_reps = _positive(options, "microbench_reps", 3 if quick else 11, most=1000)
     size_mib = 2 * pages
     preset = options.get("preset")
     calibration = None
