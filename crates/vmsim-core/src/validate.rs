@@ -557,6 +557,16 @@ const CHASE_LOADS: u64 = 20_000;
 /// not a panic, when the preset does not make a machine or the benchmark
 /// does not fit it (a `kib` beyond one node's memory, more cores than it has).
 pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
+    let m = fitted_machine(p, b)?;
+    Ok(measure_on(m, p, b))
+}
+
+/// Whether [`measure_checked`] would run `b` on `p`, without running it.
+pub fn check(p: &Preset, b: Bench) -> Result<(), crate::api::Error> {
+    fitted_machine(p, b).map(|_| ())
+}
+
+fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::api::Error> {
     let params = p.machine_params()?;
     let m = Machine::new(&params, NODE_BYTES, 0)
         .map_err(|e| crate::config::fields::cfg_err("machine", e))?;
@@ -597,7 +607,7 @@ pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
             NODE_BYTES >> 20
         )));
     }
-    Ok(measure_on(m, p, b))
+    Ok(m)
 }
 
 /// Measures one benchmark on a fresh machine of preset `p`.

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Instant;
-use vmsim_core::validate::{chase_order, measure_checked, Bench};
+use vmsim_core::validate::{chase_order, check, measure_checked, Bench};
 
 const ACCEPTED: [&str; 3] = ["preset", "quick", "reps"];
 
@@ -616,6 +616,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let sizes = Sizes::detect();
     let cpus = all_cpus();
     let benches = sizes.benches(cpus);
+    if let Some((_, p)) = &preset {
+        // Refused before minutes of measuring, not after.
+        for &b in &benches {
+            check(p, b).map_err(preset_err)?;
+        }
+    }
     let effort = Effort::new(quick, reps);
     let avx2 = std::is_x86_feature_detected!("avx2");
     crate::ctl::guard_memory("microbench", sizes.dram + SUBPAGE as u64 * 2)?;
