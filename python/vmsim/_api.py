@@ -126,8 +126,8 @@ def experiments() -> Dict[str, str]:
 
 
 def hw(command: str, **options: Any) -> Dict[str, Any]:
-    """Runs a host measurement (``"clear"``, ``"copy"``, ``"pf-test"`` or
-    ``"calibrate"``) with keyword options; returns its result."""
+    """Runs a host measurement (``"clear"``, ``"copy"``, ``"pf-test"``,
+    ``"calibrate"`` or ``"microbench"``) with keyword options; returns its result."""
     return json.loads(_core.hw_run(command, json.dumps(options)))
 
 

@@ -53,7 +53,8 @@ def list_experiments() -> list[tuple[str, str]]:
     """Built-in experiments as (name, one-line description)."""
 
 def hw_run(command: str, opts_json: str = "{}", quiet: bool = False) -> str:
-    """Run a host measurement ("clear", "copy", "pf-test" or "calibrate") with
+    """Run a host measurement ("clear", "copy", "pf-test", "calibrate" or
+    "microbench") with
     options given as a JSON object. Returns the result as JSON text.
     ``quiet`` silences the progress notes on stderr. SIGINT and SIGTERM stop
     it once the host's state is restored, raising ``KeyboardInterrupt`` whose

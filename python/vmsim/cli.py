@@ -295,12 +295,12 @@ def cmd_hw(args) -> int:
 
         _check_out(args.json)
         result = validate(**opts)
-        _emit(result, format_tree(result), args.json)
+        _emit(result, result["table"], args.json)
         return 0
     _check_out(args.json)
     raw = _core.hw_run(args.command, json.dumps(opts), bool(args.quiet))
     result = json.loads(raw)
-    _emit(result, format_tree(result), args.json)
+    _emit(result, result["table"] if "table" in result else format_tree(result), args.json)
     return 0
 
 
@@ -497,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")
-    p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "validate"])
+    p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "microbench", "validate"])
     p.add_argument("--opt", action="append", metavar="KEY=VALUE",
                    help="option for the measurement (VALUE parsed as JSON if it parses); repeatable")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")

@@ -12,6 +12,13 @@ Two comparisons, both with 2 MiB pages and the target sub-page first:
    (needs root; skipped otherwise), against the simulator with the policy of
    the host kernel's version (`sequential` before 4.14, `target-last` up to
    6.19, `contiguous-7.0` from 7.0).
+3. *Microbenchmarks*: the rows of `vmsim validate` (pointer-chase latency
+   at L1/L2/LLC/DRAM sizes, single-thread load, fill and copy bandwidth at
+   cache and DRAM sizes, update, `rep stosb` and `movnti` fills, a
+   non-temporal copy, and the all-CPU load) run for real on this host by
+   `vmsim hw microbench`, each beside the model's figure for the same
+   microbenchmark on the calibrated preset (`microbench` in the result;
+   its `table` is what the command line prints).
 
 The preset comes from `vmsim hw calibrate` (run here unless `preset=PATH`
 names one). Each row gives both figures and the difference in percent.
@@ -37,7 +44,7 @@ STRATEGIES = {
     "nontemporal-far": "nontemporal-far",
 }
 
-ACCEPTED = ("preset", "pages", "reps", "quick")
+ACCEPTED = ("preset", "pages", "reps", "quick", "microbench_reps")
 
 
 def _config_error(key: str, message: str) -> Exception:
@@ -82,15 +89,23 @@ def _sim_gbps(preset: str, policy: str, size_mib: int) -> float:
     return round(m["fault_bytes_per_s"] / 1e9, 3)
 
 
+def _positive(options: Dict[str, Any], key: str, default: int, most: int = 1 << 16) -> int:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise _config_error(key, f"expected an integer in 1..{most}, got {value!r}")
+    return value
+
+
 def validate(**options: Any) -> Dict[str, Any]:
     for k in options:
         if k not in ACCEPTED:
             raise _config_error(k, f"unknown option; accepted: {', '.join(ACCEPTED)}")
-    quick = bool(options.get("quick", False))
-    pages = int(options.get("pages", 4 if quick else 64))
-    reps = int(options.get("reps", 1 if quick else 3))
-    if pages < 1 or reps < 1:
-        raise _config_error("pages" if pages < 1 else "reps", "must be at least 1")
+    quick = options.get("quick", False)
+    if not isinstance(quick, bool):
+        raise _config_error("quick", f"expected true or false, got {quick!r}")
+    pages = _positive(options, "pages", 4 if quick else 64)
+    reps = _positive(options, "reps", 1 if quick else 3, most=1000)
+    micro_reps = _positive(options, "microbench_reps", 3 if quick else 11, most=1000)
     size_mib = 2 * pages
     preset = options.get("preset")
     calibration = None
@@ -100,6 +115,8 @@ def validate(**options: Any) -> Dict[str, Any]:
         preset = calibration.get("preset_path") or next(
             os.path.join(out_dir, f) for f in sorted(os.listdir(out_dir)) if f.endswith(".toml"))
     preset = os.path.abspath(str(preset))
+    if not os.path.isfile(preset):
+        raise _config_error("preset", f"no such preset file: {preset}")
 
     real = hw("clear", pages=pages, reps=reps, corunner=False, target="first", strategies=list(STRATEGIES))
     by_strategy = {r["strategy"]: r for r in real["results"]}
@@ -125,14 +142,34 @@ def validate(**options: Any) -> Dict[str, Any]:
     if skipped:
         row["skipped"] = skipped
     rows.append(row)
+    micro = hw("microbench", preset=preset, quick=quick, reps=micro_reps)
     return {
         "command": "validate",
         "preset": preset,
         "host": real.get("host"),
-        "options": {"pages": pages, "reps": reps, "quick": quick, "size_mib": size_mib},
+        "options": {"pages": pages, "reps": reps, "quick": quick, "size_mib": size_mib,
+                    "microbench_reps": micro_reps},
         "method": "real: vmsim hw clear (median GB/s, no co-runner, target sub-page 0) and vmsim hw pf-test "
                   "hugetlb-2m; simulated: pf-test on the calibrated preset, 2 MiB hugetlb pages, the matching "
                   "clear_huge_page policy (the simulated figure includes modeled fault costs)",
         "calibration": calibration,
         "rows": rows,
+        "microbench": micro,
+        "table": format_table(rows) + "\n" + micro["table"],
     }
+
+
+def format_table(rows: List[Dict[str, Any]]) -> str:
+    """The clearing and fault-path rows as text: real | simulated | difference."""
+    def num(x: Optional[float]) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    out = ["host: real | simulated (calibrated host preset) | difference, GB/s",
+           f"  {'scenario':<46} {'policy':<16} {'real':>8} {'simulated':>10} {'diff':>8}"]
+    for r in rows:
+        diff = "-" if r.get("diff_percent") is None else f"{r['diff_percent']:+.1f}%"
+        out.append(f"  {r['scenario']:<46} {r['sim_policy']:<16} {num(r.get('real_gbps')):>8} "
+                   f"{num(r.get('sim_gbps')):>10} {diff:>8}")
+        if r.get("skipped"):
+            out.append(f"    skipped: {r['skipped']}")
+    return "\n".join(out) + "\n"

@@ -146,6 +146,24 @@ def test_hw_validate_bad_option(capsys):
     assert err.startswith("vmsim: error: bogus: unknown option")
 
 
+def test_hw_validate_bad_values_name_the_option(capsys):
+    for opt, key in [("microbench_reps=0", "microbench_reps"), ("reps=-1", "reps"),
+                     ("pages=x", "pages"), ("quick=3", "quick"),
+                     ("preset=/nonexistent/host.toml", "preset")]:
+        assert cli.main(["hw", "validate", "--opt", opt]) == 2, opt
+        err = capsys.readouterr().err
+        assert err.startswith(f"vmsim: error: {key}: "), (opt, err)
+        assert err.count("\n") == 1, err
+
+
+def test_hw_microbench_bad_values_name_the_option(capsys):
+    for opt, key in [("reps=0", "reps"), ("quick=1", "quick"), ("preset=nope.toml", "preset"),
+                     ("size=3", "size")]:
+        assert cli.main(["hw", "microbench", "--opt", opt]) == 2, opt
+        err = capsys.readouterr().err
+        assert key in err.splitlines()[0] and err.count("\n") == 1, (opt, err)
+
+
 def test_hw_bad_opt(capsys):
     assert cli.main(["hw", "clear", "--opt", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
@@ -241,6 +259,22 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path):
         assert row["sim_gbps"] > 0
     for row in rows[:5]:
         assert row["real_gbps"] > 0 and row["diff_percent"] is not None
+    micro = r["microbench"]
+    assert micro["command"] == "microbench" and micro["options"]["quick"] is True
+    assert micro["sizes"]["dram_bytes"] >= 4 * micro["sizes"]["llc_bytes"]
+    kinds = {row["bench"] if isinstance(row["bench"], str) else next(iter(row["bench"]))
+             for row in micro["rows"]}
+    assert {"chase", "idle-latency", "load", "fill", "copy", "update", "string-fill",
+            "nt-fill", "socket-load"} <= kinds
+    for row in micro["rows"]:
+        assert row["host"] > 0 and row["model"] > 0, row
+        assert abs(row["error"] - (row["model"] - row["host"]) / row["host"]) < 0.01, row
+        reps, n = micro["options"]["reps"], row["host_stats"]["n"]
+        # Clean repetitions up to reps; if a switch spoilt every attempt, all of them.
+        assert 1 <= n <= (reps if row["host_clean"] else 4 * reps), row
+        assert (n if row["host_clean"] else 0) + row["host_reps_switched_out"] <= 4 * reps, row
+    assert "host: measured | model (calibrated host preset" in r["table"]
+    assert all(row["description"] in r["table"] for row in micro["rows"])
     assert kernel_policy("4.9.0") == "sequential"
     assert kernel_policy("6.18.44-fc") == "target-last"
     assert kernel_policy("7.0.1") == "contiguous-7.0"

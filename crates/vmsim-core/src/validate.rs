@@ -25,15 +25,20 @@ use serde::Serialize;
 pub enum Bench {
     /// Dependent loads to random lines of local (or remote) memory, ns.
     IdleLatency { remote: bool },
+    /// Dependent loads around one random cycle ([`chase_order`]) through the
+    /// lines of a `kib` KiB buffer, after one untimed lap, ns per load.
+    Chase { kib: u64 },
     /// One core, likwid `load` over `kib` KiB (sequential, warm when it fits a cache), GB/s.
     Load { kib: u64, threads: u64 },
     /// One core, likwid `copy` (ordinary stores), explicit streams counted, GB/s.
+    /// This and the other one-core kernels below are warm, like `Load`, when
+    /// `kib` fits the LLC; every published row is larger than its LLC.
     Copy { kib: u64 },
     /// One core, likwid `update` (read and write back the same lines), GB/s.
     Update { kib: u64 },
     /// One core, memset-like fill of `kib` KiB with ordinary stores (RFO), GB/s of stores.
     Fill { kib: u64 },
-    /// One core, one `rep stosb` over `kib` KiB, GB/s.
+    /// One core, one `rep stosb` over `kib` KiB per pass, GB/s.
     StringFill { kib: u64 },
     /// One core, non-temporal (`movnti`) fill of `kib` KiB, GB/s.
     NtFill { kib: u64 },
@@ -48,6 +53,7 @@ impl Bench {
         match *self {
             Bench::IdleLatency { remote: false } => "idle latency, local DRAM (ns)".into(),
             Bench::IdleLatency { remote: true } => "idle latency, remote DRAM (ns)".into(),
+            Bench::Chase { kib } => format!("latency, random chase over {} (ns)", size(kib)),
             Bench::Load { kib, threads: 1 } => format!("1 core load, {} (GB/s)", size(kib)),
             Bench::Load { kib, threads } => {
                 format!("1 core, {threads} SMT threads, load, {} (GB/s)", size(kib))
@@ -524,9 +530,92 @@ fn node_base(node: u64) -> u64 {
     node * (NODE_BYTES >> 6)
 }
 
+/// The order of a pointer chase over `lines` lines: `next[i]` is the line
+/// loaded after line `i`, all lines on one cycle (Sattolo's shuffle, fixed
+/// seed). The host side (`vmsim hw microbench`) links its buffer the same way.
+pub fn chase_order(lines: u64) -> Vec<u32> {
+    let lines = lines.clamp(1, u32::MAX as u64) as usize;
+    let mut perm: Vec<u32> = (0..lines as u32).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        perm.swap(i, (x % i as u64) as usize);
+    }
+    let mut next = vec![0u32; lines];
+    for k in 0..lines {
+        next[perm[k] as usize] = perm[(k + 1) % lines];
+    }
+    next
+}
+
+/// Dependent loads timed in a [`Bench::Chase`] on the model.
+const CHASE_LOADS: u64 = 20_000;
+
+/// As [`measure`] for any preset (a file as well as a built-in): an error,
+/// not a panic, when the preset does not make a machine or the benchmark
+/// does not fit it (a `kib` beyond one node's memory, more cores than it has).
+pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
+    let m = fitted_machine(p, b)?;
+    Ok(measure_on(m, p, b))
+}
+
+/// Whether [`measure_checked`] would run `b` on `p`, without running it.
+pub fn check(p: &Preset, b: Bench) -> Result<(), crate::api::Error> {
+    fitted_machine(p, b).map(|_| ())
+}
+
+fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::api::Error> {
+    let params = p.machine_params()?;
+    let m = Machine::new(&params, NODE_BYTES, 0)
+        .map_err(|e| crate::config::fields::cfg_err("machine", e))?;
+    let bad = |why: String| crate::config::fields::cfg_err("bench", why);
+    let kib = match b {
+        Bench::IdleLatency { remote } => {
+            if remote && m.topo.nr_nodes() < 2 {
+                return Err(bad("remote latency needs two NUMA nodes".into()));
+            }
+            0
+        }
+        Bench::SocketLoad { cores } => {
+            if cores == 0 || cores as usize > m.cpus.len() || cores * 8 * 1024 > NODE_BYTES >> 10 {
+                return Err(bad(format!(
+                    "{cores} cores: the preset has {}",
+                    m.cpus.len()
+                )));
+            }
+            0
+        }
+        Bench::Load { kib, threads } => {
+            if threads == 0 || threads as usize > m.topo.siblings(0).len() {
+                return Err(bad(format!("{threads} threads on one core")));
+            }
+            kib
+        }
+        Bench::Chase { kib }
+        | Bench::Copy { kib }
+        | Bench::Update { kib }
+        | Bench::Fill { kib }
+        | Bench::StringFill { kib }
+        | Bench::NtFill { kib }
+        | Bench::NtCopy { kib } => kib,
+    };
+    if kib > NODE_BYTES >> 10 {
+        return Err(bad(format!(
+            "{kib} KiB is more than the {} MiB node the benchmarks run on",
+            NODE_BYTES >> 20
+        )));
+    }
+    Ok(m)
+}
+
 /// Measures one benchmark on a fresh machine of preset `p`.
 pub fn measure(p: &Preset, b: Bench) -> f64 {
-    let mut m = machine(p);
+    measure_on(machine(p), p, b)
+}
+
+fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
     let load_issue = (64 / p.load_bytes_per_cycle).max(1);
     let store_issue = (64 / p.store_bytes_per_cycle).max(1);
     match b {
@@ -543,6 +632,22 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
                 m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
             }
             m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
+        }
+        Bench::Chase { kib } => {
+            let next = chase_order((kib * 1024 / 64).max(1));
+            let mut line = 0u64;
+            let mut step = |m: &mut Machine| {
+                m.access(0, line, AccessKind::Load, false, 1);
+                line = next[line as usize] as u64;
+            };
+            for _ in 0..next.len() {
+                step(&mut m);
+            }
+            let t0 = m.cpus[0].clock;
+            for _ in 0..CHASE_LOADS {
+                step(&mut m);
+            }
+            m.cycles_to_s(m.cpus[0].clock - t0) / CHASE_LOADS as f64 * 1e9
         }
         Bench::Load { kib, threads } => {
             let lines = kib * 1024 / 64;
@@ -601,22 +706,22 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
             } else {
                 AccessKind::Store
             };
-            one_core(&mut m, half, |m, i| {
+            one_core(&mut m, p, kib, half, |m, i| {
                 m.access(0, i, AccessKind::Load, true, 0);
                 m.access(0, half + i, kind, true, store_issue.max(load_issue));
             }) * 2.0
         }
         Bench::Update { kib } => {
             let lines = kib * 1024 / 64;
-            one_core(&mut m, lines, |m, i| {
+            one_core(&mut m, p, kib, lines, |m, i| {
                 m.access(0, i, AccessKind::Load, true, load_issue);
                 m.access(0, i, AccessKind::Store, true, store_issue);
             }) * 2.0
         }
-        Bench::Fill { kib } => one_core(&mut m, kib * 1024 / 64, |m, i| {
+        Bench::Fill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
             m.access(0, i, AccessKind::Store, true, store_issue);
         }),
-        Bench::NtFill { kib } => one_core(&mut m, kib * 1024 / 64, |m, i| {
+        Bench::NtFill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
             m.access(0, i, AccessKind::NtStore, true, 8);
         }),
         Bench::StringFill { kib } => {
@@ -627,12 +732,22 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
             } else {
                 AccessKind::StringStore
             };
-            let t0 = m.cpus[0].clock;
-            m.string_start(0);
-            for i in 0..lines {
-                m.access(0, i, kind, true, store_issue);
+            // One `rep stosb` per pass, each paying the start-up.
+            let pass = |m: &mut Machine| {
+                m.string_start(0);
+                for i in 0..lines {
+                    m.access(0, i, kind, true, store_issue);
+                }
+            };
+            for _ in 0..warm_lines(p, kib, 1) {
+                pass(&mut m);
             }
-            gbs(&m, lines * 64, m.cpus[0].clock - t0)
+            let passes = passes_for(p, kib);
+            let t0 = m.cpus[0].clock;
+            for _ in 0..passes {
+                pass(&mut m);
+            }
+            gbs(&m, passes * lines * 64, m.cpus[0].clock - t0)
         }
     }
 }
@@ -655,13 +770,28 @@ fn warm_lines(p: &Preset, kib: u64, share: u64) -> u64 {
     }
 }
 
-/// Runs `n` steps of `f` on CPU 0 and returns GB/s of 64-byte lines.
-fn one_core(m: &mut Machine, n: u64, mut f: impl FnMut(&mut Machine, u64)) -> f64 {
-    let t0 = m.cpus[0].clock;
-    for i in 0..n {
+/// Runs `n` steps of `f` on CPU 0 (`f` gets the step, `0..n`) and returns
+/// GB/s of 64-byte lines. A working set of `kib` that fits the LLC is
+/// warmed by one untimed pass and timed over several, as [`Bench::Load`]
+/// is; a larger one is timed over one cold pass.
+fn one_core(
+    m: &mut Machine,
+    p: &Preset,
+    kib: u64,
+    n: u64,
+    mut f: impl FnMut(&mut Machine, u64),
+) -> f64 {
+    for i in 0..warm_lines(p, kib, n) {
         f(m, i);
     }
-    gbs(m, n * 64, m.cpus[0].clock - t0)
+    let passes = passes_for(p, kib);
+    let t0 = m.cpus[0].clock;
+    for _ in 0..passes {
+        for i in 0..n {
+            f(m, i);
+        }
+    }
+    gbs(m, passes * n * 64, m.cpus[0].clock - t0)
 }
 
 /// Runs `n` steps of `f` on each of `cpus`, a quantum at a time, lowest clock first.
@@ -730,6 +860,35 @@ mod tests {
         let want = p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.freq_mhz as f64 * 1000.0;
         // A handful of the 20 000 random lines repeat (cache hits): within 0.5 %.
         assert!((ns - want).abs() < 0.005 * want, "{ns} vs {want}");
+    }
+
+    #[test]
+    fn a_chase_slows_as_its_buffer_leaves_each_cache_and_a_warm_fill_beats_a_cold_one() {
+        let p = preset("xeon-e5-2699v3-2s");
+        let ns = |kib| measure_checked(&p, Bench::Chase { kib }).unwrap();
+        let (l1, l2, llc, dram) = (ns(16), ns(128), ns(8 * 1024), ns(256 * 1024));
+        assert!(l1 < l2 && l2 < llc && llc < dram, "{l1} {l2} {llc} {dram}");
+        let fill = |kib| measure_checked(&p, Bench::Fill { kib }).unwrap();
+        assert!(fill(16) > 2.0 * fill(256 * 1024));
+    }
+
+    #[test]
+    fn a_benchmark_that_does_not_fit_the_preset_is_an_error_naming_it() {
+        let p = preset("xeon-e5-1650v3-1s");
+        for b in [
+            Bench::Chase { kib: 4 << 20 },
+            Bench::IdleLatency { remote: true },
+            Bench::SocketLoad { cores: 1000 },
+            Bench::Load {
+                kib: 16,
+                threads: 3,
+            },
+        ] {
+            match measure_checked(&p, b) {
+                Err(crate::api::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
+                other => panic!("{b:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! `clear`, `copy`), the benchmark that times them on this machine (`bench`),
 //! a measurement of the kernel's own fault-time clearing (`pftest`), and the
 //! calibration that measures the host and writes a machine preset for it
-//! (`calibrate`). Everything is reached through [`run_json`], which takes and
+//! (`calibrate`), and the microbenchmarks of `vmsim validate` run for real
+//! beside the model's figure on a preset (`micro`). Everything is reached through [`run_json`], which takes and
 //! returns JSON so that the Python front end can drive it.
 //!
 //! x86-64 Linux only: the routines are `rep stosb`/`rep movsb`, `mov` loops
@@ -18,6 +19,7 @@ pub mod copy;
 pub mod ctl;
 pub mod host;
 mod measure;
+pub mod micro;
 pub mod opts;
 pub mod order;
 pub mod pftest;
@@ -60,10 +62,10 @@ pub(crate) fn config_err(key: &str, message: impl Into<String>) -> HwError {
     }
 }
 
-pub const COMMANDS: [&str; 4] = ["clear", "copy", "pf-test", "calibrate"];
+pub const COMMANDS: [&str; 5] = ["clear", "copy", "pf-test", "calibrate", "microbench"];
 
 /// Runs one host command. `command` is one of "clear", "copy", "pf-test",
-/// "calibrate"; `opts_json` is a JSON object of options (unknown keys are an
+/// "calibrate", "microbench"; `opts_json` is a JSON object of options (unknown keys are an
 /// error naming the key and the accepted ones). Returns the results as JSON.
 pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
     run_json_with(command, opts_json, false)
@@ -78,6 +80,7 @@ pub fn run_json_with(command: &str, opts_json: &str, quiet: bool) -> Result<Stri
         "copy" => bench::run(bench::Kind::Copy, opts_json)?,
         "pf-test" => pftest::run(opts_json)?,
         "calibrate" => calibrate::run(opts_json)?,
+        "microbench" => micro::run(opts_json)?,
         other => {
             return Err(config_err(
                 "command",

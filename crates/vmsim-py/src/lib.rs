@@ -120,8 +120,9 @@ fn list_experiments() -> Vec<(String, String)> {
     api::list_experiments()
 }
 
-/// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`) with
-/// options given as a JSON object; returns the result as JSON text.
+/// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`,
+/// `microbench`) with options given as a JSON object; returns the result as
+/// JSON text.
 /// `quiet` silences the progress notes on stderr. SIGINT and SIGTERM stop
 /// the measurement (after the host's state is restored) and raise
 /// `KeyboardInterrupt` (its argument names the signal).

@@ -1,0 +1,839 @@
+//! The `microbench` command: the microbenchmarks of `vmsim validate`
+//! (`vmsim_core::validate::Bench`) run for real on this host, and beside
+//! each the model's figure for the same `Bench` on a machine preset (the
+//! host's calibrated preset when `vmsim hw validate` calls it).
+//!
+//! Sizes follow the host's caches as sysfs reports them: half of L1d, of L2
+//! and of the LLC for the cache rows, and max(4 x LLC, 64 MiB) for the DRAM
+//! rows, in quick mode too (a smaller buffer would measure the cache); quick
+//! mode makes fewer and shorter repetitions instead. Every host figure is
+//! the median of its repetitions, each after an untimed warm-up (one during
+//! which the thread was switched out is dropped and run again), on a thread
+//! pinned to CPU 0 (the all-CPU row pins one thread per CPU); the model runs
+//! only after every host measurement, so it never competes with them.
+//!
+//! Invariant: the host routine of a `Bench` does what the model's does: the
+//! same bytes counted (a copy counts both halves, an update each line twice),
+//! the same chase order ([`chase_order`]), the same instructions where the
+//! model names them (`rep stosb`, `movnti`); ordinary loads and stores are
+//! 32 B AVX2 (`vmovdqa`/`vpaddq`, in inline asm so the compiler cannot turn
+//! a loop into a library call) or 8 B `mov` where AVX2 is missing.
+
+use crate::opts::{median, round3, stats, Opts};
+use crate::prim::{mov_clear, mov_copy, nt_clear, nt_copy, rep_stosb, sfence};
+use crate::sys::{self, Backing, Mapping, SUBPAGE};
+use crate::{config_err, host, HwError};
+use serde_json::{json, Value};
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::Instant;
+use vmsim_core::validate::{chase_order, check, measure_checked, Bench};
+
+const ACCEPTED: [&str; 3] = ["preset", "quick", "reps"];
+
+/// How long to run: repetitions, bytes moved per timed repetition of a
+/// bandwidth row (enough passes over a cache-sized buffer for a timer
+/// reading of milliseconds), dependent loads per repetition of a chase.
+#[derive(Clone, Copy, Debug)]
+pub struct Effort {
+    pub reps: usize,
+    pub bytes_per_rep: usize,
+    pub loads_per_rep: usize,
+}
+
+impl Effort {
+    pub fn new(quick: bool, reps: usize) -> Effort {
+        if quick {
+            Effort {
+                reps,
+                bytes_per_rep: 16 << 20,
+                loads_per_rep: 50_000,
+            }
+        } else {
+            Effort {
+                reps,
+                bytes_per_rep: 64 << 20,
+                loads_per_rep: 1_000_000,
+            }
+        }
+    }
+}
+
+/// The host's sizes, in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    pub l1: u64,
+    pub l2: u64,
+    pub llc: u64,
+    pub dram: u64,
+}
+
+impl Sizes {
+    pub fn detect() -> Sizes {
+        let kib = |l: u32| host::cache(l).map_or(0, |c| c.size_kib * 1024);
+        let llc = host::llc_bytes();
+        Sizes {
+            l1: kib(1),
+            l2: kib(2),
+            llc,
+            dram: (4 * llc).max(64 << 20),
+        }
+    }
+
+    /// The rows: for each level with a known size, a chase at half of it and
+    /// load, store fill and copy at half of it; at the DRAM size the idle
+    /// latency, those kernels again, update, `rep stosb`, `movnti` fill, a
+    /// non-temporal copy, and the all-CPU read over `cpus` CPUs.
+    pub fn benches(&self, cpus: u64) -> Vec<Bench> {
+        let mut out = Vec::new();
+        let levels: Vec<u64> = [self.l1, self.l2, self.llc]
+            .iter()
+            .filter(|&&b| b >= 8 << 10)
+            .map(|b| b / 2 / 1024)
+            .collect();
+        for &kib in &levels {
+            out.push(Bench::Chase { kib });
+        }
+        out.push(Bench::IdleLatency { remote: false });
+        let dram = self.dram / 1024;
+        for kib in levels.iter().copied().chain([dram]) {
+            out.push(Bench::Load { kib, threads: 1 });
+        }
+        for kib in levels.iter().copied().chain([dram]) {
+            out.push(Bench::Fill { kib });
+        }
+        for kib in levels.iter().copied().chain([dram]) {
+            out.push(Bench::Copy { kib });
+        }
+        out.push(Bench::Update { kib: dram });
+        if let Some(&l2) = levels.get(1) {
+            out.push(Bench::StringFill { kib: l2 });
+        }
+        out.push(Bench::StringFill { kib: dram });
+        out.push(Bench::NtFill { kib: dram });
+        out.push(Bench::NtCopy { kib: dram });
+        out.push(Bench::SocketLoad { cores: cpus });
+        out
+    }
+}
+
+/// The CPUs the all-CPU row uses: every online CPU of a one-socket host,
+/// one socket's cores (CPUs 0..n) otherwise, as the model's row uses socket 0.
+pub fn all_cpus() -> u64 {
+    let (sockets, cores, threads) = host::topology();
+    let online = sys::online_cpus() as u64;
+    if sockets <= 1 {
+        online
+    } else {
+        (cores * threads).min(online)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The routines. Each takes a whole buffer (page-aligned, a multiple of 64 B).
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    Load,
+    Fill,
+    Copy,
+    Update,
+    StringFill,
+    NtFill,
+    NtCopy,
+}
+
+impl Kernel {
+    /// Bytes a pass over a `len`-byte buffer counts, as the model counts them.
+    pub fn bytes(self, len: usize) -> usize {
+        match self {
+            Kernel::Update => 2 * len,
+            _ => len,
+        }
+    }
+
+    fn of(b: Bench) -> Option<(Kernel, u64)> {
+        Some(match b {
+            Bench::Load { kib, threads: 1 } => (Kernel::Load, kib),
+            Bench::Fill { kib } => (Kernel::Fill, kib),
+            Bench::Copy { kib } => (Kernel::Copy, kib),
+            Bench::Update { kib } => (Kernel::Update, kib),
+            Bench::StringFill { kib } => (Kernel::StringFill, kib),
+            Bench::NtFill { kib } => (Kernel::NtFill, kib),
+            Bench::NtCopy { kib } => (Kernel::NtCopy, kib),
+            _ => return None,
+        })
+    }
+
+    pub fn method(self, avx2: bool) -> &'static str {
+        match (self, avx2) {
+            (Kernel::Load, true) => {
+                "vpaddq ymm, [mem]: two 32 B loads per line into two accumulators"
+            }
+            (Kernel::Load, false) => "8 B volatile loads summed",
+            (Kernel::Fill, true) => "vmovdqa [mem], ymm (zero): two 32 B stores per line",
+            (Kernel::Fill, false) => "8 B mov stores (clear_page_orig's loop)",
+            (Kernel::Copy, true) => "vmovdqa 32 B loads and stores, first half to second half",
+            (Kernel::Copy, false) => "8 B mov loads and stores, first half to second half",
+            (Kernel::Update, true) => "vmovdqa load, vpaddq, vmovdqa store back, 32 B",
+            (Kernel::Update, false) => "8 B volatile load, add, store back",
+            (Kernel::StringFill, _) => "one rep stosb over the buffer (zero)",
+            (Kernel::NtFill, _) => "movnti 8 B per store, sfence after the pass",
+            (Kernel::NtCopy, true) => "vmovdqa 32 B loads, vmovntdq 32 B stores, sfence",
+            (Kernel::NtCopy, false) => "8 B loads, movnti stores, sfence",
+        }
+    }
+}
+
+/// One pass of `k` over `buf`; returns something the caller must keep alive.
+pub fn pass(k: Kernel, buf: &mut [u8], avx2: bool) -> u64 {
+    let len = buf.len() / 128 * 128;
+    let p = buf.as_mut_ptr();
+    let half = len / 2;
+    // SAFETY: every routine stays inside `buf[..len]`; the mapping is
+    // page-aligned (32 B alignment for vmovdqa); `avx2` was detected.
+    unsafe {
+        match (k, avx2) {
+            (_, _) if len == 0 => 0,
+            (Kernel::Load, true) => load_avx2(p, len),
+            (Kernel::Load, false) => load_u64(p, len),
+            (Kernel::Fill, true) => {
+                fill_avx2(p, len);
+                0
+            }
+            (Kernel::Fill, false) => {
+                mov_clear(p, len);
+                0
+            }
+            (Kernel::Copy, true) => {
+                copy_avx2(p.add(half), p, half, false);
+                0
+            }
+            (Kernel::Copy, false) => {
+                mov_copy(p.add(half), p, half);
+                0
+            }
+            (Kernel::Update, true) => {
+                update_avx2(p, len);
+                0
+            }
+            (Kernel::Update, false) => {
+                update_u64(p, len);
+                0
+            }
+            (Kernel::StringFill, _) => {
+                rep_stosb(p, len);
+                0
+            }
+            (Kernel::NtFill, _) => {
+                nt_clear(p, len);
+                sfence();
+                0
+            }
+            (Kernel::NtCopy, true) => {
+                copy_avx2(p.add(half), p, half, true);
+                sfence();
+                0
+            }
+            (Kernel::NtCopy, false) => {
+                nt_copy(p.add(half), p, half);
+                sfence();
+                0
+            }
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn load_avx2(p: *const u8, len: usize) -> u64 {
+    let mut out = [0u64; 4];
+    core::arch::asm!(
+        "vpxor ymm0, ymm0, ymm0",
+        "vpxor ymm1, ymm1, ymm1",
+        "2:",
+        "vpaddq ymm0, ymm0, [{p}]",
+        "vpaddq ymm1, ymm1, [{p} + 32]",
+        "add {p}, 64",
+        "cmp {p}, {end}",
+        "jb 2b",
+        "vpaddq ymm0, ymm0, ymm1",
+        "vmovdqu [{out}], ymm0",
+        "vzeroupper",
+        p = inout(reg) p => _,
+        end = in(reg) p.add(len),
+        out = in(reg) out.as_mut_ptr(),
+        out("ymm0") _, out("ymm1") _,
+        options(nostack),
+    );
+    out.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn fill_avx2(p: *mut u8, len: usize) {
+    core::arch::asm!(
+        "vpxor ymm0, ymm0, ymm0",
+        "2:",
+        "vmovdqa [{p}], ymm0",
+        "vmovdqa [{p} + 32], ymm0",
+        "add {p}, 64",
+        "cmp {p}, {end}",
+        "jb 2b",
+        "vzeroupper",
+        p = inout(reg) p => _,
+        end = in(reg) p.add(len),
+        out("ymm0") _,
+        options(nostack),
+    );
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn update_avx2(p: *mut u8, len: usize) {
+    core::arch::asm!(
+        "vpcmpeqd ymm2, ymm2, ymm2",
+        "2:",
+        "vpaddq ymm0, ymm2, [{p}]",
+        "vpaddq ymm1, ymm2, [{p} + 32]",
+        "vmovdqa [{p}], ymm0",
+        "vmovdqa [{p} + 32], ymm1",
+        "add {p}, 64",
+        "cmp {p}, {end}",
+        "jb 2b",
+        "vzeroupper",
+        p = inout(reg) p => _,
+        end = in(reg) p.add(len),
+        out("ymm0") _, out("ymm1") _, out("ymm2") _,
+        options(nostack),
+    );
+}
+
+/// `len` bytes from `s` to `d`, 32 B loads, 32 B ordinary or non-temporal stores.
+#[target_feature(enable = "avx2")]
+unsafe fn copy_avx2(d: *mut u8, s: *const u8, len: usize, nt: bool) {
+    if nt {
+        core::arch::asm!(
+            "2:",
+            "vmovdqa ymm0, [{s}]",
+            "vmovdqa ymm1, [{s} + 32]",
+            "vmovntdq [{d}], ymm0",
+            "vmovntdq [{d} + 32], ymm1",
+            "add {s}, 64",
+            "add {d}, 64",
+            "cmp {s}, {end}",
+            "jb 2b",
+            "vzeroupper",
+            s = inout(reg) s => _,
+            d = inout(reg) d => _,
+            end = in(reg) s.add(len),
+            out("ymm0") _, out("ymm1") _,
+            options(nostack),
+        );
+    } else {
+        core::arch::asm!(
+            "2:",
+            "vmovdqa ymm0, [{s}]",
+            "vmovdqa ymm1, [{s} + 32]",
+            "vmovdqa [{d}], ymm0",
+            "vmovdqa [{d} + 32], ymm1",
+            "add {s}, 64",
+            "add {d}, 64",
+            "cmp {s}, {end}",
+            "jb 2b",
+            "vzeroupper",
+            s = inout(reg) s => _,
+            d = inout(reg) d => _,
+            end = in(reg) s.add(len),
+            out("ymm0") _, out("ymm1") _,
+            options(nostack),
+        );
+    }
+}
+
+unsafe fn load_u64(p: *const u8, len: usize) -> u64 {
+    let q = p as *const u64;
+    let mut acc = [0u64; 4];
+    for i in (0..len / 8).step_by(4) {
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = a.wrapping_add(std::ptr::read_volatile(q.add(i + k)));
+        }
+    }
+    acc.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
+unsafe fn update_u64(p: *mut u8, len: usize) {
+    let q = p as *mut u64;
+    for i in 0..len / 8 {
+        let w = q.add(i);
+        std::ptr::write_volatile(w, std::ptr::read_volatile(w).wrapping_add(1));
+    }
+}
+
+/// Context switches of the calling thread so far, voluntary and involuntary.
+fn switches() -> i64 {
+    // SAFETY: rusage is plain data; getrusage only fills it.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return 0;
+        }
+        ru.ru_nvcsw + ru.ru_nivcsw
+    }
+}
+
+/// A row's repetitions: the figures of the clean ones (the measuring thread
+/// never switched out), and how many were dropped for a switch.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    pub xs: Vec<f64>,
+    pub switched: usize,
+    /// False when every repetition was switched out and `xs` holds them all.
+    pub clean: bool,
+}
+
+/// Runs `rep` until `reps` of them ran without a context switch of this
+/// thread (on a shared host a switch makes a repetition look slower by the
+/// time another task ran), or 4 x `reps` attempts; keeps the clean ones, or
+/// every attempt if none was clean. A hypervisor's preemption of the vCPU is
+/// not seen here.
+fn repeat(reps: usize, mut rep: impl FnMut() -> f64) -> Result<Samples, HwError> {
+    let (mut clean, mut dirty) = (Vec::new(), Vec::new());
+    for _ in 0..4 * reps {
+        if clean.len() == reps {
+            break;
+        }
+        crate::ctl::check()?;
+        let s0 = switches();
+        let x = rep();
+        if switches() == s0 {
+            clean.push(x);
+        } else {
+            dirty.push(x);
+        }
+    }
+    let switched = dirty.len();
+    Ok(Samples {
+        clean: !clean.is_empty(),
+        xs: if clean.is_empty() { dirty } else { clean },
+        switched,
+    })
+}
+
+/// A pre-faulted THP-backed buffer of `bytes` (rounded down to 128 B, at least 128 B).
+fn buffer(bytes: u64) -> Result<Mapping, HwError> {
+    let len = ((bytes as usize) / 128 * 128).max(128);
+    let mut m = Mapping::anon(len, Backing::Thp)?;
+    // A non-zero pattern so that a load never reads the shared zero page.
+    sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
+    Ok(m)
+}
+
+/// GB/s of each repetition of `k` over a `bytes` buffer: an untimed pass
+/// first, then per repetition as many passes as make `e.bytes_per_rep`.
+pub fn bandwidth(k: Kernel, bytes: u64, e: Effort, avx2: bool) -> Result<Samples, HwError> {
+    let mut m = buffer(bytes)?;
+    let buf = &mut m.as_mut_slice()[..(bytes as usize / 128 * 128).max(128)];
+    let per_pass = k.bytes(buf.len() / 128 * 128);
+    let passes = e.bytes_per_rep.div_ceil(per_pass).max(1);
+    black_box(pass(k, buf, avx2));
+    repeat(e.reps, || {
+        let t0 = Instant::now();
+        for _ in 0..passes {
+            black_box(pass(k, buf, avx2));
+        }
+        (passes * per_pass) as f64 / t0.elapsed().as_secs_f64() / 1e9
+    })
+}
+
+/// ns per dependent load of each repetition of a chase through the lines of
+/// a `bytes` buffer in [`chase_order`], after one untimed lap (at most four
+/// times `loads_per_rep` loads); a repetition is about 2 ms of loads, at
+/// most `loads_per_rep`.
+pub fn chase(bytes: u64, e: Effort) -> Result<Samples, HwError> {
+    let mut m = buffer(bytes)?;
+    let lines = (bytes / 64).max(1);
+    let next = chase_order(lines);
+    let base = m.as_mut_slice().as_mut_ptr();
+    for (from, &to) in next.iter().enumerate() {
+        // SAFETY: both line indices < lines, so inside the mapping.
+        unsafe { *(base.add(from * 64) as *mut usize) = base.add(to as usize * 64) as usize };
+    }
+    drop(next);
+    let walk = |mut p: usize, n: usize| {
+        for _ in 0..n {
+            // SAFETY: every link points at a line inside the mapping.
+            p = unsafe { std::ptr::read_volatile(p as *const usize) };
+        }
+        p
+    };
+    let mut p = walk(base as usize, (lines as usize).min(4 * e.loads_per_rep));
+    // A repetition of about 2 ms (at least 1000 loads): long ones, at DRAM
+    // latency, would nearly all be spoilt by a context switch on a shared host.
+    let t0 = Instant::now();
+    p = walk(p, 1000);
+    let est = (t0.elapsed().as_nanos() as f64 / 1000.0).max(0.1);
+    let loads = ((2e6 / est) as usize).clamp(1000, e.loads_per_rep.max(1000));
+    let out = repeat(e.reps, || {
+        let t0 = Instant::now();
+        p = walk(p, loads);
+        t0.elapsed().as_nanos() as f64 / loads as f64
+    });
+    black_box(p);
+    out
+}
+
+/// GB/s of each repetition of `cpus` threads, one pinned to each of CPUs
+/// 0..cpus, each loading its own `bytes / cpus` buffer (untimed pass first;
+/// all start together at a barrier); a repetition's time is its slowest
+/// thread's. 4 x `reps` repetitions run; the first `reps` in which no thread
+/// was switched out are kept (every one if none was clean).
+pub fn all_cpu_load(cpus: usize, bytes: u64, e: Effort, avx2: bool) -> Result<Samples, HwError> {
+    let cpus = cpus.max(1);
+    let share = (bytes / cpus as u64 / 128 * 128).max(128);
+    let mut bufs = (0..cpus)
+        .map(|_| buffer(share))
+        .collect::<Result<Vec<_>, _>>()?;
+    let passes = e.bytes_per_rep.div_ceil(share as usize * cpus).max(1);
+    let start = Barrier::new(cpus);
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(cpu, m)| {
+                let start = &start;
+                s.spawn(move || -> Result<Vec<(f64, bool)>, HwError> {
+                    let pinned = sys::pin_to_cpu(cpu);
+                    let buf = m.as_mut_slice();
+                    black_box(pass(Kernel::Load, buf, avx2));
+                    let mut secs = Vec::with_capacity(4 * e.reps);
+                    for _ in 0..4 * e.reps {
+                        start.wait();
+                        let s0 = switches();
+                        let t0 = Instant::now();
+                        for _ in 0..passes {
+                            black_box(pass(Kernel::Load, buf, avx2));
+                        }
+                        secs.push((t0.elapsed().as_secs_f64(), switches() != s0));
+                    }
+                    pinned.map(|_| secs)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(HwError::Io("load thread panicked".into())))
+            })
+            .collect::<Vec<_>>()
+    });
+    let per_thread = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let total = (passes as u64 * share * cpus as u64) as f64;
+    let (mut clean, mut dirty) = (Vec::new(), Vec::new());
+    for r in 0..4 * e.reps {
+        let slowest = per_thread.iter().map(|t| t[r].0).fold(0.0, f64::max);
+        let gbps = total / slowest / 1e9;
+        if per_thread.iter().any(|t| t[r].1) {
+            dirty.push(gbps);
+        } else if clean.len() < e.reps {
+            clean.push(gbps);
+        }
+    }
+    let switched = dirty.len();
+    Ok(Samples {
+        clean: !clean.is_empty(),
+        xs: if clean.is_empty() { dirty } else { clean },
+        switched,
+    })
+}
+
+/// The host's samples of one row (ns or GB/s, as the row's unit).
+pub fn host_samples(b: Bench, sizes: &Sizes, e: Effort, avx2: bool) -> Result<Samples, HwError> {
+    match b {
+        Bench::Chase { kib } => chase(kib * 1024, e),
+        Bench::IdleLatency { remote: false } => chase(sizes.dram, e),
+        Bench::SocketLoad { cores } => all_cpu_load(cores as usize, sizes.dram, e, avx2),
+        other => match Kernel::of(other) {
+            Some((k, kib)) => bandwidth(k, kib * 1024, e, avx2),
+            None => Err(HwError::Unsupported(format!(
+                "no host routine for {}",
+                other.describe()
+            ))),
+        },
+    }
+}
+
+fn describe_host(b: Bench, sizes: &Sizes, avx2: bool) -> String {
+    match b {
+        Bench::Chase { .. } => {
+            "dependent 8 B loads around one random cycle of the buffer's lines (the model's order)"
+                .into()
+        }
+        Bench::IdleLatency { .. } => format!(
+            "the chase over {} MiB (the model's row chases random lines of a cold 512 MiB)",
+            sizes.dram >> 20
+        ),
+        Bench::SocketLoad { cores } => format!(
+            "{cores} threads pinned to CPUs 0..{cores}, each loading its own {} MiB ({})",
+            (sizes.dram / cores.max(1)) >> 20,
+            Kernel::Load.method(avx2)
+        ),
+        other => Kernel::of(other).map_or(String::new(), |(k, _)| k.method(avx2).to_string()),
+    }
+}
+
+/// A row's name in the table: the model's description, with the all-CPU
+/// row saying that it counts CPUs of this host.
+fn row_name(b: Bench) -> String {
+    match b {
+        Bench::SocketLoad { cores } => format!("{cores} CPUs, load, DRAM (GB/s)"),
+        other => other.describe(),
+    }
+}
+
+/// A preset that does not load or does not fit a row: an error naming `preset`.
+fn preset_err(e: vmsim_core::api::Error) -> HwError {
+    match e {
+        vmsim_core::api::Error::Config { key, message } if key == "preset" => {
+            config_err("preset", message)
+        }
+        vmsim_core::api::Error::Config { key, message } => {
+            config_err("preset", format!("{key}: {message}"))
+        }
+        other => config_err("preset", other.to_string()),
+    }
+}
+
+pub fn run(opts_json: &str) -> Result<Value, HwError> {
+    let opts = Opts::parse(opts_json, &ACCEPTED)?;
+    let quick = opts.bool("quick")?.unwrap_or(false);
+    let reps = opts.u64("reps", if quick { 3 } else { 11 }, 1, 1000)? as usize;
+    let preset = match opts.string("preset")? {
+        None => None,
+        Some(path) => {
+            let p = vmsim_core::config::load_machine("preset", &path, None).map_err(preset_err)?;
+            Some((path, p))
+        }
+    };
+    let sizes = Sizes::detect();
+    let cpus = all_cpus();
+    let benches = sizes.benches(cpus);
+    if let Some((_, p)) = &preset {
+        // Refused before minutes of measuring, not after.
+        for &b in &benches {
+            check(p, b).map_err(preset_err)?;
+        }
+    }
+    let effort = Effort::new(quick, reps);
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    crate::ctl::guard_memory("microbench", sizes.dram + SUBPAGE as u64 * 2)?;
+
+    // Host first, on a pinned thread so the caller's own affinity is left alone.
+    let list = benches.clone();
+    let measured = std::thread::spawn(move || {
+        let pin = sys::pin_to_cpu(0).err().map(|e| e.to_string());
+        let mut out = Vec::with_capacity(list.len());
+        for &b in &list {
+            crate::ctl::check()?;
+            crate::ctl::note(&format!("microbench: {}", row_name(b)));
+            out.push(host_samples(b, &sizes, effort, avx2)?);
+        }
+        Ok::<_, HwError>((out, pin))
+    })
+    .join()
+    .map_err(|_| HwError::Io("measurement thread panicked".into()))??;
+    let (samples, pin_note) = measured;
+
+    let mut rows = Vec::with_capacity(benches.len());
+    for (&b, sm) in benches.iter().zip(&samples) {
+        let xs = &sm.xs;
+        let host = median(xs);
+        let model = match &preset {
+            Some((_, p)) => {
+                crate::ctl::check()?;
+                crate::ctl::note(&format!("microbench model: {}", row_name(b)));
+                Some(measure_checked(p, b).map_err(preset_err)?)
+            }
+            None => None,
+        };
+        let error = model.map(|m| (m - host) / host);
+        rows.push(json!({
+            "bench": b,
+            "description": row_name(b),
+            "host": round3(host),
+            "host_stats": stats(xs),
+            "host_reps_switched_out": sm.switched,
+            "host_clean": sm.clean,
+            "model": model.map(round3),
+            "error": error.map(|x| round3(x * 100.0) / 100.0),
+            "host_method": describe_host(b, &sizes, avx2),
+        }));
+    }
+    let table = format_table(preset.as_ref().map(|(path, _)| path.as_str()), &rows);
+    Ok(json!({
+        "host": host::info(),
+        "command": "microbench",
+        "options": {"preset": preset.as_ref().map(|(p, _)| p), "quick": quick, "reps": reps},
+        "sizes": {"l1_bytes": sizes.l1, "l2_bytes": sizes.l2, "llc_bytes": sizes.llc,
+                  "dram_bytes": sizes.dram, "all_cpus": cpus},
+        "method": {
+            "host": "THP-backed buffers, pre-faulted; one untimed pass (or lap) first; per repetition enough passes for the stated bytes, timed with Instant; a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x reps attempts (host_reps_switched_out counts them); the median of the kept repetitions",
+            "bytes_per_rep": effort.bytes_per_rep,
+            "loads_per_rep": effort.loads_per_rep,
+            "pinning": pin_note.unwrap_or_else(|| "measuring thread pinned to CPU 0".into()),
+            "model": "vmsim_core::validate::measure on the preset: the same Bench as `vmsim validate` runs, started after every host measurement",
+            "error": "(model - host) / host",
+        },
+        "rows": rows,
+        "table": table,
+    }))
+}
+
+/// The rows as one table: host | model | error.
+pub fn format_table(preset: Option<&str>, rows: &[Value]) -> String {
+    let mut out = format!(
+        "host: measured | model ({}) | error\n  {:<46} {:>10} {:>10} {:>8}\n",
+        preset.map_or("no preset given".to_string(), |p| format!(
+            "calibrated host preset {p}"
+        )),
+        "microbenchmark",
+        "measured",
+        "model",
+        "error"
+    );
+    for r in rows {
+        let num = |k: &str| r[k].as_f64();
+        let model = num("model").map_or("-".into(), |m| format!("{m:.2}"));
+        let error = num("error").map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e));
+        let spoilt = r["host_clean"] == Value::Bool(false);
+        out.push_str(&format!(
+            "  {:<46} {:>9.2}{} {:>10} {:>8}\n",
+            r["description"].as_str().unwrap_or(""),
+            num("host").unwrap_or(f64::NAN),
+            if spoilt { "*" } else { " " },
+            model,
+            error
+        ));
+    }
+    if rows.iter().any(|r| r["host_clean"] == Value::Bool(false)) {
+        out.push_str("  * every repetition was switched out: a low bandwidth or a high latency\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Effort {
+        Effort {
+            reps: 2,
+            bytes_per_rep: 64 << 10,
+            loads_per_rep: 1000,
+        }
+    }
+
+    #[test]
+    fn every_routine_does_what_it_says_on_a_tiny_buffer() {
+        for avx2 in [false, std::is_x86_feature_detected!("avx2")] {
+            let mut m = buffer(8 << 10).unwrap();
+            let b = m.as_mut_slice();
+            b.fill(3);
+            let words = b.len() as u64 / 8;
+            assert_eq!(pass(Kernel::Load, b, avx2), words * 0x0303_0303_0303_0303);
+            pass(Kernel::Update, b, avx2);
+            let want = if avx2 {
+                // vpcmpeqd gives all ones: adding it subtracts 1 from each u64.
+                0x0303_0303_0303_0302u64
+            } else {
+                0x0303_0303_0303_0304
+            };
+            assert!(b
+                .chunks_exact(8)
+                .all(|w| u64::from_ne_bytes(w.try_into().unwrap()) == want));
+            for k in [Kernel::Fill, Kernel::StringFill, Kernel::NtFill] {
+                b.fill(7);
+                pass(k, b, avx2);
+                assert!(b.iter().all(|&x| x == 0), "{k:?}");
+            }
+            for k in [Kernel::Copy, Kernel::NtCopy] {
+                let half = b.len() / 2;
+                for (i, x) in b.iter_mut().enumerate() {
+                    *x = if i < half { i as u8 } else { 0xEE };
+                }
+                pass(k, b, avx2);
+                assert_eq!(b[..half], b[half..], "{k:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_chase_visits_every_line_once_per_lap() {
+        let next = chase_order(1000);
+        let (mut at, mut seen) = (0usize, vec![false; 1000]);
+        for _ in 0..1000 {
+            assert!(!seen[at]);
+            seen[at] = true;
+            at = next[at] as usize;
+        }
+        assert_eq!(at, 0);
+        let ns = chase(64 << 10, tiny()).unwrap().xs;
+        assert!(!ns.is_empty() && ns.len() <= 8);
+        assert!(ns.iter().all(|&x| x > 0.0 && x.is_finite()));
+    }
+
+    #[test]
+    fn bandwidth_rows_give_one_positive_figure_per_repetition() {
+        let avx2 = std::is_x86_feature_detected!("avx2");
+        for k in [Kernel::Load, Kernel::Copy, Kernel::Update, Kernel::NtFill] {
+            let g = bandwidth(k, 16 << 10, tiny(), avx2).unwrap();
+            // Two clean repetitions, or up to eight attempts if switches spoilt them.
+            assert!(!g.xs.is_empty() && g.xs.len() + g.switched <= 8, "{g:?}");
+            assert!(g.xs.iter().all(|&x| x > 0.0 && x.is_finite()), "{k:?}");
+        }
+        let g = all_cpu_load(2, 64 << 10, tiny(), avx2).unwrap();
+        assert!(!g.xs.is_empty() && g.xs.len() <= 8 && g.xs.iter().all(|&x| x > 0.0));
+    }
+
+    #[test]
+    fn rows_cover_every_level_and_the_dram_rows_are_four_llcs() {
+        let s = Sizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            llc: 32 << 20,
+            dram: 128 << 20,
+        };
+        let b = s.benches(2);
+        assert!(b.contains(&Bench::Chase { kib: 16 }));
+        assert!(b.contains(&Bench::Chase { kib: 512 }));
+        assert!(b.contains(&Bench::Chase { kib: 16 << 10 }));
+        assert!(b.contains(&Bench::Load {
+            kib: 128 << 10,
+            threads: 1
+        }));
+        assert!(b.contains(&Bench::StringFill { kib: 512 }));
+        assert!(b.contains(&Bench::SocketLoad { cores: 2 }));
+        for x in &b {
+            assert!(
+                matches!(
+                    x,
+                    Bench::Chase { .. } | Bench::IdleLatency { .. } | Bench::SocketLoad { .. }
+                ) || Kernel::of(*x).is_some(),
+                "{x:?} has no host routine"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_options_name_the_option() {
+        for (opts, key) in [
+            (r#"{"reps": 0}"#, "reps"),
+            (r#"{"quick": "yes"}"#, "quick"),
+            (r#"{"preset": "/nonexistent/host.toml"}"#, "preset"),
+            (r#"{"bogus": 1}"#, "bogus"),
+        ] {
+            match run(opts) {
+                Err(HwError::Config { key: k, .. }) => assert_eq!(k, key, "{opts}"),
+                other => panic!("{opts}: {other:?}"),
+            }
+        }
+    }
+}
