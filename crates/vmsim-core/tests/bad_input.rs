@@ -235,3 +235,16 @@ fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
         assert!(msg.len() < 400 && !msg.contains('\n'), "{k}: {msg}");
     }
 }
+
+#[test]
+fn child_start_skew_needs_children_and_a_range() {
+    let (k, m) = run_err(&usemem("child_start_skew_us = 10\n"), Format::Toml);
+    assert_eq!(k, "workload.child_start_skew_us");
+    assert!(m.contains("prealloc"), "{m}");
+    let (k, m) = run_err(
+        &usemem("prealloc = true\nchild_start_skew_us = 2000000\n"),
+        Format::Toml,
+    );
+    assert_eq!(k, "workload.child_start_skew_us");
+    assert!(m.contains("0 to 1000000"), "{m}");
+}

@@ -161,6 +161,10 @@ pub struct UsememConfig {
     pub prealloc: bool,
     /// `--prefault`: the mapping is made with MAP_POPULATE.
     pub prefault: bool,
+    /// A diagnostic that usemem does not have: with `prealloc`, child k
+    /// sleeps k times this many microseconds before writing and times itself
+    /// from its wake-up, to see what desynchronised children would do.
+    pub child_start_skew_us: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -377,6 +381,7 @@ impl RunConfig {
                     "size_per_task_mib",
                     "prealloc",
                     "prefault",
+                    "child_start_skew_us",
                 ][..],
                 pftest::KEYS,
                 lrufile::KEYS,
@@ -416,12 +421,26 @@ impl RunConfig {
                 }
                 let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
                 let prefault = w.bool_opt("prefault")?.unwrap_or(false);
+                let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
+                if child_start_skew_us > 0 && !prealloc {
+                    return Err(cfg_err(
+                        "workload.child_start_skew_us",
+                        "applies to the children of prealloc = true only",
+                    ));
+                }
+                if child_start_skew_us > 1_000_000 {
+                    return Err(cfg_err(
+                        "workload.child_start_skew_us",
+                        format!("{child_start_skew_us} is out of range; accepted: 0 to 1000000"),
+                    ));
+                }
                 WorkloadConfig::Usemem(UsememConfig {
                     nr_task,
                     size_per_task: bytes,
                     size_per_task_mib: bytes as f64 / MIB as f64,
                     prealloc,
                     prefault,
+                    child_start_skew_us,
                 })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),

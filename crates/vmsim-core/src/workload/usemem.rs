@@ -54,6 +54,8 @@ pub struct Usemem {
     forked: u64,
     /// In a forked child: its index.
     child: Option<u64>,
+    /// Child k sleeps k times this before writing (a diagnostic; 0 in usemem).
+    child_skew_ns: u64,
 }
 
 impl Usemem {
@@ -70,7 +72,14 @@ impl Usemem {
             phase: Parent::Map,
             forked: 0,
             child: None,
+            child_skew_ns: 0,
         }
+    }
+
+    /// Child k sleeps k x `ns` after fork, then marks its own start.
+    pub fn with_child_start_skew(mut self, ns: u64) -> Usemem {
+        self.child_skew_ns = ns;
+        self
     }
 
     /// A task with usemem's flags. With `prealloc` this is the parent that maps
@@ -125,8 +134,21 @@ impl Usemem {
     fn next_child(&mut self, k: u64) -> Op {
         let seed = Usemem::child_seed(self.seed, k);
         self.step += 1;
+        let mut step = self.step;
+        if self.child_skew_ns > 0 {
+            // The diagnostic skew: sleep, then time from the wake-up.
+            match step {
+                1 => {
+                    return Op::Nanosleep {
+                        ns: k * self.child_skew_ns,
+                    }
+                }
+                2 => return Op::MarkStart,
+                _ => step -= 2,
+            }
+        }
         // No start mark: the child inherits the parent's (see the module doc).
-        match self.step {
+        match step {
             1 => Op::WriteSeq {
                 start: self.addr,
                 len: self.size,
@@ -246,13 +268,10 @@ impl Workload for UsememWorkload<'_> {
         if u.prealloc {
             // One parent on CPU 0 that maps, populates and forks the tasks.
             sim.spawn(
-                Box::new(Usemem::with_flags(
-                    u.size_per_task,
-                    base,
-                    true,
-                    u.prefault,
-                    u.nr_task,
-                )),
+                Box::new(
+                    Usemem::with_flags(u.size_per_task, base, true, u.prefault, u.nr_task)
+                        .with_child_start_skew(u.child_start_skew_us * 1000),
+                ),
                 0,
             );
         } else {
