@@ -27,11 +27,84 @@ pub const ISSUE_EPOCH: u64 = 64;
 /// Epochs remembered; siblings further apart in time than this do not meet.
 const RING: usize = 1024;
 
+/// When each of a set of entries (fill buffers, superqueue entries) frees,
+/// with the entry that frees first kept up to date: a tournament tree over
+/// the entries, each node the lesser of its children by (time, index), so
+/// the root is the first entry of least time, as a linear scan finds it.
+/// Reads go through `Deref` to the plain times.
+#[derive(Clone, Debug)]
+pub struct MinSlots {
+    vals: Vec<u64>,
+    /// Nodes 1.. of the tree, each `time << 32 | index` so one comparison
+    /// orders by time then index; leaves at `leaves + i` (padding leaves
+    /// hold time `u64::MAX`, which no real entry loses to).
+    tree: Box<[u128]>,
+    leaves: usize,
+}
+
+impl MinSlots {
+    pub fn new(n: usize, v: u64) -> MinSlots {
+        let leaves = n.max(1).next_power_of_two();
+        let mut tree = vec![0u128; 2 * leaves].into_boxed_slice();
+        for (i, l) in tree[leaves..].iter_mut().enumerate() {
+            *l = key(if i < n { v } else { u64::MAX }, i);
+        }
+        for i in (1..leaves).rev() {
+            tree[i] = tree[2 * i].min(tree[2 * i + 1]);
+        }
+        MinSlots {
+            vals: vec![v; n],
+            tree,
+            leaves,
+        }
+    }
+
+    /// `(index, time)` of the first entry of least time (`(0, u64::MAX)` if none).
+    #[inline]
+    pub fn argmin(&self) -> (usize, u64) {
+        if self.vals.is_empty() {
+            return (0, u64::MAX);
+        }
+        let k = self.tree[1];
+        ((k as u32) as usize, (k >> 32) as u64)
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize, v: u64) {
+        self.vals[i] = v;
+        let mut node = self.leaves + i;
+        let t = &mut self.tree[..];
+        assert!(node < t.len());
+        let mut k = key(v, i);
+        t[node] = k;
+        while node > 1 {
+            // SAFETY: node < t.len() (asserted, and it only shrinks), and node ^ 1 < node | 1 < t.len().
+            let sib = unsafe { *t.get_unchecked(node ^ 1) };
+            k = k.min(sib);
+            node >>= 1;
+            // SAFETY: as above.
+            unsafe { *t.get_unchecked_mut(node) = k };
+        }
+    }
+}
+
+#[inline(always)]
+fn key(v: u64, i: usize) -> u128 {
+    (v as u128) << 32 | i as u128
+}
+
+impl std::ops::Deref for MinSlots {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.vals
+    }
+}
+
 pub struct CoreResources {
     /// When each line fill buffer frees.
-    pub lfb: Vec<u64>,
+    pub lfb: MinSlots,
     /// When each superqueue entry frees.
-    pub sq: Vec<u64>,
+    pub sq: MinSlots,
     /// The line a prefetch holding that fill buffer / superqueue entry brings
     /// (`INVALID` for a demand miss): a demand for it waits for its data.
     pub lfb_line: Vec<u64>,
@@ -51,8 +124,8 @@ impl CoreResources {
         pf: &PrefetchParams,
     ) -> CoreResources {
         CoreResources {
-            lfb: vec![0; fill_buffers],
-            sq: vec![0; superqueue],
+            lfb: MinSlots::new(fill_buffers, 0),
+            sq: MinSlots::new(superqueue, 0),
             lfb_line: vec![INVALID; fill_buffers],
             sq_line: vec![INVALID; superqueue],
             pf_until: 0,

@@ -18,7 +18,7 @@
 //! every line in an L1/L2 is in its instance's LLC with its core's bit set;
 //! every dirty line leaving the last cache that holds it is written to DRAM.
 
-use super::cache::{Cache, CacheGeometry, Evicted, Replacement};
+use super::cache::{Cache, CacheGeometry, Evicted, Replacement, Split, NO_AUX};
 use super::memory::Calendar;
 use super::topology::Topology;
 use serde::Serialize;
@@ -196,7 +196,10 @@ impl Hierarchy {
         for c in 0..t.nr_cores() as u64 {
             // Core-valid bits live in the LLC; private caches keep none.
             l1.push(mk(p.l1.0, p.l1.1, p.l1.2, p.seed ^ (c << 8) ^ 1)?.without_sharers());
-            l2.push(mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?.without_sharers());
+            let c2 = mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?.without_sharers();
+            // Under an inclusive LLC each L2 line remembers its LLC slot, so a
+            // dirty victim's write-back finds it without searching the set.
+            l2.push(if p.inclusive { c2.with_aux() } else { c2 });
         }
         for i in 0..t.nr_llcs() as u64 {
             llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
@@ -403,15 +406,23 @@ impl Hierarchy {
         (line >> 6) as usize
     }
 
-    /// Inserts a line known absent from LLC `u`, keeping the presence counts.
+    /// Inserts a line known absent from LLC `u` (`at`: its split there),
+    /// keeping the presence counts. Returns the victim and the line's slot.
     #[inline]
-    fn llc_insert(&mut self, u: usize, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+    fn llc_insert(
+        &mut self,
+        u: usize,
+        line: u64,
+        at: Split,
+        dirty: bool,
+        sharers: u64,
+    ) -> (Option<Evicted>, usize) {
         self.presence[u][Self::region(line)] += 1;
-        let ev = self.llc[u].insert_absent(line, dirty, sharers);
+        let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
             self.presence[u][Self::region(e.line)] -= 1;
         }
-        ev
+        (ev, slot)
     }
 
     #[inline]
@@ -429,11 +440,14 @@ impl Hierarchy {
     }
 
     /// Handles an L2 victim: dirty data goes down to the LLC (or memory).
+    /// `hint`: the LLC slot the L2 remembered for it, or `NO_AUX`.
+    #[allow(clippy::too_many_arguments)]
     fn l2_victim(
         &mut self,
         u: usize,
         bit: usize,
         ev: Evicted,
+        hint: u32,
         socket: usize,
         t: u64,
         st: &mut CacheStats,
@@ -443,18 +457,23 @@ impl Hierarchy {
             st.l2_writebacks += 1;
         }
         if self.inclusive {
-            if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
+            if ev.dirty && !self.llc[u].set_dirty_hinted(ev.line, hint, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
                 self.writeback(ev.line, socket, t);
             }
-        } else if self.llc[u].contains(ev.line) {
-            if ev.dirty {
-                self.llc[u].set_dirty(ev.line, true);
-            }
         } else {
-            let sh = (1u64 << bit) | EXCL;
-            if let Some(v) = self.llc_insert(u, ev.line, ev.dirty, sh) {
-                self.llc_victim(u, v, socket, t, st);
+            match self.llc[u].slot_and_split(ev.line) {
+                (Some(slot), _) => {
+                    if ev.dirty {
+                        self.llc[u].slot_set_dirty(slot, true);
+                    }
+                }
+                (None, at) => {
+                    let sh = (1u64 << bit) | EXCL;
+                    if let (Some(v), _) = self.llc_insert(u, ev.line, at, ev.dirty, sh) {
+                        self.llc_victim(u, v, socket, t, st);
+                    }
+                }
             }
         }
     }
@@ -467,10 +486,13 @@ impl Hierarchy {
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if self.l1[base + b].contains(ev.line) || self.l2[base + b].contains(ev.line) {
+                // drop_private(), counting the copies it found.
+                let a = self.l1[base + b].invalidate(ev.line);
+                let c = self.l2[base + b].invalidate(ev.line);
+                if a.is_some() || c.is_some() {
                     st.back_invalidations += 1;
                 }
-                dirty |= self.drop_private(base + b, ev.line);
+                dirty |= a.is_some_and(|(d, _)| d) || c.is_some_and(|(d, _)| d);
             }
         }
         if dirty {
@@ -495,7 +517,8 @@ impl Hierarchy {
                 // L1 write-back into L2 (allocate there if absent).
                 if !self.l2[core].set_dirty(ev.line, true) {
                     if let Some(v2) = self.l2[core].insert(ev.line, true, 0) {
-                        self.l2_victim(u, bit, v2, socket, t, st);
+                        let hint = self.l2[core].evicted_aux();
+                        self.l2_victim(u, bit, v2, hint, socket, t, st);
                     }
                 }
             }
@@ -509,12 +532,16 @@ impl Hierarchy {
         u: usize,
         bit: usize,
         line: u64,
+        llc_slot: usize,
         socket: usize,
         t: u64,
         st: &mut CacheStats,
     ) {
-        if let Some(ev) = self.l2[core].insert_absent(line, false, 0) {
-            self.l2_victim(u, bit, ev, socket, t, st);
+        let at = self.l2[core].split_of(line);
+        let aux = u32::try_from(llc_slot).unwrap_or(NO_AUX);
+        if let (Some(ev), _) = self.l2[core].insert_absent_at(line, at, false, 0, aux) {
+            let hint = self.l2[core].evicted_aux();
+            self.l2_victim(u, bit, ev, hint, socket, t, st);
         }
     }
 
@@ -531,7 +558,7 @@ impl Hierarchy {
     ) -> (Served, u64) {
         self.wb_wait = 0;
         self.l2_writebacks = 0;
-        let (s, w) = self.access_inner(core, line, kind, Req::Demand, t, st);
+        let (s, w) = self.access_inner(core, line, kind, Req::Demand, false, t, st);
         (s, w.max(self.wb_wait))
     }
 
@@ -548,28 +575,62 @@ impl Hierarchy {
     ) -> Option<(Served, u64)> {
         if self.l1[core].contains(line) || (!into_l1 && self.l2[core].contains(line)) {
             if !into_l1 {
-                // Accepted by the L2 pipeline and found there: AMD still counts it.
-                st.pf_l2_requests += 1;
-                if self.perf_at_l2 {
-                    st.llc_references += 1;
-                }
+                self.prefetch_l2_found(st);
+            } else {
+                self.l2_writebacks = 0;
             }
-            self.l2_writebacks = 0;
             return None;
         }
+        Some(self.prefetch_absent(core, line, into_l1, None, t, st))
+    }
+
+    /// An L2 streamer prefetch of a line the caller found in the L1 or L2:
+    /// what [`Hierarchy::prefetch`] does then, without looking it up again.
+    #[inline]
+    pub fn prefetch_l2_found(&mut self, st: &mut CacheStats) {
+        // Accepted by the L2 pipeline and found there: AMD still counts it.
+        st.pf_l2_requests += 1;
+        if self.perf_at_l2 {
+            st.llc_references += 1;
+        }
+        self.l2_writebacks = 0;
+    }
+
+    /// [`Hierarchy::prefetch`] of a line the caller found absent from the L1
+    /// (and, for an L2 prefetch, from the L2). `in_l2`: whether the caller
+    /// found it in the L2 (None: not looked up). Skipping the lookups the
+    /// caller made changes nothing: they do not change the caches.
+    #[inline]
+    pub fn prefetch_absent(
+        &mut self,
+        core: usize,
+        line: u64,
+        into_l1: bool,
+        in_l2: Option<bool>,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
+        debug_assert!(!self.l1[core].contains(line));
+        debug_assert!(into_l1 || !self.l2[core].contains(line));
+        debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains(line)));
         self.wb_wait = 0;
         self.l2_writebacks = 0;
         let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
-        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, t, st);
-        Some((s, w.max(self.wb_wait)))
+        let l2_absent = !into_l1 || in_l2 == Some(false);
+        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, l2_absent, t, st);
+        (s, w.max(self.wb_wait))
     }
 
+    /// `l2_absent`: the caller knows the line is not in the L2 (a prefetch
+    /// that looked it up), so the L2 lookup is skipped.
+    #[allow(clippy::too_many_arguments)]
     fn access_inner(
         &mut self,
         core: usize,
         line: u64,
         kind: AccessKind,
         req: Req,
+        l2_absent: bool,
         t: u64,
         st: &mut CacheStats,
     ) -> (Served, u64) {
@@ -610,7 +671,13 @@ impl Hierarchy {
         }
         let fill_l1 = req != Req::PfL2;
         // L2
-        if let Some(slot) = self.l2[core].slot_of(line) {
+        let l2_slot = if l2_absent {
+            debug_assert!(!self.l2[core].contains(line));
+            None
+        } else {
+            self.l2[core].slot_of(line)
+        };
+        if let Some(slot) = l2_slot {
             let d = self.l2[core].slot_dirty(slot);
             self.l2[core].slot_hit(slot, false);
             if store && !d {
@@ -641,7 +708,8 @@ impl Hierarchy {
         }
         self.active[u] |= 1u64 << bit;
         // LLC
-        if let Some(slot) = self.llc[u].slot_of(line) {
+        let (llc_slot, llc_at) = self.llc[u].slot_and_split(line);
+        if let Some(slot) = llc_slot {
             let sh = self.llc[u].slot_sharers(slot);
             self.llc[u].slot_hit(slot, false);
             if store {
@@ -660,12 +728,12 @@ impl Hierarchy {
             if !self.inclusive {
                 // Non-inclusive: the line moves up and leaves the victim LLC.
                 let (d, _) = self.llc_invalidate(u, line).unwrap_or((false, 0));
-                self.fill_l2(core, u, bit, line, socket, t, st);
+                self.fill_l2(core, u, bit, line, NO_AUX as usize, socket, t, st);
                 if d {
                     self.l2[core].set_dirty(line, true);
                 }
             } else {
-                self.fill_l2(core, u, bit, line, socket, t, st);
+                self.fill_l2(core, u, bit, line, slot, socket, t, st);
             }
             if fill_l1 {
                 self.fill_l1(core, u, bit, line, store, socket, t, st);
@@ -702,12 +770,15 @@ impl Hierarchy {
             served = Served::Dram { remote };
         }
         let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
+        let mut llc_slot = NO_AUX as usize;
         if self.inclusive {
-            if let Some(ev) = self.llc_insert(u, line, false, sh) {
+            let (ev, slot) = self.llc_insert(u, line, llc_at, false, sh);
+            llc_slot = slot;
+            if let Some(ev) = ev {
                 self.llc_victim(u, ev, socket, t, st);
             }
         }
-        self.fill_l2(core, u, bit, line, socket, t, st);
+        self.fill_l2(core, u, bit, line, llc_slot, socket, t, st);
         if fill_l1 {
             self.fill_l1(core, u, bit, line, store, socket, t, st);
         }

@@ -221,9 +221,9 @@ impl Machine {
         let r = &mut self.cores[core];
         let now = c.clock;
         // Slots are found before the access so DRAM is reserved when the request can leave.
-        let (li, lfree) = argmin(&r.lfb);
+        let (li, lfree) = r.lfb.argmin();
         let s1 = now.max(lfree);
-        let (qi, qfree) = argmin(&r.sq);
+        let (qi, qfree) = r.sq.argmin();
         let s2 = s1.max(qfree);
         let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
         let waits = kind == AccessKind::Load && !independent;
@@ -250,10 +250,10 @@ impl Machine {
                         done = done.max(ready);
                     }
                 }
-                r.lfb[li] = done;
+                r.lfb.set(li, done);
                 r.lfb_line[li] = INVALID;
                 if !matches!(served, Served::L1 | Served::L2) {
-                    r.sq[qi] = done;
+                    r.sq.set(qi, done);
                     r.sq_line[qi] = INVALID;
                 }
                 hold_writebacks(r, self.hier.l2_writebacks(), start, self.l2_writeback_hold);
@@ -297,23 +297,25 @@ impl Machine {
         if kind == AccessKind::Load && self.l1_next_line {
             if let Some(p) = r.next_line.on_load(line) {
                 if !self.hier.contains_l1(core, p) {
-                    let (li, lfree) = argmin(&r.lfb);
-                    let (qi, qfree) = argmin(&r.sq);
+                    let (li, lfree) = r.lfb.argmin();
+                    let (qi, qfree) = r.sq.argmin();
                     // A fill buffer, and a superqueue entry if the line is not in L2.
                     let in_l2 = self.hier.contains_l2(core, p);
                     if lfree <= t && (in_l2 || qfree <= t) {
                         let st = &mut self.cpus[cpu].stats.cache;
-                        if let Some((s, w)) = self.hier.prefetch(core, p, true, t, st) {
+                        {
+                            let (s, w) =
+                                self.hier.prefetch_absent(core, p, true, Some(in_l2), t, st);
                             let wbs = self.hier.l2_writebacks();
                             hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                             let mut ready = t + self.hier.latency(s) + w;
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
                             }
-                            r.lfb[li] = ready;
+                            r.lfb.set(li, ready);
                             r.lfb_line[li] = p;
                             if !matches!(s, Served::L2) {
-                                r.sq[qi] = ready;
+                                r.sq.set(qi, ready);
                                 r.sq_line[qi] = INVALID;
                             }
                             r.pf_until = r.pf_until.max(ready);
@@ -332,21 +334,22 @@ impl Machine {
                 k += 1;
                 if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
                     let st = &mut self.cpus[cpu].stats.cache;
-                    self.hier.prefetch(core, p, false, t, st);
+                    self.hier.prefetch_l2_found(st);
                     r.streamer.advance(i, p);
                     continue;
                 }
-                let (qi, qfree) = argmin(&r.sq);
+                let (qi, qfree) = r.sq.argmin();
                 if qfree > t {
                     // No superqueue entry free: the streamer tries again on a later lookup.
                     break;
                 }
                 let st = &mut self.cpus[cpu].stats.cache;
-                if let Some((s, w)) = self.hier.prefetch(core, p, false, t, st) {
+                {
+                    let (s, w) = self.hier.prefetch_absent(core, p, false, None, t, st);
                     let wbs = self.hier.l2_writebacks();
                     hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                     let ready = t + self.hier.latency(s) + w;
-                    r.sq[qi] = ready;
+                    r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
                     r.pf_until = r.pf_until.max(ready);
                 }
@@ -517,21 +520,8 @@ fn hold_writebacks(r: &mut CoreResources, n: u32, t: u64, hold: u64) {
         return;
     }
     for _ in 0..n {
-        let (i, f) = argmin(&r.sq);
-        r.sq[i] = f.max(t) + hold;
+        let (i, f) = r.sq.argmin();
+        r.sq.set(i, f.max(t) + hold);
         r.sq_line[i] = INVALID;
     }
-}
-
-#[inline]
-fn argmin(v: &[u64]) -> (usize, u64) {
-    let mut bi = 0;
-    let mut bv = u64::MAX;
-    for (i, &x) in v.iter().enumerate() {
-        if x < bv {
-            bv = x;
-            bi = i;
-        }
-    }
-    (bi, bv)
 }
