@@ -158,6 +158,11 @@ pub struct Hierarchy {
     /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
     /// filter that lets a miss skip probing instances that cannot have the line.
     presence: Vec<Vec<u16>>,
+    /// Per core, its LLC instance, its bit there and its socket (the
+    /// topology's divisions, done once).
+    core_llc: Vec<(u32, u32, u32)>,
+    /// log2 of `node_bytes` when it is a power of two (the home node is then a shift).
+    node_shift: Option<u32>,
 }
 
 pub struct HierarchyParams {
@@ -225,6 +230,12 @@ impl Hierarchy {
         let link = (0..t.sockets)
             .map(|_| Calendar::new(p.link_bytes_per_cycle))
             .collect();
+        let core_llc = (0..t.nr_cores())
+            .map(|c| {
+                let (u, bit) = t.llc_of_core(c);
+                (u as u32, bit as u32, (u / t.llc_per_socket) as u32)
+            })
+            .collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
             topo: p.topo,
@@ -241,12 +252,21 @@ impl Hierarchy {
             wb_wait: 0,
             l2_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
+            core_llc,
+            node_shift: p
+                .node_bytes
+                .is_power_of_two()
+                .then(|| p.node_bytes.trailing_zeros()),
         })
     }
 
     #[inline]
     pub fn home_node(&self, line: u64) -> usize {
-        (((line << 6) / self.node_bytes) as usize).min(self.dram.len() - 1)
+        let node = match self.node_shift {
+            Some(s) => (line << 6) >> s,
+            None => (line << 6) / self.node_bytes,
+        };
+        (node as usize).min(self.dram.len() - 1)
     }
 
     /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
@@ -635,8 +655,8 @@ impl Hierarchy {
         st: &mut CacheStats,
     ) -> (Served, u64) {
         let store = kind.is_store();
-        let (u, bit) = self.topo.llc_of_core(core);
-        let socket = self.socket_of_llc(u);
+        let (u, bit, socket) = self.core_llc[core];
+        let (u, bit, socket) = (u as usize, bit as usize, socket as usize);
         if kind == AccessKind::NtStore {
             return self.nt_store(core, u, line, socket, t, st);
         }

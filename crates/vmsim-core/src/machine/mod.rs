@@ -105,6 +105,9 @@ pub struct Machine {
     l1_next_line: bool,
     /// Cycles a dirty L2 victim holds a superqueue entry (0: it holds none).
     l2_writeback_hold: u64,
+    /// Per CPU, its core and its thread within the core (the topology's
+    /// divisions, done once).
+    cpu_core: Vec<(u32, u32)>,
 }
 
 impl Machine {
@@ -154,7 +157,11 @@ impl Machine {
                 )
             })
             .collect();
+        let cpu_core = (0..topo.nr_cpus())
+            .map(|c| (topo.core_of(c) as u32, topo.thread_of(c) as u32))
+            .collect();
         Ok(Machine {
+            cpu_core,
             topo,
             hier,
             cpus,
@@ -215,8 +222,8 @@ impl Machine {
         independent: bool,
         issue: u64,
     ) -> Served {
-        let core = self.topo.core_of(cpu);
-        let thread = self.topo.thread_of(cpu);
+        let (core, thread) = self.cpu_core[cpu];
+        let (core, thread) = (core as usize, thread as usize);
         let c = &mut self.cpus[cpu];
         let r = &mut self.cores[core];
         let now = c.clock;
