@@ -1922,6 +1922,69 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
+        /// The hierarchy's fast calls (a lookup that hands its split to the
+        /// insert, a remembered slot for a later dirty update) leave the same
+        /// state and results as the plain calls, stale hints included.
+        #[test]
+        fn split_insert_and_hinted_set_dirty_match_the_plain_calls(
+            (sets, ways, ops) in scenario(),
+            pol in prop_oneof![
+                Just(Replacement::Lru),
+                Just(Replacement::TreePlru),
+                Just(Replacement::Srrip),
+                Just(Replacement::Drrip),
+                Just(Replacement::Random),
+            ],
+        ) {
+            let mut a = cache(sets, ways, pol);
+            let mut b = cache(sets, ways, pol).with_aux();
+            // Slots handed out at insertion, never forgotten: they go stale.
+            let mut hints = std::collections::BTreeMap::<u64, u32>::new();
+            for (i, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Access { line, write, sharers } | Op::AccessOrInsert { line, write, sharers } => {
+                        let sa = a.slot_of(line);
+                        let (sb, at) = b.slot_and_split(line);
+                        prop_assert_eq!(sa, sb, "step {}", i);
+                        match sa {
+                            Some(slot) => {
+                                a.slot_hit(slot, write);
+                                b.slot_hit(slot, write);
+                            }
+                            None => {
+                                let ea = a.insert_absent(line, write, sharers);
+                                let (eb, slot) = b.insert_absent_at(line, at, write, sharers, line as u32);
+                                if let Some(e) = &eb {
+                                    prop_assert_eq!(b.evicted_aux(), e.line as u32, "step {}", i);
+                                }
+                                prop_assert_eq!(ea, eb, "step {}", i);
+                                prop_assert_eq!(b.slot_of(line), Some(slot));
+                                hints.insert(line, slot as u32);
+                            }
+                        }
+                    }
+                    Op::Invalidate(line) => {
+                        prop_assert_eq!(a.invalidate(line), b.invalidate(line), "step {}", i);
+                    }
+                    Op::SetDirty(line, d) => {
+                        let h = hints.get(&line).copied().unwrap_or(NO_AUX);
+                        prop_assert_eq!(a.set_dirty(line, d), b.set_dirty_hinted(line, h, d), "step {}", i);
+                    }
+                    Op::OrSharers(line, x) => {
+                        // Another line's slot as the hint: it must be rejected.
+                        let h = hints.get(&(line + 1 + x)).copied().unwrap_or(NO_AUX);
+                        prop_assert_eq!(a.set_dirty(line, true), b.set_dirty_hinted(line, h, true), "step {}", i);
+                    }
+                    Op::Contains(line) => {
+                        prop_assert_eq!(a.is_dirty(line), b.is_dirty(line), "step {}", i);
+                    }
+                }
+                let va: Vec<_> = a.valid_lines().collect();
+                let vb: Vec<_> = b.valid_lines().collect();
+                prop_assert_eq!(va, vb, "step {}", i);
+            }
+        }
+
         #[test]
         fn lru_matches_reference((sets, ways, ops) in scenario()) {
             let mut c = cache(sets, ways, Replacement::Lru);

@@ -259,6 +259,21 @@ mod tests {
         assert!(run(&mut s, lines).len() < 10);
     }
 
+    proptest::proptest! {
+        /// Trying the last lookup's stream first finds what the search finds.
+        #[test]
+        fn the_recent_stream_shortcut_changes_nothing(
+            lines in proptest::collection::vec(0u64..64 * 40, 0..400),
+        ) {
+            let (mut a, mut b) = (Streamer::new(&params()), Streamer::new(&params()));
+            for l in lines {
+                b.recent = usize::MAX; // no shortcut: always the search
+                let (x, y) = (run(&mut a, [l]), run(&mut b, [l]));
+                proptest::prop_assert_eq!(x, y);
+            }
+        }
+    }
+
     #[test]
     fn next_line_needs_an_ascending_load_in_the_page() {
         let mut n = NextLine::default();
