@@ -222,6 +222,53 @@ impl Machine {
         independent: bool,
         issue: u64,
     ) -> Served {
+        self.access_one(cpu, line, kind, independent, issue)
+    }
+
+    /// A bulk clear (`src` None) or copy of lines `dst + i` for `i` in
+    /// `from..n`, stopping early once the CPU's clock reaches `deadline`;
+    /// returns where it stopped. Per line, exactly what the caller's loop of
+    /// [`Machine::access`] calls did: a copy's independent load of `src + i`
+    /// (no issue cycles of its own), then the independent store of `dst + i`
+    /// of kind `kind` and `issue` cycles, then `per_line` instructions.
+    /// One loop with the access inlined, for the streams of the page clears
+    /// and copies that dominate the kernel's time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bulk_run(
+        &mut self,
+        cpu: usize,
+        dst: u64,
+        src: Option<u64>,
+        from: u64,
+        n: u64,
+        kind: AccessKind,
+        issue: u64,
+        per_line: u64,
+        deadline: u64,
+    ) -> u64 {
+        let mut i = from;
+        while i < n && self.cpus[cpu].clock < deadline {
+            if let Some(src) = src {
+                self.access_one(cpu, src + i, AccessKind::Load, true, 0);
+            }
+            self.access_one(cpu, dst + i, kind, true, issue);
+            if per_line > 0 {
+                self.advance(cpu, 0, per_line);
+            }
+            i += 1;
+        }
+        i
+    }
+
+    #[inline(always)]
+    fn access_one(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        kind: AccessKind,
+        independent: bool,
+        issue: u64,
+    ) -> Served {
         let (core, thread) = self.cpu_core[cpu];
         let (core, thread) = (core as usize, thread as usize);
         let c = &mut self.cpus[cpu];
