@@ -673,9 +673,10 @@ impl Hierarchy {
                     self.l1[core].slot_hit(slot, store);
                     return (Served::L1, 0);
                 }
-                // Clean hit for a store: gain exclusivity, then write.
+                // Clean hit for a store: gain exclusivity, then write. The
+                // upgrade touches only the LLC and other cores: `slot` still holds the line.
                 self.upgrade(u, bit, line, t, st);
-                self.l1[core].access(line, true);
+                self.l1[core].slot_hit(slot, true);
                 return (Served::L1, 0);
             }
             st.l1d_misses += 1;
@@ -806,13 +807,15 @@ impl Hierarchy {
     }
 
     fn upgrade(&mut self, u: usize, bit: usize, line: u64, t: u64, st: &mut CacheStats) {
-        match self.llc[u].sharers(line) {
-            Some(sh) => {
+        match self.llc[u].slot_of(line) {
+            Some(slot) => {
+                let sh = self.llc[u].slot_sharers(slot);
                 if sh & EXCL == 0 {
                     self.probe_others(u, line, true, t, st);
                 }
                 self.invalidate_line_sharers(u, line, sh, Some(bit), st);
-                self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
+                // Probing touched only the other instances and private caches: `slot` still holds the line.
+                self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
             }
             None => {
                 self.probe_others(u, line, true, t, st);
