@@ -300,6 +300,9 @@ pub struct Cache {
     plru_touch: Vec<(u64, u64)>,
     /// Leaves of the PLRU tree: `ways` rounded up to a power of two.
     plru_leaves: usize,
+    /// For trees of at most 8 leaves: the victim for each value of the
+    /// tree's bits 0..8 (nodes 1..7), as [`Cache::plru_walk`] finds it.
+    plru_victims: Vec<u8>,
     /// xorshift64* state (Random, and DRRIP's bimodal insertion).
     rng: u64,
     /// DRRIP policy selector: SRRIP-leader misses count up, BRRIP-leader misses down;
@@ -307,6 +310,22 @@ pub struct Cache {
     psel: u16,
     /// Valid lines.
     valid: u64,
+    /// Opaque per-way word the owner stores with a fill (empty: none kept),
+    /// indexed like `sharers`; [`Cache::evicted_aux`] hands back the word of
+    /// the line the last fill evicted.
+    aux: Vec<u32>,
+    evicted_aux: u32,
+}
+
+/// No auxiliary word (see [`Cache::insert_absent_at`]).
+pub const NO_AUX: u32 = u32::MAX;
+
+/// Where a line maps in one cache: its set and stored tag, a pure function
+/// of the line, so it stays valid across any change to the cache.
+#[derive(Clone, Copy, Debug)]
+pub struct Split {
+    set: usize,
+    tag: Option<u32>,
 }
 
 impl fmt::Debug for Cache {
@@ -397,10 +416,16 @@ impl Cache {
             sharers: vec![0; n],
             plru_touch,
             plru_leaves: leaves,
+            plru_victims: Vec::new(),
             rng,
             psel: PSEL_MID,
             valid: 0,
+            aux: Vec::new(),
+            evicted_aux: NO_AUX,
         };
+        if policy == Replacement::TreePlru && leaves <= 8 {
+            c.plru_victims = (0..256u64).map(|b| c.plru_walk(b) as u8).collect();
+        }
         c.reset();
         Ok(c)
     }
@@ -431,19 +456,31 @@ impl Cache {
     /// The words of `set`'s blocks.
     #[inline(always)]
     fn words(&self, set: usize) -> &[u32] {
-        let b = &self.store[set * self.blocks_per_set..(set + 1) * self.blocks_per_set];
+        let bps = self.blocks_per_set;
+        // Every set index reaching here is below `sets`: from the set index
+        // (a remainder), from `0..sets`, or from a slot checked by `unslot`.
+        debug_assert!((set + 1) * bps <= self.store.len());
         // SAFETY: `Block` is `repr(C)` over `[u32; 16]` with no padding, and the
-        // blocks of a set are contiguous, so they are `16 * len` initialised u32s.
-        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u32>(), b.len() * WORDS_PER_BLOCK) }
+        // `bps` blocks of set `set < sets` are contiguous within `store`
+        // (`sets * bps` blocks), so they are `16 * bps` initialised u32s.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.store.as_ptr().add(set * bps).cast::<u32>(),
+                bps * WORDS_PER_BLOCK,
+            )
+        }
     }
 
     #[inline(always)]
     fn words_mut(&mut self, set: usize) -> &mut [u32] {
         let bps = self.blocks_per_set;
-        let b = &mut self.store[set * bps..(set + 1) * bps];
+        debug_assert!((set + 1) * bps <= self.store.len());
         // SAFETY: as in `words`; the borrow is exclusive.
         unsafe {
-            std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u32>(), b.len() * WORDS_PER_BLOCK)
+            std::slice::from_raw_parts_mut(
+                self.store.as_mut_ptr().add(set * bps).cast::<u32>(),
+                bps * WORDS_PER_BLOCK,
+            )
         }
     }
 
@@ -632,6 +669,15 @@ impl Cache {
     #[inline(always)]
     fn plru_victim(&self, set: usize) -> usize {
         let bits = self.plru(set);
+        if !self.plru_victims.is_empty() {
+            return self.plru_victims[(bits & 0xff) as usize] as usize;
+        }
+        self.plru_walk(bits)
+    }
+
+    /// The way the PLRU tree with node bits `bits` points to.
+    #[inline(always)]
+    fn plru_walk(&self, bits: u64) -> usize {
         let (mut node, mut lo, mut span) = (1usize, 0usize, self.plru_leaves);
         while node < self.plru_leaves {
             span >>= 1;
@@ -679,6 +725,11 @@ impl Cache {
             Replacement::TreePlru => self.plru_victim(set),
             Replacement::Srrip | Replacement::Drrip => {
                 let m = self.meta_mut(set);
+                // A way already at the distant RRPV: the maximum is RRPV_MAX, so
+                // nothing ages and the first such way is the victim.
+                if let Some(w) = m.iter().position(|&v| v & STATE == RRPV_MAX) {
+                    return w;
+                }
                 let max = m.iter().fold(0, |a, &v| a.max(v & STATE));
                 if max < RRPV_MAX {
                     let age = RRPV_MAX - max;
@@ -702,9 +753,13 @@ impl Cache {
         tag: u32,
         dirty: bool,
         sharers: u64,
+        aux: u32,
     ) -> Option<Evicted> {
         let old = self.tags(set)[way];
         let s = set * self.ways + way;
+        if !self.aux.is_empty() {
+            self.evicted_aux = std::mem::replace(&mut self.aux[s], aux);
+        }
         let ev = if old != INVALID_TAG {
             Some(Evicted {
                 line: self.line_of(set, old),
@@ -760,7 +815,7 @@ impl Cache {
             None => {
                 let tag = self.tag_of(line, tag);
                 let way = self.victim(set);
-                (false, self.fill(set, way, tag, write, sharers))
+                (false, self.fill(set, way, tag, write, sharers, NO_AUX))
             }
         }
     }
@@ -797,8 +852,14 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn unslot(slot: usize) -> (usize, usize) {
-        (slot >> SLOT_SHIFT, slot & ((1 << SLOT_SHIFT) - 1))
+    fn unslot(&self, slot: usize) -> (usize, usize) {
+        let (set, way) = (slot >> SLOT_SHIFT, slot & ((1 << SLOT_SHIFT) - 1));
+        // Slots come from `slot_of`; a foreign one must not reach `words`.
+        assert!(
+            set < self.geom.sets as usize && way < self.ways,
+            "bad slot {slot}"
+        );
+        (set, way)
     }
 
     /// Slot-level access for callers that look a line up once and then act on
@@ -812,20 +873,20 @@ impl Cache {
     /// Replacement promote of a hit slot, ORing `write` into its dirty bit.
     #[inline]
     pub fn slot_hit(&mut self, slot: usize, write: bool) {
-        let (set, way) = Self::unslot(slot);
+        let (set, way) = self.unslot(slot);
         self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
         self.promote(set, way);
     }
 
     #[inline]
     pub fn slot_dirty(&self, slot: usize) -> bool {
-        let (set, way) = Self::unslot(slot);
+        let (set, way) = self.unslot(slot);
         self.meta(set)[way] & DIRTY != 0
     }
 
     #[inline]
     pub fn slot_set_dirty(&mut self, slot: usize, dirty: bool) {
-        let (set, way) = Self::unslot(slot);
+        let (set, way) = self.unslot(slot);
         let m = &mut self.meta_mut(set)[way];
         if dirty {
             *m |= DIRTY;
@@ -836,13 +897,13 @@ impl Cache {
 
     #[inline]
     pub fn slot_sharers(&self, slot: usize) -> u64 {
-        let (set, way) = Self::unslot(slot);
+        let (set, way) = self.unslot(slot);
         self.sh(set * self.ways + way)
     }
 
     #[inline]
     pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
-        let (set, way) = Self::unslot(slot);
+        let (set, way) = self.unslot(slot);
         self.set_sh(set * self.ways + way, sharers);
     }
 
@@ -853,7 +914,80 @@ impl Cache {
         let (set, tag) = self.split(line);
         let tag = self.tag_of(line, tag);
         let way = self.victim(set);
-        self.fill(set, way, tag, dirty, sharers)
+        self.fill(set, way, tag, dirty, sharers, NO_AUX)
+    }
+
+    /// The set and stored tag of `line` and the slot holding it, if any:
+    /// [`Cache::slot_of`] that also hands back the split for a later
+    /// [`Cache::insert_absent_at`].
+    #[inline]
+    pub fn slot_and_split(&self, line: u64) -> (Option<usize>, Split) {
+        let (set, tag) = self.split(line);
+        let slot = self.find(set, tag).map(|way| set << SLOT_SHIFT | way);
+        (slot, Split { set, tag })
+    }
+
+    /// [`Cache::insert_absent`] with the split of `line` already computed,
+    /// storing `aux` with the line (kept only by a cache made
+    /// [`Cache::with_aux`]). Returns the evicted line and the new line's slot.
+    #[inline]
+    pub fn insert_absent_at(
+        &mut self,
+        line: u64,
+        at: Split,
+        dirty: bool,
+        sharers: u64,
+        aux: u32,
+    ) -> (Option<Evicted>, usize) {
+        debug_assert!(self.lookup(line).is_none());
+        debug_assert_eq!(self.split(line), (at.set, at.tag));
+        let tag = self.tag_of(line, at.tag);
+        let way = self.victim(at.set);
+        let ev = self.fill(at.set, way, tag, dirty, sharers, aux);
+        (ev, at.set << SLOT_SHIFT | way)
+    }
+
+    /// The split of `line` (see [`Split`]).
+    #[inline]
+    pub fn split_of(&self, line: u64) -> Split {
+        let (set, tag) = self.split(line);
+        Split { set, tag }
+    }
+
+    /// The same cache keeping an auxiliary word per line (see [`Cache::insert_absent_at`]).
+    pub fn with_aux(mut self) -> Cache {
+        self.aux = vec![NO_AUX; self.geom.lines() as usize];
+        self
+    }
+
+    /// The auxiliary word of the line the last fill evicted (meaningful only
+    /// right after a fill that returned an evicted line).
+    #[inline]
+    pub fn evicted_aux(&self) -> u32 {
+        self.evicted_aux
+    }
+
+    /// [`Cache::set_dirty`], trying first the slot `hint` (a slot this cache
+    /// handed out earlier, or [`NO_AUX`]): if it still holds `line` it is the
+    /// line's only way, so the set need not be searched. Same result and
+    /// state as `set_dirty`.
+    #[inline]
+    pub fn set_dirty_hinted(&mut self, line: u64, hint: u32, dirty: bool) -> bool {
+        if hint != NO_AUX {
+            let (set, way) = (
+                hint as usize >> SLOT_SHIFT,
+                hint as usize & ((1 << SLOT_SHIFT) - 1),
+            );
+            if set < self.geom.sets as usize && way < self.ways {
+                let t = self.tags(set)[way];
+                if t != INVALID_TAG && self.line_of(set, t) == line {
+                    let m = &mut self.meta_mut(set)[way];
+                    *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
+                    return true;
+                }
+            }
+        }
+        self.set_dirty(line, dirty)
     }
 
     /// Probe without changing replacement state.
@@ -881,7 +1015,7 @@ impl Cache {
         }
         let tag = self.tag_of(line, tag);
         let way = self.victim(set);
-        self.fill(set, way, tag, dirty, sharers)
+        self.fill(set, way, tag, dirty, sharers, NO_AUX)
     }
 
     /// Remove `line` if present; returns its `(dirty, sharers)`.
@@ -1787,6 +1921,69 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The hierarchy's fast calls (a lookup that hands its split to the
+        /// insert, a remembered slot for a later dirty update) leave the same
+        /// state and results as the plain calls, stale hints included.
+        #[test]
+        fn split_insert_and_hinted_set_dirty_match_the_plain_calls(
+            (sets, ways, ops) in scenario(),
+            pol in prop_oneof![
+                Just(Replacement::Lru),
+                Just(Replacement::TreePlru),
+                Just(Replacement::Srrip),
+                Just(Replacement::Drrip),
+                Just(Replacement::Random),
+            ],
+        ) {
+            let mut a = cache(sets, ways, pol);
+            let mut b = cache(sets, ways, pol).with_aux();
+            // Slots handed out at insertion, never forgotten: they go stale.
+            let mut hints = std::collections::BTreeMap::<u64, u32>::new();
+            for (i, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Access { line, write, sharers } | Op::AccessOrInsert { line, write, sharers } => {
+                        let sa = a.slot_of(line);
+                        let (sb, at) = b.slot_and_split(line);
+                        prop_assert_eq!(sa, sb, "step {}", i);
+                        match sa {
+                            Some(slot) => {
+                                a.slot_hit(slot, write);
+                                b.slot_hit(slot, write);
+                            }
+                            None => {
+                                let ea = a.insert_absent(line, write, sharers);
+                                let (eb, slot) = b.insert_absent_at(line, at, write, sharers, line as u32);
+                                if let Some(e) = &eb {
+                                    prop_assert_eq!(b.evicted_aux(), e.line as u32, "step {}", i);
+                                }
+                                prop_assert_eq!(ea, eb, "step {}", i);
+                                prop_assert_eq!(b.slot_of(line), Some(slot));
+                                hints.insert(line, slot as u32);
+                            }
+                        }
+                    }
+                    Op::Invalidate(line) => {
+                        prop_assert_eq!(a.invalidate(line), b.invalidate(line), "step {}", i);
+                    }
+                    Op::SetDirty(line, d) => {
+                        let h = hints.get(&line).copied().unwrap_or(NO_AUX);
+                        prop_assert_eq!(a.set_dirty(line, d), b.set_dirty_hinted(line, h, d), "step {}", i);
+                    }
+                    Op::OrSharers(line, x) => {
+                        // Another line's slot as the hint: it must be rejected.
+                        let h = hints.get(&(line + 1 + x)).copied().unwrap_or(NO_AUX);
+                        prop_assert_eq!(a.set_dirty(line, true), b.set_dirty_hinted(line, h, true), "step {}", i);
+                    }
+                    Op::Contains(line) => {
+                        prop_assert_eq!(a.is_dirty(line), b.is_dirty(line), "step {}", i);
+                    }
+                }
+                let va: Vec<_> = a.valid_lines().collect();
+                let vb: Vec<_> = b.valid_lines().collect();
+                prop_assert_eq!(va, vb, "step {}", i);
+            }
+        }
 
         #[test]
         fn lru_matches_reference((sets, ways, ops) in scenario()) {

@@ -27,11 +27,115 @@ pub const ISSUE_EPOCH: u64 = 64;
 /// Epochs remembered; siblings further apart in time than this do not meet.
 const RING: usize = 1024;
 
+/// When each of a set of entries (fill buffers, superqueue entries) frees,
+/// with the entry that frees first kept up to date: a tournament tree over
+/// the entries, each node the lesser of its children by (time, index), so
+/// the root is the first entry of least time, as a linear scan finds it.
+/// Reads go through `Deref` to the plain times.
+#[derive(Clone, Debug)]
+pub struct MinSlots {
+    vals: Vec<u64>,
+    /// Nodes 1.. of the tree, each `time << 6 | index` so one comparison
+    /// orders by time then index; leaves at `leaves + i` (padding leaves
+    /// hold `u64::MAX`, above every real key).
+    tree: Box<[u64]>,
+    leaves: usize,
+    /// A time too large for a key (never in practice: 2^58 cycles), or more
+    /// than 64 entries: the tree is abandoned for a linear scan.
+    wide: bool,
+}
+
+/// Times below this fit a tree key.
+const KEY_LIMIT: u64 = 1 << (64 - KEY_INDEX_BITS);
+const KEY_INDEX_BITS: u32 = 6;
+
+impl MinSlots {
+    pub fn new(n: usize, v: u64) -> MinSlots {
+        let leaves = n.max(1).next_power_of_two();
+        let wide = n > 1 << KEY_INDEX_BITS || v >= KEY_LIMIT;
+        let mut tree = vec![u64::MAX; 2 * leaves].into_boxed_slice();
+        if !wide {
+            for (i, l) in tree[leaves..leaves + n].iter_mut().enumerate() {
+                *l = v << KEY_INDEX_BITS | i as u64;
+            }
+            for i in (1..leaves).rev() {
+                tree[i] = tree[2 * i].min(tree[2 * i + 1]);
+            }
+        }
+        MinSlots {
+            vals: vec![v; n],
+            tree,
+            leaves,
+            wide,
+        }
+    }
+
+    /// `(index, time)` of the first entry of least time (`(0, u64::MAX)` if none).
+    #[inline]
+    pub fn argmin(&self) -> (usize, u64) {
+        if self.vals.is_empty() || self.wide {
+            return argmin_scan(&self.vals);
+        }
+        let k = self.tree[1];
+        (
+            (k & ((1 << KEY_INDEX_BITS) - 1)) as usize,
+            k >> KEY_INDEX_BITS,
+        )
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize, v: u64) {
+        self.vals[i] = v;
+        if self.wide {
+            return;
+        }
+        if v >= KEY_LIMIT {
+            self.wide = true;
+            return;
+        }
+        let mut node = self.leaves + i;
+        let t = &mut self.tree[..];
+        assert!(node < t.len());
+        let mut k = v << KEY_INDEX_BITS | i as u64;
+        t[node] = k;
+        while node > 1 {
+            // SAFETY: node < t.len() (asserted, and it only shrinks), and
+            // node ^ 1 < t.len() as t.len() is even.
+            let sib = unsafe { *t.get_unchecked(node ^ 1) };
+            k = k.min(sib);
+            node >>= 1;
+            // SAFETY: as above.
+            unsafe { *t.get_unchecked_mut(node) = k };
+        }
+    }
+}
+
+/// The first entry of least time, by a scan.
+#[inline]
+pub fn argmin_scan(v: &[u64]) -> (usize, u64) {
+    let mut bi = 0;
+    let mut bv = u64::MAX;
+    for (i, &x) in v.iter().enumerate() {
+        if x < bv {
+            bv = x;
+            bi = i;
+        }
+    }
+    (bi, bv)
+}
+
+impl std::ops::Deref for MinSlots {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.vals
+    }
+}
+
 pub struct CoreResources {
     /// When each line fill buffer frees.
-    pub lfb: Vec<u64>,
+    pub lfb: MinSlots,
     /// When each superqueue entry frees.
-    pub sq: Vec<u64>,
+    pub sq: MinSlots,
     /// The line a prefetch holding that fill buffer / superqueue entry brings
     /// (`INVALID` for a demand miss): a demand for it waits for its data.
     pub lfb_line: Vec<u64>,
@@ -51,8 +155,8 @@ impl CoreResources {
         pf: &PrefetchParams,
     ) -> CoreResources {
         CoreResources {
-            lfb: vec![0; fill_buffers],
-            sq: vec![0; superqueue],
+            lfb: MinSlots::new(fill_buffers, 0),
+            sq: MinSlots::new(superqueue, 0),
             lfb_line: vec![INVALID; fill_buffers],
             sq_line: vec![INVALID; superqueue],
             pf_until: 0,
@@ -188,6 +292,34 @@ impl IssueSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The tree's first-freeing entry is the scan's, ties and huge times included.
+        #[test]
+        fn min_slots_match_a_linear_scan(
+            n in 0usize..70,
+            init in prop_oneof![Just(0u64), any::<u64>()],
+            sets in proptest::collection::vec(
+                (any::<usize>(), prop_oneof![0u64..8, 0u64..1 << 40, any::<u64>()]),
+                0..200,
+            ),
+        ) {
+            let mut m = MinSlots::new(n, init);
+            let mut plain = vec![init; n];
+            prop_assert_eq!(m.argmin(), argmin_scan(&plain));
+            for (i, v) in sets {
+                if n == 0 {
+                    break;
+                }
+                let i = i % n;
+                m.set(i, v);
+                plain[i] = v;
+                prop_assert_eq!(m.argmin(), argmin_scan(&plain));
+                prop_assert_eq!(&m[..], &plain[..]);
+            }
+        }
+    }
 
     #[test]
     fn a_lone_thread_issues_at_full_width() {

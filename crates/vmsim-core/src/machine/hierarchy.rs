@@ -18,7 +18,7 @@
 //! every line in an L1/L2 is in its instance's LLC with its core's bit set;
 //! every dirty line leaving the last cache that holds it is written to DRAM.
 
-use super::cache::{Cache, CacheGeometry, Evicted, Replacement};
+use super::cache::{Cache, CacheGeometry, Evicted, Replacement, Split, NO_AUX};
 use super::memory::Calendar;
 use super::topology::Topology;
 use serde::Serialize;
@@ -158,6 +158,11 @@ pub struct Hierarchy {
     /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
     /// filter that lets a miss skip probing instances that cannot have the line.
     presence: Vec<Vec<u16>>,
+    /// Per core, its LLC instance, its bit there and its socket (the
+    /// topology's divisions, done once).
+    core_llc: Vec<(u32, u32, u32)>,
+    /// log2 of `node_bytes` when it is a power of two (the home node is then a shift).
+    node_shift: Option<u32>,
 }
 
 pub struct HierarchyParams {
@@ -196,7 +201,10 @@ impl Hierarchy {
         for c in 0..t.nr_cores() as u64 {
             // Core-valid bits live in the LLC; private caches keep none.
             l1.push(mk(p.l1.0, p.l1.1, p.l1.2, p.seed ^ (c << 8) ^ 1)?.without_sharers());
-            l2.push(mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?.without_sharers());
+            let c2 = mk(p.l2.0, p.l2.1, p.l2.2, p.seed ^ (c << 8) ^ 2)?.without_sharers();
+            // Under an inclusive LLC each L2 line remembers its LLC slot, so a
+            // dirty victim's write-back finds it without searching the set.
+            l2.push(if p.inclusive { c2.with_aux() } else { c2 });
         }
         for i in 0..t.nr_llcs() as u64 {
             llc.push(mk(p.llc.0, p.llc.1, p.llc.2, p.seed ^ (i << 8) ^ 3)?);
@@ -222,6 +230,12 @@ impl Hierarchy {
         let link = (0..t.sockets)
             .map(|_| Calendar::new(p.link_bytes_per_cycle))
             .collect();
+        let core_llc = (0..t.nr_cores())
+            .map(|c| {
+                let (u, bit) = t.llc_of_core(c);
+                (u as u32, bit as u32, (u / t.llc_per_socket) as u32)
+            })
+            .collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
             topo: p.topo,
@@ -238,12 +252,21 @@ impl Hierarchy {
             wb_wait: 0,
             l2_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
+            core_llc,
+            node_shift: p
+                .node_bytes
+                .is_power_of_two()
+                .then(|| p.node_bytes.trailing_zeros()),
         })
     }
 
     #[inline]
     pub fn home_node(&self, line: u64) -> usize {
-        (((line << 6) / self.node_bytes) as usize).min(self.dram.len() - 1)
+        let node = match self.node_shift {
+            Some(s) => (line << 6) >> s,
+            None => (line << 6) / self.node_bytes,
+        };
+        (node as usize).min(self.dram.len() - 1)
     }
 
     /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
@@ -403,15 +426,23 @@ impl Hierarchy {
         (line >> 6) as usize
     }
 
-    /// Inserts a line known absent from LLC `u`, keeping the presence counts.
+    /// Inserts a line known absent from LLC `u` (`at`: its split there),
+    /// keeping the presence counts. Returns the victim and the line's slot.
     #[inline]
-    fn llc_insert(&mut self, u: usize, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+    fn llc_insert(
+        &mut self,
+        u: usize,
+        line: u64,
+        at: Split,
+        dirty: bool,
+        sharers: u64,
+    ) -> (Option<Evicted>, usize) {
         self.presence[u][Self::region(line)] += 1;
-        let ev = self.llc[u].insert_absent(line, dirty, sharers);
+        let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
             self.presence[u][Self::region(e.line)] -= 1;
         }
-        ev
+        (ev, slot)
     }
 
     #[inline]
@@ -429,11 +460,14 @@ impl Hierarchy {
     }
 
     /// Handles an L2 victim: dirty data goes down to the LLC (or memory).
+    /// `hint`: the LLC slot the L2 remembered for it, or `NO_AUX`.
+    #[allow(clippy::too_many_arguments)]
     fn l2_victim(
         &mut self,
         u: usize,
         bit: usize,
         ev: Evicted,
+        hint: u32,
         socket: usize,
         t: u64,
         st: &mut CacheStats,
@@ -443,18 +477,23 @@ impl Hierarchy {
             st.l2_writebacks += 1;
         }
         if self.inclusive {
-            if ev.dirty && !self.llc[u].set_dirty(ev.line, true) {
+            if ev.dirty && !self.llc[u].set_dirty_hinted(ev.line, hint, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
                 self.writeback(ev.line, socket, t);
             }
-        } else if self.llc[u].contains(ev.line) {
-            if ev.dirty {
-                self.llc[u].set_dirty(ev.line, true);
-            }
         } else {
-            let sh = (1u64 << bit) | EXCL;
-            if let Some(v) = self.llc_insert(u, ev.line, ev.dirty, sh) {
-                self.llc_victim(u, v, socket, t, st);
+            match self.llc[u].slot_and_split(ev.line) {
+                (Some(slot), _) => {
+                    if ev.dirty {
+                        self.llc[u].slot_set_dirty(slot, true);
+                    }
+                }
+                (None, at) => {
+                    let sh = (1u64 << bit) | EXCL;
+                    if let (Some(v), _) = self.llc_insert(u, ev.line, at, ev.dirty, sh) {
+                        self.llc_victim(u, v, socket, t, st);
+                    }
+                }
             }
         }
     }
@@ -467,10 +506,13 @@ impl Hierarchy {
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if self.l1[base + b].contains(ev.line) || self.l2[base + b].contains(ev.line) {
+                // drop_private(), counting the copies it found.
+                let a = self.l1[base + b].invalidate(ev.line);
+                let c = self.l2[base + b].invalidate(ev.line);
+                if a.is_some() || c.is_some() {
                     st.back_invalidations += 1;
                 }
-                dirty |= self.drop_private(base + b, ev.line);
+                dirty |= a.is_some_and(|(d, _)| d) || c.is_some_and(|(d, _)| d);
             }
         }
         if dirty {
@@ -495,7 +537,8 @@ impl Hierarchy {
                 // L1 write-back into L2 (allocate there if absent).
                 if !self.l2[core].set_dirty(ev.line, true) {
                     if let Some(v2) = self.l2[core].insert(ev.line, true, 0) {
-                        self.l2_victim(u, bit, v2, socket, t, st);
+                        let hint = self.l2[core].evicted_aux();
+                        self.l2_victim(u, bit, v2, hint, socket, t, st);
                     }
                 }
             }
@@ -509,12 +552,16 @@ impl Hierarchy {
         u: usize,
         bit: usize,
         line: u64,
+        llc_slot: usize,
         socket: usize,
         t: u64,
         st: &mut CacheStats,
     ) {
-        if let Some(ev) = self.l2[core].insert_absent(line, false, 0) {
-            self.l2_victim(u, bit, ev, socket, t, st);
+        let at = self.l2[core].split_of(line);
+        let aux = u32::try_from(llc_slot).unwrap_or(NO_AUX);
+        if let (Some(ev), _) = self.l2[core].insert_absent_at(line, at, false, 0, aux) {
+            let hint = self.l2[core].evicted_aux();
+            self.l2_victim(u, bit, ev, hint, socket, t, st);
         }
     }
 
@@ -531,7 +578,7 @@ impl Hierarchy {
     ) -> (Served, u64) {
         self.wb_wait = 0;
         self.l2_writebacks = 0;
-        let (s, w) = self.access_inner(core, line, kind, Req::Demand, t, st);
+        let (s, w) = self.access_inner(core, line, kind, Req::Demand, false, t, st);
         (s, w.max(self.wb_wait))
     }
 
@@ -548,34 +595,68 @@ impl Hierarchy {
     ) -> Option<(Served, u64)> {
         if self.l1[core].contains(line) || (!into_l1 && self.l2[core].contains(line)) {
             if !into_l1 {
-                // Accepted by the L2 pipeline and found there: AMD still counts it.
-                st.pf_l2_requests += 1;
-                if self.perf_at_l2 {
-                    st.llc_references += 1;
-                }
+                self.prefetch_l2_found(st);
+            } else {
+                self.l2_writebacks = 0;
             }
-            self.l2_writebacks = 0;
             return None;
         }
+        Some(self.prefetch_absent(core, line, into_l1, None, t, st))
+    }
+
+    /// An L2 streamer prefetch of a line the caller found in the L1 or L2:
+    /// what [`Hierarchy::prefetch`] does then, without looking it up again.
+    #[inline]
+    pub fn prefetch_l2_found(&mut self, st: &mut CacheStats) {
+        // Accepted by the L2 pipeline and found there: AMD still counts it.
+        st.pf_l2_requests += 1;
+        if self.perf_at_l2 {
+            st.llc_references += 1;
+        }
+        self.l2_writebacks = 0;
+    }
+
+    /// [`Hierarchy::prefetch`] of a line the caller found absent from the L1
+    /// (and, for an L2 prefetch, from the L2). `in_l2`: whether the caller
+    /// found it in the L2 (None: not looked up). Skipping the lookups the
+    /// caller made changes nothing: they do not change the caches.
+    #[inline]
+    pub fn prefetch_absent(
+        &mut self,
+        core: usize,
+        line: u64,
+        into_l1: bool,
+        in_l2: Option<bool>,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
+        debug_assert!(!self.l1[core].contains(line));
+        debug_assert!(into_l1 || !self.l2[core].contains(line));
+        debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains(line)));
         self.wb_wait = 0;
         self.l2_writebacks = 0;
         let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
-        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, t, st);
-        Some((s, w.max(self.wb_wait)))
+        let l2_absent = !into_l1 || in_l2 == Some(false);
+        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, l2_absent, t, st);
+        (s, w.max(self.wb_wait))
     }
 
+    /// `l2_absent`: the caller knows the line is not in the L2 (a prefetch
+    /// that looked it up), so the L2 lookup is skipped.
+    #[allow(clippy::too_many_arguments)]
     fn access_inner(
         &mut self,
         core: usize,
         line: u64,
         kind: AccessKind,
         req: Req,
+        l2_absent: bool,
         t: u64,
         st: &mut CacheStats,
     ) -> (Served, u64) {
         let store = kind.is_store();
-        let (u, bit) = self.topo.llc_of_core(core);
-        let socket = self.socket_of_llc(u);
+        let (u, bit, socket) = self.core_llc[core];
+        let (u, bit, socket) = (u as usize, bit as usize, socket as usize);
         if kind == AccessKind::NtStore {
             return self.nt_store(core, u, line, socket, t, st);
         }
@@ -592,9 +673,10 @@ impl Hierarchy {
                     self.l1[core].slot_hit(slot, store);
                     return (Served::L1, 0);
                 }
-                // Clean hit for a store: gain exclusivity, then write.
+                // Clean hit for a store: gain exclusivity, then write. The
+                // upgrade touches only the LLC and other cores: `slot` still holds the line.
                 self.upgrade(u, bit, line, t, st);
-                self.l1[core].access(line, true);
+                self.l1[core].slot_hit(slot, true);
                 return (Served::L1, 0);
             }
             st.l1d_misses += 1;
@@ -610,7 +692,13 @@ impl Hierarchy {
         }
         let fill_l1 = req != Req::PfL2;
         // L2
-        if let Some(slot) = self.l2[core].slot_of(line) {
+        let l2_slot = if l2_absent {
+            debug_assert!(!self.l2[core].contains(line));
+            None
+        } else {
+            self.l2[core].slot_of(line)
+        };
+        if let Some(slot) = l2_slot {
             let d = self.l2[core].slot_dirty(slot);
             self.l2[core].slot_hit(slot, false);
             if store && !d {
@@ -641,7 +729,8 @@ impl Hierarchy {
         }
         self.active[u] |= 1u64 << bit;
         // LLC
-        if let Some(slot) = self.llc[u].slot_of(line) {
+        let (llc_slot, llc_at) = self.llc[u].slot_and_split(line);
+        if let Some(slot) = llc_slot {
             let sh = self.llc[u].slot_sharers(slot);
             self.llc[u].slot_hit(slot, false);
             if store {
@@ -660,12 +749,12 @@ impl Hierarchy {
             if !self.inclusive {
                 // Non-inclusive: the line moves up and leaves the victim LLC.
                 let (d, _) = self.llc_invalidate(u, line).unwrap_or((false, 0));
-                self.fill_l2(core, u, bit, line, socket, t, st);
+                self.fill_l2(core, u, bit, line, NO_AUX as usize, socket, t, st);
                 if d {
                     self.l2[core].set_dirty(line, true);
                 }
             } else {
-                self.fill_l2(core, u, bit, line, socket, t, st);
+                self.fill_l2(core, u, bit, line, slot, socket, t, st);
             }
             if fill_l1 {
                 self.fill_l1(core, u, bit, line, store, socket, t, st);
@@ -702,12 +791,15 @@ impl Hierarchy {
             served = Served::Dram { remote };
         }
         let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
+        let mut llc_slot = NO_AUX as usize;
         if self.inclusive {
-            if let Some(ev) = self.llc_insert(u, line, false, sh) {
+            let (ev, slot) = self.llc_insert(u, line, llc_at, false, sh);
+            llc_slot = slot;
+            if let Some(ev) = ev {
                 self.llc_victim(u, ev, socket, t, st);
             }
         }
-        self.fill_l2(core, u, bit, line, socket, t, st);
+        self.fill_l2(core, u, bit, line, llc_slot, socket, t, st);
         if fill_l1 {
             self.fill_l1(core, u, bit, line, store, socket, t, st);
         }
@@ -715,13 +807,15 @@ impl Hierarchy {
     }
 
     fn upgrade(&mut self, u: usize, bit: usize, line: u64, t: u64, st: &mut CacheStats) {
-        match self.llc[u].sharers(line) {
-            Some(sh) => {
+        match self.llc[u].slot_of(line) {
+            Some(slot) => {
+                let sh = self.llc[u].slot_sharers(slot);
                 if sh & EXCL == 0 {
                     self.probe_others(u, line, true, t, st);
                 }
                 self.invalidate_line_sharers(u, line, sh, Some(bit), st);
-                self.llc[u].set_sharers(line, (1u64 << bit) | EXCL);
+                // Probing touched only the other instances and private caches: `slot` still holds the line.
+                self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
             }
             None => {
                 self.probe_others(u, line, true, t, st);

@@ -105,6 +105,9 @@ pub struct Machine {
     l1_next_line: bool,
     /// Cycles a dirty L2 victim holds a superqueue entry (0: it holds none).
     l2_writeback_hold: u64,
+    /// Per CPU, its core and its thread within the core (the topology's
+    /// divisions, done once).
+    cpu_core: Vec<(u32, u32)>,
 }
 
 impl Machine {
@@ -154,7 +157,11 @@ impl Machine {
                 )
             })
             .collect();
+        let cpu_core = (0..topo.nr_cpus())
+            .map(|c| (topo.core_of(c) as u32, topo.thread_of(c) as u32))
+            .collect();
         Ok(Machine {
+            cpu_core,
             topo,
             hier,
             cpus,
@@ -215,15 +222,62 @@ impl Machine {
         independent: bool,
         issue: u64,
     ) -> Served {
-        let core = self.topo.core_of(cpu);
-        let thread = self.topo.thread_of(cpu);
+        self.access_one(cpu, line, kind, independent, issue)
+    }
+
+    /// A bulk clear (`src` None) or copy of lines `dst + i` for `i` in
+    /// `from..n`, stopping early once the CPU's clock reaches `deadline`;
+    /// returns where it stopped. Per line, exactly what the caller's loop of
+    /// [`Machine::access`] calls did: a copy's independent load of `src + i`
+    /// (no issue cycles of its own), then the independent store of `dst + i`
+    /// of kind `kind` and `issue` cycles, then `per_line` instructions.
+    /// One loop with the access inlined, for the streams of the page clears
+    /// and copies that dominate the kernel's time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bulk_run(
+        &mut self,
+        cpu: usize,
+        dst: u64,
+        src: Option<u64>,
+        from: u64,
+        n: u64,
+        kind: AccessKind,
+        issue: u64,
+        per_line: u64,
+        deadline: u64,
+    ) -> u64 {
+        let mut i = from;
+        while i < n && self.cpus[cpu].clock < deadline {
+            if let Some(src) = src {
+                self.access_one(cpu, src + i, AccessKind::Load, true, 0);
+            }
+            self.access_one(cpu, dst + i, kind, true, issue);
+            if per_line > 0 {
+                self.advance(cpu, 0, per_line);
+            }
+            i += 1;
+        }
+        i
+    }
+
+    #[inline(always)]
+    fn access_one(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        kind: AccessKind,
+        independent: bool,
+        issue: u64,
+    ) -> Served {
+        let (core, thread) = self.cpu_core[cpu];
+        let (core, thread) = (core as usize, thread as usize);
         let c = &mut self.cpus[cpu];
         let r = &mut self.cores[core];
         let now = c.clock;
         // Slots are found before the access so DRAM is reserved when the request can leave.
-        let (li, lfree) = argmin(&r.lfb);
+        let (li, lfree) = r.lfb.argmin();
         let s1 = now.max(lfree);
-        let (qi, qfree) = argmin(&r.sq);
+        let (qi, qfree) = r.sq.argmin();
         let s2 = s1.max(qfree);
         let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
         let waits = kind == AccessKind::Load && !independent;
@@ -250,10 +304,10 @@ impl Machine {
                         done = done.max(ready);
                     }
                 }
-                r.lfb[li] = done;
+                r.lfb.set(li, done);
                 r.lfb_line[li] = INVALID;
                 if !matches!(served, Served::L1 | Served::L2) {
-                    r.sq[qi] = done;
+                    r.sq.set(qi, done);
                     r.sq_line[qi] = INVALID;
                 }
                 hold_writebacks(r, self.hier.l2_writebacks(), start, self.l2_writeback_hold);
@@ -297,23 +351,25 @@ impl Machine {
         if kind == AccessKind::Load && self.l1_next_line {
             if let Some(p) = r.next_line.on_load(line) {
                 if !self.hier.contains_l1(core, p) {
-                    let (li, lfree) = argmin(&r.lfb);
-                    let (qi, qfree) = argmin(&r.sq);
+                    let (li, lfree) = r.lfb.argmin();
+                    let (qi, qfree) = r.sq.argmin();
                     // A fill buffer, and a superqueue entry if the line is not in L2.
                     let in_l2 = self.hier.contains_l2(core, p);
                     if lfree <= t && (in_l2 || qfree <= t) {
                         let st = &mut self.cpus[cpu].stats.cache;
-                        if let Some((s, w)) = self.hier.prefetch(core, p, true, t, st) {
+                        {
+                            let (s, w) =
+                                self.hier.prefetch_absent(core, p, true, Some(in_l2), t, st);
                             let wbs = self.hier.l2_writebacks();
                             hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                             let mut ready = t + self.hier.latency(s) + w;
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
                             }
-                            r.lfb[li] = ready;
+                            r.lfb.set(li, ready);
                             r.lfb_line[li] = p;
                             if !matches!(s, Served::L2) {
-                                r.sq[qi] = ready;
+                                r.sq.set(qi, ready);
                                 r.sq_line[qi] = INVALID;
                             }
                             r.pf_until = r.pf_until.max(ready);
@@ -332,21 +388,22 @@ impl Machine {
                 k += 1;
                 if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
                     let st = &mut self.cpus[cpu].stats.cache;
-                    self.hier.prefetch(core, p, false, t, st);
+                    self.hier.prefetch_l2_found(st);
                     r.streamer.advance(i, p);
                     continue;
                 }
-                let (qi, qfree) = argmin(&r.sq);
+                let (qi, qfree) = r.sq.argmin();
                 if qfree > t {
                     // No superqueue entry free: the streamer tries again on a later lookup.
                     break;
                 }
                 let st = &mut self.cpus[cpu].stats.cache;
-                if let Some((s, w)) = self.hier.prefetch(core, p, false, t, st) {
+                {
+                    let (s, w) = self.hier.prefetch_absent(core, p, false, None, t, st);
                     let wbs = self.hier.l2_writebacks();
                     hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                     let ready = t + self.hier.latency(s) + w;
-                    r.sq[qi] = ready;
+                    r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
                     r.pf_until = r.pf_until.max(ready);
                 }
@@ -523,21 +580,8 @@ fn hold_writebacks(r: &mut CoreResources, n: u32, t: u64, hold: u64) {
         return;
     }
     for _ in 0..n {
-        let (i, f) = argmin(&r.sq);
-        r.sq[i] = f.max(t) + hold;
+        let (i, f) = r.sq.argmin();
+        r.sq.set(i, f.max(t) + hold);
         r.sq_line[i] = INVALID;
     }
-}
-
-#[inline]
-fn argmin(v: &[u64]) -> (usize, u64) {
-    let mut bi = 0;
-    let mut bv = u64::MAX;
-    for (i, &x) in v.iter().enumerate() {
-        if x < bv {
-            bv = x;
-            bi = i;
-        }
-    }
-    (bi, bv)
 }

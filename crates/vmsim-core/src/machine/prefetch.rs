@@ -94,6 +94,10 @@ pub struct Streamer {
     distance: u64,
     degree: u64,
     clock: u64,
+    /// The stream the last lookup found or allocated: a stream's page is
+    /// unique among the streams, so when it matches it is the one a search
+    /// would find (most lookups stay in the page of the one before).
+    recent: usize,
 }
 
 impl Streamer {
@@ -104,6 +108,7 @@ impl Streamer {
             distance: p.l2_distance_lines,
             degree: p.l2_degree,
             clock: 0,
+            recent: 0,
         }
     }
 
@@ -116,7 +121,11 @@ impl Streamer {
         }
         self.clock += 1;
         let pg = page(line);
-        let Some(i) = self.streams.iter().position(|s| s.page == pg) else {
+        let found = match self.streams.get(self.recent) {
+            Some(s) if s.page == pg => Some(self.recent),
+            _ => self.streams.iter().position(|s| s.page == pg),
+        };
+        let Some(i) = found else {
             let s = Stream {
                 page: pg,
                 last: line,
@@ -125,15 +134,18 @@ impl Streamer {
                 used: self.clock,
             };
             if self.streams.len() < self.cap {
+                self.recent = self.streams.len();
                 self.streams.push(s);
             } else {
                 let lru = (0..self.streams.len())
                     .min_by_key(|&i| self.streams[i].used)
                     .expect("cap > 0");
                 self.streams[lru] = s;
+                self.recent = lru;
             }
             return None;
         };
+        self.recent = i;
         let s = &mut self.streams[i];
         s.used = self.clock;
         let dir = match line.cmp(&s.last) {
@@ -245,6 +257,21 @@ mod tests {
         });
         // Four streams among a billion lines' pages: pairs in one page are rare.
         assert!(run(&mut s, lines).len() < 10);
+    }
+
+    proptest::proptest! {
+        /// Trying the last lookup's stream first finds what the search finds.
+        #[test]
+        fn the_recent_stream_shortcut_changes_nothing(
+            lines in proptest::collection::vec(0u64..64 * 40, 0..400),
+        ) {
+            let (mut a, mut b) = (Streamer::new(&params()), Streamer::new(&params()));
+            for l in lines {
+                b.recent = usize::MAX; // no shortcut: always the search
+                let (x, y) = (run(&mut a, [l]), run(&mut b, [l]));
+                proptest::prop_assert_eq!(x, y);
+            }
+        }
     }
 
     #[test]

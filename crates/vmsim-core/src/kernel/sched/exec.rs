@@ -17,7 +17,7 @@ impl Sim {
                 self.m.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {
-                let mut i = self.begin_bulk(cpu, how);
+                let i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     // One string store over more bytes than the chip's threshold elides cache allocation.
                     StoreHow::String
@@ -35,13 +35,9 @@ impl Sim {
                     StoreHow::MovLoop => crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE,
                     StoreHow::NonTemporal => crate::kernel::instr::CLEAR_NT_PER_LINE,
                 };
-                while i < nlines && self.m.cpus[cpu].clock < deadline {
-                    self.m.access(cpu, line + i, kind, true, issue);
-                    if per_line > 0 {
-                        self.m.advance(cpu, 0, per_line);
-                    }
-                    i += 1;
-                }
+                let i = self
+                    .m
+                    .bulk_run(cpu, line, None, i, nlines, kind, issue, per_line, deadline);
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
@@ -52,23 +48,29 @@ impl Sim {
                 nlines,
                 how,
             } => {
-                let mut i = self.begin_bulk(cpu, how);
+                let i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
                     StoreHow::NonTemporal => (AccessKind::NtStore, self.copy_issue),
                 };
-                while i < nlines && self.m.cpus[cpu].clock < deadline {
-                    // The load's issue slots are covered by the store's: the
-                    // copy is bound by one store (string width) per line.
-                    self.m.access(cpu, src_line + i, AccessKind::Load, true, 0);
-                    self.m.access(cpu, dst_line + i, kind, true, issue);
-                    if how == StoreHow::MovLoop {
-                        self.m
-                            .advance(cpu, 0, crate::kernel::instr::COPY_PAGE_REGS_PER_LINE);
-                    }
-                    i += 1;
-                }
+                let per_line = match how {
+                    StoreHow::MovLoop => crate::kernel::instr::COPY_PAGE_REGS_PER_LINE,
+                    _ => 0,
+                };
+                // The load's issue slots are covered by the store's: the
+                // copy is bound by one store (string width) per line.
+                let i = self.m.bulk_run(
+                    cpu,
+                    dst_line,
+                    Some(src_line),
+                    i,
+                    nlines,
+                    kind,
+                    issue,
+                    per_line,
+                    deadline,
+                );
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
