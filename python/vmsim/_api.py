@@ -125,10 +125,11 @@ def experiments() -> Dict[str, str]:
     return dict(_core.list_experiments())
 
 
-def hw(command: str, **options: Any) -> Dict[str, Any]:
+def hw(command: str, *, quiet: bool = False, **options: Any) -> Dict[str, Any]:
     """Runs a host measurement (``"clear"``, ``"copy"``, ``"pf-test"``,
-    ``"calibrate"`` or ``"microbench"``) with keyword options; returns its result."""
-    return json.loads(_core.hw_run(command, json.dumps(options)))
+    ``"calibrate"`` or ``"microbench"``) with keyword options; returns its
+    result. ``quiet`` silences its progress notes on stderr."""
+    return json.loads(_core.hw_run(command, json.dumps(options), bool(quiet)))
 
 
 def _run_point(config_json: str, base_dir: Optional[str]) -> Dict[str, Any]:

@@ -294,7 +294,7 @@ def cmd_hw(args) -> int:
         from .validate import validate
 
         _check_out(args.json)
-        result = validate(**opts)
+        result = validate(quiet=bool(args.quiet), **opts)
         _emit(result, result["table"], args.json)
         return 0
     _check_out(args.json)

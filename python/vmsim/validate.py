@@ -96,7 +96,7 @@ def _positive(options: Dict[str, Any], key: str, default: int, most: int = 1 << 
     return value
 
 
-def validate(**options: Any) -> Dict[str, Any]:
+def validate(*, quiet: bool = False, **options: Any) -> Dict[str, Any]:
     for k in options:
         if k not in ACCEPTED:
             raise _config_error(k, f"unknown option; accepted: {', '.join(ACCEPTED)}")
@@ -111,14 +111,14 @@ def validate(**options: Any) -> Dict[str, Any]:
     calibration = None
     if preset is None:
         out_dir = tempfile.mkdtemp(prefix="vmsim-validate-")
-        calibration = hw("calibrate", out_dir=out_dir, quick=quick)
+        calibration = hw("calibrate", quiet=quiet, out_dir=out_dir, quick=quick)
         preset = calibration.get("preset_path") or next(
             os.path.join(out_dir, f) for f in sorted(os.listdir(out_dir)) if f.endswith(".toml"))
     preset = os.path.abspath(str(preset))
     if not os.path.isfile(preset):
         raise _config_error("preset", f"no such preset file: {preset}")
 
-    real = hw("clear", pages=pages, reps=reps, corunner=False, target="first", strategies=list(STRATEGIES))
+    real = hw("clear", quiet=quiet, pages=pages, reps=reps, corunner=False, target="first", strategies=list(STRATEGIES))
     by_strategy = {r["strategy"]: r for r in real["results"]}
     rows: List[Dict[str, Any]] = []
     for strategy, policy in STRATEGIES.items():
@@ -130,7 +130,7 @@ def validate(**options: Any) -> Dict[str, Any]:
     release = platform.release()
     policy = kernel_policy(release)
     try:
-        pf = hw("pf-test", size_mib=size_mib, reps=reps, kinds=["hugetlb-2m"])
+        pf = hw("pf-test", quiet=quiet, size_mib=size_mib, reps=reps, kinds=["hugetlb-2m"])
         res = pf["results"][0]
         skipped = res.get("skipped")
         real_gbps = None if skipped else _median(res.get("gbps"))
@@ -142,7 +142,7 @@ def validate(**options: Any) -> Dict[str, Any]:
     if skipped:
         row["skipped"] = skipped
     rows.append(row)
-    micro = hw("microbench", preset=preset, quick=quick, reps=micro_reps)
+    micro = hw("microbench", quiet=quiet, preset=preset, quick=quick, reps=micro_reps)
     return {
         "command": "validate",
         "preset": preset,

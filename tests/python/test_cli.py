@@ -241,7 +241,7 @@ def test_sweep_cli_bad_set(tiny_toml, capsys):
     assert capsys.readouterr().err.startswith("vmsim: error: --set")
 
 
-def test_hw_validate_quick_compares_real_and_simulated(tmp_path):
+def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
     import platform
 
     import pytest
@@ -251,7 +251,9 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path):
 
     if platform.machine() not in ("x86_64", "AMD64") or platform.system() != "Linux":
         pytest.skip("host routines are x86-64 Linux only")
-    r = validate(quick=True)
+    capfd.readouterr()
+    r = validate(quick=True, quiet=True)
+    assert capfd.readouterr().err == "", "quiet: no progress notes from any host measurement"
     rows = r["rows"]
     assert [row["sim_policy"] for row in rows[:5]] == [
         "sequential", "target-last", "multipage-2023", "contiguous-7.0", "nontemporal-far"]
