@@ -110,9 +110,7 @@ pub fn metric_names(
 ) -> Result<Vec<String>, Error> {
     let cfg = RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0)?;
     let sim = crate::experiment::build(&cfg)?;
-    let mut r = crate::metrics::report(&sim);
-    crate::workload::registry(&cfg.workload).report(&sim, &mut r);
-    let serde_json::Value::Object(map) = r else {
+    let serde_json::Value::Object(map) = crate::experiment::report(&cfg, &sim) else {
         return Err(Error::Internal("a report is a JSON object".into()));
     };
     let mut names: Vec<String> = map

@@ -78,9 +78,15 @@ pub fn machine_json(cfg: &RunConfig) -> Value {
 pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value, Error> {
     let mut sim = build(cfg)?;
     sim.run(progress)?;
-    let mut r = crate::metrics::report(&sim);
-    crate::workload::registry(&cfg.workload).report(&sim, &mut r);
-    Ok(r)
+    Ok(report(cfg, &sim))
+}
+
+/// The metrics of `sim`, built from `cfg`: the model's report and the
+/// workload's own figures.
+pub fn report(cfg: &RunConfig, sim: &Sim) -> Value {
+    let mut r = crate::metrics::report(sim);
+    crate::workload::registry(&cfg.workload).report(sim, &mut r);
+    r
 }
 
 /// Runs the experiment's baseline and variants. With `[[cases]]`, every case

@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod machine;
 pub mod metrics;
 pub mod policy;
+pub mod rng;
 pub mod stats;
 pub mod validate;
 pub mod workload;

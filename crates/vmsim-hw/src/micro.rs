@@ -306,45 +306,36 @@ unsafe fn update_avx2(p: *mut u8, len: usize) {
     );
 }
 
+/// The copy loop with store instruction `$st` (`vmovdqa` or `vmovntdq`).
+macro_rules! copy_loop_avx2 {
+    ($st:literal, $d:expr, $s:expr, $len:expr) => {
+        core::arch::asm!(
+            "2:",
+            "vmovdqa ymm0, [{s}]",
+            "vmovdqa ymm1, [{s} + 32]",
+            concat!($st, " [{d}], ymm0"),
+            concat!($st, " [{d} + 32], ymm1"),
+            "add {s}, 64",
+            "add {d}, 64",
+            "cmp {s}, {end}",
+            "jb 2b",
+            "vzeroupper",
+            s = inout(reg) $s => _,
+            d = inout(reg) $d => _,
+            end = in(reg) $s.add($len),
+            out("ymm0") _, out("ymm1") _,
+            options(nostack),
+        )
+    };
+}
+
 /// `len` bytes from `s` to `d`, 32 B loads, 32 B ordinary or non-temporal stores.
 #[target_feature(enable = "avx2")]
 unsafe fn copy_avx2(d: *mut u8, s: *const u8, len: usize, nt: bool) {
     if nt {
-        core::arch::asm!(
-            "2:",
-            "vmovdqa ymm0, [{s}]",
-            "vmovdqa ymm1, [{s} + 32]",
-            "vmovntdq [{d}], ymm0",
-            "vmovntdq [{d} + 32], ymm1",
-            "add {s}, 64",
-            "add {d}, 64",
-            "cmp {s}, {end}",
-            "jb 2b",
-            "vzeroupper",
-            s = inout(reg) s => _,
-            d = inout(reg) d => _,
-            end = in(reg) s.add(len),
-            out("ymm0") _, out("ymm1") _,
-            options(nostack),
-        );
+        copy_loop_avx2!("vmovntdq", d, s, len);
     } else {
-        core::arch::asm!(
-            "2:",
-            "vmovdqa ymm0, [{s}]",
-            "vmovdqa ymm1, [{s} + 32]",
-            "vmovdqa [{d}], ymm0",
-            "vmovdqa [{d} + 32], ymm1",
-            "add {s}, 64",
-            "add {d}, 64",
-            "cmp {s}, {end}",
-            "jb 2b",
-            "vzeroupper",
-            s = inout(reg) s => _,
-            d = inout(reg) d => _,
-            end = in(reg) s.add(len),
-            out("ymm0") _, out("ymm1") _,
-            options(nostack),
-        );
+        copy_loop_avx2!("vmovdqa", d, s, len);
     }
 }
 

@@ -105,13 +105,7 @@ impl PageAlloc {
         let per_unit = 1u64 << (SHUFFLE_ORDER - HPAGE_PMD_ORDER);
         for (node, blocks) in self.free_blocks.iter_mut().enumerate() {
             let mut state = seed ^ (node as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F);
-            let mut next = || {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = state;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^ (z >> 31)
-            };
+            let mut next = || crate::rng::next(&mut state);
             // Units in address order; a trailing half unit stays a unit of its own.
             let mut sorted = blocks.clone();
             sorted.sort_unstable();

@@ -194,7 +194,8 @@ impl Sim {
         let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
-        let tick_period = m.freq_mhz * 1_000_000 / k.cfg.hz.max(1);
+                                           // At least one cycle, so the grid always advances.
+        let tick_period = (m.freq_mhz * 1_000_000 / k.cfg.hz.max(1)).max(1);
         Sim {
             cpus: (0..n)
                 .map(|_| CpuCtx {
@@ -229,18 +230,15 @@ impl Sim {
     /// changes from one run to the next; the seed picks it. Without a call,
     /// the grid starts at 0.
     pub fn seed_tick(&mut self, seed: u64) {
-        let mut z = seed ^ 0x7469_636b_5f70_6861; // "tick_pha"
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        self.tick_phase = z % self.tick_period.max(1);
+        let z = crate::rng::mix64(seed ^ 0x7469_636b_5f70_6861); // "tick_pha"
+        self.tick_phase = z % self.tick_period;
     }
 
     /// The first tick of `cpu` strictly after `now` (`hrtimer_forward` of the
     /// tick timer): the grid of period `tick_period` from `tick_phase`, each
     /// CPU offset by `cpu * period / 2 / nr_cpus` under `skew_tick`.
     fn tick_after(&self, cpu: usize, now: u64) -> u64 {
-        let p = self.tick_period.max(1);
+        let p = self.tick_period;
         let mut base = self.tick_phase;
         if self.k.cfg.skew_tick {
             base += (p / 2) / self.cpus.len() as u64 * cpu as u64;
@@ -271,7 +269,7 @@ impl Sim {
             self.cpus[cpu].sys_settled += cost;
             self.sched.stats.nr_ticks += 1;
             self.cpus[cpu].ticked = true;
-            let next = self.cpus[cpu].next_tick + self.tick_period.max(1);
+            let next = self.cpus[cpu].next_tick + self.tick_period;
             self.cpus[cpu].next_tick = next;
         }
     }

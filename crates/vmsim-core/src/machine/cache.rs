@@ -257,14 +257,6 @@ impl SetIndex {
     }
 }
 
-/// splitmix64 step, used to turn a seed into a generator state.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// One host cache line of a set's storage. Sets start on these boundaries,
 /// so a set of up to 12 ways (tags, metadata and PLRU bits) is one host
 /// cache line and a 20-way set is two.
@@ -390,7 +382,7 @@ impl Cache {
                 (and, or)
             })
             .collect();
-        let mut rng = splitmix64(seed);
+        let mut rng = crate::rng::splitmix64(seed);
         if rng == 0 {
             rng = 0x2545_F491_4F6C_DD1D;
         }
