@@ -237,9 +237,9 @@ fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
 }
 
 #[test]
-fn child_start_skew_needs_children_and_a_range() {
-    let (k, m) = run_err(&usemem("child_start_skew_us = 10\n"), Format::Toml);
-    assert_eq!(k, "workload.child_start_skew_us");
+fn child_start_skew_needs_a_range_and_warmup_no_prealloc() {
+    let (k, m) = run_err(&usemem("prealloc = true\nwarmup = true\n"), Format::Toml);
+    assert_eq!(k, "workload.warmup");
     assert!(m.contains("prealloc"), "{m}");
     let (k, m) = run_err(
         &usemem("prealloc = true\nchild_start_skew_us = 2000000\n"),

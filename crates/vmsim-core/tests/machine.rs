@@ -100,9 +100,9 @@ fn exact_latencies_of_a_dependent_load() {
         Served::Dram { remote: false }
     );
     assert_eq!(m.cpus[0].clock, dram);
-    // Now in L1: the issue cost only.
+    // Now in L1: the L1's load-to-use latency (the issue overlaps it).
     assert_eq!(m.access(0, 100, AccessKind::Load, false, 1), Served::L1);
-    assert_eq!(m.cpus[0].clock, dram + 1);
+    assert_eq!(m.cpus[0].clock, dram + p.l1d.latency_cycles);
     // The SMT sibling (CPU 36) shares the core's L1.
     assert_eq!(m.access(36, 100, AccessKind::Load, false, 1), Served::L1);
     // Another core on the socket finds it in the LLC.
@@ -357,4 +357,25 @@ fn a_dirty_l2_victim_holds_a_superqueue_entry_for_the_llc_latency() {
     // Switched off, the write-back holds nothing.
     p.l2_writeback_holds_superqueue = false;
     assert_eq!(run(&p), vec![p.dram_local_cycles]);
+}
+
+#[test]
+fn a_dependent_load_that_hits_the_l1_waits_its_load_to_use_latency() {
+    let (p, mut m) = e5();
+    assert_eq!(p.l1d.latency_cycles, 4);
+    // Bring the line in, then let every buffer drain.
+    m.access(0, 7, AccessKind::Load, false, 1);
+    m.advance(0, 10_000, 0);
+    let t = m.cpus[0].clock;
+    // A chain of dependent hits: each waits for the last one's data.
+    for _ in 0..10 {
+        assert_eq!(m.access(0, 7, AccessKind::Load, false, 1), Served::L1);
+    }
+    assert_eq!(m.cpus[0].clock - t, 10 * p.l1d.latency_cycles);
+    // Independent hits overlap their latency: only their issue is charged.
+    let t = m.cpus[0].clock;
+    for _ in 0..10 {
+        assert_eq!(m.access(0, 7, AccessKind::Load, true, 1), Served::L1);
+    }
+    assert_eq!(m.cpus[0].clock - t, 10);
 }

@@ -161,10 +161,13 @@ pub struct UsememConfig {
     pub prealloc: bool,
     /// `--prefault`: the mapping is made with MAP_POPULATE.
     pub prefault: bool,
-    /// A diagnostic that usemem does not have: with `prealloc`, child k
-    /// sleeps k times this many microseconds before writing and times itself
-    /// from its wake-up, to see what desynchronised children would do.
+    /// A diagnostic that usemem does not have: child (or task) k sleeps k
+    /// times this many microseconds before writing and times itself from its
+    /// wake-up, to see what desynchronised tasks would do.
     pub child_start_skew_us: u64,
+    /// Not a usemem option: each task first writes an untimed region of its
+    /// size, kept mapped, so the timed pass starts with warm caches.
+    pub warmup: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -382,6 +385,7 @@ impl RunConfig {
                     "prealloc",
                     "prefault",
                     "child_start_skew_us",
+                    "warmup",
                 ][..],
                 pftest::KEYS,
                 lrufile::KEYS,
@@ -422,10 +426,11 @@ impl RunConfig {
                 let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
                 let prefault = w.bool_opt("prefault")?.unwrap_or(false);
                 let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
-                if child_start_skew_us > 0 && !prealloc {
+                let warmup = w.bool_opt("warmup")?.unwrap_or(false);
+                if warmup && prealloc {
                     return Err(cfg_err(
-                        "workload.child_start_skew_us",
-                        "applies to the children of prealloc = true only",
+                        "workload.warmup",
+                        "applies to usemem without prealloc only (case-anon-w-seq); accepted with prealloc: false",
                     ));
                 }
                 if child_start_skew_us > 1_000_000 {
@@ -441,6 +446,7 @@ impl RunConfig {
                     prealloc,
                     prefault,
                     child_start_skew_us,
+                    warmup,
                 })
             }
             "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),

@@ -122,6 +122,9 @@ pub struct Latencies {
     /// A no-RFO ownership grant waits for the home's DRAM-class round trip
     /// (memory directory or other-socket snoop) rather than for the LLC.
     pub no_rfo_grant_at_home: bool,
+    /// Load-to-use of an L1 hit: what a dependent load waits (an independent
+    /// one overlaps it).
+    pub l1: u64,
     pub l2: u64,
     pub llc: u64,
     pub remote_cache: u64,

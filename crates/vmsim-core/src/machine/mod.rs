@@ -4,7 +4,8 @@
 //! IPIs, and it advances the issuing CPU's clock and counts events.
 //!
 //! Timing of one line access (docs/model.md, "One cache-line access"):
-//! - an L1 hit costs the caller's issue cycles;
+//! - an L1 hit costs the caller's issue cycles; a dependent load also waits
+//!   the L1's load-to-use latency;
 //! - an L1 miss takes a line fill buffer; a miss beyond L2 also takes a
 //!   superqueue entry; when none is free the CPU stalls until one is;
 //! - the entries are held for the latency of the level that serves the line
@@ -124,6 +125,7 @@ impl Machine {
             perf_events: p.perf_cache_events,
             lat: Latencies {
                 no_rfo_grant_at_home: p.no_rfo_grant == NoRfoGrant::Memory,
+                l1: p.l1d.latency_cycles,
                 l2: p.l2.latency_cycles,
                 llc: p.llc.latency_cycles,
                 remote_cache: p.remote_cache_cycles,
@@ -285,9 +287,16 @@ impl Machine {
             Served::L1 if wait == 0 => {
                 let issued = r.issue.reserve(thread, now, issue);
                 c.stats.smt_issue_wait_cycles += issued - now - issue;
-                // A dependent load of a line an L1 prefetch is still bringing waits for it.
-                let ready = if waits { r.inflight(line, now) } else { None };
-                let new_clock = issued.max(ready.unwrap_or(0));
+                // A dependent load waits for the data: the L1's load-to-use, or the
+                // line an L1 prefetch is still bringing.
+                let ready = if waits {
+                    r.inflight(line, now)
+                        .unwrap_or(0)
+                        .max(now + self.hier.lat.l1)
+                } else {
+                    0
+                };
+                let new_clock = issued.max(ready);
                 c.stats.stall_cycles += new_clock - issued;
                 (now, new_clock)
             }

@@ -21,6 +21,19 @@
 //! own data; the parent waits for all children, then checks that its region
 //! still reads as zero-filled.
 //!
+//! `workload.warmup` (not a usemem option; case-anon-w-seq only): each task
+//! first maps and writes a region of the same size, untimed and kept mapped,
+//! then runs the timed pass above. A scaled run is short, and without this
+//! its first huge pages meet empty caches, a transient the full-size run
+//! (hundreds of huge pages per task) spends a negligible part of its time in;
+//! with it, the timed pass starts with the caches full of the task's own dirty
+//! lines, as the full-size run's are after its first huge pages. Only the
+//! timed pass is reported; both regions are checked.
+//!
+//! `workload.child_start_skew_us` (a diagnostic, not a usemem option): child
+//! (or, without `--prealloc`, task) k sleeps k times the skew first and times
+//! itself from its wake-up.
+//!
 //! Simplification: usemem's children wait on a pipe until the parent has
 //! forked them all; here a child starts as soon as it is forked, so the
 //! children start staggered by the cost of one fork.
@@ -56,6 +69,9 @@ pub struct Usemem {
     child: Option<u64>,
     /// Child k sleeps k times this before writing (a diagnostic; 0 in usemem).
     child_skew_ns: u64,
+    /// Bytes of the untimed warm-up region (0: none); its address once mapped.
+    warm: u64,
+    warm_addr: u64,
 }
 
 impl Usemem {
@@ -73,12 +89,20 @@ impl Usemem {
             forked: 0,
             child: None,
             child_skew_ns: 0,
+            warm: 0,
+            warm_addr: 0,
         }
     }
 
     /// Child k sleeps k x `ns` after fork, then marks its own start.
     pub fn with_child_start_skew(mut self, ns: u64) -> Usemem {
         self.child_skew_ns = ns;
+        self
+    }
+
+    /// Writes an untimed region of the task's size first (`workload.warmup`).
+    pub fn with_warmup(mut self, on: bool) -> Usemem {
+        self.warm = if on { self.size } else { 0 };
         self
     }
 
@@ -104,9 +128,52 @@ impl Usemem {
         seed ^ (k + 1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
     }
 
+    /// The seed of the warm-up region's data.
+    fn warm_seed(&self) -> u64 {
+        self.seed ^ 0x5741_524D_5550_0001
+    }
+
+    /// A task of case-anon-w-seq: the diagnostic sleep and the warm-up region
+    /// (each optional), usemem's six steps, then the warm-up region's check.
     fn next_task(&mut self, ret: u64) -> Op {
         self.step += 1;
+        let sleep = u32::from(self.child_skew_ns > 0);
+        let warm = if self.warm > 0 { 2 } else { 0 };
+        let pre = sleep + warm;
         match self.step {
+            1 if sleep == 1 => Op::Nanosleep {
+                ns: self.child_skew_ns,
+            },
+            s if s == sleep + 1 && warm > 0 => Op::Mmap {
+                len: self.warm,
+                populate: self.prefault,
+            },
+            s if s == sleep + 2 && warm > 0 => {
+                self.warm_addr = ret;
+                Op::WriteSeq {
+                    start: self.warm_addr,
+                    len: self.warm,
+                    seed: self.warm_seed(),
+                }
+            }
+            s if s > pre && s <= pre + 6 => self.timed_step(s - pre, ret),
+            s if s == pre + 7 && warm > 0 => Op::Check {
+                start: self.warm_addr,
+                len: self.warm,
+                expect: Expect::Written {
+                    seed: self.warm_seed(),
+                },
+            },
+            s if s == pre + 8 && warm > 0 => Op::Munmap {
+                start: self.warm_addr,
+            },
+            _ => Op::Exit,
+        }
+    }
+
+    /// usemem's own steps of a task: the timed write pass, its check, the unmap.
+    fn timed_step(&mut self, step: u32, ret: u64) -> Op {
+        match step {
             1 => Op::MarkStart,
             2 => Op::Mmap {
                 len: self.size,
@@ -126,8 +193,7 @@ impl Usemem {
                 len: self.size,
                 expect: Expect::Written { seed: self.seed },
             },
-            6 => Op::Munmap { start: self.addr },
-            _ => Op::Exit,
+            _ => Op::Munmap { start: self.addr },
         }
     }
 
@@ -229,14 +295,15 @@ impl Program for Usemem {
         if self.prealloc {
             self.size * self.nr_task
         } else {
-            self.size
+            self.size + self.warm
         }
     }
     fn fork(&self) -> Option<Box<dyn Program>> {
         Some(Box::new(self.clone()))
     }
     fn reported_bytes(&self, written: u64) -> u64 {
-        written + self.size / 8
+        // The warm-up region's writes are not the timed pass's.
+        written.saturating_sub(self.warm) + self.size / 8
     }
 }
 
@@ -247,7 +314,10 @@ impl Workload for UsememWorkload<'_> {
     fn node_bytes(&self, topo: &Topology, nr_cpus: usize) -> u64 {
         let u = self.0;
         let mut per_node = vec![0u64; topo.nr_nodes()];
-        let sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
+        let mut sz = u.size_per_task.div_ceil(2 * MIB) * 2 * MIB;
+        if u.warmup {
+            sz *= 2;
+        }
         if u.prealloc {
             // The parent's region on CPU 0's node; each child's copies on its own CPU's node.
             per_node[topo.node_of(0)] += sz;
@@ -279,13 +349,11 @@ impl Workload for UsememWorkload<'_> {
             for i in 0..u.nr_task as usize {
                 let seed = base ^ (i as u64 + 1);
                 sim.spawn(
-                    Box::new(Usemem::with_flags(
-                        u.size_per_task,
-                        seed,
-                        false,
-                        u.prefault,
-                        1,
-                    )),
+                    Box::new(
+                        Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)
+                            .with_child_start_skew(i as u64 * u.child_start_skew_us * 1000)
+                            .with_warmup(u.warmup),
+                    ),
                     i % nr_cpus,
                 );
             }
