@@ -1,6 +1,12 @@
 //! The `calibrate` command: measure this host's caches, memory and kernel
 //! costs, and write them as a machine preset (`host-<name>.toml`) in which
 //! every value says where it came from.
+//!
+//! Invariant: a quantity measured in repetitions reports one of its kept
+//! repetitions (see `reps`: the highest clock or bandwidth, the lowest
+//! latency, the median tail-touch probe) and says in the output how many
+//! were kept and dropped and how far they spread, so a calibration made on
+//! a busy host can be told from a quiet one.
 
 use crate::measure as m;
 use crate::micro::{self, Effort};
