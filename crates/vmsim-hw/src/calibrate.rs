@@ -1,12 +1,21 @@
 //! The `calibrate` command: measure this host's caches, memory and kernel
 //! costs, and write them as a machine preset (`host-<name>.toml`) in which
 //! every value says where it came from.
+//!
+//! Invariant: a quantity measured in repetitions reports one of its kept
+//! repetitions (see `reps`: the highest clock or bandwidth, the lowest
+//! latency, the median tail-touch probe) and says in the output how many
+//! were kept and dropped and how far they spread, so a calibration made on
+//! a busy host can be told from a quiet one.
 
 use crate::measure as m;
+use crate::micro::{self, Effort};
 use crate::opts::{round3, Opts};
+use crate::reps::{Samples, Summary};
 use crate::sys::{self, Backing, HPAGE, SUBPAGE};
 use crate::{config_err, host, preset, HwError};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use std::time::Duration;
 
 const ACCEPTED: [&str; 3] = ["name", "out_dir", "quick"];
 
@@ -15,9 +24,13 @@ pub(crate) struct Raw {
     pub quick: bool,
     pub core_ghz: f64,
     pub tsc_ghz: f64,
+    /// Per sweep size, the lowest ns per load of its clean repetitions.
     pub chase: Vec<(usize, f64)>,
+    /// The repetitions behind each `chase` figure, in the same order.
+    pub chase_reps: Vec<Summary>,
     /// Chase latency at the largest size with 4 KiB pages instead of THP.
     pub chase_4k: Option<(usize, f64)>,
+    pub chase_4k_reps: Option<Summary>,
     pub bw_bytes: usize,
     pub store_gbps: f64,
     pub nt_gbps: f64,
@@ -37,8 +50,11 @@ pub(crate) struct Raw {
     pub clear2m_ns: f64,
     pub ctxsw_ns: Option<f64>,
     pub tail_touch: Vec<(usize, f64)>,
+    pub tail_touch_reps: Vec<Summary>,
     /// The same read of flushed memory that no store rewrote.
     pub cold_touch_ns: f64,
+    /// The repetitions behind each repeated scalar figure, by its key in `raw`.
+    pub reps: Vec<(&'static str, Summary)>,
 }
 
 fn sanitise(s: &str) -> String {
@@ -60,6 +76,83 @@ fn sanitise(s: &str) -> String {
     }
 }
 
+/// Clean repetitions of the clock measurement (quick mode: 5). Each is
+/// about 0.6 ms, so nine cost about 6 ms on a quiet host.
+const CLOCK_REPS: usize = 9;
+/// Clean repetitions of each chase size (quick mode: 3).
+const CHASE_REPS: usize = 7;
+/// No repetition of the clock starts after this much time (quick: 100 ms).
+const CLOCK_BUDGET: Duration = Duration::from_millis(500);
+/// No repetition of one chase size starts after this much time, the
+/// untimed lap not counted (quick: 100 ms); a repetition is about 2 ms.
+const CHASE_BUDGET: Duration = Duration::from_millis(1000);
+/// Above this spread (`max / min - 1`) of the clock's kept repetitions a
+/// warning is printed. What disturbs a repetition without switching the
+/// thread out is small (the timer's cost, under 0.01%; a timer interrupt, a
+/// few us of a 0.6 ms repetition; a boost step of the core clock), and on
+/// the loaded development host the kept repetitions agreed within 2.0-2.4%;
+/// time lost to the hypervisor running another vCPU instead, which the
+/// switch check cannot see, costs a slice of a millisecond or more and
+/// halves a repetition. Beyond 5% the repetitions disagree by more than the
+/// first kind explains, so the highest may be low too, and every cycle
+/// count in the preset scales with it.
+pub const CLOCK_SPREAD_WARN: f64 = 0.05;
+
+/// What `raw.repetitions` and each chase entry's `reps` mean.
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe; syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+
+/// Which repetition `raw.<key>` reports.
+fn figure_of(key: &str) -> &'static str {
+    if key.ends_with("_gbps") || key.starts_with("core_ghz") {
+        "max"
+    } else if key.contains("touch") {
+        "median"
+    } else {
+        "min"
+    }
+}
+
+/// The warnings a calibration's repetitions call for (none on a quiet host):
+/// the clock's, and the chase sizes (`chase[i].0` bytes, repetitions
+/// `chase_reps[i]`) none of whose repetitions was clean.
+fn warnings(
+    clock: Option<&Summary>,
+    chase: &[(usize, f64)],
+    chase_reps: &[Summary],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(clock) = clock {
+        if !clock.clean {
+            out.push(format!(
+                "every repetition of the core clock was switched out; {:.2} GHz may be low",
+                clock.max
+            ));
+        } else if clock.spread > CLOCK_SPREAD_WARN || clock.spread.is_nan() {
+            out.push(format!(
+                "the core clock's repetitions range over {:.2}-{:.2} GHz (spread {:.0}% > {:.0}%): the host is busy and {:.2} GHz, which every cycle count in the preset scales with, may be low; calibrate on a quiet machine",
+                clock.min,
+                clock.max,
+                clock.spread * 100.0,
+                CLOCK_SPREAD_WARN * 100.0,
+                clock.max
+            ));
+        }
+    }
+    let spoilt: Vec<String> = chase
+        .iter()
+        .zip(chase_reps)
+        .filter(|(_, r)| !r.clean)
+        .map(|((s, _), _)| format!("{} KiB", s >> 10))
+        .collect();
+    if !spoilt.is_empty() {
+        out.push(format!(
+            "every repetition of the pointer chase at {} was switched out; those latencies may be high",
+            spoilt.join(", ")
+        ));
+    }
+    out
+}
+
 fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let llc = host::llc_bytes() as usize;
     let say = |what: &str| -> Result<(), HwError> {
@@ -67,25 +160,50 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         crate::ctl::note(&format!("calibrate: {what}"));
         Ok(())
     };
+    let mut reps: Vec<(&'static str, Summary)> = Vec::new();
     say("core clock")?;
-    let core_ghz = m::core_ghz(if quick { 2_000_000 } else { 50_000_000 });
+    let (clock_reps, clock_budget) = if quick {
+        (5, Duration::from_millis(100))
+    } else {
+        (CLOCK_REPS, CLOCK_BUDGET)
+    };
+    let clock = m::core_ghz(clock_reps, clock_budget)?.summary();
+    let core_ghz = clock.best(false);
+    reps.push(("core_ghz_add_chain", clock));
     let tsc_ghz = sys::measure_tsc_ghz();
     let sizes: Vec<usize> = if quick {
         vec![8 << 10, 32 << 10, 256 << 10]
     } else {
         (13..=29).map(|s| 1usize << s).collect() // 8 KiB .. 512 MiB
     };
-    let loads = if quick { 20_000 } else { 2_000_000 };
+    let effort = Effort {
+        reps: if quick { 3 } else { CHASE_REPS },
+        bytes_per_rep: 0,
+        loads_per_rep: if quick { 50_000 } else { 1_000_000 },
+    };
+    let budget = Some(if quick {
+        Duration::from_millis(100)
+    } else {
+        CHASE_BUDGET
+    });
+    let chase_at = |s: usize, backing: Backing| -> Result<(f64, Summary), HwError> {
+        let sm = micro::chase(s as u64, backing, effort, budget)?.summary();
+        Ok((sm.best(true), sm))
+    };
     let mut chase = Vec::new();
+    let mut chase_reps = Vec::new();
     for &s in &sizes {
         say(&format!("pointer chase {} KiB", s >> 10))?;
-        chase.push((s, m::chase_ns(s, Backing::Thp, loads)?));
+        let (ns, sm) = chase_at(s, Backing::Thp)?;
+        chase.push((s, ns));
+        chase_reps.push(sm);
     }
     let big = *sizes.last().unwrap();
-    let chase_4k = if quick {
-        None
+    let (chase_4k, chase_4k_reps) = if quick {
+        (None, None)
     } else {
-        Some((big, m::chase_ns(big, Backing::Small, loads)?))
+        let (ns, sm) = chase_at(big, Backing::Small)?;
+        (Some((big, ns)), Some(sm))
     };
     // DRAM bandwidth wants a buffer well beyond the LLC in every mode: a
     // smaller one measures the cache. Quick mode makes fewer passes instead.
@@ -93,9 +211,16 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     crate::ctl::guard_memory("calibrate", bw_bytes as u64)?;
     let passes = if quick { 1 } else { 4 };
     say("bandwidths")?;
-    let store_gbps = m::stosb_gbps(bw_bytes, passes)?;
-    let (movnti_gbps, nt_gbps, nt_how) = m::nt_gbps(bw_bytes, passes)?;
-    let read_gbps = m::read_gbps(bw_bytes, passes)?;
+    let mut best_rate = |key: &'static str, s: &Samples| {
+        let sm = s.summary();
+        reps.push((key, sm));
+        sm.best(false)
+    };
+    let store_gbps = best_rate("store_rep_stosb_gbps", &m::stosb_gbps(bw_bytes, passes)?);
+    let (movnti, nt, nt_how) = m::nt_gbps(bw_bytes, passes)?;
+    let movnti_gbps = best_rate("store_movnti_gbps", &movnti);
+    let nt_gbps = best_rate("store_nontemporal_gbps", &nt);
+    let read_gbps = best_rate("read_gbps", &m::read_gbps(bw_bytes, passes)?);
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 50_000 })?;
     say("system call, faults, context switch")?;
@@ -120,20 +245,26 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     } else {
         (14..=26).step_by(1).map(|s| 1usize << s).collect() // 16 KiB .. 64 MiB
     };
+    // The median: this probe classifies sizes as hot or cold, it is no latency.
+    let touch_reps = if quick { 3 } else { 7 };
     let mut tail_touch = Vec::new();
+    let mut tail_touch_reps = Vec::new();
     for s in probe {
-        tail_touch.push((
-            s,
-            m::stosb_tail_touch_ns(s, if quick { 3 } else { 7 }, tsc_ghz)?,
-        ));
+        let sm = m::stosb_tail_touch_ns(s, touch_reps, tsc_ghz)?.summary();
+        tail_touch.push((s, sm.median));
+        tail_touch_reps.push(sm);
     }
-    let cold_touch_ns = m::stosb_tail_touch_ns(0, if quick { 3 } else { 7 }, tsc_ghz)?;
+    let cold = m::stosb_tail_touch_ns(0, touch_reps, tsc_ghz)?.summary();
+    reps.push(("cold_4k_touch_ns", cold));
+    let cold_touch_ns = cold.median;
     Ok(Raw {
         quick,
         core_ghz,
         tsc_ghz,
         chase,
+        chase_reps,
         chase_4k,
+        chase_4k_reps,
         bw_bytes,
         store_gbps,
         nt_gbps,
@@ -153,7 +284,9 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         clear2m_ns,
         ctxsw_ns,
         tail_touch,
+        tail_touch_reps,
         cold_touch_ns,
+        reps,
     })
 }
 
@@ -180,11 +313,23 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let path = out_dir.join(format!("host-{name}.toml"));
     std::fs::write(&path, text)
         .map_err(|e| HwError::Io(format!("writing {}: {e}", path.display())))?;
-    let kv = |v: &[(usize, f64)], key: &str| -> Vec<Value> {
+    let clock = raw.reps.iter().find(|(k, _)| *k == "core_ghz_add_chain");
+    let warnings = warnings(clock.map(|c| &c.1), &raw.chase, &raw.chase_reps);
+    for w in &warnings {
+        crate::ctl::warn(&format!("calibrate: {w}"));
+    }
+    let kv = |v: &[(usize, f64)], r: &[Summary], key: &str| -> Vec<Value> {
         v.iter()
-            .map(|&(s, ns)| json!({"bytes": s, key: round3(ns)}))
+            .zip(r)
+            .map(|(&(s, ns), r)| json!({"bytes": s, key: round3(ns), "reps": r.json()}))
             .collect()
     };
+    let mut repetitions = Map::new();
+    for (key, r) in &raw.reps {
+        let mut v = r.json();
+        v["figure"] = json!(figure_of(key));
+        repetitions.insert(key.to_string(), v);
+    }
     Ok(json!({
         "host": host::info(),
         "command": "calibrate",
@@ -194,8 +339,10 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "raw": {
             "core_ghz_add_chain": round3(raw.core_ghz),
             "tsc_ghz": round3(raw.tsc_ghz),
-            "chase_ns_thp": kv(&raw.chase, "ns"),
-            "chase_ns_4k_pages": raw.chase_4k.map(|(s, ns)| json!({"bytes": s, "ns": round3(ns)})),
+            "chase_ns_thp": kv(&raw.chase, &raw.chase_reps, "ns"),
+            "chase_ns_4k_pages": raw.chase_4k.zip(raw.chase_4k_reps).map(|((s, ns), r)| {
+                json!({"bytes": s, "ns": round3(ns), "reps": r.json()})
+            }),
             "bandwidth_buffer_bytes": raw.bw_bytes,
             "store_rep_stosb_gbps": round3(raw.store_gbps),
             "store_nontemporal_gbps": round3(raw.nt_gbps),
@@ -213,9 +360,54 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "fault_thp_anon_huge_kib": raw.thp_kib,
             "clear_2m_target_last_ns": round3(raw.clear2m_ns),
             "context_switch_ns": raw.ctxsw_ns.map(round3),
-            "stosb_tail_touch_ns": kv(&raw.tail_touch, "ns"),
+            "stosb_tail_touch_ns": kv(&raw.tail_touch, &raw.tail_touch_reps, "ns"),
             "cold_4k_touch_ns": round3(raw.cold_touch_ns),
+            "repetitions": repetitions,
         },
+        "repetitions_method": REPS_METHOD,
+        "warnings": warnings,
         "derived": derived,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(attempts: &[(f64, bool)]) -> Summary {
+        Samples::from_attempts(9, attempts.iter().copied()).summary()
+    }
+
+    #[test]
+    fn a_clock_spread_beyond_five_percent_is_warned_about() {
+        // 3.2 / 3.1 - 1 = 3.2%: quiet enough; the switched-out 1.9 is dropped.
+        let quiet = summary(&[(3.1, false), (3.2, false), (1.9, true)]);
+        assert_eq!(quiet.best(false), 3.2);
+        assert!(warnings(Some(&quiet), &[], &[]).is_empty());
+        // 3.2 / 2.5 - 1 = 28%.
+        let busy = summary(&[(3.2, false), (2.5, false), (3.0, false)]);
+        let w = warnings(Some(&busy), &[], &[]);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("2.50-3.20 GHz (spread 28% > 5%)"), "{}", w[0]);
+        let spoilt = summary(&[(2.0, true), (2.4, true)]);
+        assert!(warnings(Some(&spoilt), &[], &[])[0].contains("every repetition of the core clock"));
+    }
+
+    #[test]
+    fn chase_sizes_without_a_clean_repetition_are_named() {
+        let ok = summary(&[(1.0, false)]);
+        let bad = summary(&[(90.0, true), (80.0, true)]);
+        let w = warnings(None, &[(8 << 10, 1.0), (1 << 20, 80.0)], &[ok, bad]);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("at 1024 KiB was switched out"), "{}", w[0]);
+        assert_eq!((bad.best(true), bad.n, bad.switched), (80.0, 2, 2));
+    }
+
+    #[test]
+    fn each_repeated_quantity_says_which_repetition_it_reports() {
+        assert_eq!(figure_of("core_ghz_add_chain"), "max");
+        assert_eq!(figure_of("read_gbps"), "max");
+        assert_eq!(figure_of("cold_4k_touch_ns"), "median");
+        assert_eq!(figure_of("chase_ns_thp"), "min");
+    }
 }

@@ -20,6 +20,14 @@ pub fn note(message: &str) {
     }
 }
 
+/// A warning on stderr, unless the command runs quietly (the commands that
+/// warn also put their warnings in their JSON).
+pub fn warn(message: &str) {
+    if !QUIET.load(Ordering::Relaxed) {
+        eprintln!("vmsim hw: warning: {message}");
+    }
+}
+
 /// `Err(Interrupted)` once SIGINT or SIGTERM has arrived.
 pub fn check() -> Result<(), HwError> {
     match STOP.load(Ordering::Relaxed) {

@@ -25,6 +25,7 @@ pub mod order;
 pub mod pftest;
 mod preset;
 pub mod prim;
+pub mod reps;
 pub mod sys;
 
 use std::fmt;

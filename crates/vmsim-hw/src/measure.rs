@@ -1,71 +1,30 @@
-//! Micro-measurements behind `calibrate`: pointer chasing, bandwidths, core
-//! clock, system call, fault and context-switch costs. Each returns plain
-//! numbers; the method text lives with the caller that reports it.
+//! Micro-measurements behind `calibrate`: bandwidths, core clock, system
+//! call, fault and context-switch costs (the pointer chase is
+//! `micro::chase`, shared with `microbench`). Those that repeat return
+//! every clean repetition ([`Samples`]), the caller choosing the figure;
+//! the others plain numbers. The method text lives with the caller.
 
 use crate::clear::{clear_huge, ClearStrategy};
 use crate::prim::{nt_clear, rep_stosb, sfence};
+use crate::reps::{repeat, Samples};
 use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::HwError;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
-/// ns per dependent load over a random cyclic permutation (Sattolo) of the
-/// 64 B lines of a `bytes` buffer, after one untimed pass.
-pub fn chase_ns(bytes: usize, backing: Backing, loads: usize) -> Result<f64, HwError> {
-    let mut m = Mapping::anon(bytes, backing)?;
-    let lines = bytes / 64;
-    let mut perm: Vec<u32> = (0..lines as u32).collect();
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    for i in (1..lines).rev() {
-        let j = (xorshift(&mut seed) % i as u64) as usize;
-        perm.swap(i, j);
-    }
-    let base = m.as_mut_slice().as_mut_ptr();
-    // Sattolo's shuffle is one cycle; link line perm[k] -> perm[k+1].
-    for k in 0..lines {
-        let from = perm[k] as usize;
-        let to = perm[(k + 1) % lines] as usize;
-        // SAFETY: both line indices < lines, so inside the mapping.
-        unsafe { *(base.add(from * 64) as *mut usize) = base.add(to * 64) as usize };
-    }
-    drop(perm);
-    let mut p = base as usize;
-    let walk = |mut p: usize, n: usize| {
-        for _ in 0..n {
-            // SAFETY: every link points at a line inside the mapping.
-            p = unsafe { std::ptr::read_volatile(p as *const usize) };
-        }
-        p
-    };
-    p = walk(p, lines.min(loads * 4));
-    let t0 = Instant::now();
-    p = walk(p, loads);
-    let ns = t0.elapsed().as_nanos() as f64 / loads as f64;
-    black_box(p);
-    Ok(ns)
-}
-
-/// Best GB/s of `passes` passes of `f` over a pre-faulted THP buffer.
-fn bw(bytes: usize, passes: usize, f: impl Fn(&mut [u8])) -> Result<f64, HwError> {
+/// GB/s of each of `passes` clean passes of `f` over a pre-faulted THP
+/// buffer (a pass during which the thread was switched out is run again).
+fn bw(bytes: usize, passes: usize, f: impl Fn(&mut [u8])) -> Result<Samples, HwError> {
     let mut m = Mapping::anon(bytes, Backing::Thp)?;
     sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
-    let mut best = 0f64;
-    for _ in 0..passes {
+    repeat(passes, None, || {
         let t0 = Instant::now();
         f(m.as_mut_slice());
-        best = best.max(bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
-    }
-    Ok(best)
+        bytes as f64 / t0.elapsed().as_secs_f64() / 1e9
+    })
 }
 
-pub fn stosb_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
+pub fn stosb_gbps(bytes: usize, passes: usize) -> Result<Samples, HwError> {
     // SAFETY: the whole slice is writable.
     bw(bytes, passes, |b| unsafe {
         rep_stosb(b.as_mut_ptr(), b.len())
@@ -75,14 +34,14 @@ pub fn stosb_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
 /// `movnti` (8 B per instruction, what kernel code can use) and, where AVX2
 /// exists, 32 B `vmovntdq` (the store path's own limit rather than the
 /// instruction rate). Returns (movnti GB/s, widest GB/s, widest's name).
-pub fn nt_gbps(bytes: usize, passes: usize) -> Result<(f64, f64, &'static str), HwError> {
+pub fn nt_gbps(bytes: usize, passes: usize) -> Result<(Samples, Samples, &'static str), HwError> {
     let movnti = bw(bytes, passes, |b| {
         // SAFETY: page-aligned, whole slice writable, length a multiple of 64.
         unsafe { nt_clear(b.as_mut_ptr(), b.len() / 64 * 64) };
         sfence();
     })?;
     if !std::is_x86_feature_detected!("avx2") {
-        return Ok((movnti, movnti, "movnti"));
+        return Ok((movnti.clone(), movnti, "movnti"));
     }
     let wide = bw(bytes, passes, |b| {
         // SAFETY: AVX2 checked above; page-aligned so 32 B aligned; whole slice writable.
@@ -101,7 +60,7 @@ unsafe fn nt_clear_avx2(b: &mut [u8]) {
     }
 }
 
-pub fn read_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
+pub fn read_gbps(bytes: usize, passes: usize) -> Result<Samples, HwError> {
     bw(bytes, passes, |b| {
         let s: u64 = b
             .chunks_exact(8)
@@ -111,11 +70,25 @@ pub fn read_gbps(bytes: usize, passes: usize) -> Result<f64, HwError> {
     })
 }
 
-/// Core clock in GHz from a chain of dependent `add`s (one per cycle on every
-/// x86-64 core of the last two decades), timed with CLOCK_MONOTONIC; the best
-/// of five tries, since preemption can only make a try look slower.
-pub fn core_ghz(iters: u64) -> f64 {
-    (0..5).map(|_| core_ghz_once(iters / 5)).fold(0.0, f64::max)
+/// Dependent adds timed per repetition of [`core_ghz`]: 2^21, about 0.6 ms
+/// at 3.5 GHz. Short enough that most repetitions run between two
+/// preemptions on a busy host; long enough that the timer's own cost
+/// (tens of ns) and a timer interrupt (a few us) stay below 0.5%.
+pub const CLOCK_ADDS: u64 = 1 << 21;
+
+/// Core clock in GHz, one figure per clean repetition: a chain of
+/// [`CLOCK_ADDS`] dependent `add`s (one per cycle on every x86-64 core of
+/// the last two decades) timed with CLOCK_MONOTONIC, after about 20 ms of
+/// untimed chains so the core's clock has left any idle state. Repetitions
+/// during which the thread was switched out are run again (see
+/// [`repeat`]); none starts after `budget`. A repetition can only read low
+/// (time lost to another task or the hypervisor), so the caller takes the
+/// highest.
+pub fn core_ghz(reps: usize, budget: Duration) -> Result<Samples, HwError> {
+    for _ in 0..32 {
+        core_ghz_once(CLOCK_ADDS / 8);
+    }
+    repeat(reps, Some(budget), || core_ghz_once(CLOCK_ADDS / 8))
 }
 
 fn core_ghz_once(iters: u64) -> f64 {
@@ -302,7 +275,7 @@ pub fn context_switch_ns(round_trips: usize) -> Result<f64, HwError> {
 /// if it bypassed them (the CPU's no-allocate threshold for large strings).
 /// With `size == 0`, the reference instead: the same read of 4 KiB that was
 /// flushed and not rewritten (a cold read from DRAM).
-pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<f64, HwError> {
+pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<Samples, HwError> {
     let (size, store) = if size == 0 {
         (SUBPAGE, false)
     } else {
@@ -312,8 +285,7 @@ pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<f64
     let mut m = Mapping::anon(size, Backing::Thp)?;
     sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
     let p = m.as_mut_slice().as_mut_ptr();
-    let mut out = Vec::with_capacity(reps);
-    for _ in 0..reps {
+    repeat(reps, None, || {
         // SAFETY: every address is inside the mapping; clflush/mfence need SSE2 (baseline).
         unsafe {
             for off in (0..size).step_by(64) {
@@ -331,8 +303,7 @@ pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<f64
             }
             let t1 = sys::rdtsc_end();
             black_box(s);
-            out.push(t1.saturating_sub(t0) as f64 / tsc_ghz);
+            t1.saturating_sub(t0) as f64 / tsc_ghz
         }
-    }
-    Ok(crate::opts::median(&out))
+    })
 }

@@ -21,12 +21,13 @@
 
 use crate::opts::{median, round3, stats, Opts};
 use crate::prim::{mov_clear, mov_copy, nt_clear, nt_copy, rep_stosb, sfence};
+use crate::reps::{repeat, switches, Samples};
 use crate::sys::{self, Backing, Mapping, SUBPAGE};
 use crate::{config_err, host, HwError};
 use serde_json::{json, Value};
 use std::hint::black_box;
 use std::sync::Barrier;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use vmsim_core::validate::{chase_order, check, measure_checked, Bench};
 
 const ACCEPTED: [&str; 3] = ["preset", "quick", "reps"];
@@ -358,60 +359,15 @@ unsafe fn update_u64(p: *mut u8, len: usize) {
     }
 }
 
-/// Context switches of the calling thread so far, voluntary and involuntary.
-fn switches() -> i64 {
-    // SAFETY: rusage is plain data; getrusage only fills it.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-            return 0;
-        }
-        ru.ru_nvcsw + ru.ru_nivcsw
-    }
-}
-
-/// A row's repetitions: the figures of the clean ones (the measuring thread
-/// never switched out), and how many were dropped for a switch.
-#[derive(Clone, Debug, Default)]
-pub struct Samples {
-    pub xs: Vec<f64>,
-    pub switched: usize,
-    /// False when every repetition was switched out and `xs` holds them all.
-    pub clean: bool,
-}
-
-/// Runs `rep` until `reps` of them ran without a context switch of this
-/// thread (on a shared host a switch makes a repetition look slower by the
-/// time another task ran), or 4 x `reps` attempts; keeps the clean ones, or
-/// every attempt if none was clean. A hypervisor's preemption of the vCPU is
-/// not seen here.
-fn repeat(reps: usize, mut rep: impl FnMut() -> f64) -> Result<Samples, HwError> {
-    let (mut clean, mut dirty) = (Vec::new(), Vec::new());
-    for _ in 0..4 * reps {
-        if clean.len() == reps {
-            break;
-        }
-        crate::ctl::check()?;
-        let s0 = switches();
-        let x = rep();
-        if switches() == s0 {
-            clean.push(x);
-        } else {
-            dirty.push(x);
-        }
-    }
-    let switched = dirty.len();
-    Ok(Samples {
-        clean: !clean.is_empty(),
-        xs: if clean.is_empty() { dirty } else { clean },
-        switched,
-    })
-}
-
 /// A pre-faulted THP-backed buffer of `bytes` (rounded down to 128 B, at least 128 B).
 fn buffer(bytes: u64) -> Result<Mapping, HwError> {
+    buffer_on(bytes, Backing::Thp)
+}
+
+/// As [`buffer`], on pages of `backing`.
+fn buffer_on(bytes: u64, backing: Backing) -> Result<Mapping, HwError> {
     let len = ((bytes as usize) / 128 * 128).max(128);
-    let mut m = Mapping::anon(len, Backing::Thp)?;
+    let mut m = Mapping::anon(len, backing)?;
     // A non-zero pattern so that a load never reads the shared zero page.
     sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
     Ok(m)
@@ -425,7 +381,7 @@ pub fn bandwidth(k: Kernel, bytes: u64, e: Effort, avx2: bool) -> Result<Samples
     let per_pass = k.bytes(buf.len() / 128 * 128);
     let passes = e.bytes_per_rep.div_ceil(per_pass).max(1);
     black_box(pass(k, buf, avx2));
-    repeat(e.reps, || {
+    repeat(e.reps, None, || {
         let t0 = Instant::now();
         for _ in 0..passes {
             black_box(pass(k, buf, avx2));
@@ -437,9 +393,16 @@ pub fn bandwidth(k: Kernel, bytes: u64, e: Effort, avx2: bool) -> Result<Samples
 /// ns per dependent load of each repetition of a chase through the lines of
 /// a `bytes` buffer in [`chase_order`], after one untimed lap (at most four
 /// times `loads_per_rep` loads); a repetition is about 2 ms of loads, at
-/// most `loads_per_rep`.
-pub fn chase(bytes: u64, e: Effort) -> Result<Samples, HwError> {
-    let mut m = buffer(bytes)?;
+/// most `loads_per_rep`. The buffer is on pages of `backing`; repetitions
+/// stop early once `budget` has passed (see [`repeat`]). `calibrate` runs
+/// this too, so its latencies and this command's come from one routine.
+pub fn chase(
+    bytes: u64,
+    backing: Backing,
+    e: Effort,
+    budget: Option<Duration>,
+) -> Result<Samples, HwError> {
+    let mut m = buffer_on(bytes, backing)?;
     let lines = (bytes / 64).max(1);
     let next = chase_order(lines);
     let base = m.as_mut_slice().as_mut_ptr();
@@ -462,7 +425,7 @@ pub fn chase(bytes: u64, e: Effort) -> Result<Samples, HwError> {
     p = walk(p, 1000);
     let est = (t0.elapsed().as_nanos() as f64 / 1000.0).max(0.1);
     let loads = ((2e6 / est) as usize).clamp(1000, e.loads_per_rep.max(1000));
-    let out = repeat(e.reps, || {
+    let out = repeat(e.reps, budget, || {
         let t0 = Instant::now();
         p = walk(p, loads);
         t0.elapsed().as_nanos() as f64 / loads as f64
@@ -518,29 +481,18 @@ pub fn all_cpu_load(cpus: usize, bytes: u64, e: Effort, avx2: bool) -> Result<Sa
     });
     let per_thread = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let total = (passes as u64 * share * cpus as u64) as f64;
-    let (mut clean, mut dirty) = (Vec::new(), Vec::new());
-    for r in 0..4 * e.reps {
+    let attempts = (0..4 * e.reps).map(|r| {
         let slowest = per_thread.iter().map(|t| t[r].0).fold(0.0, f64::max);
-        let gbps = total / slowest / 1e9;
-        if per_thread.iter().any(|t| t[r].1) {
-            dirty.push(gbps);
-        } else if clean.len() < e.reps {
-            clean.push(gbps);
-        }
-    }
-    let switched = dirty.len();
-    Ok(Samples {
-        clean: !clean.is_empty(),
-        xs: if clean.is_empty() { dirty } else { clean },
-        switched,
-    })
+        (total / slowest / 1e9, per_thread.iter().any(|t| t[r].1))
+    });
+    Ok(Samples::from_attempts(e.reps, attempts))
 }
 
 /// The host's samples of one row (ns or GB/s, as the row's unit).
 pub fn host_samples(b: Bench, sizes: &Sizes, e: Effort, avx2: bool) -> Result<Samples, HwError> {
     match b {
-        Bench::Chase { kib } => chase(kib * 1024, e),
-        Bench::IdleLatency { remote: false } => chase(sizes.dram, e),
+        Bench::Chase { kib } => chase(kib * 1024, Backing::Thp, e, None),
+        Bench::IdleLatency { remote: false } => chase(sizes.dram, Backing::Thp, e, None),
         Bench::SocketLoad { cores } => all_cpu_load(cores as usize, sizes.dram, e, avx2),
         other => match Kernel::of(other) {
             Some((k, kib)) => bandwidth(k, kib * 1024, e, avx2),
@@ -766,7 +718,7 @@ mod tests {
             at = next[at] as usize;
         }
         assert_eq!(at, 0);
-        let ns = chase(64 << 10, tiny()).unwrap().xs;
+        let ns = chase(64 << 10, Backing::Thp, tiny(), None).unwrap().xs;
         assert!(!ns.is_empty() && ns.len() <= 8);
         assert!(ns.iter().all(|&x| x > 0.0 && x.is_finite()));
     }

@@ -208,7 +208,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let l2_ns = plateau(&r.chase, 2 * kib(&l1) * 1024, kib(&l2) * 1024 / 2);
     let llc_ns = plateau_floor(&r.chase, kib(&l2) * 1024, kib(&l3) * 1024 / 2);
     let dram_ns = plateau(&r.chase, 8 * kib(&l3) * 1024 - 1, u64::MAX);
-    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
+    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions, median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
     let sysfs = "/sys/devices/system/cpu/cpu0/cache";
 
     w.out
@@ -226,7 +226,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.measured(
         "freq_mhz",
         Val::I((ghz * 1000.0).round() as i64),
-        "chain of dependent 64-bit adds (1 cycle each) timed with CLOCK_MONOTONIC, best of 5",
+        "chains of 2^21 dependent 64-bit adds (1 cycle each) timed with CLOCK_MONOTONIC, the highest of the clean repetitions (ones during which the thread was switched out dropped)",
     );
     w.read(
         "sockets",
@@ -407,7 +407,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.either(
         "local_latency_ns",
         dram_ns.map(Val::F),
-        "random pointer chase over buffers >= 8x LLC, THP-backed, median",
+        "random pointer chase over buffers >= 8x LLC, THP-backed, each size the lowest of its clean repetitions, median of the sizes",
         Val::F(90.0),
         quick_note,
     );

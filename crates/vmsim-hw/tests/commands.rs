@@ -114,6 +114,26 @@ fn calibrate_quick_writes_a_preset_in_schema() {
     let v = json("calibrate", &opts);
     let path = v["preset_path"].as_str().unwrap();
     assert!(path.ends_with("host-test-box.toml"), "{path}");
+    // Every repeated figure says how many repetitions it kept and their spread
+    // (values depend on the host's load; only their presence and sense are checked).
+    let raw = &v["raw"];
+    let clock = &raw["repetitions"]["core_ghz_add_chain"];
+    assert_eq!(clock["figure"], "max", "{clock}");
+    assert!(clock["n"].as_u64().unwrap() >= 1, "{clock}");
+    assert!(clock["spread"].as_f64().unwrap() >= 0.0, "{clock}");
+    assert_eq!(raw["core_ghz_add_chain"], clock["max"]);
+    for c in raw["chase_ns_thp"].as_array().unwrap() {
+        let r = &c["reps"];
+        assert!(
+            r["n"].as_u64().unwrap() >= 1 && r["switched_out"].is_u64(),
+            "{c}"
+        );
+        assert_eq!(c["ns"], r["min"], "{c}");
+    }
+    for key in ["store_rep_stosb_gbps", "read_gbps", "cold_4k_touch_ns"] {
+        assert!(raw["repetitions"][key]["n"].as_u64().unwrap() >= 1, "{key}");
+    }
+    assert!(v["warnings"].is_array() && v["repetitions_method"].is_string());
     let t: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(t["name"].as_str(), Some("host-test-box"));
     assert!(t["description"].is_str());
