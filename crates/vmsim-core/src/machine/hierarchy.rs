@@ -384,7 +384,31 @@ impl Hierarchy {
     /// Probes the other LLC instances for `line`. For a store (or NT store) every copy is
     /// invalidated; for a load a dirty copy is written back and the line becomes shared.
     /// Returns (found, was_dirty).
+    #[inline(always)]
     fn probe_others(
+        &mut self,
+        u: usize,
+        line: u64,
+        store: bool,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (bool, bool) {
+        // The usual miss: no other instance holds a line of the region and
+        // none can hold one in private caches only (inclusive, or none of its
+        // cores ever filled a line). The probe would find and change nothing.
+        let r = Self::region(line);
+        let quiet = (0..self.llc.len()).all(|v| {
+            v == u || (self.presence[v][r] == 0 && (self.inclusive || self.active[v] == 0))
+        });
+        if quiet {
+            return (false, false);
+        }
+        self.probe_instances(u, line, store, t, st)
+    }
+
+    /// [`Hierarchy::probe_others`] instance by instance.
+    #[inline(never)]
+    fn probe_instances(
         &mut self,
         u: usize,
         line: u64,
@@ -490,6 +514,7 @@ impl Hierarchy {
     /// Handles an L2 victim: dirty data goes down to the LLC (or memory).
     /// `hint`: the LLC slot the L2 remembered for it, or `NO_AUX`.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn l2_victim(
         &mut self,
         u: usize,
@@ -574,6 +599,7 @@ impl Hierarchy {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn fill_l2(
         &mut self,
         core: usize,
@@ -901,12 +927,15 @@ impl Hierarchy {
         self.l1[core].occupancy()
     }
 
+    #[inline]
     pub fn contains_l1(&self, core: usize, line: u64) -> bool {
         self.l1[core].contains(line)
     }
+    #[inline]
     pub fn contains_l2(&self, core: usize, line: u64) -> bool {
         self.l2[core].contains(line)
     }
+    #[inline]
     pub fn contains_llc(&self, u: usize, line: u64) -> bool {
         self.llc[u].contains(line)
     }

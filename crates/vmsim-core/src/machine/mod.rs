@@ -583,7 +583,7 @@ fn account(c: &mut Cpu, cyc: u64) {
 
 /// Dirty L2 victims leave through the superqueue: each takes the entry that
 /// frees first, from `t` (or when it frees) for `hold` cycles.
-#[inline]
+#[inline(always)]
 fn hold_writebacks(r: &mut CoreResources, n: u32, t: u64, hold: u64) {
     if hold == 0 {
         return;
