@@ -363,3 +363,29 @@ fn child_start_skew_staggers_the_children_and_keeps_their_data() {
     let e1 = skewed["metrics"]["elapsed_s"].as_f64().unwrap();
     assert!(e1 > e0 + 1.0e-3, "{e0} -> {e1}");
 }
+
+/// usemem's start pipes: the children wait for the parent's "go", which
+/// comes after the last fork, and all wake at that instant. With a start skew
+/// of 1 us, child k then starts exactly k us after child 0, where forking
+/// alone would put each a fork later than the one before.
+#[test]
+fn the_children_start_together_on_the_parents_go() {
+    use vmsim_core::workload::usemem::Usemem;
+    let mut s = sim(Thp::Always, ThpCow::Copy);
+    s.spawn(
+        Box::new(Usemem::with_flags(4 * MIB, 1, true, true, 4).with_child_start_skew(1000)),
+        0,
+    );
+    s.run(&mut |_| {}).unwrap();
+    let starts: Vec<u64> = s.tasks[1..].iter().map(|t| t.start.unwrap()).collect();
+    let us = s.m.freq_mhz;
+    for (k, st) in starts.iter().enumerate() {
+        assert_eq!(st - starts[0], k as u64 * us, "{starts:?}");
+    }
+    for t in &s.tasks {
+        assert!(t.exited);
+        assert_eq!(t.bad_pages, 0, "task {}: {:?}", t.pid, t.first_bad);
+    }
+    // The parent's go came after its last fork, and after each child was ready.
+    assert_eq!(s.tasks[0].nr_forked, 4);
+}

@@ -379,3 +379,24 @@ fn a_dependent_load_that_hits_the_l1_waits_its_load_to_use_latency() {
     }
     assert_eq!(m.cpus[0].clock - t, 10);
 }
+
+#[test]
+fn a_remote_load_writes_back_a_line_dirty_in_core_0() {
+    // Core 0 of socket 0 owns the line dirty in its L1; a load from socket 1
+    // downgrades it (M -> S) and the owner writes the line back. Core 0 is the
+    // case a mask of "no core kept" must not leave out.
+    for owner in [0usize, 5] {
+        let (_, mut m) = e5();
+        m.access(owner, 100, AccessKind::Store, false, 1);
+        let written = m.hier.dram[0].stats.bytes_written;
+        assert_eq!(
+            m.access(18, 100, AccessKind::Load, false, 1),
+            Served::RemoteCache
+        );
+        assert_eq!(
+            m.hier.dram[0].stats.bytes_written,
+            written + 64,
+            "owner core {owner}"
+        );
+    }
+}

@@ -90,6 +90,8 @@ pub struct Task {
     pub nr_forked: u64,
     /// Sleeping in `Op::Wait` until its last child exits.
     pub waiting: bool,
+    /// usemem's start pipes, as the parent holds them.
+    pub(crate) pipes: StartPipes,
     pub start: Option<u64>,
     pub end: Option<u64>,
     /// When the task exited.
@@ -119,6 +121,17 @@ impl Task {
             Body::Kernel(_) => panic!("task {} is a kernel thread", self.pid),
         }
     }
+}
+
+/// usemem's start pipes on the parent: the children's ready bytes, whether the
+/// parent sleeps reading them, whether "go" was written, and the children
+/// polling for it (woken in the order they began to poll).
+#[derive(Default)]
+pub(crate) struct StartPipes {
+    pub ready: u64,
+    pub reading: Option<u64>,
+    pub go: bool,
+    pub pollers: Vec<usize>,
 }
 
 /// The kernel's per-CPU state beyond the scheduler's: the hardware work
@@ -364,6 +377,7 @@ impl Sim {
             live_children: 0,
             nr_forked: 0,
             waiting: false,
+            pipes: StartPipes::default(),
             start: None,
             end: None,
             exit: None,

@@ -65,6 +65,17 @@ pub enum Op {
     /// enable/disable): the report gives every counter's change over it.
     RoiBegin,
     RoiEnd,
+    /// usemem's start pipes (`ready()`): write a ready byte to the parent's
+    /// pipe, then poll its wake pipe, sleeping until the parent writes "go".
+    ReadyPoll,
+    /// usemem's `synchronize_tasks()`, in the parent: read `n` ready bytes
+    /// (sleeping until the last child has written its own), ...
+    ReadyRead {
+        n: u64,
+    },
+    /// ... then write "go": every child polling the wake pipe wakes, in the
+    /// order it began to poll.
+    Go,
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,

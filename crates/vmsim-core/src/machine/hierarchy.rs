@@ -335,8 +335,9 @@ impl Hierarchy {
         dirty
     }
 
-    /// Writes back any dirty private copy held by other cores of `u` into the LLC (they keep a clean copy).
-    fn downgrade_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: usize) -> bool {
+    /// Writes back any dirty private copy held by the cores of `u` in
+    /// `sharers`, except those in `keep`, into the LLC (they keep a clean copy).
+    fn downgrade_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
         // With an inclusive LLC a private copy turns dirty only through a
         // store miss or an upgrade, both of which leave one core-valid bit,
         // and every bit added later comes through here: a line with two or
@@ -348,7 +349,7 @@ impl Hierarchy {
             return false;
         }
         let base = u * self.topo.cores_per_llc();
-        let mut bits = sharers & !EXCL & !(1u64 << keep);
+        let mut bits = sharers & !EXCL & !keep;
         let mut dirty = false;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
@@ -458,7 +459,8 @@ impl Hierarchy {
                     dirty |= d;
                 }
             } else {
-                let pd = self.downgrade_sharers(v, line, sh, 64);
+                // Another socket reads: every core of `v` is downgraded.
+                let pd = self.downgrade_sharers(v, line, sh, 0);
                 let d = self.llc[v].is_dirty(line).unwrap_or(false) || pd;
                 if d {
                     // M -> S: the owner writes the line back.
@@ -795,7 +797,7 @@ impl Hierarchy {
                 // Probing touched only the other instances and private caches: `slot` still holds the line.
                 self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
             } else {
-                if self.downgrade_sharers(u, line, sh, bit) {
+                if self.downgrade_sharers(u, line, sh, 1u64 << bit) {
                     self.llc[u].slot_set_dirty(slot, true);
                 }
                 self.llc[u].slot_set_sharers(slot, sh | (1u64 << bit));

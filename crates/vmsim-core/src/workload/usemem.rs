@@ -34,9 +34,12 @@
 //! (or, without `--prealloc`, task) k sleeps k times the skew first and times
 //! itself from its wake-up.
 //!
-//! Simplification: usemem's children wait on a pipe until the parent has
-//! forked them all; here a child starts as soon as it is forked, so the
-//! children start staggered by the cost of one fork.
+//! As in usemem since vm-scalability commit bc76b0a (2016), a child writes a
+//! ready byte to a pipe and polls another until the parent, having forked
+//! them all and read every ready byte, writes "go" (`ready()`,
+//! `synchronize_tasks()`): the children start together. Simplification: the
+//! parent's "go" wakes every child at the same instant (the cost of each
+//! wake-up to the waker, and an idle CPU's exit latency, are not modelled).
 
 use super::{Expect, Op, Program, Workload};
 use crate::config::{UsememConfig, MIB};
@@ -49,6 +52,8 @@ enum Parent {
     Map,
     MapRegion,
     Forking,
+    Go,
+    Reap,
     Check,
     Done,
 }
@@ -200,7 +205,11 @@ impl Usemem {
     fn next_child(&mut self, k: u64) -> Op {
         let seed = Usemem::child_seed(self.seed, k);
         self.step += 1;
-        let mut step = self.step;
+        // ready(): wait for the parent's "go" before anything else.
+        if self.step == 1 {
+            return Op::ReadyPoll;
+        }
+        let mut step = self.step - 1;
         if self.child_skew_ns > 0 {
             // The diagnostic skew: sleep, then time from the wake-up.
             match step {
@@ -263,6 +272,15 @@ impl Usemem {
                 if self.forked < self.nr_task {
                     return Op::Fork;
                 }
+                // synchronize_tasks(): every child's ready byte, then "go".
+                self.phase = Parent::Go;
+                Op::ReadyRead { n: self.nr_task }
+            }
+            Parent::Go => {
+                self.phase = Parent::Reap;
+                Op::Go
+            }
+            Parent::Reap => {
                 self.phase = Parent::Check;
                 Op::Wait
             }

@@ -63,6 +63,30 @@ impl Sim {
         self.m.set_mode(cpu, Mode::User);
     }
 
+    /// usemem's `ready()` in child `t`: its ready byte (waking a parent that
+    /// reads the last one), then a poll of the wake pipe that sleeps until "go".
+    fn ready_poll(&mut self, cpu: usize, t: usize) {
+        let Some(p) = self.tasks[t].parent else {
+            self.error = Some(Error::Internal(format!(
+                "task {t} waits for its parent's go without a parent"
+            )));
+            return;
+        };
+        self.syscall(cpu, 0);
+        let now = self.m.cpus[cpu].clock;
+        let pipes = &mut self.tasks[p].pipes;
+        pipes.ready += 1;
+        if pipes.reading.is_some_and(|n| pipes.ready >= n) {
+            pipes.reading = None;
+            self.sched.wake_up_process(p, now);
+        }
+        self.syscall(cpu, 0);
+        if !self.tasks[p].pipes.go {
+            self.tasks[p].pipes.pollers.push(t);
+            self.sched.sleep_current(cpu);
+        }
+    }
+
     pub(super) fn exec_user(&mut self, cpu: usize, t: usize, deadline: u64) {
         if self.tasks[t].cur.is_none() {
             let ret = self.tasks[t].ret;
@@ -106,6 +130,23 @@ impl Sim {
                     if self.tasks[t].live_children > 0 {
                         self.tasks[t].waiting = true;
                         self.sched.sleep_current(cpu);
+                    }
+                }
+                Op::ReadyPoll => self.ready_poll(cpu, t),
+                Op::ReadyRead { n } => {
+                    self.syscall(cpu, 0);
+                    if self.tasks[t].pipes.ready < n {
+                        self.tasks[t].pipes.reading = Some(n);
+                        self.sched.sleep_current(cpu);
+                    }
+                }
+                Op::Go => {
+                    self.syscall(cpu, 0);
+                    let now = self.m.cpus[cpu].clock;
+                    let p = &mut self.tasks[t].pipes;
+                    p.go = true;
+                    for c in std::mem::take(&mut p.pollers) {
+                        self.sched.wake_up_process(c, now);
                     }
                 }
                 Op::MmapHugetlb { len, page_shift } => {
