@@ -71,3 +71,22 @@ fn start_skew_staggers_independent_tasks_and_keeps_their_data() {
     assert!(f(&skewed, "elapsed_s") > f(&zero, "elapsed_s") + 1.0e-3);
     assert!(f(&skewed, "task_interval_max_s") < f(&zero, "task_interval_max_s") + 1.0e-3);
 }
+
+#[test]
+fn warmup_with_prealloc_copies_both_regions_and_times_the_second() {
+    let text = |extra: &str| {
+        format!(
+            "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\nthp_cow = \"copy\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 4\nprealloc = true\nprefault = true\n{extra}"
+        )
+    };
+    let cold = run(&text(""));
+    let warm = run(&text("warmup = true\n"));
+    assert_eq!(warm["metrics"]["data_verified"], true);
+    // Each child copies every huge page of both regions.
+    assert_eq!(
+        warm["metrics"]["thp_cow_copies"].as_u64().unwrap(),
+        2 * cold["metrics"]["thp_cow_copies"].as_u64().unwrap()
+    );
+    // A child times itself from the end of its warm-up pass.
+    assert!(f(&warm, "task_interval_max_s") < 0.7 * f(&warm, "elapsed_s"));
+}

@@ -427,12 +427,6 @@ impl RunConfig {
                 let prefault = w.bool_opt("prefault")?.unwrap_or(false);
                 let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
                 let warmup = w.bool_opt("warmup")?.unwrap_or(false);
-                if warmup && prealloc {
-                    return Err(cfg_err(
-                        "workload.warmup",
-                        "applies to usemem without prealloc only (case-anon-w-seq); accepted with prealloc: false",
-                    ));
-                }
                 if child_start_skew_us > 1_000_000 {
                     return Err(cfg_err(
                         "workload.child_start_skew_us",

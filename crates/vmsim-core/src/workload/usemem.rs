@@ -21,14 +21,18 @@
 //! own data; the parent waits for all children, then checks that its region
 //! still reads as zero-filled.
 //!
-//! `workload.warmup` (not a usemem option; case-anon-w-seq only): each task
-//! first maps and writes a region of the same size, untimed and kept mapped,
-//! then runs the timed pass above. A scaled run is short, and without this
-//! its first huge pages meet empty caches, a transient the full-size run
-//! (hundreds of huge pages per task) spends a negligible part of its time in;
-//! with it, the timed pass starts with the caches full of the task's own dirty
-//! lines, as the full-size run's are after its first huge pages. Only the
-//! timed pass is reported; both regions are checked.
+//! `workload.warmup` (not a usemem option): each task first writes a region
+//! of the same size, untimed and kept mapped, then runs the timed pass above,
+//! timing itself from the end of the warm-up. Without `--prealloc` the task
+//! maps the warm-up region itself; with it the parent maps and populates two
+//! regions and every child writes both (copy-on-write). A scaled run is
+//! short, and without this its first huge pages meet empty caches (and with
+//! `--prealloc` a shared region that the parent has just left in the LLC), a
+//! transient the full-size run (hundreds of huge pages per task) spends a
+//! negligible part of its time in; with it, the timed pass starts with the
+//! caches full of the tasks' own dirty lines, as the full-size run's are
+//! after its first huge pages. Only the timed pass is reported; every region
+//! is checked.
 //!
 //! `workload.child_start_skew_us` (a diagnostic, not a usemem option): child
 //! (or, without `--prealloc`, task) k sleeps k times the skew first and times
@@ -47,14 +51,19 @@ use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
 
+/// Mixed into a task's seed for its warm-up region's data.
+const WARM_SEED: u64 = 0x5741_524D_5550_0001;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Parent {
     Map,
+    MapWarm,
     MapRegion,
     Forking,
     Go,
     Reap,
     Check,
+    CheckWarm,
     Done,
 }
 
@@ -135,7 +144,7 @@ impl Usemem {
 
     /// The seed of the warm-up region's data.
     fn warm_seed(&self) -> u64 {
-        self.seed ^ 0x5741_524D_5550_0001
+        self.seed ^ WARM_SEED
     }
 
     /// A task of case-anon-w-seq: the diagnostic sleep and the warm-up region
@@ -202,38 +211,46 @@ impl Usemem {
         }
     }
 
+    /// A child: wait for the parent's "go", then (each optional) the
+    /// diagnostic sleep and the untimed warm-up region, a start mark of its
+    /// own if either ran, the timed write, its check, the warm-up's check.
     fn next_child(&mut self, k: u64) -> Op {
         let seed = Usemem::child_seed(self.seed, k);
         self.step += 1;
-        // ready(): wait for the parent's "go" before anything else.
-        if self.step == 1 {
-            return Op::ReadyPoll;
-        }
-        let mut step = self.step - 1;
-        if self.child_skew_ns > 0 {
-            // The diagnostic skew: sleep, then time from the wake-up.
-            match step {
-                1 => {
-                    return Op::Nanosleep {
-                        ns: k * self.child_skew_ns,
-                    }
-                }
-                2 => return Op::MarkStart,
-                _ => step -= 2,
-            }
-        }
-        // No start mark: the child inherits the parent's (see the module doc).
-        match step {
-            1 => Op::WriteSeq {
+        let sleep = u32::from(self.child_skew_ns > 0);
+        let warm = u32::from(self.warm > 0);
+        // Without either the child keeps the parent's start mark (module doc).
+        let mark = u32::from(sleep + warm > 0);
+        let pre = 1 + sleep + warm + mark;
+        match self.step {
+            // ready(): wait for the parent's "go" before anything else.
+            1 => Op::ReadyPoll,
+            2 if sleep == 1 => Op::Nanosleep {
+                ns: k * self.child_skew_ns,
+            },
+            s if warm == 1 && s == 2 + sleep => Op::WriteSeq {
+                start: self.warm_addr,
+                len: self.warm,
+                seed: seed ^ WARM_SEED,
+            },
+            s if mark == 1 && s == pre => Op::MarkStart,
+            s if s == pre + 1 => Op::WriteSeq {
                 start: self.addr,
                 len: self.size,
                 seed,
             },
-            2 => Op::MarkEnd,
-            3 => Op::Check {
+            s if s == pre + 2 => Op::MarkEnd,
+            s if s == pre + 3 => Op::Check {
                 start: self.addr,
                 len: self.size,
                 expect: Expect::Written { seed },
+            },
+            s if warm == 1 && s == pre + 4 => Op::Check {
+                start: self.warm_addr,
+                len: self.warm,
+                expect: Expect::Written {
+                    seed: seed ^ WARM_SEED,
+                },
             },
             _ => Op::Exit,
         }
@@ -243,10 +260,25 @@ impl Usemem {
         match self.phase {
             Parent::Map => {
                 // usemem's main() takes start_time before allocating the --prealloc region.
-                self.phase = Parent::MapRegion;
+                self.phase = if self.warm > 0 {
+                    Parent::MapWarm
+                } else {
+                    Parent::MapRegion
+                };
                 Op::MarkStart
             }
+            Parent::MapWarm => {
+                self.phase = Parent::MapRegion;
+                Op::Mmap {
+                    len: self.warm,
+                    populate: self.prefault,
+                }
+            }
             Parent::MapRegion => {
+                if self.warm > 0 {
+                    // mmap returned the warm-up region.
+                    self.warm_addr = ret;
+                }
                 self.phase = Parent::Forking;
                 self.step = 1;
                 Op::Mmap {
@@ -285,12 +317,24 @@ impl Usemem {
                 Op::Wait
             }
             Parent::Check => {
-                self.phase = Parent::Done;
+                self.phase = if self.warm > 0 {
+                    Parent::CheckWarm
+                } else {
+                    Parent::Done
+                };
                 // The children's writes must not show through: the parent still
                 // reads the zero-filled pages it populated.
                 Op::Check {
                     start: self.addr,
                     len: self.size,
+                    expect: Expect::Zero,
+                }
+            }
+            Parent::CheckWarm => {
+                self.phase = Parent::Done;
+                Op::Check {
+                    start: self.warm_addr,
+                    len: self.warm,
                     expect: Expect::Zero,
                 }
             }
@@ -311,7 +355,7 @@ impl Program for Usemem {
     }
     fn total_bytes(&self) -> u64 {
         if self.prealloc {
-            self.size * self.nr_task
+            (self.size + self.warm) * self.nr_task
         } else {
             self.size + self.warm
         }
@@ -358,7 +402,8 @@ impl Workload for UsememWorkload<'_> {
             sim.spawn(
                 Box::new(
                     Usemem::with_flags(u.size_per_task, base, true, u.prefault, u.nr_task)
-                        .with_child_start_skew(u.child_start_skew_us * 1000),
+                        .with_child_start_skew(u.child_start_skew_us * 1000)
+                        .with_warmup(u.warmup),
                 ),
                 0,
             );
