@@ -142,10 +142,12 @@ def test_reproduce_refuses_a_foreign_folder(tmp_path):
 
 
 def test_sweep_stops_on_first_ctrl_c(tmp_path, tiny_toml):
-    # Eight points of 2 x 2 GiB (67 M simulated line accesses each) on one worker: each
-    # point alone takes several times the wait below even at 10 M accesses per host second.
-    proc = vmsim_proc("sweep", "-q", str(tiny_toml), "--set", "workload.size_per_task_mib=2048",
-                      "--set", "seed=0,1,2,3,4,5,6,7", "-j", "1", "--json", str(tmp_path / "s.json"))
+    # 32 points of 2 x 256 MiB (8 M simulated line accesses each) on one worker: together
+    # far longer than the wait below even at 10 M accesses per host second, and each short
+    # enough to be checked before the first runs without delaying the signal.
+    seeds = ",".join(str(i) for i in range(32))
+    proc = vmsim_proc("sweep", "-q", str(tiny_toml), "--set", "workload.size_per_task_mib=256",
+                      "--set", f"seed={seeds}", "-j", "1", "--json", str(tmp_path / "s.json"))
     time.sleep(3)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
