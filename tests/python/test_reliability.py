@@ -146,8 +146,13 @@ def test_sweep_stops_on_first_ctrl_c(tmp_path, tiny_toml):
     # far longer than the wait below even at 10 M accesses per host second, and each short
     # enough to be checked before the first runs without delaying the signal.
     seeds = ",".join(str(i) for i in range(32))
-    proc = vmsim_proc("sweep", "-q", str(tiny_toml), "--set", "workload.size_per_task_mib=256",
-                      "--set", f"seed={seeds}", "-j", "1", "--json", str(tmp_path / "s.json"))
+    # As from a terminal: SIGINT at its default in the child, whatever the test runner
+    # inherited (a background job of a non-interactive shell starts with it ignored).
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", "sweep", "-q", str(tiny_toml),
+                             "--set", "workload.size_per_task_mib=256", "--set", f"seed={seeds}",
+                             "-j", "1", "--json", str(tmp_path / "s.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
