@@ -108,7 +108,9 @@ impl Usemem {
         }
     }
 
-    /// Child k sleeps k x `ns` after fork, then marks its own start.
+    /// The diagnostic start skew. A forked child k sleeps k x `ns` after the
+    /// parent's "go"; a task without `--prealloc` has no index and sleeps `ns`
+    /// itself (its spawner passes k x the skew). Either then marks its own start.
     pub fn with_child_start_skew(mut self, ns: u64) -> Usemem {
         self.child_skew_ns = ns;
         self
