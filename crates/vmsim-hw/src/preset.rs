@@ -302,6 +302,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::B(true),
         "as the built-in presets (an estimate there too)",
     );
+    w.default(
+        "sustained_bytes_per_cycle",
+        Val::I(0),
+        "no limit on the L2-to-L1 fill path: calibrate does not measure it",
+    );
     let amd = amd_tlb();
     w.section("llc");
     w.read(
@@ -317,6 +322,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.either("latency_cycles", llc_ns.map(cyc),
         "random cyclic pointer chase (THP-backed), lowest latency among sweep sizes above L2 up to LLC/2 (sizes from sysfs; the LLC share this core gets may be smaller), ns x measured core clock",
         Val::I(50), quick_note);
+    w.default(
+        "sustained_bytes_per_cycle",
+        Val::I(0),
+        "no limit on the LLC-to-L2 fill path: calibrate does not measure it",
+    );
     w.default("replacement", Val::S("srrip"), "");
     w.default(
         "inclusive",

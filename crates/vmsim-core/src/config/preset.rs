@@ -24,6 +24,9 @@ pub struct CacheParams {
     pub replacement: String,
     /// L1: fill buffers; L2: superqueue entries; LLC: unused (0).
     pub outstanding: u64,
+    /// L2 and LLC: bytes per cycle one core sustains reading from the level
+    /// (0: no limit); L1: 0 (not a key).
+    pub sustained_bytes_per_cycle: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,6 +151,7 @@ impl CacheParams {
             latency_cycles: self.latency_cycles,
             replacement,
             outstanding: self.outstanding,
+            sustained_bytes_per_cycle: self.sustained_bytes_per_cycle,
         })
     }
 }
@@ -204,6 +208,20 @@ impl<'a> P<'a> {
         }
         Ok(x)
     }
+    /// `sustained_bytes_per_cycle`: 0 (no limit), or at least one line per
+    /// 1024 cycles and at most a line per cycle.
+    fn sustained(&mut self) -> Result<f64, Error> {
+        let name = "sustained_bytes_per_cycle";
+        let key = self.f.key(name);
+        let x = self.fl(name)?;
+        if x != 0.0 && !(0.0625..=64.0).contains(&x) {
+            return Err(cfg_err(
+                format!("{key}.value"),
+                format!("must be 0 (no limit) or 0.0625 to 64 bytes per cycle, got {x}"),
+            ));
+        }
+        Ok(x)
+    }
     fn b(&mut self, name: &'static str) -> Result<bool, Error> {
         let (k, v) = self.leaf(name)?;
         match v {
@@ -248,6 +266,7 @@ fn cache<'a>(
             Some(n) => p.pos(n)?,
             None => 0,
         },
+        sustained_bytes_per_cycle: 0.0,
     };
     super::bounds::check_cache(
         p.f.path(),
@@ -305,10 +324,12 @@ impl Preset {
 
         let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
         p.finish()?;
-        let (l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let (mut l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
         let l2_writeback_holds_superqueue = p.b("writeback_holds_superqueue")?;
+        l2.sustained_bytes_per_cycle = p.sustained()?;
         p.finish()?;
-        let (llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
+        let (mut llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
+        llc.sustained_bytes_per_cycle = p.sustained()?;
         let llc_inclusive = p.b("inclusive")?;
         let llc_instances_per_socket = p.pos("instances_per_socket")?;
         p.finish()?;

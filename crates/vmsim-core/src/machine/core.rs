@@ -12,6 +12,12 @@
 //! epoch. Requests arrive in nearly time order (the scheduler advances the
 //! lowest clock for a bounded quantum), as at the DRAM calendar.
 //!
+//! Lines reach the core over two fill paths of limited bandwidth, shared by
+//! the threads too: from the L2 into the L1, and from the LLC (or beyond)
+//! into the L2 (`FillPort`s, absent when the preset sets no limit). A line's
+//! data is there once it has crossed each path it takes; a lone line is not
+//! delayed, a stream is spread at the path's bandwidth.
+//!
 //! The core's prefetchers (machine/prefetch.rs) are trained by both threads'
 //! requests, as the L2 they watch is the core's, and their requests take the
 //! same fill buffers and superqueue entries as demand misses.
@@ -20,6 +26,8 @@
 //! thread (no sibling reservations) is never delayed: `reserve(t, c) == t + c`.
 
 use super::cache::INVALID;
+use super::hierarchy::Served;
+use super::memory::FillPort;
 use super::prefetch::{NextLine, PrefetchParams, Streamer};
 
 /// Length of one issue epoch in cycles.
@@ -145,6 +153,16 @@ pub struct CoreResources {
     pub issue: IssueSlots,
     pub next_line: NextLine,
     pub streamer: Streamer,
+    /// The L2-to-L1 and LLC-to-L2 fill paths (None: no limit).
+    l1_fill: Option<FillPort>,
+    l2_fill: Option<FillPort>,
+}
+
+/// Bytes per cycle of a core's two fill paths (0: no limit).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FillBandwidth {
+    pub from_l2: f64,
+    pub from_llc: f64,
 }
 
 impl CoreResources {
@@ -153,8 +171,12 @@ impl CoreResources {
         superqueue: usize,
         threads: usize,
         pf: &PrefetchParams,
+        fill: FillBandwidth,
     ) -> CoreResources {
+        let port = |b: f64| (b > 0.0).then(|| FillPort::new(b));
         CoreResources {
+            l1_fill: port(fill.from_l2),
+            l2_fill: port(fill.from_llc),
             lfb: MinSlots::new(fill_buffers, 0),
             sq: MinSlots::new(superqueue, 0),
             lfb_line: vec![INVALID; fill_buffers],
@@ -164,6 +186,31 @@ impl CoreResources {
             next_line: NextLine::default(),
             streamer: Streamer::new(pf),
         }
+    }
+
+    /// When a line served from `served` whose data is ready at its source at
+    /// `t` has crossed the fill paths into the L2 and, if `into_l1`, into the
+    /// L1. Lines that carry no data (ownership grants, non-temporal writes)
+    /// and L1 hits take no path.
+    #[inline]
+    pub fn fill(&mut self, served: Served, t: u64, into_l1: bool) -> u64 {
+        let beyond_l2 = match served {
+            Served::L1 | Served::NoFill { .. } | Served::NtWrite { .. } => return t,
+            Served::L2 => false,
+            Served::Llc | Served::RemoteCache | Served::Dram { .. } => true,
+        };
+        let mut t = t;
+        if beyond_l2 {
+            if let Some(p) = &mut self.l2_fill {
+                t = p.reserve(t, 64, false);
+            }
+        }
+        if into_l1 {
+            if let Some(p) = &mut self.l1_fill {
+                t = p.reserve(t, 64, false);
+            }
+        }
+        t
     }
 
     /// When a prefetch of `line` still in flight at `t` delivers it, if one is.

@@ -1,4 +1,6 @@
-//! Per-node DRAM and socket links as bandwidth calendars.
+//! Per-node DRAM and socket links as bandwidth calendars; the same calendar,
+//! with shorter epochs, is a core's fill path from its L2 or from the LLC
+//! (`FillPort`).
 //!
 //! Time is cut into epochs of `EPOCH` cycles; each epoch can carry a fixed
 //! number of bytes. A transfer asked for at time t takes the first epoch at
@@ -12,8 +14,15 @@
 
 use serde::Serialize;
 
-pub const EPOCH: u64 = 1024;
-const RING: usize = 1 << 15;
+/// Epoch of the DRAM and link calendars.
+pub const EPOCH: u64 = 1 << DRAM_EPOCH_SHIFT;
+const DRAM_EPOCH_SHIFT: u32 = 10;
+const DRAM_RING_BITS: u32 = 15;
+
+/// A core's fill path (L2 to L1, or LLC to L2): 64-cycle epochs, as a few
+/// lines' transfer time must not be rounded to a DRAM epoch; 1024 epochs of
+/// history cover the scheduler's quantum many times over.
+pub type FillPort = Calendar<6, 10>;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ChannelStats {
@@ -23,8 +32,10 @@ pub struct ChannelStats {
     pub queue_cycles: u64,
 }
 
-/// A bandwidth-limited resource (a node's memory controller or a socket link).
-pub struct Calendar {
+/// A bandwidth-limited resource (a node's memory controller, a socket link,
+/// a core's fill path), with epochs of `2^SHIFT` cycles and a ring of
+/// `2^RING_BITS` of them.
+pub struct Calendar<const SHIFT: u32 = DRAM_EPOCH_SHIFT, const RING_BITS: u32 = DRAM_RING_BITS> {
     /// Bytes one epoch can carry.
     capacity: u64,
     epoch_id: Vec<u64>,
@@ -36,13 +47,16 @@ pub struct Calendar {
     pub stats: ChannelStats,
 }
 
-impl Calendar {
-    pub fn new(bytes_per_cycle: f64) -> Calendar {
-        let capacity = ((bytes_per_cycle * EPOCH as f64).round() as u64).max(64);
+impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
+    const EPOCH: u64 = 1 << SHIFT;
+    const RING: usize = 1 << RING_BITS;
+
+    pub fn new(bytes_per_cycle: f64) -> Self {
+        let capacity = ((bytes_per_cycle * Self::EPOCH as f64).round() as u64).max(64);
         Calendar {
             capacity,
-            epoch_id: vec![u64::MAX; RING],
-            used: vec![0; RING],
+            epoch_id: vec![u64::MAX; Self::RING],
+            used: vec![0; Self::RING],
             full_from: 0,
             full_until: 0,
             stats: ChannelStats::default(),
@@ -61,13 +75,13 @@ impl Calendar {
         } else {
             self.stats.bytes_read += bytes;
         }
-        let mut e = t / EPOCH;
+        let mut e = t >> SHIFT;
         if e >= self.full_from && e < self.full_until {
             e = self.full_until;
         }
         let contiguous = e >= self.full_from && e <= self.full_until;
         loop {
-            let slot = (e as usize) & (RING - 1);
+            let slot = (e as usize) & (Self::RING - 1);
             if self.epoch_id[slot] != e {
                 // A slot last used for an epoch a whole ring ago is reusable.
                 self.epoch_id[slot] = e;
@@ -86,9 +100,10 @@ impl Calendar {
                     }
                 }
                 // Position inside the epoch in proportion to the bytes ahead of us.
-                let done = e * EPOCH + (u + bytes) * EPOCH / self.capacity;
+                let done = (e << SHIFT) + ((u + bytes) << SHIFT) / self.capacity;
                 let done = done.max(t);
-                self.stats.queue_cycles += done.saturating_sub(t + bytes * EPOCH / self.capacity);
+                self.stats.queue_cycles +=
+                    done.saturating_sub(t + (bytes << SHIFT) / self.capacity);
                 return done;
             }
             e += 1;
@@ -101,13 +116,13 @@ mod tests {
     use super::*;
     #[test]
     fn lone_transfer_is_not_delayed_much() {
-        let mut c = Calendar::new(16.0);
+        let mut c: Calendar = Calendar::new(16.0);
         let done = c.reserve(10_000, 64, false);
         assert!((10_000..10_000 + EPOCH).contains(&done));
     }
     #[test]
     fn saturation_spreads_transfers_at_the_bandwidth() {
-        let mut c = Calendar::new(16.0); // 16 B/cycle
+        let mut c: Calendar = Calendar::new(16.0); // 16 B/cycle
         let mut last = 0;
         for _ in 0..100_000 {
             last = c.reserve(0, 64, false);
@@ -121,8 +136,21 @@ mod tests {
         assert_eq!(c.stats.bytes_read, 6_400_000);
     }
     #[test]
+    fn a_fill_port_spreads_a_stream_at_its_bandwidth_in_short_epochs() {
+        // 25 B/cycle: a line every 2.56 cycles, 25 lines per 64-cycle epoch.
+        let mut p = FillPort::new(25.0);
+        let done: Vec<u64> = (0..1000).map(|_| p.reserve(640, 64, false)).collect();
+        assert_eq!(done[0], 640 + 2);
+        assert_eq!(done[24], 640 + 64);
+        assert_eq!(done[25], 704 + 2);
+        assert_eq!(*done.last().unwrap(), 640 + 1000 * 64 / 25);
+        // A lone line later on waits at most its own transfer time.
+        let t = 1_000_003;
+        assert!((t..=t + 3).contains(&p.reserve(t, 64, false)));
+    }
+    #[test]
     fn never_before_request() {
-        let mut c = Calendar::new(0.5);
+        let mut c: Calendar = Calendar::new(0.5);
         for t in (0..50_000).step_by(7) {
             assert!(c.reserve(t, 64, true) >= t);
         }

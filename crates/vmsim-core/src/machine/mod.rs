@@ -33,7 +33,7 @@ pub mod tlb;
 pub mod topology;
 
 use self::cache::INVALID;
-use self::core::CoreResources;
+use self::core::{CoreResources, FillBandwidth};
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
 use ipi::{CpuMask, IpiCause, IpiCosts};
 pub use params::{
@@ -156,6 +156,10 @@ impl Machine {
                     p.l2.outstanding as usize,
                     topo.threads_per_core,
                     &p.prefetch,
+                    FillBandwidth {
+                        from_l2: p.l2.sustained_bytes_per_cycle,
+                        from_llc: p.llc.sustained_bytes_per_cycle,
+                    },
                 )
             })
             .collect();
@@ -306,7 +310,7 @@ impl Machine {
                 } else {
                     s2
                 };
-                let mut done = start + self.hier.latency(served) + wait;
+                let mut done = r.fill(served, start + self.hier.latency(served) + wait, true);
                 if matches!(served, Served::L2 | Served::Llc) {
                     // The line is there because a prefetch asked for it: its data may still be on the way.
                     if let Some(ready) = r.inflight(line, start) {
@@ -371,7 +375,7 @@ impl Machine {
                                 self.hier.prefetch_absent(core, p, true, Some(in_l2), t, st);
                             let wbs = self.hier.l2_writebacks();
                             hold_writebacks(r, wbs, t, self.l2_writeback_hold);
-                            let mut ready = t + self.hier.latency(s) + w;
+                            let mut ready = r.fill(s, t + self.hier.latency(s) + w, true);
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
                             }
@@ -411,7 +415,7 @@ impl Machine {
                     let (s, w) = self.hier.prefetch_absent(core, p, false, None, t, st);
                     let wbs = self.hier.l2_writebacks();
                     hold_writebacks(r, wbs, t, self.l2_writeback_hold);
-                    let ready = t + self.hier.latency(s) + w;
+                    let ready = r.fill(s, t + self.hier.latency(s) + w, false);
                     r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
                     r.pf_until = r.pf_until.max(ready);

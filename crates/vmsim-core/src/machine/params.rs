@@ -19,6 +19,10 @@ pub struct CacheLevelParams {
     pub replacement: Replacement,
     /// L1: line fill buffers; L2: superqueue entries; LLC: unused (0).
     pub outstanding: u64,
+    /// Bytes per cycle one core can take from this level: L2, its fills of the
+    /// L1; LLC, the fills of the core's L2 from the LLC and beyond (0: no
+    /// limit; L1: unused).
+    pub sustained_bytes_per_cycle: f64,
 }
 
 /// Where ownership without data is granted to a no-RFO full-line store that
