@@ -40,6 +40,8 @@ fn preset_numbers_out_of_physical_range_name_their_key() {
         ("l1d", "fill_buffers", "9223372036854775807"),
         ("l2", "size_kib", "9223372036854775807"),
         ("l2", "superqueue", "100000"),
+        ("l2", "sustained_bytes_per_cycle", "100"),
+        ("llc", "sustained_bytes_per_cycle", "0.01"),
         ("llc", "latency_cycles", "9223372036854775807"),
         ("memory", "local_latency_ns", "1e300"),
         ("memory", "sustained_bandwidth_gbs", "1e300"),

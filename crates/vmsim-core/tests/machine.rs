@@ -400,3 +400,70 @@ fn a_remote_load_writes_back_a_line_dirty_in_core_0() {
         );
     }
 }
+
+/// Cycles one CPU takes to read lines `lines` with independent loads.
+fn read_cycles(m: &mut Machine, cpu: usize, lines: std::ops::Range<u64>) -> u64 {
+    let t = m.cpus[cpu].clock;
+    for l in lines {
+        m.access(cpu, l, AccessKind::Load, true, 1);
+    }
+    m.cpus[cpu].clock - t
+}
+
+#[test]
+fn a_stream_of_l2_hits_runs_at_the_l2s_sustained_bandwidth() {
+    let (p, mut m) = e5();
+    let bw = p.l2.sustained_bytes_per_cycle;
+    assert_eq!(bw, 25.0);
+    // 128 KiB: in the L2 (256 KiB), and only its last quarter in the L1 (32 KiB).
+    read_cycles(&mut m, 0, 0..2048);
+    let served = m.access(0, 0, AccessKind::Load, true, 1);
+    assert_eq!(served, Served::L2);
+    // Lines 1..1024 are L2 hits: a line per 64 / 25 = 2.56 cycles, where ten
+    // fill buffers over the 12-cycle L2 latency would take 1.2.
+    let c = read_cycles(&mut m, 0, 1..1025) as f64 / 1024.0;
+    assert!((c - 64.0 / bw).abs() < 0.05, "{c} cycles per line");
+    // Without the limit the fill buffers bound it.
+    let mut q = p.clone();
+    q.l2.sustained_bytes_per_cycle = 0.0;
+    let mut m = Machine::new(&q, 1 << 30, 0).unwrap();
+    read_cycles(&mut m, 0, 0..2048);
+    let c = read_cycles(&mut m, 0, 0..1024) as f64 / 1024.0;
+    let lfb_bound = p.l2.latency_cycles as f64 / p.l1d.outstanding as f64;
+    assert!((c - lfb_bound).abs() < 0.1, "{c} cycles per line");
+}
+
+#[test]
+fn a_stream_of_llc_hits_runs_at_the_llcs_sustained_bandwidth_shared_by_smt_siblings() {
+    let (p, mut m) = e5();
+    let bw = p.llc.sustained_bytes_per_cycle;
+    assert_eq!(bw, 14.0);
+    // Core 1 brings 1 MiB into the LLC; core 0 then finds it there (prefetches included).
+    read_cycles(&mut m, 1, 0..16384);
+    for cpu in [0, 36] {
+        m.cpus[cpu].clock = m.cpus[1].clock;
+    }
+    assert_eq!(m.access(0, 0, AccessKind::Load, true, 1), Served::Llc);
+    let c = read_cycles(&mut m, 0, 1..8193) as f64 / 8192.0;
+    assert!((c - 64.0 / bw).abs() < 0.05, "{c} cycles per line");
+    // The two threads of core 0 share the path: together, the same rate.
+    let t = m.cpus[0].clock.max(m.cpus[36].clock);
+    m.cpus[0].clock = t;
+    m.cpus[36].clock = t;
+    let (mut i, mut j) = (8193u64, 12289u64);
+    while i < 12289 || j < 16385 {
+        // Advance the thread whose clock is behind, as the scheduler does.
+        if j >= 16385 || (i < 12289 && m.cpus[0].clock <= m.cpus[36].clock) {
+            m.access(0, i, AccessKind::Load, true, 1);
+            i += 1;
+        } else {
+            m.access(36, j, AccessKind::Load, true, 1);
+            j += 1;
+        }
+    }
+    let c = (m.cpus[0].clock.max(m.cpus[36].clock) - t) as f64 / 8192.0;
+    assert!(
+        (c - 64.0 / bw).abs() < 0.05,
+        "{c} cycles per line, two threads"
+    );
+}

@@ -217,7 +217,7 @@ impl<'a> P<'a> {
         if x != 0.0 && !(0.0625..=64.0).contains(&x) {
             return Err(cfg_err(
                 format!("{key}.value"),
-                format!("must be 0 (no limit) or 0.0625 to 64 bytes per cycle, got {x}"),
+                format!("{x} is outside the accepted values: 0 (no limit), or 0.0625 to 64 bytes per cycle"),
             ));
         }
         Ok(x)

@@ -15,8 +15,9 @@
 //! Lines reach the core over two fill paths of limited bandwidth, shared by
 //! the threads too: from the L2 into the L1, and from the LLC (or beyond)
 //! into the L2 (`FillPort`s, absent when the preset sets no limit). A line's
-//! data is there once it has crossed each path it takes; a lone line is not
-//! delayed, a stream is spread at the path's bandwidth.
+//! data is there once the lines ahead of it have crossed each path it takes:
+//! a lone line is not delayed (its own transfer is in the level's latency), a
+//! stream is spread at the path's bandwidth.
 //!
 //! The core's prefetchers (machine/prefetch.rs) are trained by both threads'
 //! requests, as the L2 they watch is the core's, and their requests take the
@@ -202,12 +203,12 @@ impl CoreResources {
         let mut t = t;
         if beyond_l2 {
             if let Some(p) = &mut self.l2_fill {
-                t = p.reserve(t, 64, false);
+                t = p.reserve_queued(t, 64);
             }
         }
         if into_l1 {
             if let Some(p) = &mut self.l1_fill {
-                t = p.reserve(t, 64, false);
+                t = p.reserve_queued(t, 64);
             }
         }
         t
