@@ -170,6 +170,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "replacement",
                 "superqueue",
                 "writeback_holds_superqueue",
+                "sustained_bytes_per_cycle",
             ],
         ),
         (
@@ -181,6 +182,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "replacement",
                 "inclusive",
                 "instances_per_socket",
+                "sustained_bytes_per_cycle",
             ],
         ),
         (
