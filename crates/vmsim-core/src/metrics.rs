@@ -195,6 +195,14 @@ pub fn report(sim: &Sim) -> Value {
     put("dram_bytes_read", json!(rd));
     put("dram_bytes_written", json!(wr));
     put("dram_queue_cycles", json!(queue));
+    // The cores' fill paths: where a stream of L2 or LLC hits was bound by them.
+    let (f1, f2) = m
+        .cores
+        .iter()
+        .map(|c| c.fill_queue_cycles())
+        .fold((0u64, 0u64), |(a, b), (x, y)| (a + x, b + y));
+    put("fill_l1_queue_cycles", json!(f1));
+    put("fill_l2_queue_cycles", json!(f2));
     // Per NUMA node, so that traffic and queueing can be placed (flat keys for compare tables).
     for (n, d) in m.hier.dram.iter().enumerate() {
         put(

@@ -423,12 +423,15 @@ fn a_stream_of_l2_hits_runs_at_the_l2s_sustained_bandwidth() {
     // fill buffers over the 12-cycle L2 latency would take 1.2.
     let c = read_cycles(&mut m, 0, 1..1025) as f64 / 1024.0;
     assert!((c - 64.0 / bw).abs() < 0.05, "{c} cycles per line");
+    // The wait shows in the path's queueing counter; the LLC path had none to bind.
+    assert!(m.cores[0].fill_queue_cycles().0 > 1024);
     // Without the limit the fill buffers bound it.
     let mut q = p.clone();
     q.l2.sustained_bytes_per_cycle = 0.0;
     let mut m = Machine::new(&q, 1 << 30, 0).unwrap();
     read_cycles(&mut m, 0, 0..2048);
     let c = read_cycles(&mut m, 0, 0..1024) as f64 / 1024.0;
+    assert_eq!(m.cores[0].fill_queue_cycles().0, 0);
     let lfb_bound = p.l2.latency_cycles as f64 / p.l1d.outstanding as f64;
     assert!((c - lfb_bound).abs() < 0.1, "{c} cycles per line");
 }

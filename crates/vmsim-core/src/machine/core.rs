@@ -214,6 +214,13 @@ impl CoreResources {
         t
     }
 
+    /// Cycles lines waited for the lines ahead of them on the L2-to-L1 and
+    /// the LLC-to-L2 fill paths (0 where a path has no limit).
+    pub fn fill_queue_cycles(&self) -> (u64, u64) {
+        let q = |p: &Option<FillPort>| p.as_ref().map_or(0, |p| p.stats.queue_cycles);
+        (q(&self.l1_fill), q(&self.l2_fill))
+    }
+
     /// When a prefetch of `line` still in flight at `t` delivers it, if one is.
     #[inline]
     pub fn inflight(&self, line: u64, t: u64) -> Option<u64> {
