@@ -410,6 +410,16 @@ fn read_cycles(m: &mut Machine, cpu: usize, lines: std::ops::Range<u64>) -> u64 
     m.cpus[cpu].clock - t
 }
 
+/// Reads `lines` on `cpu` and checks they took 64 / `bw` cycles each.
+fn assert_line_rate(m: &mut Machine, cpu: usize, lines: std::ops::Range<u64>, bw: f64) {
+    let n = lines.end - lines.start;
+    let c = read_cycles(m, cpu, lines) as f64 / n as f64;
+    assert!(
+        (c - 64.0 / bw).abs() < 0.05,
+        "{c} cycles per line at {bw} B/cycle"
+    );
+}
+
 #[test]
 fn a_stream_of_l2_hits_runs_at_the_l2s_sustained_bandwidth() {
     let (p, mut m) = e5();
@@ -421,9 +431,8 @@ fn a_stream_of_l2_hits_runs_at_the_l2s_sustained_bandwidth() {
     assert_eq!(served, Served::L2);
     // Lines 1..1024 are L2 hits: a line per 64 / 25 = 2.56 cycles, where ten
     // fill buffers over the 12-cycle L2 latency would take 1.2.
-    let c = read_cycles(&mut m, 0, 1..1025) as f64 / 1024.0;
-    assert!((c - 64.0 / bw).abs() < 0.05, "{c} cycles per line");
-    // The wait shows in the path's queueing counter; the LLC path had none to bind.
+    assert_line_rate(&mut m, 0, 1..1025, bw);
+    // The wait shows in the L2-to-L1 path's queueing counter.
     assert!(m.cores[0].fill_queue_cycles().0 > 1024);
     // Without the limit the fill buffers bound it.
     let mut q = p.clone();
@@ -447,8 +456,7 @@ fn a_stream_of_llc_hits_runs_at_the_llcs_sustained_bandwidth_shared_by_smt_sibli
         m.cpus[cpu].clock = m.cpus[1].clock;
     }
     assert_eq!(m.access(0, 0, AccessKind::Load, true, 1), Served::Llc);
-    let c = read_cycles(&mut m, 0, 1..8193) as f64 / 8192.0;
-    assert!((c - 64.0 / bw).abs() < 0.05, "{c} cycles per line");
+    assert_line_rate(&mut m, 0, 1..8193, bw);
     // The two threads of core 0 share the path: together, the same rate.
     let t = m.cpus[0].clock.max(m.cpus[36].clock);
     m.cpus[0].clock = t;
