@@ -37,6 +37,10 @@ pub(crate) struct Raw {
     pub movnti_gbps: f64,
     pub nt_how: &'static str,
     pub read_gbps: f64,
+    /// Load bandwidth of one core streaming over half of its L2 and over
+    /// half of the LLC (GB/s; 0 when the level's size is unknown).
+    pub l2_load_gbps: f64,
+    pub llc_load_gbps: f64,
     pub l1_store_bpns: f64,
     pub l1_load_bpns: f64,
     pub l1_load_how: &'static str,
@@ -221,6 +225,21 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let movnti_gbps = best_rate("store_movnti_gbps", &movnti);
     let nt_gbps = best_rate("store_nontemporal_gbps", &nt);
     let read_gbps = best_rate("read_gbps", &m::read_gbps(bw_bytes, passes)?);
+    // The fill paths: the rate one core sustains reading a level it misses
+    // the level above in, as the vendors' "sustained bandwidth" figures are.
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let level_effort = micro::Effort::new(quick, if quick { 3 } else { CHASE_REPS });
+    let mut level_load = |key: &'static str, bytes: u64| -> Result<f64, HwError> {
+        if bytes == 0 {
+            return Ok(0.0);
+        }
+        say(&format!("load bandwidth over {} KiB", bytes >> 10))?;
+        let s = micro::bandwidth(micro::Kernel::Load, bytes, level_effort, avx2)?;
+        Ok(best_rate(key, &s))
+    };
+    let l2_bytes = crate::host::cache(2).map_or(0, |c| c.size_kib * 1024);
+    let l2_load_gbps = level_load("l2_load_gbps", l2_bytes / 2)?;
+    let llc_load_gbps = level_load("llc_load_gbps", llc as u64 / 2)?;
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 50_000 })?;
     say("system call, faults, context switch")?;
@@ -271,6 +290,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         movnti_gbps,
         nt_how,
         read_gbps,
+        l2_load_gbps,
+        llc_load_gbps,
         l1_store_bpns,
         l1_load_bpns,
         l1_load_how,
@@ -349,6 +370,9 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "store_nontemporal_method": raw.nt_how,
             "store_movnti_gbps": round3(raw.movnti_gbps),
             "read_gbps": round3(raw.read_gbps),
+            "l2_load_gbps": round3(raw.l2_load_gbps),
+            "llc_load_gbps": round3(raw.llc_load_gbps),
+            "level_load_method": micro::Kernel::Load.method(std::is_x86_feature_detected!("avx2")),
             "l1_store_bytes_per_ns": round3(raw.l1_store_bpns),
             "l1_load_bytes_per_ns": round3(raw.l1_load_bpns),
             "l1_load_method": raw.l1_load_how,

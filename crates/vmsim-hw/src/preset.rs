@@ -179,6 +179,27 @@ fn amd_tlb() -> Option<Tlb> {
     }
 }
 
+/// The smallest probed size (KiB) from which on every larger size's tail
+/// touch is over 3x the hottest: a string store bypasses the cache from a
+/// size on, so one slow probe below hot ones (a timer tick, a co-runner) is
+/// noise, not a threshold.
+fn bypass_kib(touch: &[(usize, f64)], hot: f64) -> Option<i64> {
+    let cold_tail = touch.iter().rev().take_while(|p| p.1 > 3.0 * hot).count();
+    (cold_tail > 0).then(|| (touch[touch.len() - cold_tail].0 >> 10) as i64)
+}
+
+/// How a fill path's rate is measured (the level and its size follow).
+const LEVEL_LOAD: &str =
+    "one core's load bandwidth (the highest of its clean repetitions) over a THP-backed buffer of";
+
+/// A fill path's bytes per cycle from a load bandwidth in GB/s: `None` when
+/// nothing was measured, else clamped to what the preset accepts (a line per
+/// 1024 cycles to a line per cycle).
+fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
+    let bpc = gbps / ghz;
+    (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
+}
+
 pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let hostname = host::hostname();
     let mut w = W {
@@ -302,10 +323,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::B(true),
         "as the built-in presets (an estimate there too)",
     );
-    w.default(
+    w.either(
         "sustained_bytes_per_cycle",
+        fill_path(r.l2_load_gbps, ghz),
+        &format!("{LEVEL_LOAD} half of the L2 ({} KiB)", kib(&l2) / 2),
         Val::I(0),
-        "no limit on the L2-to-L1 fill path: calibrate does not measure it",
+        "the L2's size is unknown: no limit on the L2-to-L1 fill path",
     );
     let amd = amd_tlb();
     w.section("llc");
@@ -322,10 +345,15 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.either("latency_cycles", llc_ns.map(cyc),
         "random cyclic pointer chase (THP-backed), lowest latency among sweep sizes above L2 up to LLC/2 (sizes from sysfs; the LLC share this core gets may be smaller), ns x measured core clock",
         Val::I(50), quick_note);
-    w.default(
+    w.either(
         "sustained_bytes_per_cycle",
+        fill_path(r.llc_load_gbps, ghz),
+        &format!(
+            "{LEVEL_LOAD} half of the LLC ({} KiB; the share of it this core gets may be smaller)",
+            kib(&l3) / 2
+        ),
         Val::I(0),
-        "no limit on the LLC-to-L2 fill path: calibrate does not measure it",
+        "the LLC's size is unknown: no limit on the LLC-to-L2 fill path",
     );
     w.default("replacement", Val::S("srrip"), "");
     w.default(
@@ -466,11 +494,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         .iter()
         .map(|p| p.1)
         .fold(f64::INFINITY, f64::min);
-    let bypass = r
-        .tail_touch
-        .iter()
-        .find(|p| p.1 > 3.0 * hot)
-        .map(|p| (p.0 >> 10) as i64);
+    let bypass = bypass_kib(&r.tail_touch, hot);
     let largest = r.tail_touch.last().map(|p| (p.0 >> 10) as i64).unwrap_or(0);
     // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
     let probe_works = hot < 0.5 * r.cold_touch_ns;
@@ -480,7 +504,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             "probe inconclusive on this host: reading back 4 KiB right after a small rep stosb ({hot:.0} ns) was not clearly faster than a cold read ({:.0} ns)",
             r.cold_touch_ns)),
         (false, Some(k)) => w.measured("nocache_threshold_kib", Val::I(k),
-            "smallest rep stosb (power of two, 16 KiB..64 MiB, into clflushed memory) after which reading back its last 4 KiB is >3x slower than after small ones: the string store did not leave its lines in cache"),
+            "smallest rep stosb (power of two, 16 KiB..64 MiB, into clflushed memory) from which on, at every larger size too, reading back its last 4 KiB is >3x slower than after the fastest: the string store did not leave its lines in cache"),
         (false, None) => w.measured("nocache_threshold_kib", Val::I(0),
             &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
     }
@@ -594,4 +618,39 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     derived.insert("amd_tlb_cpuid".into(), json!(amd.map(|t| t.to_vec())));
     (w.out, Value::Object(derived))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bypass_threshold_needs_every_larger_size_cold() {
+        let k = |kib: usize| kib << 10;
+        // The probe of a busy host: one slow median at 32 KiB, hot above it.
+        let noisy = [(k(16), 80.0), (k(32), 180.0), (k(64), 50.0), (k(128), 49.9)];
+        assert_eq!(bypass_kib(&noisy, 49.9), None);
+        // A chip that stops allocating from 1 MiB on, with a slow probe below.
+        let chip = [
+            (k(256), 200.0),
+            (k(512), 50.0),
+            (k(1024), 300.0),
+            (k(2048), 310.0),
+        ];
+        assert_eq!(bypass_kib(&chip, 50.0), Some(1024));
+        assert_eq!(bypass_kib(&[], 50.0), None);
+    }
+
+    #[test]
+    fn a_fill_path_is_the_load_rate_in_bytes_per_cycle_within_the_accepted_range() {
+        let v = |g: f64, ghz: f64| match fill_path(g, ghz) {
+            Some(Val::F(x)) => Some(x),
+            _ => None,
+        };
+        assert_eq!(v(96.0, 3.0), Some(32.0));
+        assert_eq!(v(1000.0, 3.0), Some(64.0));
+        assert_eq!(v(0.01, 3.0), Some(0.0625));
+        assert_eq!(v(0.0, 3.0), None);
+        assert_eq!(v(f64::NAN, 3.0), None);
+    }
 }

@@ -297,5 +297,19 @@ fn calibrate_quick_writes_a_preset_in_schema() {
         let v = t[r]["replacement"]["value"].as_str().unwrap();
         assert!(["lru", "tree-plru", "srrip", "random"].contains(&v));
     }
+    // The fill paths: one core's load rate over half the level, in bytes per
+    // measured cycle (a level whose size sysfs does not give stays 0).
+    for (r, gbps) in [("l2", "l2_load_gbps"), ("llc", "llc_load_gbps")] {
+        let leaf = &t[r]["sustained_bytes_per_cycle"];
+        let measured = raw[gbps].as_f64().unwrap();
+        if measured > 0.0 {
+            let bpc = leaf["value"].as_float().unwrap();
+            assert_eq!(raw["repetitions"][gbps]["figure"], "max");
+            let ghz = raw["core_ghz_add_chain"].as_f64().unwrap();
+            let want = (measured / ghz).clamp(0.0625, 64.0);
+            assert!((bpc - want).abs() < 0.01 * want, "{r}: {bpc} vs {want}");
+            assert!(leaf["source"].as_str().unwrap().starts_with("measured"));
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
