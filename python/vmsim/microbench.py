@@ -21,7 +21,9 @@ def validate_model(machine: Optional[str] = None) -> Dict[str, Any]:
 
     Returns ``{"rows": [...], "table": str}``; each row has ``preset``,
     ``description``, ``published``, ``model``, ``error`` (fraction),
-    ``tolerance``, ``within`` and ``source``. An unknown preset raises
+    ``tolerance``, ``within``, ``calibrates`` (the preset parameter fitted to
+    the row, or None: such a row is a fit, not a check) and ``source``. An
+    unknown preset raises
     ``ConfigError`` naming ``machine``.
     """
     return json.loads(_core.validate_model(machine))

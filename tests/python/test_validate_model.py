@@ -17,6 +17,12 @@ def test_one_preset_rows_have_sources_and_errors():
         assert r["source"] and r["published"] > 0 and r["model"] > 0
         assert r["error"] == pytest.approx((r["model"] - r["published"]) / r["published"])
     assert "xeon-8358-icx" in result["table"]
+    # The rows the superqueue was fitted to say so, in the JSON and the table.
+    fitted = [r for r in rows if r["calibrates"]]
+    assert fitted and all(r["calibrates"] == "l2.superqueue" for r in fitted)
+    assert all("128 MiB" in r["description"] for r in fitted)
+    assert "[calibrates l2.superqueue]" in result["table"]
+    assert any(r["calibrates"] is None for r in rows)
 
 
 def test_unknown_preset_is_a_config_error_naming_the_field():
