@@ -164,6 +164,10 @@ pub struct Hierarchy {
     /// Per core, its LLC instance, its bit there and its socket (the
     /// topology's divisions, done once).
     core_llc: Vec<(u32, u32, u32)>,
+    /// Cores per LLC instance, and each node's socket (the divisions of
+    /// `Topology::cores_per_llc` and `socket_of_node`, done once).
+    cores_per_llc: usize,
+    node_socket: Vec<u32>,
     /// log2 of `node_bytes` when it is a power of two (the home node is then a shift).
     node_shift: Option<u32>,
 }
@@ -239,6 +243,10 @@ impl Hierarchy {
                 (u as u32, bit as u32, (u / t.llc_per_socket) as u32)
             })
             .collect();
+        let cores_per_llc = t.cores_per_llc();
+        let node_socket = (0..t.nr_nodes())
+            .map(|n| t.socket_of_node(n) as u32)
+            .collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
             topo: p.topo,
@@ -256,6 +264,8 @@ impl Hierarchy {
             l2_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
             core_llc,
+            cores_per_llc,
+            node_socket,
             node_shift: p
                 .node_bytes
                 .is_power_of_two()
@@ -277,7 +287,7 @@ impl Hierarchy {
     fn dram_xfer(&mut self, node: usize, socket: usize, t: u64, write: bool) -> u64 {
         let mut xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
         let mut done = self.dram[node].reserve(t, 64, write);
-        let home_socket = self.topo.socket_of_node(node);
+        let home_socket = self.node_socket[node] as usize;
         if home_socket != socket {
             // Reads cross from the home socket to us; writes from us to it.
             let from = if write { socket } else { home_socket };
@@ -318,7 +328,7 @@ impl Hierarchy {
         keep: Option<usize>,
         st: &mut CacheStats,
     ) -> bool {
-        let base = u * self.topo.cores_per_llc();
+        let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL;
         if let Some(k) = keep {
             bits &= !(1u64 << k);
@@ -348,7 +358,7 @@ impl Hierarchy {
             debug_assert!(!self.any_private_dirty(u, line, sharers));
             return false;
         }
-        let base = u * self.topo.cores_per_llc();
+        let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL & !keep;
         let mut dirty = false;
         while bits != 0 {
@@ -370,7 +380,7 @@ impl Hierarchy {
     /// Whether any core of `u` in `sharers` holds `line` dirty (a check of
     /// `downgrade_sharers`' shortcut).
     fn any_private_dirty(&self, u: usize, line: u64, sharers: u64) -> bool {
-        let base = u * self.topo.cores_per_llc();
+        let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL;
         while bits != 0 {
             let c = base + bits.trailing_zeros() as usize;
@@ -431,7 +441,7 @@ impl Hierarchy {
             }) else {
                 if !self.inclusive && self.active[v] != 0 {
                     // Non-inclusive: a copy may sit in a private cache only.
-                    let base = v * self.topo.cores_per_llc();
+                    let base = v * self.cores_per_llc;
                     let mut bits = self.active[v];
                     while bits != 0 {
                         let b = bits.trailing_zeros() as usize;
@@ -556,7 +566,7 @@ impl Hierarchy {
     fn llc_victim(&mut self, u: usize, ev: Evicted, socket: usize, t: u64, st: &mut CacheStats) {
         let mut dirty = ev.dirty;
         if self.inclusive {
-            let base = u * self.topo.cores_per_llc();
+            let base = u * self.cores_per_llc;
             let mut bits = ev.sharers & !EXCL;
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
@@ -834,11 +844,11 @@ impl Hierarchy {
         } else if kind == AccessKind::StringStore && self.no_rfo {
             let node = self.home_node(line);
             served = Served::NoFill {
-                remote: self.topo.socket_of_node(node) != socket,
+                remote: (self.node_socket[node] as usize) != socket,
             };
         } else {
             let node = self.home_node(line);
-            let remote = self.topo.socket_of_node(node) != socket;
+            let remote = (self.node_socket[node] as usize) != socket;
             st.dram_reads += 1;
             if remote {
                 st.dram_remote_reads += 1;
@@ -896,7 +906,7 @@ impl Hierarchy {
         }
         self.probe_others(u, line, true, t, st);
         let node = self.home_node(line);
-        let remote = self.topo.socket_of_node(node) != socket;
+        let remote = (self.node_socket[node] as usize) != socket;
         let wait = self.dram_xfer(node, socket, t, true);
         (Served::NtWrite { remote }, wait)
     }
