@@ -188,6 +188,14 @@ fn bypass_kib(touch: &[(usize, f64)], hot: f64) -> Option<i64> {
     (cold_tail > 0).then(|| (touch[touch.len() - cold_tail].0 >> 10) as i64)
 }
 
+/// The L2 misses one core keeps in flight to memory, by Little's law from a
+/// single-thread read bandwidth (GB/s) and the idle DRAM latency (ns), within
+/// the preset's accepted 1-1024 entries; `None` when either is missing.
+fn superqueue(read_gbps: f64, dram_ns: Option<f64>) -> Option<i64> {
+    let lines = read_gbps * dram_ns? / 64.0;
+    (lines.is_finite() && lines > 0.0).then(|| (lines.round() as i64).clamp(1, 1024))
+}
+
 /// How a fill path's rate is measured (the level and its size follow).
 const LEVEL_LOAD: &str =
     "one core's load bandwidth (the highest of its clean repetitions) over a THP-backed buffer of";
@@ -317,7 +325,17 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         quick_note,
     );
     w.default("replacement", Val::S("tree-plru"), "");
-    w.default("superqueue", Val::I(32), "");
+    w.either(
+        "superqueue",
+        superqueue(r.read_gbps, dram_ns).map(Val::I),
+        &format!(
+            "Little's law on this host's single-thread DRAM read: {:.2} GB/s x {:.1} ns (the chase's DRAM latency) / 64 B, the lines one core keeps in flight to memory (the built-in Cascade Lake-SP and Ice Lake-SP presets are calibrated to the same quantity, docs/calibration-sources.md 5.7)",
+            r.read_gbps,
+            dram_ns.unwrap_or(0.0)
+        ),
+        Val::I(32),
+        "no DRAM latency or read bandwidth measured",
+    );
     w.default(
         "writeback_holds_superqueue",
         Val::B(true),
@@ -639,6 +657,16 @@ mod tests {
         ];
         assert_eq!(bypass_kib(&chip, 50.0), Some(1024));
         assert_eq!(bypass_kib(&[], 50.0), None);
+    }
+
+    #[test]
+    fn the_superqueue_is_the_lines_in_flight_by_littles_law() {
+        // 19.2 GB/s at 152 ns: 45.6 lines.
+        assert_eq!(superqueue(19.2, Some(152.0)), Some(46));
+        assert_eq!(superqueue(0.01, Some(1.0)), Some(1));
+        assert_eq!(superqueue(1e6, Some(1e3)), Some(1024));
+        assert_eq!(superqueue(19.2, None), None);
+        assert_eq!(superqueue(0.0, Some(152.0)), None);
     }
 
     #[test]
