@@ -90,3 +90,45 @@ fn warmup_with_prealloc_copies_both_regions_and_times_the_second() {
     // A child times itself from the end of its warm-up pass.
     assert!(f(&warm, "task_interval_max_s") < 0.7 * f(&warm, "elapsed_s"));
 }
+
+fn roi_u64(v: &Value, group: &str, k: &str) -> u64 {
+    v["metrics"]["roi"][group][k]
+        .as_u64()
+        .unwrap_or_else(|| panic!("roi.{group}.{k}"))
+}
+
+#[test]
+fn the_region_of_interest_is_the_timed_write_loops_alone() {
+    // One task with a warm-up: the run clears both regions' huge pages, the
+    // region of interest only the timed region's (its loop faults them in).
+    // 2 x 32 MiB: more than the 45 MiB LLC, so the loop writes DRAM.
+    let mib = 32u64;
+    let warm = run(&cfg(1, mib, "warmup = true\n"));
+    let pages = mib / 2;
+    assert_eq!(
+        warm["metrics"]["counters"]["vmstat"]["huge_page_clears"].as_u64(),
+        Some(2 * pages)
+    );
+    assert_eq!(roi_u64(&warm, "vmstat", "huge_page_clears"), pages);
+    // Its DRAM traffic is part of the run's.
+    let all = &warm["metrics"]["counters"]["dram"];
+    let written = roi_u64(&warm, "dram", "bytes_written");
+    assert!(written > 0 && written <= all["bytes_written"].as_u64().unwrap());
+    assert!(roi_u64(&warm, "dram", "bytes_read") <= all["bytes_read"].as_u64().unwrap());
+    // With prealloc, every child's copy-on-write faults of the timed region.
+    let cow = run(&format!(
+        "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\nthp_cow = \"copy\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 4\nprealloc = true\nprefault = true\nwarmup = true\n"
+    ));
+    assert!(roi_u64(&cow, "vmstat", "thp_cow_copies") <= 2 * 2);
+    assert!(roi_u64(&cow, "vmstat", "thp_cow_copies") >= 1);
+}
+
+#[test]
+fn no_region_of_interest_when_a_task_finishes_before_the_last_starts() {
+    // Task 1 starts 20 ms late, after task 0's 2 MiB are long written.
+    let late = run(&cfg(2, 2, "child_start_skew_us = 20000\n"));
+    assert_eq!(late["metrics"]["data_verified"], true);
+    assert!(late["metrics"].get("roi").is_none());
+    let together = run(&cfg(2, 2, ""));
+    assert!(together["metrics"].get("roi").is_some());
+}

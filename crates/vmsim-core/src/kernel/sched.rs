@@ -186,6 +186,10 @@ pub struct Sim {
     pub error: Option<Error>,
     /// Counters at the start of the region of interest and, once it ended, at its end.
     pub roi: Option<(crate::stats::Counters, Option<crate::stats::Counters>)>,
+    /// Tasks that joined the shared region of interest (`Op::RoiJoin`), and
+    /// whether one has left it.
+    roi_joined: u64,
+    roi_left: bool,
 }
 
 pub mod access;
@@ -235,6 +239,8 @@ impl Sim {
             tick_phase: 0,
             error: None,
             roi: None,
+            roi_joined: 0,
+            roi_left: false,
         }
     }
 

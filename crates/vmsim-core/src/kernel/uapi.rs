@@ -65,6 +65,13 @@ pub enum Op {
     /// enable/disable): the report gives every counter's change over it.
     RoiBegin,
     RoiEnd,
+    /// A region of interest shared by `tasks` tasks: it begins when the last
+    /// of them has joined and ends when the first leaves (no region if one
+    /// leaves before all have joined). usemem marks its timed write loop so.
+    RoiJoin {
+        tasks: u64,
+    },
+    RoiLeave,
     /// usemem's start pipes (`ready()`): write a ready byte to the parent's
     /// pipe, then poll its wake pipe, sleeping until the parent writes "go".
     ReadyPoll,

@@ -34,6 +34,12 @@
 //! after its first huge pages. Only the timed pass is reported; every region
 //! is checked.
 //!
+//! The report's region of interest (`roi`) is the window in which every
+//! task is inside its timed write loop: from the moment the last task starts
+//! its loop to the moment the first finishes (none if one finishes before
+//! the last starts). Its counters are the timed passes' alone, where the
+//! run's own counters also cover faulting in, the warm-up and the checks.
+//!
 //! `workload.child_start_skew_us` (a diagnostic, not a usemem option): child
 //! (or, without `--prealloc`, task) k sleeps k times the skew first and times
 //! itself from its wake-up.
@@ -86,6 +92,9 @@ pub struct Usemem {
     /// Bytes of the untimed warm-up region (0: none); its address once mapped.
     warm: u64,
     warm_addr: u64,
+    /// How many tasks share the region of interest each timed write loop
+    /// joins (`Op::RoiJoin`).
+    roi_tasks: u64,
 }
 
 impl Usemem {
@@ -105,6 +114,7 @@ impl Usemem {
             child_skew_ns: 0,
             warm: 0,
             warm_addr: 0,
+            roi_tasks: 1,
         }
     }
 
@@ -135,8 +145,17 @@ impl Usemem {
             prealloc,
             prefault,
             nr_task,
+            roi_tasks: nr_task,
             ..Usemem::new(size, seed)
         }
+    }
+
+    /// The number of tasks whose timed write loops make up the region of
+    /// interest: it begins when the last of them starts its loop and ends
+    /// when the first finishes (every task is then inside its timed pass).
+    pub fn with_roi_tasks(mut self, n: u64) -> Usemem {
+        self.roi_tasks = n;
+        self
     }
 
     /// The seed of the data child `k` writes.
@@ -172,15 +191,15 @@ impl Usemem {
                     seed: self.warm_seed(),
                 }
             }
-            s if s > pre && s <= pre + 6 => self.timed_step(s - pre, ret),
-            s if s == pre + 7 && warm > 0 => Op::Check {
+            s if s > pre && s <= pre + 8 => self.timed_step(s - pre, ret),
+            s if s == pre + 9 && warm > 0 => Op::Check {
                 start: self.warm_addr,
                 len: self.warm,
                 expect: Expect::Written {
                     seed: self.warm_seed(),
                 },
             },
-            s if s == pre + 8 && warm > 0 => Op::Munmap {
+            s if s == pre + 10 && warm > 0 => Op::Munmap {
                 start: self.warm_addr,
             },
             _ => Op::Exit,
@@ -197,14 +216,18 @@ impl Usemem {
             },
             3 => {
                 self.addr = ret;
-                Op::WriteSeq {
-                    start: self.addr,
-                    len: self.size,
-                    seed: self.seed,
+                Op::RoiJoin {
+                    tasks: self.roi_tasks,
                 }
             }
-            4 => Op::MarkEnd,
-            5 => Op::Check {
+            4 => Op::WriteSeq {
+                start: self.addr,
+                len: self.size,
+                seed: self.seed,
+            },
+            5 => Op::RoiLeave,
+            6 => Op::MarkEnd,
+            7 => Op::Check {
                 start: self.addr,
                 len: self.size,
                 expect: Expect::Written { seed: self.seed },
@@ -236,18 +259,22 @@ impl Usemem {
                 seed: seed ^ WARM_SEED,
             },
             s if mark == 1 && s == pre => Op::MarkStart,
-            s if s == pre + 1 => Op::WriteSeq {
+            s if s == pre + 1 => Op::RoiJoin {
+                tasks: self.roi_tasks,
+            },
+            s if s == pre + 2 => Op::WriteSeq {
                 start: self.addr,
                 len: self.size,
                 seed,
             },
-            s if s == pre + 2 => Op::MarkEnd,
-            s if s == pre + 3 => Op::Check {
+            s if s == pre + 3 => Op::RoiLeave,
+            s if s == pre + 4 => Op::MarkEnd,
+            s if s == pre + 5 => Op::Check {
                 start: self.addr,
                 len: self.size,
                 expect: Expect::Written { seed },
             },
-            s if warm == 1 && s == pre + 4 => Op::Check {
+            s if warm == 1 && s == pre + 6 => Op::Check {
                 start: self.warm_addr,
                 len: self.warm,
                 expect: Expect::Written {
@@ -417,7 +444,8 @@ impl Workload for UsememWorkload<'_> {
                     Box::new(
                         Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)
                             .with_child_start_skew(i as u64 * u.child_start_skew_us * 1000)
-                            .with_warmup(u.warmup),
+                            .with_warmup(u.warmup)
+                            .with_roi_tasks(u.nr_task),
                     ),
                     i % nr_cpus,
                 );

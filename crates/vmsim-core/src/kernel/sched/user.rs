@@ -101,6 +101,20 @@ impl Sim {
                         *e = Some(end);
                     }
                 }
+                Op::RoiJoin { tasks } => {
+                    self.roi_joined += 1;
+                    if self.roi_joined == tasks && !self.roi_left {
+                        self.roi = Some((self.counters(), None));
+                    }
+                }
+                Op::RoiLeave => {
+                    if !std::mem::replace(&mut self.roi_left, true) {
+                        let end = self.counters();
+                        if let Some((_, e)) = &mut self.roi {
+                            *e = Some(end);
+                        }
+                    }
+                }
                 Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
