@@ -28,9 +28,10 @@ pub(crate) struct Raw {
     pub chase: Vec<(usize, f64)>,
     /// The repetitions behind each `chase` figure, in the same order.
     pub chase_reps: Vec<Summary>,
-    /// Chase latency at the largest size with 4 KiB pages instead of THP.
-    pub chase_4k: Option<(usize, f64)>,
-    pub chase_4k_reps: Option<Summary>,
+    /// At the largest size, what 4 KiB pages add to a dependent load over
+    /// THP: the median of paired repetitions (`micro::walk_extra`).
+    pub walk_extra: Option<(usize, f64)>,
+    pub walk_extra_reps: Option<Summary>,
     pub bw_bytes: usize,
     pub store_gbps: f64,
     pub nt_gbps: f64,
@@ -85,6 +86,9 @@ fn sanitise(s: &str) -> String {
 const CLOCK_REPS: usize = 9;
 /// Clean repetitions of each chase size (quick mode: 3).
 const CHASE_REPS: usize = 7;
+/// Paired repetitions of the 4 KiB-over-THP chase, and their time budget.
+const WALK_PAIRS: usize = 21;
+const WALK_BUDGET: Duration = Duration::from_millis(2000);
 /// No repetition of the clock starts after this much time (quick: 100 ms).
 const CLOCK_BUDGET: Duration = Duration::from_millis(500);
 /// No repetition of one chase size starts after this much time, the
@@ -103,7 +107,7 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe; syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe and of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {
@@ -203,11 +207,18 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         chase_reps.push(sm);
     }
     let big = *sizes.last().unwrap();
-    let (chase_4k, chase_4k_reps) = if quick {
+    let (walk_extra, walk_extra_reps) = if quick {
         (None, None)
     } else {
-        let (ns, sm) = chase_at(big, Backing::Small)?;
-        (Some((big, ns)), Some(sm))
+        say(&format!("4 KiB pages against THP, {} KiB", big >> 10))?;
+        // A pair is about 4 ms; 21 of them tighten the median of a
+        // difference that the host's noise moves by +-100 ns either way.
+        let pairs = Effort {
+            reps: WALK_PAIRS,
+            ..effort
+        };
+        let sm = micro::walk_extra(big as u64, pairs, Some(WALK_BUDGET))?.summary();
+        (Some((big, sm.median)), Some(sm))
     };
     // DRAM bandwidth wants a buffer well beyond the LLC in every mode: a
     // smaller one measures the cache. Quick mode makes fewer passes instead.
@@ -282,8 +293,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         tsc_ghz,
         chase,
         chase_reps,
-        chase_4k,
-        chase_4k_reps,
+        walk_extra,
+        walk_extra_reps,
         bw_bytes,
         store_gbps,
         nt_gbps,
@@ -361,7 +372,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "core_ghz_add_chain": round3(raw.core_ghz),
             "tsc_ghz": round3(raw.tsc_ghz),
             "chase_ns_thp": kv(&raw.chase, &raw.chase_reps, "ns"),
-            "chase_ns_4k_pages": raw.chase_4k.zip(raw.chase_4k_reps).map(|((s, ns), r)| {
+            "walk_extra_ns_4k_over_thp": raw.walk_extra.zip(raw.walk_extra_reps).map(|((s, ns), r)| {
                 json!({"bytes": s, "ns": round3(ns), "reps": r.json()})
             }),
             "bandwidth_buffer_bytes": raw.bw_bytes,

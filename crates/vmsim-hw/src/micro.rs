@@ -390,48 +390,79 @@ pub fn bandwidth(k: Kernel, bytes: u64, e: Effort, avx2: bool) -> Result<Samples
     })
 }
 
+/// A random cyclic pointer chase through the lines of a buffer, in
+/// [`chase_order`], warmed by one untimed lap (at most four times
+/// `loads_per_rep` loads); each [`Chaser::rep`] is about 2 ms of dependent
+/// loads (at least 1000, at most `loads_per_rep`): long ones, at DRAM
+/// latency, would nearly all be spoilt by a context switch on a shared host.
+struct Chaser {
+    _m: Mapping,
+    p: usize,
+    loads: usize,
+}
+
+impl Chaser {
+    fn new(bytes: u64, backing: Backing, e: Effort) -> Result<Chaser, HwError> {
+        let mut m = buffer_on(bytes, backing)?;
+        let lines = (bytes / 64).max(1);
+        let next = chase_order(lines);
+        let base = m.as_mut_slice().as_mut_ptr();
+        for (from, &to) in next.iter().enumerate() {
+            // SAFETY: both line indices < lines, so inside the mapping.
+            unsafe { *(base.add(from * 64) as *mut usize) = base.add(to as usize * 64) as usize };
+        }
+        drop(next);
+        let p = Chaser::walk(base as usize, (lines as usize).min(4 * e.loads_per_rep));
+        let t0 = Instant::now();
+        let p = Chaser::walk(p, 1000);
+        let est = (t0.elapsed().as_nanos() as f64 / 1000.0).max(0.1);
+        let loads = ((2e6 / est) as usize).clamp(1000, e.loads_per_rep.max(1000));
+        Ok(Chaser { _m: m, p, loads })
+    }
+
+    fn walk(mut p: usize, n: usize) -> usize {
+        for _ in 0..n {
+            // SAFETY: every link points at a line inside the mapping.
+            p = unsafe { std::ptr::read_volatile(p as *const usize) };
+        }
+        p
+    }
+
+    /// ns per dependent load of one repetition.
+    fn rep(&mut self) -> f64 {
+        let t0 = Instant::now();
+        self.p = black_box(Chaser::walk(self.p, self.loads));
+        t0.elapsed().as_nanos() as f64 / self.loads as f64
+    }
+}
+
 /// ns per dependent load of each repetition of a chase through the lines of
-/// a `bytes` buffer in [`chase_order`], after one untimed lap (at most four
-/// times `loads_per_rep` loads); a repetition is about 2 ms of loads, at
-/// most `loads_per_rep`. The buffer is on pages of `backing`; repetitions
-/// stop early once `budget` has passed (see [`repeat`]). `calibrate` runs
-/// this too, so its latencies and this command's come from one routine.
+/// a `bytes` buffer on pages of `backing` ([`Chaser`]); repetitions stop
+/// early once `budget` has passed (see [`repeat`]). `calibrate` runs this
+/// too, so its latencies and this command's come from one routine.
 pub fn chase(
     bytes: u64,
     backing: Backing,
     e: Effort,
     budget: Option<Duration>,
 ) -> Result<Samples, HwError> {
-    let mut m = buffer_on(bytes, backing)?;
-    let lines = (bytes / 64).max(1);
-    let next = chase_order(lines);
-    let base = m.as_mut_slice().as_mut_ptr();
-    for (from, &to) in next.iter().enumerate() {
-        // SAFETY: both line indices < lines, so inside the mapping.
-        unsafe { *(base.add(from * 64) as *mut usize) = base.add(to as usize * 64) as usize };
-    }
-    drop(next);
-    let walk = |mut p: usize, n: usize| {
-        for _ in 0..n {
-            // SAFETY: every link points at a line inside the mapping.
-            p = unsafe { std::ptr::read_volatile(p as *const usize) };
-        }
-        p
-    };
-    let mut p = walk(base as usize, (lines as usize).min(4 * e.loads_per_rep));
-    // A repetition of about 2 ms (at least 1000 loads): long ones, at DRAM
-    // latency, would nearly all be spoilt by a context switch on a shared host.
-    let t0 = Instant::now();
-    p = walk(p, 1000);
-    let est = (t0.elapsed().as_nanos() as f64 / 1000.0).max(0.1);
-    let loads = ((2e6 / est) as usize).clamp(1000, e.loads_per_rep.max(1000));
-    let out = repeat(e.reps, budget, || {
-        let t0 = Instant::now();
-        p = walk(p, loads);
-        t0.elapsed().as_nanos() as f64 / loads as f64
-    });
-    black_box(p);
-    out
+    let mut c = Chaser::new(bytes, backing, e)?;
+    repeat(e.reps, budget, || c.rep())
+}
+
+/// The extra ns per dependent load that 4 KiB pages cost over THP on a
+/// `bytes` buffer: each repetition chases a THP-backed buffer, then one on
+/// 4 KiB pages, right after each other, and records the difference, so a
+/// drift of the host's memory latency between two separate measurements
+/// does not enter it (a repetition is dropped if either half was switched
+/// out). Read the median: noise moves a difference either way.
+pub fn walk_extra(bytes: u64, e: Effort, budget: Option<Duration>) -> Result<Samples, HwError> {
+    let mut thp = Chaser::new(bytes, Backing::Thp, e)?;
+    let mut small = Chaser::new(bytes, Backing::Small, e)?;
+    repeat(e.reps, budget, || {
+        let a = thp.rep();
+        small.rep() - a
+    })
 }
 
 /// GB/s of each repetition of `cpus` threads, one pinned to each of CPUs

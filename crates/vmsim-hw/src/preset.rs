@@ -393,10 +393,9 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
 
     w.section("tlb");
-    let walk = r.chase_4k.and_then(|(s, ns4k)| {
-        let thp = r.chase.iter().find(|p| p.0 == s)?.1;
-        Some(((ns4k - thp).max(0.0) * ghz).round() as i64)
-    });
+    let walk = r
+        .walk_extra
+        .map(|(_, ns)| (ns.max(0.0) * ghz).round() as i64);
     let cpuid = if host::has_flag("hypervisor") {
         "cpuid 0x80000005/0x80000006/0x80000019 (data TLB) as the hypervisor presents it"
     } else {
@@ -429,7 +428,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     }
     w.default("stlb_latency_cycles", Val::I(7), "");
     w.either("walk_cycles", walk.map(Val::I),
-        "pointer-chase latency over the largest sweep buffer with 4 KiB pages minus the same with THP (TLB miss + walk as a dependent load sees it)",
+        "what 4 KiB pages add to a dependent load over THP on the largest sweep buffer (TLB miss + walk as a pointer chase sees it): the median over repetitions that each chase a THP-backed buffer and then one on 4 KiB pages and take the difference, x measured core clock",
         Val::I(30), quick_note);
     let invlpgb = host::has_flag("invlpgb");
     w.read("invlpgb", Val::B(invlpgb), "/proc/cpuinfo flags");
