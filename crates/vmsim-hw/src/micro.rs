@@ -752,6 +752,11 @@ mod tests {
         let ns = chase(64 << 10, Backing::Thp, tiny(), None).unwrap().xs;
         assert!(!ns.is_empty() && ns.len() <= 8);
         assert!(ns.iter().all(|&x| x > 0.0 && x.is_finite()));
+        // The paired walk measurement: one finite difference per repetition
+        // (either sign: at 64 KiB both buffers are cache-resident).
+        let d = walk_extra(64 << 10, tiny(), None).unwrap().xs;
+        assert!(!d.is_empty() && d.len() <= 8);
+        assert!(d.iter().all(|x| x.is_finite() && x.abs() < 1000.0), "{d:?}");
     }
 
     #[test]
