@@ -592,8 +592,17 @@ pub fn format(rows: &[Row]) -> String {
             source
         ));
     }
-    if rows.iter().any(|r| r.calibrates.is_some()) {
-        out.push_str("\n[calibrates K]: the row is one of those the estimated parameter K was fitted to (a fit, not a check).\n");
+    let outside = rows.iter().filter(|r| !r.within).count();
+    let fits = rows.iter().filter(|r| r.calibrates.is_some()).count();
+    out.push_str(&format!(
+        "\n{} rows ({} of them calibration rows): {} within tolerance, {} outside (!).\n",
+        rows.len(),
+        fits,
+        rows.len() - outside,
+        outside
+    ));
+    if fits > 0 {
+        out.push_str("[calibrates K]: the row is one of those the estimated parameter K was fitted to (a fit, not a check).\n");
     }
     out
 }
@@ -937,6 +946,33 @@ mod tests {
             assert!(src.starts_with("calibrated against"), "{p} {key}: {src}");
             assert!(!KNOWN_OUTSIDE.iter().any(|(q, c, _)| q == p && c == b));
         }
+    }
+
+    #[test]
+    fn the_table_ends_with_the_counts() {
+        let row = |within, calibrates: Option<&str>| Row {
+            preset: "p".into(),
+            bench: Bench::IdleLatency { remote: false },
+            description: "d".into(),
+            published: 1.0,
+            model: 1.0,
+            error: 0.0,
+            tolerance: 0.1,
+            within,
+            calibrates: calibrates.map(String::from),
+            source: "s".into(),
+        };
+        let t = format(&[
+            row(true, Some("l2.superqueue")),
+            row(false, None),
+            row(true, None),
+        ]);
+        assert!(
+            t.contains("3 rows (1 of them calibration rows): 2 within tolerance, 1 outside (!)."),
+            "{t}"
+        );
+        assert!(t.contains("[calibrates l2.superqueue] s"));
+        assert!(!format(&[row(true, None)]).contains("[calibrates K]"));
     }
 
     #[test]
