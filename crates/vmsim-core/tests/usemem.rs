@@ -116,9 +116,9 @@ fn the_region_of_interest_is_the_timed_write_loops_alone() {
     assert!(written > 0 && written <= all["bytes_written"].as_u64().unwrap());
     assert!(roi_u64(&warm, "dram", "bytes_read") <= all["bytes_read"].as_u64().unwrap());
     // With prealloc, every child's copy-on-write faults of the timed region.
-    let cow = run(&format!(
-        "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\nthp_cow = \"copy\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 4\nprealloc = true\nprefault = true\nwarmup = true\n"
-    ));
+    let cow = run(
+        "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\nthp_cow = \"copy\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 4\nprealloc = true\nprefault = true\nwarmup = true\n",
+    );
     assert!(roi_u64(&cow, "vmstat", "thp_cow_copies") <= 2 * 2);
     assert!(roi_u64(&cow, "vmstat", "thp_cow_copies") >= 1);
 }
