@@ -452,51 +452,27 @@ pub struct Row {
 /// of ln(model / published) over the rows naming it (the preset's source
 /// says which grid and gives the errors); the other rows stay checks.
 pub const CALIBRATION: &[(&str, Bench, &str)] = &[
-    (
-        "xeon-6238m-clx",
-        Bench::Load {
-            kib: 128 * 1024,
-            threads: 1,
-        },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-6238m-clx",
-        Bench::Load {
-            kib: 128 * 1024,
-            threads: 2,
-        },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-6238m-clx",
-        Bench::Copy { kib: 128 * 1024 },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-6238m-clx",
-        Bench::Update { kib: 128 * 1024 },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-8358-icx",
-        Bench::Load {
-            kib: 128 * 1024,
-            threads: 1,
-        },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-8358-icx",
-        Bench::Copy { kib: 128 * 1024 },
-        "l2.superqueue",
-    ),
-    (
-        "xeon-8358-icx",
-        Bench::Update { kib: 128 * 1024 },
-        "l2.superqueue",
-    ),
+    ("xeon-6238m-clx", DRAM_LOAD, "l2.superqueue"),
+    ("xeon-6238m-clx", DRAM_LOAD_SMT, "l2.superqueue"),
+    ("xeon-6238m-clx", DRAM_COPY, "l2.superqueue"),
+    ("xeon-6238m-clx", DRAM_UPDATE, "l2.superqueue"),
+    ("xeon-8358-icx", DRAM_LOAD, "l2.superqueue"),
+    ("xeon-8358-icx", DRAM_COPY, "l2.superqueue"),
+    ("xeon-8358-icx", DRAM_UPDATE, "l2.superqueue"),
 ];
+
+/// The one-core rows at the DRAM size (128 MiB).
+const DRAM_KIB: u64 = 128 * 1024;
+const DRAM_LOAD: Bench = Bench::Load {
+    kib: DRAM_KIB,
+    threads: 1,
+};
+const DRAM_LOAD_SMT: Bench = Bench::Load {
+    kib: DRAM_KIB,
+    threads: 2,
+};
+const DRAM_COPY: Bench = Bench::Copy { kib: DRAM_KIB };
+const DRAM_UPDATE: Bench = Bench::Update { kib: DRAM_KIB };
 
 fn calibrates(preset: &str, bench: Bench) -> Option<String> {
     CALIBRATION
