@@ -248,9 +248,9 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         let s = micro::bandwidth(micro::Kernel::Load, bytes, level_effort, avx2)?;
         Ok(best_rate(key, &s))
     };
-    let l2_bytes = crate::host::cache(2).map_or(0, |c| c.size_kib * 1024);
-    let l2_load_gbps = level_load("l2_load_gbps", l2_bytes / 2)?;
-    let llc_load_gbps = level_load("llc_load_gbps", llc as u64 / 2)?;
+    let levels = micro::Sizes::detect();
+    let l2_load_gbps = level_load("l2_load_gbps", levels.l2 / 2)?;
+    let llc_load_gbps = level_load("llc_load_gbps", levels.llc / 2)?;
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 50_000 })?;
     say("system call, faults, context switch")?;

@@ -167,7 +167,7 @@ pub struct Hierarchy {
     /// Cores per LLC instance, and each node's socket (the divisions of
     /// `Topology::cores_per_llc` and `socket_of_node`, done once).
     cores_per_llc: usize,
-    node_socket: Vec<u32>,
+    node_socket: Vec<usize>,
     /// log2 of `node_bytes` when it is a power of two (the home node is then a shift).
     node_shift: Option<u32>,
 }
@@ -244,9 +244,7 @@ impl Hierarchy {
             })
             .collect();
         let cores_per_llc = t.cores_per_llc();
-        let node_socket = (0..t.nr_nodes())
-            .map(|n| t.socket_of_node(n) as u32)
-            .collect();
+        let node_socket = (0..t.nr_nodes()).map(|n| t.socket_of_node(n)).collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
             topo: p.topo,
@@ -287,7 +285,7 @@ impl Hierarchy {
     fn dram_xfer(&mut self, node: usize, socket: usize, t: u64, write: bool) -> u64 {
         let mut xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
         let mut done = self.dram[node].reserve(t, 64, write);
-        let home_socket = self.node_socket[node] as usize;
+        let home_socket = self.node_socket[node];
         if home_socket != socket {
             // Reads cross from the home socket to us; writes from us to it.
             let from = if write { socket } else { home_socket };
@@ -844,11 +842,11 @@ impl Hierarchy {
         } else if kind == AccessKind::StringStore && self.no_rfo {
             let node = self.home_node(line);
             served = Served::NoFill {
-                remote: (self.node_socket[node] as usize) != socket,
+                remote: self.node_socket[node] != socket,
             };
         } else {
             let node = self.home_node(line);
-            let remote = (self.node_socket[node] as usize) != socket;
+            let remote = self.node_socket[node] != socket;
             st.dram_reads += 1;
             if remote {
                 st.dram_remote_reads += 1;
@@ -906,7 +904,7 @@ impl Hierarchy {
         }
         self.probe_others(u, line, true, t, st);
         let node = self.home_node(line);
-        let remote = (self.node_socket[node] as usize) != socket;
+        let remote = self.node_socket[node] != socket;
         let wait = self.dram_xfer(node, socket, t, true);
         (Served::NtWrite { remote }, wait)
     }
