@@ -81,6 +81,7 @@ def compare(
     progress: Optional[ProgressCallback] = None,
     check: bool = True,
     set: Optional[Mapping[str, Any]] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -92,20 +93,42 @@ def compare(
     ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
     ``variants`` (name -> metrics) and ``variant_order``. Raises
     ``DataVerificationError`` as ``run`` does when any arm lost data.
+
+    Each arm (of each case) is a simulation of its own; up to ``threads`` of
+    them run at once on host threads (default: one per host CPU). The result
+    is the same for any number; ``provenance.host_threads`` records it.
     """
     exp = os.fspath(experiment)
     seed = check_seed(seed)
+    threads = check_threads(threads)
     t0 = time.monotonic()
     set_json = json.dumps(dict(set)) if set else None
-    result = json.loads(_core.compare(exp, scale, seed, progress, set_json))
+    result = json.loads(_core.compare(exp, scale, seed, progress, set_json, threads))
     if set:
         result["set"] = dict(set)
     exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
     _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
-                       base_dir=exp_dir)
+                       base_dir=exp_dir, host_threads=threads)
     if check:
         check_verified(result)
     return result
+
+
+def default_threads() -> int:
+    """Simulations ``compare`` runs at once by default: one per host CPU it may use."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def check_threads(threads: Any) -> int:
+    """A host thread count: ``None`` (one per host CPU) or an integer of at least 1."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise config_error("threads", f"{cut(repr(threads))} is not accepted; accepted: an integer of at least 1")
+    return threads
 
 
 def check_seed(seed: Any) -> int:

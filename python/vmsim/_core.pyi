@@ -27,10 +27,13 @@ def compare(
     seed: int = 0,
     progress: Optional[ProgressCallback] = None,
     set_json: Optional[str] = None,
+    threads: Optional[int] = None,
 ) -> str:
     """Run an experiment (built-in name or path to an experiment TOML): its
     baseline and variants, with ``set_json`` (a JSON object of dotted config
-    keys to values) applied to every arm. Returns the result as JSON text."""
+    keys to values) applied to every arm, up to ``threads`` simulations at
+    once (default: one per host CPU; the result does not depend on it).
+    Returns the result as JSON text."""
 
 def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
     """Check a run config without running it (raises ConfigError)."""

@@ -3,8 +3,9 @@ a saved result can be judged and re-run without its command line.
 
 ``result["provenance"]`` holds ``schema_version`` (of the result layout),
 ``vmsim_version``, ``git_revision`` (of the build), ``command``, ``seeds``,
-``scale``, ``host_seconds`` (wall time on the host: the one field that differs
-between two runs of the same config and seed), ``python`` and ``platform``,
+``scale``, ``host_seconds`` (wall time on the host: with ``host_threads``,
+where compare records it, the only fields that may differ between two runs
+of the same config and seed), ``python`` and ``platform``,
 and ``machines``: every machine preset the result used, resolved in full with
 the source of each parameter (not only its name).
 """
@@ -67,9 +68,12 @@ def provenance(command: str, *, seeds: List[int], scale: Optional[float], host_s
 
 
 def attach(result: Dict[str, Any], command: str, *, seeds: List[int], scale: Optional[float],
-           host_seconds: float, base_dir: Optional[str] = None) -> Dict[str, Any]:
+           host_seconds: float, base_dir: Optional[str] = None,
+           host_threads: Optional[int] = None) -> Dict[str, Any]:
     """Adds ``result["provenance"]`` (with the resolved presets) and returns ``result``."""
     p = provenance(command, seeds=seeds, scale=scale, host_seconds=host_seconds, machines={})
+    if host_threads is not None:
+        p["host_threads"] = host_threads
     p["machines"] = resolve_presets(_machine_refs(result), base_dir)
     result["provenance"] = p
     return result

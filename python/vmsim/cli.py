@@ -123,9 +123,9 @@ def cmd_run(args) -> int:
 
 
 def _compare_worker(experiment: str, scale: Optional[float], seed: int,
-                    settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                    settings: Optional[Dict[str, Any]] = None, threads: int = 1) -> Dict[str, Any]:
     """One seed of ``compare --runs`` (module level, for the process pool)."""
-    return _api.compare(experiment, scale=scale, seed=seed, check=False, set=settings)
+    return _api.compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads)
 
 
 def _compare_settings(args) -> Optional[Dict[str, Any]]:
@@ -223,22 +223,27 @@ def cmd_compare(args) -> int:
         raise CliError(f"--runs must be at least 1, not {args.runs}")
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    if args.threads is not None and args.threads < 1:
+        raise CliError(f"--threads must be at least 1, not {args.threads}")
     _check_out(args.json)
     seed = _api.check_seed(args.seed)
     settings = _compare_settings(args)
     if args.runs == 1:
-        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False, set=settings)
+        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
+                                    set=settings, threads=args.threads)
         text = format_compare(result) if not args.min_change else _runs_text(_by_case(runtables.arms_of(result)), args)
         _emit(result, text, args.json)
         return 0
     seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
     jobs = min(args.jobs or os.cpu_count() or 1, len(seeds))
+    # The seeds already fill the host's CPUs: each runs its arms on its share.
+    threads = args.threads or max(1, _api.default_threads() // jobs)
     t0 = time.monotonic()
     executor = _api.process_pool(jobs)
     futures: List[Any] = []
     progress = _progress(args)
     try:
-        futures = [executor.submit(_compare_worker, experiment, args.scale, s, settings) for s in seeds]
+        futures = [executor.submit(_compare_worker, experiment, args.scale, s, settings, threads) for s in seeds]
         runs = []
         for i, fut in enumerate(futures):
             runs.append(fut.result())
@@ -269,7 +274,10 @@ def cmd_reproduce(args) -> int:
 
     if args.scale is not None and not args.scale > 0:
         raise CliError(f"--scale must be positive, not {args.scale}")
-    results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed)
+    if args.threads is not None and args.threads < 1:
+        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
+                                 threads=args.threads)
     sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
     return 0
 
@@ -477,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="arms simulated at once, one host thread each (default: one per CPU, shared among "
+                        "--runs workers); results do not depend on it")
     p.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
                    help="show only metrics that change by at least PCT percent")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")
@@ -494,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", metavar="NAME", help="just these experiments")
     p.add_argument("--scale", type=float, help="memory scale factor for every experiment")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="arms simulated at once, one host thread each (default: one per CPU)")
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")

@@ -43,9 +43,12 @@ def _headline_rows(name: str, result: Dict[str, Any]) -> List[str]:
 
 
 def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optional[float] = None, seed: int = 0,
-              progress: Optional[Callable[[str, float], Any]] = None) -> Dict[str, Any]:
+              progress: Optional[Callable[[str, float], Any]] = None,
+              threads: Optional[int] = None) -> Dict[str, Any]:
     """Runs the experiments and writes their results into ``out_dir``;
-    returns ``{name: result}``."""
+    returns ``{name: result}``. Each experiment runs up to ``threads`` of its
+    arms at once (default: one per host CPU)."""
+    threads = _api.check_threads(threads)
     names = list(only) if only else list(_api.experiments())
     known = _api.experiments()
     for n in names:
@@ -63,7 +66,7 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
     # so an interrupted run leaves the previous results whole and two runs never mix.
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-", dir=parent)
     try:
-        results = _reproduce_into(work, names, scale, seed, progress)
+        results = _reproduce_into(work, names, scale, seed, progress, threads)
         with open(os.path.join(work, MARKER), "w") as f:
             f.write("written by vmsim reproduce; a re-run replaces this folder\n")
         os.chmod(work, 0o755)
@@ -85,7 +88,7 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
 
 
 def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed: int,
-                    progress: Optional[Callable[[str, float], Any]]) -> Dict[str, Any]:
+                    progress: Optional[Callable[[str, float], Any]], threads: int) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     summary = [
         "# vmsim reproduce",
@@ -98,7 +101,7 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
     ]
     details: List[str] = []
     for name in names:
-        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False)
+        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False, threads=threads)
         results[name] = result
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)

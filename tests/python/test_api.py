@@ -154,6 +154,12 @@ def test_compare_shape():
     assert set(result["baseline"]) >= {"throughput_bytes_per_s", "data_verified"}
 
 
+def test_compare_threads_are_checked():
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(vmsim.ConfigError, match="threads"):
+            vmsim.compare("clear-target-last", scale=1 / 256, threads=bad)
+
+
 def test_runs_release_the_gil(tiny_config):
     # Several runs on threads must all finish (and agree).
     results = [None] * 3

@@ -93,8 +93,8 @@ def test_run_prints_table(tiny_toml, capsys):
 
 
 def same_result_bytes(a, b):
-    """Byte-identical apart from the host time the run took (provenance.host_seconds)."""
-    drop = re.compile(rb'^\s*"host_seconds": [0-9.e+-]+,?\n', re.M)
+    """Byte-identical apart from how the host ran it (provenance.host_seconds, .host_threads)."""
+    drop = re.compile(rb'^\s*"host_(seconds|threads)": [0-9.e+-]+,?\n', re.M)
     ta, tb = drop.sub(b"", a.read_bytes()), drop.sub(b"", b.read_bytes())
     assert ta == tb
     assert len(ta) < len(a.read_bytes()), "the host time is recorded"
@@ -132,12 +132,21 @@ def test_compare_table_and_json(tmp_path, capsys):
     assert any(line.endswith("  throughput_bytes_per_s") for line in lines)
 
 
-def test_compare_json_deterministic_across_processes(tmp_path):
+def test_compare_json_deterministic_across_processes_and_threads(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    for out in (a, b):
-        proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--json", str(out))
+    for out, threads in ((a, "1"), (b, "2")):
+        proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--json", str(out),
+                         "--threads", threads)
         assert proc.returncode == 0, proc.stderr
     same_result_bytes(a, b)
+    assert json.loads(a.read_text())["provenance"]["host_threads"] == 1
+    assert json.loads(b.read_text())["provenance"]["host_threads"] == 2
+
+
+def test_compare_threads_must_be_positive(capsys):
+    for cmd in (["compare", "clear-target-last"], ["reproduce", "--out", "unused"]):
+        assert cli.main([*cmd, "-q", "--threads", "0"]) == 2
+        assert "--threads must be at least 1, not 0" in capsys.readouterr().err
 
 
 def test_hw_validate_bad_option(capsys):

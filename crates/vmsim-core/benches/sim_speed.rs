@@ -1,7 +1,8 @@
 //! Simulator speed: simulated cache-line accesses per host second for each
 //! built-in experiment's workload (the baseline arm), with one task and with
-//! many tasks, on one host thread. Run with `make bench` (or
-//! `cargo bench -p vmsim-core --bench sim_speed`).
+//! many tasks, on one host thread; then whole experiments (every arm) on one
+//! host thread and on all of the host's, with the speed-up. Run with
+//! `make bench` (or `cargo bench -p vmsim-core --bench sim_speed`).
 //!
 //! Sizes are smaller than the experiments' so the whole table takes a few
 //! minutes; the cost per access does not depend on the size (it is linear in
@@ -10,7 +11,7 @@
 //! figure least disturbed by other work on the host.
 
 use std::time::Instant;
-use vmsim_core::api::{run_config, Format};
+use vmsim_core::api::{compare_with, run_config, Format};
 
 struct Case {
     experiment: &'static str,
@@ -116,6 +117,51 @@ fn main() {
             lines,
             best,
             lines as f64 / best / 1e6
+        );
+    }
+    parallel(filter.as_deref(), reps);
+}
+
+/// Whole experiments at a reduced scale: each arm is a simulation of its
+/// own, and up to one per host thread run at once (the result is the same).
+fn parallel(filter: Option<&str>, reps: usize) {
+    let threads = vmsim_core::experiment::default_threads();
+    println!(
+        "\nWhole experiments (every arm), best of {reps}: one host thread against {threads}\n"
+    );
+    println!(
+        "| experiment | scale | arms | host s, 1 thread | host s, {threads} threads | speed-up |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, scale) in [
+        ("clear-target-last", 1.0 / 32.0),
+        ("copy-target-last", 1.0 / 16.0),
+    ] {
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let time = |n: usize| {
+            let mut best = f64::MAX;
+            let mut out = String::new();
+            for _ in 0..reps {
+                let t = Instant::now();
+                out = compare_with(name, Some(scale), 0, None, n, &mut |_, _| {})
+                    .expect("experiment runs");
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            (best, out)
+        };
+        let (one, a) = time(1);
+        let (many, b) = time(threads);
+        assert!(
+            a == b,
+            "{name}: the result depends on the number of threads"
+        );
+        let v: serde_json::Value = serde_json::from_str(&a).expect("compare output is JSON");
+        let arms = 1 + v["variant_order"].as_array().map_or(0, Vec::len);
+        println!(
+            "| {name} | {scale} | {arms} | {one:.2} | {many:.2} | {:.2} |",
+            one / many
         );
     }
 }

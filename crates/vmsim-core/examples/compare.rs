@@ -90,14 +90,19 @@ fn table(v: &Value) {
 fn main() {
     let name = std::env::args()
         .nth(1)
-        .expect("usage: [VMSIM_SEED=N] compare NAME [SCALE]");
+        .expect("usage: [VMSIM_SEED=N] [VMSIM_THREADS=N] compare NAME [SCALE]");
     let scale = std::env::args().nth(2).map(|s| s.parse().unwrap());
     let seed = std::env::var("VMSIM_SEED").map_or(0, |s| s.parse().unwrap());
+    let threads = std::env::var("VMSIM_THREADS").map_or_else(
+        |_| vmsim_core::experiment::default_threads(),
+        |s| s.parse().unwrap(),
+    );
     let t = std::time::Instant::now();
-    let out = vmsim_core::api::compare(&name, scale, seed, &mut |_, _| {}).unwrap_or_else(|e| {
-        eprintln!("error: {e}");
-        std::process::exit(2)
-    });
+    let out = vmsim_core::api::compare_with(&name, scale, seed, None, threads, &mut |_, _| {})
+        .unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        });
     let v: Value = serde_json::from_str(&out).unwrap();
     if let Ok(path) = std::env::var("VMSIM_COMPARE_JSON") {
         std::fs::write(path, &out).unwrap();

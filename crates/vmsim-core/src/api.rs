@@ -158,27 +158,37 @@ pub fn run_config(
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))
 }
 
-/// Runs an experiment's baseline and variants.
+/// Runs an experiment's baseline and variants, as many at once as the host
+/// has CPUs (the result is the same for any number).
 pub fn compare(
     experiment: &str,
     scale: Option<f64>,
     seed: u64,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    compare_with(experiment, scale, seed, None, progress)
+    let threads = crate::experiment::default_threads();
+    compare_with(experiment, scale, seed, None, threads, progress)
 }
 
 /// Runs an experiment's baseline and variants with settings applied to every
 /// arm: `set_json` is a JSON object of dotted config keys to values
 /// (`{"kernel.page_alloc_shuffle": true}`), applied to the experiment's
 /// `[config]` before the arms' own settings, and checked as the config is.
+/// Up to `threads` (at least 1) arms run at once, each on a host thread.
 pub fn compare_with(
     experiment: &str,
     scale: Option<f64>,
     seed: u64,
     set_json: Option<&str>,
+    threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
+    if threads == 0 {
+        return Err(Error::Config {
+            key: "threads".into(),
+            message: "must be at least 1".into(),
+        });
+    }
     let mut exp = Experiment::load(experiment)?;
     let scale = scale.unwrap_or(exp.scale);
     if !(scale > 0.0 && scale.is_finite()) {
@@ -192,7 +202,7 @@ pub fn compare_with(
             crate::config::set_dotted(&mut exp.config, &key, value, "set")?;
         }
     }
-    let out = crate::experiment::compare(&exp, scale, seed, progress)?;
+    let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))
 }
 

@@ -89,34 +89,71 @@ pub fn report(cfg: &RunConfig, sim: &Sim) -> Value {
     r
 }
 
+/// How many simulations `compare` runs at once by default: one per host CPU.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Runs the experiment's baseline and variants. With `[[cases]]`, every case
 /// runs them all and the result is `{"cases": {case: <one-case result>}, "case_order": [...]}`;
 /// without, the one-case result itself.
+///
+/// Every arm of every case is a simulation of its own; up to `threads` of them
+/// run at once, each on a host thread. The result does not depend on
+/// `threads`: each simulation is deterministic and they share nothing.
 pub fn compare(
     exp: &Experiment,
     scale: f64,
     seed: u64,
+    threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<Value, Error> {
-    if exp.cases.is_empty() {
-        return compare_case(exp, None, scale, seed, progress);
-    }
-    // Check every configuration before running any.
-    for c in &exp.cases {
+    let cases: Vec<Option<&Arm>> = if exp.cases.is_empty() {
+        vec![None]
+    } else {
+        exp.cases.iter().map(Some).collect()
+    };
+    // Every configuration is checked before any runs.
+    let mut jobs = Vec::new();
+    let mut arms_of_case = Vec::new();
+    for c in &cases {
+        let mut names = Vec::new();
         for a in std::iter::once(&exp.baseline)
             .chain(&exp.variants)
-            .filter(|a| a.runs_in(Some(c)))
+            .filter(|a| a.runs_in(*c))
         {
-            exp.case_arm_config(Some(c), a, seed, scale)?;
+            let label = match c {
+                None => format!("{} {}", exp.name, a.name),
+                Some(c) => format!("{} {} {}", exp.name, c.name, a.name),
+            };
+            jobs.push((label, exp.case_arm_config(*c, a, seed, scale)?));
+            names.push(a.name.clone());
         }
+        arms_of_case.push(names);
     }
-    let mut cases = serde_json::Map::new();
-    for c in &exp.cases {
-        cases.insert(
-            c.name.clone(),
-            compare_case(exp, Some(c), scale, seed, progress)?,
-        );
+    let label = format!(
+        "{} ({} runs, up to {threads} at once)",
+        exp.name,
+        jobs.len()
+    );
+    let results = crate::parallel::run_all(&jobs, threads, &label, progress)?;
+    let mut done = jobs.into_iter().zip(results);
+    let mut out = Vec::new();
+    for names in arms_of_case {
+        let case_results = names
+            .into_iter()
+            .map(|n| {
+                let ((_, cfg), r) = done.next().expect("one result per run");
+                (n, cfg, r)
+            })
+            .collect();
+        out.push(case_json(exp, seed, scale, case_results));
     }
+    if exp.cases.is_empty() {
+        return Ok(out.pop().expect("one case"));
+    }
+    let cases: serde_json::Map<String, Value> =
+        exp.cases.iter().map(|c| c.name.clone()).zip(out).collect();
     Ok(json!({
         "experiment": exp.name,
         "description": exp.description,
@@ -127,46 +164,34 @@ pub fn compare(
     }))
 }
 
-fn compare_case(
+/// One case's result: `arms` are (name, config, metrics), the baseline first.
+fn case_json(
     exp: &Experiment,
-    case: Option<&Arm>,
-    scale: f64,
     seed: u64,
-    progress: &mut dyn FnMut(&str, f64),
-) -> Result<Value, Error> {
-    let base_cfg = exp.case_arm_config(case, &exp.baseline, seed, scale)?;
-    let mut arms = vec![(exp.baseline.name.clone(), base_cfg.clone())];
-    let variants_here: Vec<&Arm> = exp.variants.iter().filter(|v| v.runs_in(case)).collect();
-    for v in &variants_here {
-        arms.push((v.name.clone(), exp.case_arm_config(case, v, seed, scale)?));
-    }
-    let mut results = Vec::new();
-    for (name, cfg) in &arms {
-        let label = match case {
-            None => format!("{} {}", exp.name, name),
-            Some(c) => format!("{} {} {}", exp.name, c.name, name),
-        };
-        let r = simulate(cfg, &mut |f| progress(&label, f))?;
-        results.push((name.clone(), r));
-    }
+    scale: f64,
+    arms: Vec<(String, RunConfig, Value)>,
+) -> Value {
+    let base_cfg = &arms[0].1;
     let mut variants = serde_json::Map::new();
-    for (n, r) in &results[1..] {
+    for (n, _, r) in &arms[1..] {
         variants.insert(n.clone(), r.clone());
     }
-    let arm_configs: serde_json::Map<String, Value> =
-        arms.iter().map(|(n, c)| (n.clone(), c.to_json())).collect();
-    Ok(json!({
+    let arm_configs: serde_json::Map<String, Value> = arms
+        .iter()
+        .map(|(n, c, _)| (n.clone(), c.to_json()))
+        .collect();
+    json!({
         "experiment": exp.name,
         "description": exp.description,
         "reference": exp.reference,
-        "machine": machine_json(&base_cfg),
-        "scale": format!("{} (scale factor {})", scale_text(&base_cfg), scale),
+        "machine": machine_json(base_cfg),
+        "scale": format!("{} (scale factor {})", scale_text(base_cfg), scale),
         "seed": seed,
         "config": base_cfg.to_json(),
         "arm_configs": arm_configs,
         "baseline_name": exp.baseline.name,
-        "baseline": results[0].1,
+        "baseline": arms[0].2,
         "variants": variants,
-        "variant_order": variants_here.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
-    }))
+        "variant_order": arms[1..].iter().map(|(n, _, _)| n.clone()).collect::<Vec<_>>(),
+    })
 }

@@ -15,6 +15,7 @@ pub mod experiment;
 pub mod kernel;
 pub mod machine;
 pub mod metrics;
+pub mod parallel;
 pub mod policy;
 pub mod rng;
 pub mod stats;

@@ -44,9 +44,11 @@ fn run_config(
 }
 
 /// Runs an experiment (a built-in name or a path to an experiment TOML):
-/// its baseline and variants. Returns the result as JSON text.
+/// its baseline and variants, up to `threads` at once (default: one per
+/// host CPU; the result is the same for any number). Returns the result as
+/// JSON text.
 #[pyfunction]
-#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None, set_json = None))]
+#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None, set_json = None, threads = None))]
 fn compare(
     py: Python<'_>,
     experiment: &str,
@@ -54,10 +56,12 @@ fn compare(
     seed: u64,
     progress: Option<Py<PyAny>>,
     set_json: Option<String>,
+    threads: Option<usize>,
 ) -> PyResult<String> {
     let experiment = experiment.to_owned();
+    let threads = threads.unwrap_or_else(vmsim_core::experiment::default_threads);
     let result = progress::run_detached(py, progress, move |hook| {
-        api::compare_with(&experiment, scale, seed, set_json.as_deref(), hook)
+        api::compare_with(&experiment, scale, seed, set_json.as_deref(), threads, hook)
     })?;
     Ok(result.map_err(PyVmsimErr::from)?)
 }
