@@ -773,6 +773,8 @@ impl Hierarchy {
             }
             return (Served::L2, 0);
         }
+        // The L2 fill at the end reads the victim's LLC slot (aux).
+        self.l2[core].prefetch_side_of(line);
         match req {
             Req::Demand => st.l2_misses += 1,
             Req::PfL1 => st.pf_l1_l2_misses += 1,
