@@ -1,10 +1,10 @@
 """`vmsim validate`: independent microbenchmarks on the model of each preset.
 
 Each row runs one microbenchmark (pointer-chase latency, likwid-style load,
-copy and update kernels, fills with ordinary, string and non-temporal stores,
-all-core read streams) on the hardware model of a built-in preset and sets
-the result beside a published measurement of that chip or a stated stand-in,
-with the error and the tolerance the row is held to. The work is done in the
+copy, update and `x += y` kernels, fills with ordinary, string and
+non-temporal stores, all-core read streams) on the hardware model of a
+built-in preset and sets the result beside a published measurement of that
+chip or a stated stand-in, with the error and the tolerance the row is held to. The work is done in the
 Rust core (`vmsim_core::validate`); this module only parses its result.
 """
 

@@ -14,8 +14,8 @@ Two comparisons, both with 2 MiB pages and the target sub-page first:
    6.19, `contiguous-7.0` from 7.0).
 3. *Microbenchmarks*: the rows of `vmsim validate` (pointer-chase latency
    at L1/L2/LLC/DRAM sizes, single-thread load, fill and copy bandwidth at
-   cache and DRAM sizes, update, `rep stosb` and `movnti` fills, a
-   non-temporal copy, and the all-CPU load) run for real on this host by
+   cache and DRAM sizes, update, `x += y` at L2 and LLC sizes, `rep stosb`
+   and `movnti` fills, a non-temporal copy, and the all-CPU load) run for real on this host by
    `vmsim hw microbench`, each beside the model's figure for the same
    microbenchmark on the calibrated preset (`microbench` in the result;
    its `table` is what the command line prints).

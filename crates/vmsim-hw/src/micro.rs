@@ -84,7 +84,8 @@ impl Sizes {
     /// The rows: for each level with a known size, a chase at half of it and
     /// load, store fill and copy at half of it; at the DRAM size the idle
     /// latency, those kernels again, update, `rep stosb`, `movnti` fill, a
-    /// non-temporal copy, and the all-CPU read over `cpus` CPUs.
+    /// non-temporal copy, and the all-CPU read over `cpus` CPUs; `x += y`
+    /// at half the L2 and half the LLC.
     pub fn benches(&self, cpus: u64) -> Vec<Bench> {
         let mut out = Vec::new();
         let levels: Vec<u64> = [self.l1, self.l2, self.llc]
@@ -107,6 +108,9 @@ impl Sizes {
             out.push(Bench::Copy { kib });
         }
         out.push(Bench::Update { kib: dram });
+        for &kib in levels.iter().skip(1) {
+            out.push(Bench::AddAssign { kib });
+        }
         if let Some(&l2) = levels.get(1) {
             out.push(Bench::StringFill { kib: l2 });
         }
@@ -139,6 +143,7 @@ pub enum Kernel {
     Fill,
     Copy,
     Update,
+    AddAssign,
     StringFill,
     NtFill,
     NtCopy,
@@ -149,6 +154,8 @@ impl Kernel {
     pub fn bytes(self, len: usize) -> usize {
         match self {
             Kernel::Update => 2 * len,
+            // Two loads and a store per element of x, over half the buffer.
+            Kernel::AddAssign => len / 2 * 3,
             _ => len,
         }
     }
@@ -159,6 +166,7 @@ impl Kernel {
             Bench::Fill { kib } => (Kernel::Fill, kib),
             Bench::Copy { kib } => (Kernel::Copy, kib),
             Bench::Update { kib } => (Kernel::Update, kib),
+            Bench::AddAssign { kib } => (Kernel::AddAssign, kib),
             Bench::StringFill { kib } => (Kernel::StringFill, kib),
             Bench::NtFill { kib } => (Kernel::NtFill, kib),
             Bench::NtCopy { kib } => (Kernel::NtCopy, kib),
@@ -178,6 +186,12 @@ impl Kernel {
             (Kernel::Copy, false) => "8 B mov loads and stores, first half to second half",
             (Kernel::Update, true) => "vmovdqa load, vpaddq, vmovdqa store back, 32 B",
             (Kernel::Update, false) => "8 B volatile load, add, store back",
+            (Kernel::AddAssign, true) => {
+                "x in the first half, y in the second: vmovdqa loads of both, vpaddq, vmovdqa store to x, 32 B"
+            }
+            (Kernel::AddAssign, false) => {
+                "x in the first half, y in the second: 8 B volatile loads of both, add, store to x"
+            }
             (Kernel::StringFill, _) => "one rep stosb over the buffer (zero)",
             (Kernel::NtFill, _) => "movnti 8 B per store, sfence after the pass",
             (Kernel::NtCopy, true) => "vmovdqa 32 B loads, vmovntdq 32 B stores, sfence",
@@ -220,6 +234,14 @@ pub fn pass(k: Kernel, buf: &mut [u8], avx2: bool) -> u64 {
             }
             (Kernel::Update, false) => {
                 update_u64(p, len);
+                0
+            }
+            (Kernel::AddAssign, true) => {
+                add_assign_avx2(p, p.add(half), half);
+                0
+            }
+            (Kernel::AddAssign, false) => {
+                add_assign_u64(p, p.add(half), half);
                 0
             }
             (Kernel::StringFill, _) => {
@@ -307,6 +329,30 @@ unsafe fn update_avx2(p: *mut u8, len: usize) {
     );
 }
 
+/// `x[i] += y[i]` over `len` bytes of each, 32 B lanes of u64.
+#[target_feature(enable = "avx2")]
+unsafe fn add_assign_avx2(x: *mut u8, y: *const u8, len: usize) {
+    core::arch::asm!(
+        "2:",
+        "vmovdqa ymm0, [{x}]",
+        "vmovdqa ymm1, [{x} + 32]",
+        "vpaddq ymm0, ymm0, [{y}]",
+        "vpaddq ymm1, ymm1, [{y} + 32]",
+        "vmovdqa [{x}], ymm0",
+        "vmovdqa [{x} + 32], ymm1",
+        "add {x}, 64",
+        "add {y}, 64",
+        "cmp {x}, {end}",
+        "jb 2b",
+        "vzeroupper",
+        x = inout(reg) x => _,
+        y = inout(reg) y => _,
+        end = in(reg) x.add(len),
+        out("ymm0") _, out("ymm1") _,
+        options(nostack),
+    );
+}
+
 /// The copy loop with store instruction `$st` (`vmovdqa` or `vmovntdq`).
 macro_rules! copy_loop_avx2 {
     ($st:literal, $d:expr, $s:expr, $len:expr) => {
@@ -349,6 +395,15 @@ unsafe fn load_u64(p: *const u8, len: usize) -> u64 {
         }
     }
     acc.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
+unsafe fn add_assign_u64(x: *mut u8, y: *const u8, len: usize) {
+    let (x, y) = (x as *mut u64, y as *const u64);
+    for i in 0..len / 8 {
+        let w = x.add(i);
+        let v = std::ptr::read_volatile(w).wrapping_add(std::ptr::read_volatile(y.add(i)));
+        std::ptr::write_volatile(w, v);
+    }
 }
 
 unsafe fn update_u64(p: *mut u8, len: usize) {
@@ -728,8 +783,17 @@ mod tests {
                 pass(k, b, avx2);
                 assert!(b.iter().all(|&x| x == 0), "{k:?}");
             }
+            let half = b.len() / 2;
+            for (i, w) in b.chunks_exact_mut(8).enumerate() {
+                let v = if i < half / 8 { i as u64 } else { 5 };
+                w.copy_from_slice(&v.to_ne_bytes());
+            }
+            pass(Kernel::AddAssign, b, avx2);
+            assert!(b.chunks_exact(8).enumerate().all(|(i, w)| {
+                let want = if i < half / 8 { i as u64 + 5 } else { 5 };
+                u64::from_ne_bytes(w.try_into().unwrap()) == want
+            }));
             for k in [Kernel::Copy, Kernel::NtCopy] {
-                let half = b.len() / 2;
                 for (i, x) in b.iter_mut().enumerate() {
                     *x = if i < half { i as u8 } else { 0xEE };
                 }
@@ -762,7 +826,13 @@ mod tests {
     #[test]
     fn bandwidth_rows_give_one_positive_figure_per_repetition() {
         let avx2 = std::is_x86_feature_detected!("avx2");
-        for k in [Kernel::Load, Kernel::Copy, Kernel::Update, Kernel::NtFill] {
+        for k in [
+            Kernel::Load,
+            Kernel::Copy,
+            Kernel::Update,
+            Kernel::AddAssign,
+            Kernel::NtFill,
+        ] {
             let g = bandwidth(k, 16 << 10, tiny(), avx2).unwrap();
             // Two clean repetitions, or up to eight attempts if switches spoilt them.
             assert!(!g.xs.is_empty() && g.xs.len() + g.switched <= 8, "{g:?}");
@@ -789,6 +859,8 @@ mod tests {
             threads: 1
         }));
         assert!(b.contains(&Bench::StringFill { kib: 512 }));
+        assert!(b.contains(&Bench::AddAssign { kib: 512 }));
+        assert!(b.contains(&Bench::AddAssign { kib: 16 << 10 }));
         assert!(b.contains(&Bench::SocketLoad { cores: 2 }));
         for x in &b {
             assert!(

@@ -214,6 +214,27 @@ impl CoreResources {
         t
     }
 
+    /// Dirty victims leaving the core's caches once the fill that evicted
+    /// them is in, at `t`: an L1 victim crosses the path between the L1 and
+    /// the L2, an L2 victim the path between the L2 and the LLC. Intel's
+    /// sustained figures are for the path, not for fills alone (a one-core
+    /// `x += y` in the L2 and in the L3 of a Haswell-EP runs at them with the
+    /// write-backs counted: docs/model.md, "Fill paths"). Lines filled after
+    /// `t` queue behind them.
+    #[inline]
+    pub fn writebacks(&mut self, l1: u32, l2: u32, t: u64) {
+        if let Some(p) = &mut self.l1_fill {
+            for _ in 0..l1 {
+                p.occupy(t, 64);
+            }
+        }
+        if let Some(p) = &mut self.l2_fill {
+            for _ in 0..l2 {
+                p.occupy(t, 64);
+            }
+        }
+    }
+
     /// Cycles lines waited for the lines ahead of them on the L2-to-L1 and
     /// the LLC-to-L2 fill paths (0 where a path has no limit).
     pub fn fill_queue_cycles(&self) -> (u64, u64) {

@@ -156,8 +156,12 @@ pub struct Hierarchy {
     /// a fill cannot complete before its dirty victim has left (back-pressure).
     wb_wait: u64,
     /// Dirty L2 victims of the access in progress: each leaves the core through
-    /// its miss queue (the machine charges them an entry).
+    /// its miss queue (the machine charges them an entry) and over the path
+    /// between the L2 and the LLC.
     l2_writebacks: u32,
+    /// Dirty L1 victims of the access in progress: each crosses the path
+    /// between the L1 and the L2.
+    l1_writebacks: u32,
     /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
     /// filter that lets a miss skip probing instances that cannot have the line.
     presence: Vec<Vec<u16>>,
@@ -260,6 +264,7 @@ impl Hierarchy {
             link,
             wb_wait: 0,
             l2_writebacks: 0,
+            l1_writebacks: 0,
             presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
             core_llc,
             cores_per_llc,
@@ -597,6 +602,7 @@ impl Hierarchy {
     ) {
         if let Some(ev) = self.l1[core].insert_absent(line, dirty, 0) {
             if ev.dirty {
+                self.l1_writebacks += 1;
                 // L1 write-back into L2 (allocate there if absent).
                 if !self.l2[core].set_dirty(ev.line, true) {
                     if let Some(v2) = self.l2[core].insert(ev.line, true, 0) {
@@ -642,6 +648,7 @@ impl Hierarchy {
     ) -> (Served, u64) {
         self.wb_wait = 0;
         self.l2_writebacks = 0;
+        self.l1_writebacks = 0;
         let (s, w) = self.access_inner(core, line, kind, Req::Demand, false, t, st);
         (s, w.max(self.wb_wait))
     }
@@ -662,6 +669,7 @@ impl Hierarchy {
                 self.prefetch_l2_found(st);
             } else {
                 self.l2_writebacks = 0;
+                self.l1_writebacks = 0;
             }
             return None;
         }
@@ -678,6 +686,7 @@ impl Hierarchy {
             st.llc_references += 1;
         }
         self.l2_writebacks = 0;
+        self.l1_writebacks = 0;
     }
 
     /// [`Hierarchy::prefetch`] of a line the caller found absent from the L1
@@ -699,6 +708,7 @@ impl Hierarchy {
         debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains(line)));
         self.wb_wait = 0;
         self.l2_writebacks = 0;
+        self.l1_writebacks = 0;
         let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
         let l2_absent = !into_l1 || in_l2 == Some(false);
         let (s, w) = self.access_inner(core, line, AccessKind::Load, req, l2_absent, t, st);
@@ -915,6 +925,13 @@ impl Hierarchy {
     #[inline]
     pub fn l2_writebacks(&self) -> u32 {
         self.l2_writebacks
+    }
+
+    /// Dirty lines the last access or prefetch evicted from the L1 and the
+    /// L2: `(l1, l2)`.
+    #[inline]
+    pub fn writebacks(&self) -> (u32, u32) {
+        (self.l1_writebacks, self.l2_writebacks)
     }
 
     /// Idle latency (cycles) of an access served at `s`, before bandwidth queueing.

@@ -81,6 +81,16 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
         self.reserve_as(t, bytes, false, false)
     }
 
+    /// Takes `bytes` at or after `t` for a transfer nothing waits on (a
+    /// dirty victim leaving a cache): transfers asked for later queue behind
+    /// it; its own wait is not counted in `queue_cycles`.
+    #[inline]
+    pub fn occupy(&mut self, t: u64, bytes: u64) {
+        let q = self.stats.queue_cycles;
+        self.reserve_as(t, bytes, true, false);
+        self.stats.queue_cycles = q;
+    }
+
     #[inline(always)]
     fn reserve_as(&mut self, t: u64, bytes: u64, write: bool, own: bool) -> u64 {
         if write {
@@ -173,6 +183,25 @@ mod tests {
             assert_eq!(p.reserve_queued(t, 64), t);
         }
     }
+    #[test]
+    fn a_write_back_takes_its_share_of_the_path_and_waits_for_nothing() {
+        // 25 B/cycle: after 10 write-backs at t, a line filled at t waits for
+        // them (10 x 64 B at 25 B/cycle), and their own wait is not counted.
+        let mut p = FillPort::new(25.0);
+        for _ in 0..10 {
+            p.occupy(640, 64);
+        }
+        assert_eq!(p.stats.queue_cycles, 0);
+        assert_eq!(p.stats.bytes_written, 640);
+        assert_eq!(p.reserve_queued(640, 64), 640 + 10 * 64 / 25);
+        assert_eq!(p.stats.queue_cycles, 10 * 64 / 25);
+        // A fill, then write-backs: the fill did not wait for them.
+        let mut q = FillPort::new(25.0);
+        assert_eq!(q.reserve_queued(640, 64), 640);
+        q.occupy(640, 64);
+        assert_eq!(q.reserve_queued(640, 64), 640 + 2 * 64 / 25);
+    }
+
     #[test]
     fn never_before_request() {
         let mut c: Calendar = Calendar::new(0.5);

@@ -317,6 +317,8 @@ impl Machine {
                         done = done.max(ready);
                     }
                 }
+                let (l1_wbs, l2_wbs) = self.hier.writebacks();
+                r.writebacks(l1_wbs, l2_wbs, done);
                 r.lfb.set(li, done);
                 r.lfb_line[li] = INVALID;
                 if !matches!(served, Served::L1 | Served::L2) {
@@ -379,6 +381,8 @@ impl Machine {
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
                             }
+                            let (l1_wbs, l2_wbs) = self.hier.writebacks();
+                            r.writebacks(l1_wbs, l2_wbs, ready);
                             r.lfb.set(li, ready);
                             r.lfb_line[li] = p;
                             if !matches!(s, Served::L2) {
@@ -416,6 +420,8 @@ impl Machine {
                     let wbs = self.hier.l2_writebacks();
                     hold_writebacks(r, wbs, t, self.l2_writeback_hold);
                     let ready = r.fill(s, t + self.hier.latency(s) + w, false);
+                    let (l1_wbs, l2_wbs) = self.hier.writebacks();
+                    r.writebacks(l1_wbs, l2_wbs, ready);
                     r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
                     r.pf_until = r.pf_until.max(ready);
