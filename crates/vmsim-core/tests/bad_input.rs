@@ -247,3 +247,12 @@ fn child_start_skew_needs_a_range() {
     assert_eq!(k, "workload.child_start_skew_us");
     assert!(m.contains("0 to 1000000"), "{m}");
 }
+
+#[test]
+fn write_back_sharing_takes_only_true_or_false() {
+    for section in ["l2", "llc"] {
+        let (k, msg) = preset_err(section, "writebacks_share_sustained", "1");
+        assert_eq!(k, format!("{section}.writebacks_share_sustained.value"));
+        assert!(msg.contains("true or false"), "{k}: {msg}");
+    }
+}

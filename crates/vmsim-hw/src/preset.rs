@@ -196,6 +196,8 @@ fn superqueue(read_gbps: f64, dram_ns: Option<f64>) -> Option<i64> {
     (lines.is_finite() && lines > 0.0).then(|| (lines.round() as i64).clamp(1, 1024))
 }
 
+/// Why `writebacks_share_sustained` follows the vendor.
+const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
 /// How a fill path's rate is measured (the level and its size follow).
 const LEVEL_LOAD: &str =
     "one core's load bandwidth (the highest of its clean repetitions) over a THP-backed buffer of";
@@ -348,6 +350,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(0),
         "the L2's size is unknown: no limit on the L2-to-L1 fill path",
     );
+    w.default(
+        "writebacks_share_sustained",
+        Val::B(amd_tlb().is_none()),
+        WRITEBACKS_BY_VENDOR,
+    );
     let amd = amd_tlb();
     w.section("llc");
     w.read(
@@ -372,6 +379,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         ),
         Val::I(0),
         "the LLC's size is unknown: no limit on the LLC-to-L2 fill path",
+    );
+    w.default(
+        "writebacks_share_sustained",
+        Val::B(amd.is_none()),
+        WRITEBACKS_BY_VENDOR,
     );
     w.default("replacement", Val::S("srrip"), "");
     w.default(

@@ -171,6 +171,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "superqueue",
                 "writeback_holds_superqueue",
                 "sustained_bytes_per_cycle",
+                "writebacks_share_sustained",
             ],
         ),
         (
@@ -183,6 +184,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "inclusive",
                 "instances_per_socket",
                 "sustained_bytes_per_cycle",
+                "writebacks_share_sustained",
             ],
         ),
         (

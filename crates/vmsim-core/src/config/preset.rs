@@ -27,6 +27,9 @@ pub struct CacheParams {
     /// L2 and LLC: bytes per cycle one core sustains reading from the level
     /// (0: no limit); L1: 0 (not a key).
     pub sustained_bytes_per_cycle: f64,
+    /// L2 and LLC: the dirty victims of the level below leave over the same
+    /// path and share `sustained_bytes_per_cycle`; L1: false (not a key).
+    pub writebacks_share_sustained: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -152,6 +155,7 @@ impl CacheParams {
             replacement,
             outstanding: self.outstanding,
             sustained_bytes_per_cycle: self.sustained_bytes_per_cycle,
+            writebacks_share_sustained: self.writebacks_share_sustained,
         })
     }
 }
@@ -267,6 +271,7 @@ fn cache<'a>(
             None => 0,
         },
         sustained_bytes_per_cycle: 0.0,
+        writebacks_share_sustained: false,
     };
     super::bounds::check_cache(
         p.f.path(),
@@ -327,9 +332,11 @@ impl Preset {
         let (mut l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
         let l2_writeback_holds_superqueue = p.b("writeback_holds_superqueue")?;
         l2.sustained_bytes_per_cycle = p.sustained()?;
+        l2.writebacks_share_sustained = p.b("writebacks_share_sustained")?;
         p.finish()?;
         let (mut llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
         llc.sustained_bytes_per_cycle = p.sustained()?;
+        llc.writebacks_share_sustained = p.b("writebacks_share_sustained")?;
         let llc_inclusive = p.b("inclusive")?;
         let llc_instances_per_socket = p.pos("instances_per_socket")?;
         p.finish()?;

@@ -157,13 +157,19 @@ pub struct CoreResources {
     /// The L2-to-L1 and LLC-to-L2 fill paths (None: no limit).
     l1_fill: Option<FillPort>,
     l2_fill: Option<FillPort>,
+    /// Whether dirty L1 / L2 victims take their share of those paths.
+    l1_victims_on_path: bool,
+    l2_victims_on_path: bool,
 }
 
-/// Bytes per cycle of a core's two fill paths (0: no limit).
+/// Bytes per cycle of a core's two fill paths (0: no limit), and whether
+/// the dirty victims leaving by each path share its bandwidth.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FillBandwidth {
     pub from_l2: f64,
     pub from_llc: f64,
+    pub l1_writebacks_share: bool,
+    pub l2_writebacks_share: bool,
 }
 
 impl CoreResources {
@@ -178,6 +184,8 @@ impl CoreResources {
         CoreResources {
             l1_fill: port(fill.from_l2),
             l2_fill: port(fill.from_llc),
+            l1_victims_on_path: fill.l1_writebacks_share,
+            l2_victims_on_path: fill.l2_writebacks_share,
             lfb: MinSlots::new(fill_buffers, 0),
             sq: MinSlots::new(superqueue, 0),
             lfb_line: vec![INVALID; fill_buffers],
@@ -223,12 +231,12 @@ impl CoreResources {
     /// `t` queue behind them.
     #[inline]
     pub fn writebacks(&mut self, l1: u32, l2: u32, t: u64) {
-        if let Some(p) = &mut self.l1_fill {
+        if let Some(p) = self.l1_fill.as_mut().filter(|_| self.l1_victims_on_path) {
             for _ in 0..l1 {
                 p.occupy(t, 64);
             }
         }
-        if let Some(p) = &mut self.l2_fill {
+        if let Some(p) = self.l2_fill.as_mut().filter(|_| self.l2_victims_on_path) {
             for _ in 0..l2 {
                 p.occupy(t, 64);
             }

@@ -159,6 +159,8 @@ impl Machine {
                     FillBandwidth {
                         from_l2: p.l2.sustained_bytes_per_cycle,
                         from_llc: p.llc.sustained_bytes_per_cycle,
+                        l1_writebacks_share: p.l2.writebacks_share_sustained,
+                        l2_writebacks_share: p.llc.writebacks_share_sustained,
                     },
                 )
             })

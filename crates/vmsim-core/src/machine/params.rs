@@ -23,6 +23,10 @@ pub struct CacheLevelParams {
     /// L1; LLC, the fills of the core's L2 from the LLC and beyond (0: no
     /// limit; L1: unused).
     pub sustained_bytes_per_cycle: f64,
+    /// L2 and LLC: dirty victims of the level below (L1 victims, L2
+    /// victims) leave over the same path and take their share of
+    /// `sustained_bytes_per_cycle` (L1: unused).
+    pub writebacks_share_sustained: bool,
 }
 
 /// Where ownership without data is granted to a no-RFO full-line store that
