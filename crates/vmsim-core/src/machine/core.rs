@@ -223,12 +223,13 @@ impl CoreResources {
     }
 
     /// Dirty victims leaving the core's caches once the fill that evicted
-    /// them is in, at `t`: an L1 victim crosses the path between the L1 and
-    /// the L2, an L2 victim the path between the L2 and the LLC. Intel's
-    /// sustained figures are for the path, not for fills alone (a one-core
-    /// `x += y` in the L2 and in the L3 of a Haswell-EP runs at them with the
-    /// write-backs counted: docs/model.md, "Fill paths"). Lines filled after
-    /// `t` queue behind them.
+    /// them is in, at `t`: where the preset says they share a path
+    /// (`writebacks_share_sustained`), an L1 victim takes its share of the
+    /// path between the L1 and the L2, an L2 victim of the path between the
+    /// L2 and the LLC, and lines filled after `t` queue behind them. True on
+    /// Intel (a one-core `x += y` on a Haswell-EP runs at the sustained rates
+    /// with its write-backs counted), false on Milan (docs/model.md, "Fill
+    /// paths").
     #[inline]
     pub fn writebacks(&mut self, l1: u32, l2: u32, t: u64) {
         if let Some(p) = self.l1_fill.as_mut().filter(|_| self.l1_victims_on_path) {
