@@ -230,7 +230,7 @@ impl CoreResources {
     /// Intel (a one-core `x += y` on a Haswell-EP runs at the sustained rates
     /// with its write-backs counted), false on Milan (docs/model.md, "Fill
     /// paths").
-    #[inline]
+    #[inline(always)]
     pub fn writebacks(&mut self, l1: u32, l2: u32, t: u64) {
         if let Some(p) = self.l1_fill.as_mut().filter(|_| self.l1_victims_on_path) {
             for _ in 0..l1 {

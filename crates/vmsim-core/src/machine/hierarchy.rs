@@ -647,8 +647,7 @@ impl Hierarchy {
         st: &mut CacheStats,
     ) -> (Served, u64) {
         self.wb_wait = 0;
-        self.l2_writebacks = 0;
-        self.l1_writebacks = 0;
+        self.forget_victims();
         let (s, w) = self.access_inner(core, line, kind, Req::Demand, false, t, st);
         (s, w.max(self.wb_wait))
     }
@@ -668,12 +667,19 @@ impl Hierarchy {
             if !into_l1 {
                 self.prefetch_l2_found(st);
             } else {
-                self.l2_writebacks = 0;
-                self.l1_writebacks = 0;
+                self.forget_victims();
             }
             return None;
         }
         Some(self.prefetch_absent(core, line, into_l1, None, t, st))
+    }
+
+    /// Starts a request with no dirty victims counted: the counts the machine
+    /// reads after it are the request's own.
+    #[inline(always)]
+    fn forget_victims(&mut self) {
+        self.l2_writebacks = 0;
+        self.l1_writebacks = 0;
     }
 
     /// An L2 streamer prefetch of a line the caller found in the L1 or L2:
@@ -685,8 +691,7 @@ impl Hierarchy {
         if self.perf_at_l2 {
             st.llc_references += 1;
         }
-        self.l2_writebacks = 0;
-        self.l1_writebacks = 0;
+        self.forget_victims();
     }
 
     /// [`Hierarchy::prefetch`] of a line the caller found absent from the L1
@@ -707,8 +712,7 @@ impl Hierarchy {
         debug_assert!(into_l1 || !self.l2[core].contains(line));
         debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains(line)));
         self.wb_wait = 0;
-        self.l2_writebacks = 0;
-        self.l1_writebacks = 0;
+        self.forget_victims();
         let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
         let l2_absent = !into_l1 || in_l2 == Some(false);
         let (s, w) = self.access_inner(core, line, AccessKind::Load, req, l2_absent, t, st);

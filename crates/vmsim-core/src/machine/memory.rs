@@ -83,12 +83,11 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
 
     /// Takes `bytes` at or after `t` for a transfer nothing waits on (a
     /// dirty victim leaving a cache): transfers asked for later queue behind
-    /// it; its own wait is not counted in `queue_cycles`.
+    /// it; it has no completion time and no wait of its own to count.
     #[inline]
     pub fn occupy(&mut self, t: u64, bytes: u64) {
-        let q = self.stats.queue_cycles;
-        self.reserve_as(t, bytes, true, false);
-        self.stats.queue_cycles = q;
+        self.stats.bytes_written += bytes;
+        self.take(t, bytes);
     }
 
     #[inline(always)]
@@ -98,6 +97,24 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
         } else {
             self.stats.bytes_read += bytes;
         }
+        let (e, u) = self.take(t, bytes);
+        // Position inside the epoch in proportion to the bytes ahead of us.
+        if !own {
+            let done = ((e << SHIFT) + (u << SHIFT) / self.capacity).max(t);
+            self.stats.queue_cycles += done - t;
+            return done;
+        }
+        let done = (e << SHIFT) + ((u + bytes) << SHIFT) / self.capacity;
+        let done = done.max(t);
+        self.stats.queue_cycles += done.saturating_sub(t + (bytes << SHIFT) / self.capacity);
+        done
+    }
+
+    /// Puts `bytes` in the first epoch at or after `t` with room for them
+    /// (or an empty one, for a transfer larger than an epoch); returns that
+    /// epoch and the bytes already in it.
+    #[inline(always)]
+    fn take(&mut self, t: u64, bytes: u64) -> (u64, u64) {
         let mut e = t >> SHIFT;
         if e >= self.full_from && e < self.full_until {
             e = self.full_until;
@@ -122,17 +139,7 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
                         self.full_until = e + 1;
                     }
                 }
-                // Position inside the epoch in proportion to the bytes ahead of us.
-                if !own {
-                    let done = ((e << SHIFT) + (u << SHIFT) / self.capacity).max(t);
-                    self.stats.queue_cycles += done - t;
-                    return done;
-                }
-                let done = (e << SHIFT) + ((u + bytes) << SHIFT) / self.capacity;
-                let done = done.max(t);
-                self.stats.queue_cycles +=
-                    done.saturating_sub(t + (bytes << SHIFT) / self.capacity);
-                return done;
+                return (e, u);
             }
             e += 1;
         }
