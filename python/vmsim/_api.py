@@ -115,7 +115,8 @@ def compare(
 
 
 def default_threads() -> int:
-    """Simulations ``compare`` runs at once by default: one per host CPU it may use."""
+    """Simulations run at once by default (``compare``'s threads, a sweep's or
+    ``--runs``' worker processes): one per host CPU this process may use."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
@@ -230,7 +231,7 @@ def sweep_rows(
 
     own = executor is None
     if own:
-        executor = process_pool(max(1, min(len(todo) or 1, os.cpu_count() or 1)))
+        executor = process_pool(max(1, min(len(todo) or 1, default_threads())))
     futures: list = []
     try:
         futures = [executor.submit(_run_point, configs[i], base_dir) for i in todo]

@@ -235,7 +235,7 @@ def cmd_compare(args) -> int:
         _emit(result, text, args.json)
         return 0
     seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
-    jobs = min(args.jobs or os.cpu_count() or 1, len(seeds))
+    jobs = min(args.jobs or _api.default_threads(), len(seeds))
     # The seeds already fill the host's CPUs: each runs its arms on its share.
     threads = args.threads or max(1, _api.default_threads() // jobs)
     t0 = time.monotonic()
@@ -382,7 +382,7 @@ def cmd_sweep(args) -> int:
     _check_out(args.parquet, "--parquet")
     grid = dict(_parse_grid_item(item) for item in args.set)
     done = _load_resume(args.json, grid, path) if args.resume else []
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = args.jobs or _api.default_threads()
     progress = _progress(args)
     t0 = time.monotonic()
 
@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="built-in experiment name or experiment TOML; or saved result JSON files (the first is the base)")
     p.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
-    p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU this process may use)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="arms simulated at once, one host thread each (default: one per CPU, shared among "
                         "--runs workers); results do not depend on it")
@@ -528,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dotted config key and its values (each parsed as JSON if it parses, "
                         "or a JSON list); repeatable, the grid is the product")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: throughput_bytes_per_s,elapsed_s)")
-    p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU this process may use)")
     p.add_argument("--json", metavar="OUT", help="also write all rows (every scalar metric) as JSON to OUT ('-' for stdout only); "
                                                  "rewritten as each point finishes")
     p.add_argument("--resume", action="store_true", help="run only the points that --json OUT does not already hold")

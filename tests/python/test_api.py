@@ -1,3 +1,4 @@
+import os
 import json
 import pickle
 import threading
@@ -158,6 +159,27 @@ def test_compare_threads_are_checked():
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(vmsim.ConfigError, match="threads"):
             vmsim.compare("clear-target-last", scale=1 / 256, threads=bad)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_default_parallelism_follows_the_cpus_this_process_may_use(monkeypatch, tiny_config):
+    # compare's threads, a sweep's and --runs' worker processes all size
+    # themselves from the CPUs this process may use, not the host's count.
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert vmsim._api.default_threads() == 1
+    asked = []
+
+    def pool(jobs):
+        asked.append(jobs)
+        return ThreadPoolExecutor(max_workers=jobs)
+
+    monkeypatch.setattr(vmsim._api, "process_pool", pool)
+    rows = vmsim._api.sweep_rows({"seed": [0, 1]}, tiny_config)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert asked == [1]
 
 
 def test_runs_release_the_gil(tiny_config):
