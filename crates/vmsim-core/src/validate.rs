@@ -966,12 +966,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let n = share * passes;
             let mut go2 = |m: &mut Machine, k: usize, i: u64| go(m, k, warm + i);
             interleave(&mut m, &cpus, n, &mut go2);
-            let cyc = cpus
-                .iter()
-                .zip(&t0)
-                .map(|(&c, &t)| m.cpus[c].clock - t)
-                .max()
-                .unwrap();
+            let cyc = slowest(&m, &cpus, &t0);
             gbs(&m, n * threads * 64, cyc)
         }
         Bench::SocketLoad { cores } => {
@@ -1010,12 +1005,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             pass(&mut m, 0);
             let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
             pass(&mut m, 1);
-            let cyc = cpus
-                .iter()
-                .zip(&t0)
-                .map(|(&c, &t)| m.cpus[c].clock - t)
-                .max()
-                .unwrap();
+            let cyc = slowest(&m, &cpus, &t0);
             // Two explicit streams of 64 B per step, as likwid counts them.
             gbs(&m, cores * steps * 128, cyc)
         }
@@ -1120,6 +1110,16 @@ fn one_core(
         }
     }
     gbs(m, passes * n * 64, m.cpus[0].clock - t0)
+}
+
+/// The longest time any of `cpus` took since its clock read `t0` (likwid-bench
+/// reports the slowest thread's time).
+fn slowest(m: &Machine, cpus: &[usize], t0: &[u64]) -> u64 {
+    cpus.iter()
+        .zip(t0)
+        .map(|(&c, &t)| m.cpus[c].clock - t)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Runs `n` steps of `f` on each of `cpus`, a quantum at a time, lowest clock
