@@ -457,10 +457,10 @@ impl RunConfig {
             .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
         s.declare(&["quantum_cycles", "node_memory_mib", "fault_injection"])?;
         let quantum_cycles = s.u64_opt("quantum_cycles")?.unwrap_or(2000);
-        if !(100..=10_000_000).contains(&quantum_cycles) {
+        if !(10..=10_000_000).contains(&quantum_cycles) {
             return Err(cfg_err(
                 "sim.quantum_cycles",
-                "must be between 100 and 10000000",
+                "must be between 10 and 10000000",
             ));
         }
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
