@@ -789,7 +789,8 @@ pub fn format(rows: &[Row]) -> String {
 }
 
 const NODE_BYTES: u64 = 1 << 30;
-const QUANTUM: u64 = 2000;
+/// The simulator's default quantum: the benchmarks interleave cores as its scheduler does.
+const QUANTUM: u64 = crate::config::DEFAULT_QUANTUM_CYCLES;
 
 fn machine(p: &Preset) -> Machine {
     Machine::new(

@@ -128,16 +128,22 @@ fn plateau_floor(chase: &[(usize, f64)], lo: u64, hi: u64) -> Option<f64> {
 /// AMD extended cpuid TLB geometry: (l1 4k, l1 2m, l1 1g, l2 4k, l2 2m) as (entries, ways).
 type Tlb = [(u32, u32); 5];
 
+/// Whether the host's CPU is AMD's (or Hygon's, the same cores): the
+/// defaults "chosen by vendor" follow it.
+fn amd_vendor() -> bool {
+    let v = core::arch::x86_64::__cpuid(0);
+    let vendor: Vec<u8> = [v.ebx, v.edx, v.ecx]
+        .iter()
+        .flat_map(|r| r.to_le_bytes())
+        .collect();
+    vendor == b"AuthenticAMD" || vendor == b"HygonGenuine"
+}
+
 fn amd_tlb() -> Option<Tlb> {
     use core::arch::x86_64::__cpuid;
     // Leaves are checked against the maximum before use.
     {
-        let v = __cpuid(0);
-        let vendor: Vec<u8> = [v.ebx, v.edx, v.ecx]
-            .iter()
-            .flat_map(|r| r.to_le_bytes())
-            .collect();
-        if vendor != b"AuthenticAMD" && vendor != b"HygonGenuine" {
+        if !amd_vendor() {
             return None;
         }
         let max = __cpuid(0x8000_0000).eax;
@@ -284,7 +290,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles (a lower bound if the core has wider loads)", r.l1_load_how));
     w.default(
         "perf_cache_events",
-        Val::S(if amd_tlb().is_some() { "l2" } else { "llc" }),
+        Val::S(if amd_vendor() { "l2" } else { "llc" }),
         "chosen by vendor: Linux maps perf's cache-references/cache-misses to the L2 on AMD Zen, to the LLC on Intel",
     );
 
@@ -352,7 +358,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "writebacks_share_sustained",
-        Val::B(amd_tlb().is_none()),
+        Val::B(!amd_vendor()),
         WRITEBACKS_BY_VENDOR,
     );
     let amd = amd_tlb();
@@ -382,13 +388,13 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "writebacks_share_sustained",
-        Val::B(amd.is_none()),
+        Val::B(!amd_vendor()),
         WRITEBACKS_BY_VENDOR,
     );
     w.default("replacement", Val::S("srrip"), "");
     w.default(
         "inclusive",
-        Val::B(amd.is_none()),
+        Val::B(!amd_vendor()),
         "AMD L3s are victim caches (non-inclusive), older Intel LLCs inclusive; chosen by vendor",
     );
     let llc_sets: std::collections::BTreeSet<String> = (0..crate::sys::online_cpus())

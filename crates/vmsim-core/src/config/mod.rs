@@ -170,6 +170,9 @@ pub struct UsememConfig {
     pub warmup: bool,
 }
 
+/// `sim.quantum_cycles` when the config does not set it.
+pub const DEFAULT_QUANTUM_CYCLES: u64 = 2000;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
     /// Cycles a CPU runs before the scheduler picks the lowest clock again.
@@ -456,7 +459,9 @@ impl RunConfig {
             .sub_opt("sim")?
             .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
         s.declare(&["quantum_cycles", "node_memory_mib", "fault_injection"])?;
-        let quantum_cycles = s.u64_opt("quantum_cycles")?.unwrap_or(2000);
+        let quantum_cycles = s
+            .u64_opt("quantum_cycles")?
+            .unwrap_or(DEFAULT_QUANTUM_CYCLES);
         if !(10..=10_000_000).contains(&quantum_cycles) {
             return Err(cfg_err(
                 "sim.quantum_cycles",

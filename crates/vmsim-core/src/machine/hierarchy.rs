@@ -925,12 +925,6 @@ impl Hierarchy {
         (Served::NtWrite { remote }, wait)
     }
 
-    /// Dirty lines the last access or prefetch evicted from the L2.
-    #[inline]
-    pub fn l2_writebacks(&self) -> u32 {
-        self.l2_writebacks
-    }
-
     /// Dirty lines the last access or prefetch evicted from the L1 and the
     /// L2: `(l1, l2)`.
     #[inline]

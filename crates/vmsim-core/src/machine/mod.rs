@@ -327,7 +327,7 @@ impl Machine {
                     r.sq.set(qi, done);
                     r.sq_line[qi] = INVALID;
                 }
-                hold_writebacks(r, self.hier.l2_writebacks(), start, self.l2_writeback_hold);
+                hold_writebacks(r, l2_wbs, start, self.l2_writeback_hold);
                 let issued = r.issue.reserve(thread, start, issue);
                 c.stats.smt_issue_wait_cycles += issued - start - issue;
                 c.stats.stall_cycles += start - now;
@@ -377,13 +377,12 @@ impl Machine {
                         {
                             let (s, w) =
                                 self.hier.prefetch_absent(core, p, true, Some(in_l2), t, st);
-                            let wbs = self.hier.l2_writebacks();
-                            hold_writebacks(r, wbs, t, self.l2_writeback_hold);
+                            let (l1_wbs, l2_wbs) = self.hier.writebacks();
+                            hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                             let mut ready = r.fill(s, t + self.hier.latency(s) + w, true);
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
                             }
-                            let (l1_wbs, l2_wbs) = self.hier.writebacks();
                             r.writebacks(l1_wbs, l2_wbs, ready);
                             r.lfb.set(li, ready);
                             r.lfb_line[li] = p;
@@ -419,10 +418,9 @@ impl Machine {
                 let st = &mut self.cpus[cpu].stats.cache;
                 {
                     let (s, w) = self.hier.prefetch_absent(core, p, false, None, t, st);
-                    let wbs = self.hier.l2_writebacks();
-                    hold_writebacks(r, wbs, t, self.l2_writeback_hold);
-                    let ready = r.fill(s, t + self.hier.latency(s) + w, false);
                     let (l1_wbs, l2_wbs) = self.hier.writebacks();
+                    hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
+                    let ready = r.fill(s, t + self.hier.latency(s) + w, false);
                     r.writebacks(l1_wbs, l2_wbs, ready);
                     r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
