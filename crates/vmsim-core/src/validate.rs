@@ -8,7 +8,7 @@
 //! (dependent loads to random lines), likwid-bench style `load`, `copy` and
 //! `update` kernels over a working set of the stated size, memset-like fills
 //! with ordinary, fast-string or non-temporal stores, and all-core read
-//! streams. Many cores run interleaved by 2000-cycle quanta, lowest clock
+//! streams. Many cores run interleaved by quanta of the simulator's default length, lowest clock
 //! first, as the simulator's scheduler runs them.
 //!
 //! Invariant: a published figure is never an input of the model; a row's
@@ -1159,10 +1159,9 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "the LLC-to-L2 path is limited to the ~14 B/cycle Intel gives as Broadwell's sustained L3 bandwidth (Haswell has no figure of its own); likwid measures 10.0 B/cycle on the stand-in: the L3 hits' latency under a stream, longer than the idle one the model charges, is not modelled"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "a dirty L2 victim holds a superqueue entry only for the LLC latency (an estimate); the chip's update runs at about the load's rate"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 169 }, "the L2-to-L1 path carries fills and write-backs at the 25 B/cycle Intel gives as sustained, which x += y on an E5-2680 v3 nearly reaches (23 B/cycle); likwid's update on the stand-in moves 19.7 B/cycle through it"),
-    ("xeon-e5-2699v3-2s", Bench::SocketCopy { cores: 14 }, "the shared calendars serve requests in simulation order and a core runs 2000 cycles at a time, so under saturation the cores progress unequally (up to 1.8x here) and likwid's time, the slowest thread's, comes out long: while all 14 run the model moves 33.5 GB/s (-5.8%), and with 500-cycle quanta the threads finish together at 33.7 (-5.3%)"),
     ("xeon-8358-icx", Bench::Copy { kib: 660 }, "the L2-to-L1 path runs at Skylake-SP's documented 52 B/cycle (no Ice Lake-SP figure found); through it the stand-in's load moves 46, its copy 40 and its update 34 B/cycle of fills and write-backs"),
     ("xeon-8358-icx", Bench::Update { kib: 660 }, "as the L2 copy row: the L2-to-L1 path at Skylake-SP's 52 B/cycle, where the stand-in's update moves 34 B/cycle of fills and write-backs"),
-    ("xeon-8358-icx", Bench::SocketCopy { cores: 32 }, "Ice Lake-SP turns a streaming store's read for ownership into an ownership grant without data when memory is heavily loaded (SpecI2M: Intel, Hot Chips 2020, via G. Hager, blogs.fau.de/hager, on write-allocate evasion on Ice Lake-SP), so its copy moves 2/3 of the model's DRAM traffic; not modelled. With fair arbitration (500-cycle quanta) the model gives 110.2 GB/s, -30.5%"),
+    ("xeon-8358-icx", Bench::SocketCopy { cores: 32 }, "Ice Lake-SP turns a streaming store's read for ownership into an ownership grant without data when memory is heavily loaded (SpecI2M: Intel, Hot Chips 2020, via G. Hager, blogs.fau.de/hager, on write-allocate evasion on Ice Lake-SP), so its copy moves 2/3 of the model's DRAM traffic; not modelled"),
     ("xeon-8358-icx", Bench::Load { kib: 25_600, threads: 1 }, "the LLC-to-L2 path is limited to Skylake-SP's documented ~15 B/cycle (no Ice Lake-SP figure found); likwid measures 10.3 B/cycle on the stand-in"),
     ("epyc-7j13-milan", Bench::Load { kib: 10_312, threads: 1 }, "the L3-to-L2 path runs at Downs's 0.5 line per cycle for Zen 1-3 (32 B/cycle), a peak; likwid measures 23 B/cycle on the Zen 2 stand-in, whose L3 is half the size and a generation older; no Zen 3 figure was found"),
     ("epyc-7j13-milan", Bench::NtCopy { kib: 128 * 1024 }, "non-temporal lines hold a miss buffer until the home accepts them (posted_write_ns, an estimate) and share the 24 miss buffers with the loads; Zen 3's write-combining buffer count is not documented"),

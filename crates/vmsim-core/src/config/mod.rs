@@ -171,7 +171,7 @@ pub struct UsememConfig {
 }
 
 /// `sim.quantum_cycles` when the config does not set it.
-pub const DEFAULT_QUANTUM_CYCLES: u64 = 2000;
+pub const DEFAULT_QUANTUM_CYCLES: u64 = 50;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
