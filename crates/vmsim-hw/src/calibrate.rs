@@ -252,7 +252,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let l2_load_gbps = level_load("l2_load_gbps", levels.l2 / 2)?;
     let llc_load_gbps = level_load("llc_load_gbps", levels.llc / 2)?;
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
-        m::l1_store_load_bytes_per_ns(if quick { 200 } else { 50_000 })?;
+        m::l1_store_load_bytes_per_ns(if quick { 200 } else { 10_000 })?;
     say("system call, faults, context switch")?;
     let syscall_ns = m::syscall_ns(if quick { 20_000 } else { 1_000_000 });
     let f4k = if quick { 4 << 20 } else { 64 << 20 };
