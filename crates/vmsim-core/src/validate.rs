@@ -8,8 +8,8 @@
 //! (dependent loads to random lines), likwid-bench style `load`, `copy` and
 //! `update` kernels over a working set of the stated size, memset-like fills
 //! with ordinary, fast-string or non-temporal stores, and all-core read
-//! streams. Many cores run interleaved by quanta of the simulator's default length, lowest clock
-//! first, as the simulator's scheduler runs them.
+//! streams. Many cores run interleaved by quanta of the simulator's default
+//! length, lowest clock first, as the simulator's scheduler runs them.
 //!
 //! Invariant: a published figure is never an input of the model; a row's
 //! error is (model - published) / published.
@@ -867,13 +867,17 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::api::Error> {
             } else {
                 16
             } * 1024;
-            if cores == 0
-                || cores as usize > m.cpus.len()
-                || cores * per_core_kib > NODE_BYTES >> 10
-            {
+            if cores == 0 || cores as usize > m.cpus.len() {
                 return Err(bad(format!(
                     "{cores} cores: the preset has {}",
                     m.cpus.len()
+                )));
+            }
+            if cores * per_core_kib > NODE_BYTES >> 10 {
+                return Err(bad(format!(
+                    "{cores} cores x {} MiB: more than the benchmark's {} MiB node",
+                    per_core_kib >> 10,
+                    NODE_BYTES >> 20
                 )));
             }
             0

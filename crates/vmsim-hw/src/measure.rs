@@ -111,37 +111,36 @@ fn core_ghz_once(iters: u64) -> f64 {
     (iters * 8) as f64 / t0.elapsed().as_nanos() as f64
 }
 
-/// Repetitions of each L1 rate, the fastest kept: one that the host
-/// preempts (a shared VM, other jobs) reads slower, never faster.
+/// Clean repetitions of each L1 rate ([`repeat`]); the caller's figure is
+/// the fastest: a repetition the host preempts reads slower, never faster.
 const L1_REPS: usize = 7;
 
 /// L1-resident bytes per ns: `rep stosb` over 16 KiB, and 32 B (AVX2) or 16
-/// B loads, each the fastest of `L1_REPS` timings of `rounds` passes.
+/// B loads, each the fastest of `L1_REPS` clean timings of `rounds` passes.
 pub fn l1_store_load_bytes_per_ns(rounds: usize) -> Result<(f64, f64, &'static str), HwError> {
     let mut m = Mapping::anon(16 << 10, Backing::Small)?;
     let b = m.as_mut_slice();
     sys::prefault(b, SUBPAGE, 1);
     let bytes = (rounds * b.len()) as f64;
-    let fastest = |f: &mut dyn FnMut()| {
-        (0..L1_REPS)
-            .map(|_| {
-                let t0 = Instant::now();
-                f();
-                bytes / t0.elapsed().as_nanos().max(1) as f64
-            })
-            .fold(0.0, f64::max)
+    let fastest = |f: &mut dyn FnMut()| -> Result<f64, HwError> {
+        let s = repeat(L1_REPS, None, || {
+            let t0 = Instant::now();
+            f();
+            bytes / t0.elapsed().as_nanos().max(1) as f64
+        })?;
+        Ok(s.summary().best(false))
     };
     let store = fastest(&mut || {
         for _ in 0..rounds {
             // SAFETY: the whole slice is writable.
             unsafe { rep_stosb(b.as_mut_ptr(), b.len()) };
         }
-    });
+    })?;
     let (load, how) = if std::is_x86_feature_detected!("avx2") {
         let load = fastest(&mut || {
             // SAFETY: AVX2 checked above; the slice is 32-byte aligned (page-aligned mapping).
             unsafe { black_box(sum_avx2(b, rounds)) };
-        });
+        })?;
         (load, "AVX2 32 B loads")
     } else {
         let load = fastest(&mut || {
@@ -152,7 +151,7 @@ pub fn l1_store_load_bytes_per_ns(rounds: usize) -> Result<(f64, f64, &'static s
                         .fold(0, u64::wrapping_add),
                 );
             }
-        });
+        })?;
         (load, "compiler-vectorised 16 B loads")
     };
     Ok((store, load, how))

@@ -284,10 +284,10 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.measured(
         "store_bytes_per_cycle",
         Val::I((r.l1_store_bpns / ghz).round() as i64),
-        "rep stosb over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings",
+        "rep stosb over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings during which the thread was not switched out",
     );
     w.measured("load_bytes_per_cycle", Val::I((r.l1_load_bpns / ghz).round() as i64),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings (a lower bound if the core has wider loads)", r.l1_load_how));
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings during which the thread was not switched out (a lower bound if the core has wider loads)", r.l1_load_how));
     w.default(
         "perf_cache_events",
         Val::S(if amd_vendor() { "l2" } else { "llc" }),
