@@ -422,17 +422,23 @@ impl Sim {
                     continue;
                 }
             }
-            let Some(Reverse((_, cpu))) = heap.pop() else {
+            // The CPU stays at the top of the heap while it runs (nothing
+            // touches the heap meanwhile) and its key is replaced in place
+            // afterwards: one sift-down instead of a pop and a push. The
+            // keys are distinct, so the order of the CPUs is the same.
+            let Some(&Reverse((_, cpu))) = heap.peek() else {
                 break;
             };
-            queued[cpu] = false;
             self.run_quantum(cpu);
             if let Some(e) = &self.error {
                 return Err(e.clone());
             }
             if self.busy(cpu) {
-                heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
-                queued[cpu] = true;
+                let clock = self.m.cpus[cpu].clock;
+                *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
+            } else {
+                heap.pop();
+                queued[cpu] = false;
             }
             if self.k.waitq.has_woken() {
                 self.wake_woken(self.m.cpus[cpu].clock);
