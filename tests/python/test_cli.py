@@ -297,7 +297,7 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
 def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.0625", "-q", "--out", str(out)]) == 0
+        assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "-q", "--out", str(out)]) == 0
     names = sorted(p.name for p in a.iterdir())
     assert "README.md" in names and "clear-target-last.json" in names and "clear-target-last.txt" in names
     for n in ("README.md", "clear-target-last.txt"):
@@ -305,7 +305,7 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     same_result_bytes(a / "clear-target-last.json", b / "clear-target-last.json")
     # A re-run into a folder it wrote replaces it whole.
     (a / "stale.txt").write_text("from an older run")
-    assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.0625", "-q", "--out", str(a)]) == 0
+    assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "-q", "--out", str(a)]) == 0
     assert not (a / "stale.txt").exists()
     readme = (a / "README.md").read_text()
     assert "| clear-target-last | sequential -> target-last |" in readme

@@ -80,7 +80,7 @@ def test_compare_runs_spread_and_significance_from_arms():
 def test_compare_runs_cli_writes_runs_and_provenance(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "vmsim", "compare", "clear-target-last", "--runs", "2", "-j", "2",
-                           "--scale", "0.05", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--scale", "0.00390625", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "%stddev" in proc.stdout and "Amean" in proc.stdout
     doc = json.loads(out.read_text())
@@ -95,7 +95,7 @@ def test_compare_runs_cli_writes_runs_and_provenance(tmp_path):
 @pytest.mark.sim
 def test_page_alloc_shuffle_makes_the_seed_matter(tiny_config):
     tiny_config["kernel"]["page_alloc_shuffle"] = True
-    tiny_config["workload"].update(nr_task=4, size_per_task_mib=64)
+    tiny_config["workload"].update(nr_task=4, size_per_task_mib=16)
     rows = []
     for seed in (0, 1, 2):
         tiny_config["seed"] = seed
