@@ -76,8 +76,8 @@ pub struct CpuStats {
 
 /// In declaration order (`repr(C)`): what every quantum and every access
 /// reads (the clock, pending interrupts, the mode, then the time counters at
-/// the head of the statistics) shares one host cache line; the TLB, touched
-/// once per page, comes last.
+/// the head of the statistics) sits in the first 56 bytes, one host cache
+/// line or two; the TLB, touched once per page, comes last.
 #[repr(C)]
 pub struct Cpu {
     pub clock: u64,
