@@ -61,6 +61,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
         k.alloc.shuffle_free_memory(cfg.seed);
     }
     let mut sim = Sim::new(m, k, cfg.sim.quantum_cycles);
+    sim.set_window(cfg.sim.window_cycles.unwrap_or(0));
     sim.seed_tick(cfg.seed);
     crate::workload::registry(&cfg.workload).spawn(&mut sim, cfg.seed)?;
     Ok(sim)

@@ -275,5 +275,8 @@ pub fn report(sim: &Sim) -> Value {
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu));
+    if sim.window_stats.windows > 0 {
+        put("windows", json!(sim.window_stats));
+    }
     Value::Object(o)
 }

@@ -180,6 +180,10 @@ pub struct SimConfig {
     /// Simulated RAM per NUMA node; 0 = sized from the workload.
     pub node_memory_mib: u64,
     pub fault_injection: FaultInjection,
+    /// The windowed run loop's window (kernel/sched/window.rs); None: the
+    /// ordinary loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_cycles: Option<u64>,
 }
 
 /// Deliberate defects, for tests that prove the data checks can fail.
@@ -458,7 +462,12 @@ impl RunConfig {
         let mut s = top
             .sub_opt("sim")?
             .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
-        s.declare(&["quantum_cycles", "node_memory_mib", "fault_injection"])?;
+        s.declare(&[
+            "quantum_cycles",
+            "node_memory_mib",
+            "fault_injection",
+            "window_cycles",
+        ])?;
         let quantum_cycles = s
             .u64_opt("quantum_cycles")?
             .unwrap_or(DEFAULT_QUANTUM_CYCLES);
@@ -468,6 +477,7 @@ impl RunConfig {
                 "must be between 10 and 10000000",
             ));
         }
+        let window_cycles = parse_window(&mut s, &preset)?;
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
         let max_mib = crate::experiment::MAX_SIMULATED_MEMORY / MIB;
         if node_memory_mib > max_mib {
@@ -493,12 +503,38 @@ impl RunConfig {
                 quantum_cycles,
                 node_memory_mib,
                 fault_injection,
+                window_cycles,
             },
         })
     }
 
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("config serialises")
+    }
+}
+
+/// `sim.window_cycles`: absent or 0 for the ordinary run loop; `"auto"`
+/// or a number of cycles up to the preset's smallest cross-socket latency
+/// (a remote cache hit or a remote DRAM read) for the windowed one.
+fn parse_window(s: &mut Fields, preset: &Preset) -> Result<Option<u64>, Error> {
+    let key = "sim.window_cycles";
+    let Some(v) = s.take_value("window_cycles") else {
+        return Ok(None);
+    };
+    let p = preset.machine_params()?;
+    let max = p.remote_cache_cycles.min(p.dram_remote_cycles);
+    let accepted = format!(
+        "accepted: 0 (the ordinary run loop), \"auto\" ({max}) or 1..={max}, the smallest cross-socket latency of {} in cycles",
+        preset.name
+    );
+    match v {
+        toml::Value::String(a) if a == "auto" => Ok(Some(max)),
+        toml::Value::Integer(0) => Ok(None),
+        toml::Value::Integer(c) if c > 0 && c as u64 <= max => Ok(Some(c as u64)),
+        other => Err(cfg_err(
+            key,
+            format!("{} is not a window; {accepted}", fields::show(&other)),
+        )),
     }
 }
 

@@ -190,11 +190,25 @@ pub struct Sim {
     /// whether one has left it.
     roi_joined: u64,
     roi_left: bool,
+    /// `sim.window_cycles`: 0 for the ordinary loop, else the windowed one (sched/window.rs).
+    pub(crate) window: u64,
+    /// The partition phase 1 of a window is advancing, and why a step of it stopped.
+    pub(crate) win_part: Option<usize>,
+    pub(crate) parked: Option<window::Park>,
+    /// Phase 1 runs a bulk item's lines only up to here.
+    bulk_limit: u64,
+    /// The CPUs of each partition.
+    part_masks: Vec<crate::machine::ipi::CpuMask>,
+    pub window_stats: window::WindowStats,
+    /// Run phase 1's partitions last to first (a test that their order does not matter).
+    #[doc(hidden)]
+    pub reverse_partitions: bool,
 }
 
 pub mod access;
 mod exec;
 mod user;
+pub mod window;
 
 impl Sim {
     pub fn new(m: Machine, mut k: Kernel, quantum: u64) -> Sim {
@@ -241,7 +255,19 @@ impl Sim {
             roi: None,
             roi_joined: 0,
             roi_left: false,
+            window: 0,
+            win_part: None,
+            parked: None,
+            bulk_limit: u64::MAX,
+            part_masks: Vec::new(),
+            window_stats: window::WindowStats::default(),
+            reverse_partitions: false,
         }
+    }
+
+    /// Selects the windowed run loop with windows of `cycles` (sched/window.rs); 0: the ordinary loop.
+    pub fn set_window(&mut self, cycles: u64) {
+        self.window = cycles;
     }
 
     /// Places the tick grid from the run's seed. A benchmark starts at no
@@ -403,6 +429,9 @@ impl Sim {
 
     /// Runs until every user task has exited (or an error stops the run).
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
+        if self.window > 0 {
+            return self.run_windowed(progress);
+        }
         let mut heap = BinaryHeap::new();
         let mut queued = vec![false; self.cpus.len()];
         for (cpu, q) in queued.iter_mut().enumerate() {

@@ -152,6 +152,18 @@ pub struct Hierarchy {
     pub link: Vec<Calendar>,
     /// Cores per LLC instance that have ever filled a line (probe filter for non-inclusive LLCs).
     active: Vec<u64>,
+    /// The same per LLC instance and home node (`u * nodes + node`): a core
+    /// that never filled a line of a node's memory holds none of its lines.
+    active_home: Vec<u64>,
+    /// Set while a windowed run advances one partition (kernel/sched/window.rs):
+    /// effects of its work on what other partitions read are queued until
+    /// the window ends, so the partitions' order does not matter. Those are
+    /// write-backs to another socket's memory (posted: the fill does not wait
+    /// for them) and the presence counts of lines homed on another socket
+    /// leaving this socket's LLCs (a count too high only makes a probe look).
+    defer: bool,
+    deferred_wb: Vec<(u64, u32, u64)>,
+    deferred_presence: Vec<(u32, u32)>,
     /// Longest DRAM queueing wait of a write-back forced by the access in progress:
     /// a fill cannot complete before its dirty victim has left (back-pressure).
     wb_wait: u64,
@@ -251,6 +263,10 @@ impl Hierarchy {
         let node_socket = (0..t.nr_nodes()).map(|n| t.socket_of_node(n)).collect();
         Ok(Hierarchy {
             active: vec![0; t.nr_llcs()],
+            active_home: vec![0; t.nr_llcs() * t.nr_nodes()],
+            defer: false,
+            deferred_wb: Vec::new(),
+            deferred_presence: Vec::new(),
             topo: p.topo,
             l1,
             l2,
@@ -304,6 +320,10 @@ impl Hierarchy {
 
     fn writeback(&mut self, line: u64, socket: usize, t: u64) {
         let node = self.home_node(line);
+        if self.defer && self.node_socket[node] != socket {
+            self.deferred_wb.push((t, socket as u32, line));
+            return;
+        }
         let w = self.dram_xfer(node, socket, t, true);
         self.wb_wait = self.wb_wait.max(w);
     }
@@ -507,7 +527,7 @@ impl Hierarchy {
         self.presence[u][Self::region(line)] += 1;
         let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
-            self.presence[u][Self::region(e.line)] -= 1;
+            self.presence_dec(u, e.line);
         }
         (ev, slot)
     }
@@ -516,9 +536,67 @@ impl Hierarchy {
     fn llc_invalidate(&mut self, u: usize, line: u64) -> Option<(bool, u64)> {
         let r = self.llc[u].invalidate(line);
         if r.is_some() {
-            self.presence[u][Self::region(line)] -= 1;
+            self.presence_dec(u, line);
         }
         r
+    }
+
+    /// `line` left LLC `u`: its region's presence count there drops, or
+    /// later if it is homed on another socket and the run defers.
+    #[inline]
+    fn presence_dec(&mut self, u: usize, line: u64) {
+        let r = Self::region(line);
+        if self.defer && self.node_socket[self.home_node(line)] != self.socket_of_llc(u) {
+            self.deferred_presence.push((u as u32, r as u32));
+        } else {
+            self.presence[u][r] -= 1;
+        }
+    }
+
+    /// Whether socket `socket` can access `line` without touching anything
+    /// another socket owns or reads: the line is homed on one of its nodes
+    /// and no LLC instance of another socket holds a line of its 4 KiB
+    /// region, nor (non-inclusive) can one of its cores hold a line of the
+    /// node. Neither can change while only `socket`'s CPUs run.
+    pub fn is_local(&self, socket: usize, line: u64) -> bool {
+        let node = self.home_node(line);
+        if self.node_socket[node] != socket {
+            return false;
+        }
+        let r = Self::region(line);
+        let nodes = self.dram.len();
+        (0..self.llc.len()).all(|v| {
+            self.socket_of_llc(v) == socket
+                || (self.presence[v][r] == 0
+                    && (self.inclusive || self.active_home[v * nodes + node] == 0))
+        })
+    }
+
+    /// The socket of a core.
+    #[inline]
+    pub fn socket_of_core(&self, core: usize) -> usize {
+        self.core_llc[core].2 as usize
+    }
+
+    /// Starts or stops deferring (see `defer`).
+    pub fn set_defer(&mut self, on: bool) {
+        self.defer = on;
+    }
+
+    /// Applies what was deferred: the presence counts, then the write-backs
+    /// in (time, socket, line) order, whatever order the partitions ran in.
+    pub fn apply_deferred(&mut self) {
+        for (u, r) in self.deferred_presence.drain(..) {
+            self.presence[u as usize][r as usize] -= 1;
+        }
+        let mut wb = std::mem::take(&mut self.deferred_wb);
+        wb.sort_unstable();
+        for &(t, socket, line) in &wb {
+            let node = self.home_node(line);
+            self.dram_xfer(node, socket as usize, t, true);
+        }
+        wb.clear();
+        self.deferred_wb = wb;
     }
 
     #[inline]
@@ -808,6 +886,8 @@ impl Hierarchy {
             st.llc_demand_references += 1;
         }
         self.active[u] |= 1u64 << bit;
+        let home = self.home_node(line);
+        self.active_home[u * self.dram.len() + home] |= 1u64 << bit;
         // LLC
         let (llc_slot, llc_at) = self.llc[u].slot_and_split(line);
         if let Some(slot) = llc_slot {

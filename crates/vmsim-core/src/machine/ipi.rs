@@ -52,6 +52,10 @@ impl CpuMask {
             })
         })
     }
+    /// True if every CPU set here is also set in `other`.
+    pub fn is_subset_of(&self, other: &CpuMask) -> bool {
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| a & !b == 0)
+    }
     /// Like the kernel's `cpumask_any_but()`: true if some CPU other than `cpu` is set.
     pub fn any_but(&self, cpu: usize) -> bool {
         let mut m = *self;

@@ -238,6 +238,19 @@ impl Machine {
         self.access_one(cpu, line, kind, independent, issue)
     }
 
+    /// The socket `cpu` sits on.
+    #[inline]
+    pub fn socket_of_cpu(&self, cpu: usize) -> usize {
+        self.hier.socket_of_core(self.cpu_core[cpu].0 as usize)
+    }
+
+    /// Whether `cpu`'s socket can access `line` touching only what it owns
+    /// ([`Hierarchy::is_local`]).
+    #[inline]
+    pub fn is_local(&self, cpu: usize, line: u64) -> bool {
+        self.hier.is_local(self.socket_of_cpu(cpu), line)
+    }
+
     /// A bulk clear (`src` None) or copy of lines `dst + i` for `i` in
     /// `from..n`, stopping early once the CPU's clock reaches `deadline`;
     /// returns where it stopped. Per line, exactly what the caller's loop of

@@ -182,12 +182,21 @@ impl Sim {
                     _ => {
                         r.page = u64::MAX;
                         self.tasks[t].cur = Some(Cur::Access(r));
+                        if self.win_part.is_some() {
+                            self.parked = Some(window::Park::Fault);
+                            return;
+                        }
                         self.fault(cpu, t, va, write);
                         return;
                     }
                 }
             }
             let lip = (va >> 6) & 63;
+            if self.win_part.is_some() && !self.m.is_local(cpu, (r.pfn << 6) | lip) {
+                self.tasks[t].cur = Some(Cur::Access(r));
+                self.parked = Some(window::Park::RemoteLine);
+                return;
+            }
             let t0 = self.m.cpus[cpu].clock;
             let kind = if write {
                 AccessKind::Store

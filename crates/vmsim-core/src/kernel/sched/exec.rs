@@ -35,9 +35,10 @@ impl Sim {
                     StoreHow::MovLoop => crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE,
                     StoreHow::NonTemporal => crate::kernel::instr::CLEAR_NT_PER_LINE,
                 };
+                let n = nlines.min(self.bulk_limit);
                 let i = self
                     .m
-                    .bulk_run(cpu, line, None, i, nlines, kind, issue, per_line, deadline);
+                    .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
@@ -60,12 +61,13 @@ impl Sim {
                 };
                 // The load's issue slots are covered by the store's: the
                 // copy is bound by one store (string width) per line.
+                let n = nlines.min(self.bulk_limit);
                 let i = self.m.bulk_run(
                     cpu,
                     dst_line,
                     Some(src_line),
                     i,
-                    nlines,
+                    n,
                     kind,
                     issue,
                     per_line,

@@ -242,12 +242,29 @@ impl Sim {
                             page: u64::MAX,
                             gen,
                         });
+                        if self.win_part.is_some() {
+                            self.parked = Some(window::Park::Fault);
+                            return;
+                        }
                         self.fault(cpu, t, va, true);
                         return;
                     }
                 }
             }
             let lip = (va >> 6) & 63;
+            if self.win_part.is_some() && !self.m.is_local(cpu, (pfn << 6) | lip) {
+                self.tasks[t].cur = Some(Cur::Write {
+                    start,
+                    len,
+                    seed,
+                    pos,
+                    pfn,
+                    page,
+                    gen,
+                });
+                self.parked = Some(window::Park::RemoteLine);
+                return;
+            }
             self.m.access(
                 cpu,
                 (pfn << 6) | lip,
