@@ -1,5 +1,6 @@
 //! Runs a config file and prints the JSON metrics (a development aid).
-//! usage: runcfg CONFIG.toml [SCALE]
+//! usage: runcfg CONFIG.toml [SCALE]; `VMSIM_RUN_THREADS=N`: host threads
+//! of a windowed run (`sim.window_cycles`), 1 by default.
 fn main() {
     let path = std::env::args()
         .nth(1)
@@ -16,7 +17,10 @@ fn main() {
                 eprintln!("error: {e}");
                 std::process::exit(2)
             });
-    match vmsim_core::experiment::simulate(&cfg, &mut |_| {}) {
+    let threads = std::env::var("VMSIM_RUN_THREADS")
+        .ok()
+        .map_or(1, |v| v.parse().expect("a number of threads"));
+    match vmsim_core::experiment::simulate_on(&cfg, threads, &mut |_| {}) {
         Ok(v) => println!("{v}"),
         Err(e) => {
             eprintln!("error: {e}");

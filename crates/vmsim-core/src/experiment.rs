@@ -77,7 +77,18 @@ pub fn machine_json(cfg: &RunConfig) -> Value {
 
 /// Runs one simulation and returns its metrics.
 pub fn simulate(cfg: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<Value, Error> {
+    simulate_on(cfg, 1, progress)
+}
+
+/// [`simulate`] with a windowed run's sockets spread over up to `threads`
+/// host threads (the metrics are the same for any number).
+pub fn simulate_on(
+    cfg: &RunConfig,
+    threads: usize,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Value, Error> {
     let mut sim = build(cfg)?;
+    sim.set_host_threads(threads);
     sim.run(progress)?;
     Ok(report(cfg, &sim))
 }

@@ -2,9 +2,8 @@
 //! exact simulated time, a kernel thread sleeping on a wait queue and woken
 //! by an allocation, lazy TLB on CPUs that switch to kernel threads.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
 use vmsim_core::kernel::kthread::{KthreadFn, KthreadStep};
 use vmsim_core::kernel::sched::Sim;
@@ -104,7 +103,7 @@ fn a_timer_fires_at_its_exact_simulated_time() {
 /// woken it records the time and does 1000 cycles of work.
 struct Waiter {
     node: usize,
-    woken: Rc<RefCell<Vec<u64>>>,
+    woken: Arc<Mutex<Vec<u64>>>,
     waiting: bool,
 }
 
@@ -124,7 +123,7 @@ impl KthreadFn for Waiter {
             return KthreadStep::Wait(k.pgdat[self.node].kswapd_wait);
         }
         self.waiting = false;
-        self.woken.borrow_mut().push(now);
+        self.woken.lock().unwrap().push(now);
         work.push_back(Work::Cycles {
             cycles: 1000,
             instructions: 1000,
@@ -136,7 +135,7 @@ impl KthreadFn for Waiter {
 
 fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
     let mut s = sim();
-    let woken = Rc::new(RefCell::new(Vec::new()));
+    let woken = Arc::new(Mutex::new(Vec::new()));
     // Its first step (at time 0) queues work, then it waits.
     let kt = s.kthread_run(
         Box::new(Waiter {
@@ -151,7 +150,7 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
     }
     s.spawn(Box::new(Usemem::new(8 << 20, 7)), 0);
     s.run(&mut |_| {}).unwrap();
-    let w = woken.borrow().clone();
+    let w = woken.lock().unwrap().clone();
     (s, w, kt)
 }
 
@@ -186,7 +185,7 @@ fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
 #[test]
 fn a_cpu_running_a_kernel_thread_keeps_the_mm_lazily_in_its_cpumask() {
     let mut s = sim();
-    let woken = Rc::new(RefCell::new(Vec::new()));
+    let woken = Arc::new(Mutex::new(Vec::new()));
     // A user task sleeps on CPU 4; the kernel thread queued behind it runs meanwhile.
     let u = s.spawn(
         Box::new(Sleeper {

@@ -3,8 +3,8 @@
 //! threads faulting one page, content carried over, local pages left
 //! alone, and a pmbench run with the scanner that is byte-identical twice.
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset, RunConfig};
 use vmsim_core::experiment::simulate;
 use vmsim_core::kernel::mm::{Pte, VmaKind};
@@ -46,7 +46,7 @@ fn sim(hint: NumaHintFault, flush: MigrateTlbFlush) -> Sim {
 /// own page if `busy`), then checks the page.
 #[derive(Clone)]
 struct Thread {
-    addr: Rc<Cell<u64>>,
+    addr: Arc<AtomicU64>,
     clone_first: bool,
     sibling_busy: bool,
     busy: bool,
@@ -66,9 +66,9 @@ impl Program for Thread {
             3 => {
                 let (start, count) = if self.busy {
                     // A page of its own, next to the contended one: stays mapped and local.
-                    (self.addr.get() + 4096, 20_000)
+                    (self.addr.load(Ordering::Relaxed) + 4096, 20_000)
                 } else {
-                    (self.addr.get(), 1)
+                    (self.addr.load(Ordering::Relaxed), 1)
                 };
                 Op::Access(Access {
                     start,
@@ -83,7 +83,7 @@ impl Program for Thread {
                 })
             }
             4 => Op::Check {
-                start: self.addr.get(),
+                start: self.addr.load(Ordering::Relaxed),
                 len: 4096,
                 expect: Expect::AccessWrites,
             },
@@ -116,7 +116,7 @@ const TAG: u64 = 0;
 /// local and accessible, for the busy sibling. Returns the sim, the mm,
 /// the page's address and its frame.
 fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64) {
-    let addr = Rc::new(Cell::new(0));
+    let addr = Arc::new(AtomicU64::new(0));
     let t = s.spawn(
         Box::new(Thread {
             addr: addr.clone(),
@@ -131,7 +131,7 @@ fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64)
     );
     let mm = s.tasks[t].mm.unwrap();
     let a = s.k.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
-    addr.set(a);
+    addr.store(a, Ordering::Relaxed);
     let pfn = s.k.alloc.alloc(page_node, 0).unwrap();
     s.k.alloc.map_folio(pfn, 1, true);
     s.k.alloc.tags[pfn as usize] = TAG;
@@ -161,7 +161,7 @@ fn free_pages(s: &Sim) -> u64 {
 /// `T_ACCESS`, the second `delay_ns` later; the page starts on node 0, PROT_NONE.
 fn race(delay_ns: u64) -> (Sim, u64) {
     let mut s = sim(NumaHintFault::MigrateThenMap, MigrateTlbFlush::PerPage);
-    let addr = Rc::new(Cell::new(0));
+    let addr = Arc::new(AtomicU64::new(0));
     let t = s.spawn(
         Box::new(Thread {
             addr: addr.clone(),
@@ -176,7 +176,7 @@ fn race(delay_ns: u64) -> (Sim, u64) {
     );
     let mm = s.tasks[t].mm.unwrap();
     let a = s.k.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
-    addr.set(a);
+    addr.store(a, Ordering::Relaxed);
     let pfn = s.k.alloc.alloc(0, 0).unwrap();
     s.k.alloc.map_folio(pfn, 1, true);
     s.k.alloc.tags[pfn as usize] = TAG;

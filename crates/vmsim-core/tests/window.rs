@@ -12,9 +12,15 @@ fn config(text: &str) -> RunConfig {
 
 /// The run's JSON, with phase 1's partitions in their order or reversed.
 fn run(text: &str, reverse: bool) -> serde_json::Value {
+    run_on(text, reverse, 1)
+}
+
+/// The run's JSON, its sockets spread over `threads` host threads.
+fn run_on(text: &str, reverse: bool, threads: usize) -> serde_json::Value {
     let cfg = config(text);
     let mut sim = build(&cfg).unwrap();
     sim.reverse_partitions = reverse;
+    sim.set_host_threads(threads);
     sim.run(&mut |_| {}).unwrap();
     report(&cfg, &sim)
 }
@@ -107,6 +113,20 @@ fn partitions_in_reverse_order_give_the_same_bytes() {
             "{name}: the partitions' order changed the result"
         );
         assert!(fwd["windows"]["windows"].as_u64().unwrap() > 0, "{name}");
+    }
+}
+
+#[test]
+fn the_result_does_not_depend_on_the_number_of_host_threads() {
+    for (name, base) in [("cow", COW), ("pmbench", PMBENCH), ("milan", MILAN)] {
+        let text = windowed(base);
+        let one = bytes(&run_on(&text, false, 1));
+        for threads in [2, 4] {
+            assert!(
+                bytes(&run_on(&text, false, threads)) == one,
+                "{name}: {threads} host threads"
+            );
+        }
     }
 }
 

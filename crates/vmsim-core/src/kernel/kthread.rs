@@ -23,7 +23,7 @@ pub enum KthreadStep {
 }
 
 /// The body of a kernel thread (the `threadfn` of `kthread_create`).
-pub trait KthreadFn {
+pub trait KthreadFn: Send {
     /// The thread's name (`comm`), e.g. `kswapd0`.
     fn name(&self) -> String;
     /// Runs the thread from its last stopping point on `cpu` at simulated time `now`.

@@ -67,6 +67,10 @@ pub struct PageAlloc {
     /// Folio metadata, valid at head frames.
     pub folios: Vec<Folio>,
     pub nr_free: Vec<u64>,
+    /// While set (a partition's stand-in in a windowed run), stores to
+    /// lines are recorded here, (pfn, line, value), instead of changing
+    /// `tags`; the run replays them in order.
+    pub line_log: Option<Vec<(u64, u64, u64)>>,
 }
 
 impl PageAlloc {
@@ -90,6 +94,7 @@ impl PageAlloc {
             tags: (0..total).map(garbage_tag).collect(),
             folios: vec![Folio::default(); total as usize],
             nr_free: vec![blocks_per_node * HPAGE_PMD_NR; nr_nodes],
+            line_log: None,
         }
     }
 
@@ -187,6 +192,19 @@ impl PageAlloc {
             self.free_blocks[node].push(pfn);
         } else {
             self.free_frames[node].push(pfn);
+        }
+    }
+
+    /// A store of `value` to line `line` of frame `pfn`: its content tag
+    /// changes (or the store is logged, see `line_log`).
+    #[inline]
+    pub fn store_line(&mut self, pfn: u64, line: u64, value: u64) {
+        match &mut self.line_log {
+            Some(log) => log.push((pfn, line, value)),
+            None => {
+                let t = &mut self.tags[pfn as usize];
+                *t = tag_store(*t, line, value);
+            }
         }
     }
 

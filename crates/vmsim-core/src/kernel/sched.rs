@@ -197,8 +197,17 @@ pub struct Sim {
     pub(crate) parked: Option<window::Park>,
     /// Phase 1 runs a bulk item's lines only up to here.
     bulk_limit: u64,
-    /// The CPUs of each partition.
-    part_masks: Vec<crate::machine::ipi::CpuMask>,
+    /// A stand-in's phase 1: the window's end, its CPUs with something to
+    /// run, the task each may run (or why not), the (task, mm) lent to it,
+    /// the CPUs that parked, and its lowest clock after the window.
+    win_end: u64,
+    win_queued: Vec<usize>,
+    win_min: Option<u64>,
+    win_task: Vec<Result<usize, window::Park>>,
+    win_lent: Vec<(usize, usize)>,
+    win_parked: Vec<usize>,
+    /// Host threads a windowed run may use (at most one per socket).
+    host_threads: usize,
     pub window_stats: window::WindowStats,
     /// Run phase 1's partitions last to first (a test that their order does not matter).
     #[doc(hidden)]
@@ -259,7 +268,13 @@ impl Sim {
             win_part: None,
             parked: None,
             bulk_limit: u64::MAX,
-            part_masks: Vec::new(),
+            win_end: 0,
+            win_queued: Vec::new(),
+            win_min: None,
+            win_task: Vec::new(),
+            win_lent: Vec::new(),
+            win_parked: Vec::new(),
+            host_threads: 1,
             window_stats: window::WindowStats::default(),
             reverse_partitions: false,
         }
@@ -268,6 +283,12 @@ impl Sim {
     /// Selects the windowed run loop with windows of `cycles` (sched/window.rs); 0: the ordinary loop.
     pub fn set_window(&mut self, cycles: u64) {
         self.window = cycles;
+    }
+
+    /// Host threads a windowed run spreads its sockets over (at most one
+    /// per socket); the result is the same for any number.
+    pub fn set_host_threads(&mut self, n: usize) {
+        self.host_threads = n.max(1);
     }
 
     /// Places the tick grid from the run's seed. A benchmark starts at no

@@ -112,7 +112,8 @@ pub enum Expect {
     AccessWrites,
 }
 
-pub trait Program {
+/// A user program. `Send`: a run may move between host threads.
+pub trait Program: Send {
     fn next(&mut self, ret: u64) -> Op;
     /// Bytes the program will access in all, for progress reports (a forked
     /// copy's bytes are counted by the program that forks it).

@@ -155,15 +155,19 @@ pub struct Hierarchy {
     /// The same per LLC instance and home node (`u * nodes + node`): a core
     /// that never filled a line of a node's memory holds none of its lines.
     active_home: Vec<u64>,
-    /// Set while a windowed run advances one partition (kernel/sched/window.rs):
-    /// effects of its work on what other partitions read are queued until
-    /// the window ends, so the partitions' order does not matter. Those are
-    /// write-backs to another socket's memory (posted: the fill does not wait
-    /// for them) and the presence counts of lines homed on another socket
-    /// leaving this socket's LLCs (a count too high only makes a probe look).
+    /// Set in a partition's stand-in (kernel/sched/window.rs): effects of
+    /// its work on what other partitions read are queued until it hands its
+    /// state back, so the partitions' order does not matter. Those are
+    /// write-backs to another socket's memory (posted: the fill does not
+    /// wait for them) and the presence counts of lines homed on another
+    /// socket entering or leaving this socket's LLCs. Neither can make
+    /// another socket's access wrongly local: a count too high only makes it
+    /// park, and a non-inclusive LLC gains such a line only from a private
+    /// cache whose core's `active_home` bit already parks the line's socket.
     defer: bool,
     deferred_wb: Vec<(u64, u32, u64)>,
-    deferred_presence: Vec<(u32, u32)>,
+    /// (instance, region, up): a presence count's deferred change, in order.
+    deferred_presence: Vec<(u32, u32, bool)>,
     /// Longest DRAM queueing wait of a write-back forced by the access in progress:
     /// a fill cannot complete before its dirty victim has left (back-pressure).
     wb_wait: u64,
@@ -524,7 +528,12 @@ impl Hierarchy {
         dirty: bool,
         sharers: u64,
     ) -> (Option<Evicted>, usize) {
-        self.presence[u][Self::region(line)] += 1;
+        let r = Self::region(line);
+        if self.defer && self.node_socket[self.home_node(line)] != self.socket_of_llc(u) {
+            self.deferred_presence.push((u as u32, r as u32, true));
+        } else {
+            self.presence[u][r] += 1;
+        }
         let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
             self.presence_dec(u, e.line);
@@ -547,7 +556,7 @@ impl Hierarchy {
     fn presence_dec(&mut self, u: usize, line: u64) {
         let r = Self::region(line);
         if self.defer && self.node_socket[self.home_node(line)] != self.socket_of_llc(u) {
-            self.deferred_presence.push((u as u32, r as u32));
+            self.deferred_presence.push((u as u32, r as u32, false));
         } else {
             self.presence[u][r] -= 1;
         }
@@ -578,16 +587,78 @@ impl Hierarchy {
         self.core_llc[core].2 as usize
     }
 
-    /// Starts or stops deferring (see `defer`).
-    pub fn set_defer(&mut self, on: bool) {
-        self.defer = on;
+    /// Regions (the presence counts' index) of socket `s`'s memory.
+    fn socket_regions(&self, s: usize) -> std::ops::Range<usize> {
+        let nps = self.topo.nodes_per_socket;
+        let per_node = (self.node_bytes / 4096) as usize;
+        let start = s * nps * per_node;
+        // Beyond the last node's memory counts as its (`home_node`).
+        let end = if s + 1 == self.topo.sockets {
+            self.presence[0].len()
+        } else {
+            (s + 1) * nps * per_node
+        };
+        start..end
+    }
+
+    /// See [`super::Machine::lend`]: socket `s`'s private caches, LLCs,
+    /// presence counts and DRAM calendars move to `shell`; the other
+    /// sockets' presence counts for `s`'s memory and every instance's
+    /// active cores by home node are copied.
+    pub(super) fn lend(&mut self, shell: &mut Hierarchy, s: usize) {
+        self.swap_socket(shell, s);
+        let regions = self.socket_regions(s);
+        for v in 0..self.llc.len() {
+            if self.socket_of_llc(v) != s {
+                shell.presence[v][regions.clone()]
+                    .copy_from_slice(&self.presence[v][regions.clone()]);
+            }
+        }
+        shell.active_home.copy_from_slice(&self.active_home);
+        shell.defer = true;
+    }
+
+    /// See [`super::Machine::take_back`].
+    pub(super) fn take_back(&mut self, shell: &mut Hierarchy, s: usize) {
+        self.swap_socket(shell, s);
+        let nodes = self.dram.len();
+        let nps = self.topo.nodes_per_socket;
+        for u in s * self.topo.llc_per_socket..(s + 1) * self.topo.llc_per_socket {
+            for node in s * nps..(s + 1) * nps {
+                self.active_home[u * nodes + node] = shell.active_home[u * nodes + node];
+            }
+        }
+        self.deferred_wb.append(&mut shell.deferred_wb);
+        self.deferred_presence.append(&mut shell.deferred_presence);
+    }
+
+    fn swap_socket(&mut self, shell: &mut Hierarchy, s: usize) {
+        let cps = self.topo.cores_per_socket;
+        for core in s * cps..(s + 1) * cps {
+            std::mem::swap(&mut self.l1[core], &mut shell.l1[core]);
+            std::mem::swap(&mut self.l2[core], &mut shell.l2[core]);
+        }
+        for u in s * self.topo.llc_per_socket..(s + 1) * self.topo.llc_per_socket {
+            std::mem::swap(&mut self.llc[u], &mut shell.llc[u]);
+            std::mem::swap(&mut self.presence[u], &mut shell.presence[u]);
+            std::mem::swap(&mut self.active[u], &mut shell.active[u]);
+        }
+        let nps = self.topo.nodes_per_socket;
+        for node in s * nps..(s + 1) * nps {
+            std::mem::swap(&mut self.dram[node], &mut shell.dram[node]);
+        }
     }
 
     /// Applies what was deferred: the presence counts, then the write-backs
     /// in (time, socket, line) order, whatever order the partitions ran in.
     pub fn apply_deferred(&mut self) {
-        for (u, r) in self.deferred_presence.drain(..) {
-            self.presence[u as usize][r as usize] -= 1;
+        for (u, r, up) in self.deferred_presence.drain(..) {
+            let c = &mut self.presence[u as usize][r as usize];
+            if up {
+                *c += 1;
+            } else {
+                *c -= 1;
+            }
         }
         let mut wb = std::mem::take(&mut self.deferred_wb);
         wb.sort_unstable();

@@ -114,6 +114,9 @@ pub struct Machine {
     /// Per CPU, its core and its thread within the core (the topology's
     /// divisions, done once).
     cpu_core: Vec<(u32, u32)>,
+    /// This machine with one-set caches: what [`Machine::shell`] builds.
+    shell_params: MachineParams,
+    node_bytes: u64,
 }
 
 impl Machine {
@@ -173,8 +176,18 @@ impl Machine {
         let cpu_core = (0..topo.nr_cpus())
             .map(|c| (topo.core_of(c) as u32, topo.thread_of(c) as u32))
             .collect();
+        let mut shell_params = p.clone();
+        for c in [
+            &mut shell_params.l1d,
+            &mut shell_params.l2,
+            &mut shell_params.llc,
+        ] {
+            c.bytes = 64 * c.ways;
+        }
         Ok(Machine {
             cpu_core,
+            shell_params,
+            node_bytes,
             topo,
             hier,
             cpus,
@@ -236,6 +249,40 @@ impl Machine {
         issue: u64,
     ) -> Served {
         self.access_one(cpu, line, kind, independent, issue)
+    }
+
+    /// A machine of the same shape whose caches hold one set each: a
+    /// partition's stand-in, into which [`Machine::lend`] moves one
+    /// socket's state so that it can advance on its own (kernel/sched/window.rs).
+    pub fn shell(&self) -> Machine {
+        Machine::new(&self.shell_params, self.node_bytes, 0).expect("the machine's own shape")
+    }
+
+    /// Moves socket `s`'s CPUs, cores, caches and memory into `shell` (and
+    /// the shell's stand-ins here), and copies what a local access of `s`
+    /// reads of the other sockets (their presence counts in `s`'s memory).
+    pub fn lend(&mut self, shell: &mut Machine, s: usize) {
+        self.swap_socket(shell, s);
+        self.hier.lend(&mut shell.hier, s);
+    }
+
+    /// Moves socket `s`'s state back from `shell`, with what its
+    /// advance deferred.
+    pub fn take_back(&mut self, shell: &mut Machine, s: usize) {
+        self.swap_socket(shell, s);
+        self.hier.take_back(&mut shell.hier, s);
+    }
+
+    fn swap_socket(&mut self, shell: &mut Machine, s: usize) {
+        let cps = self.topo.cores_per_socket;
+        let cores = self.topo.nr_cores();
+        for core in s * cps..(s + 1) * cps {
+            std::mem::swap(&mut self.cores[core], &mut shell.cores[core]);
+            for thread in 0..self.topo.threads_per_core {
+                let cpu = thread * cores + core;
+                std::mem::swap(&mut self.cpus[cpu], &mut shell.cpus[cpu]);
+            }
+        }
     }
 
     /// The socket `cpu` sits on.

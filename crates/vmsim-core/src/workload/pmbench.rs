@@ -28,8 +28,8 @@ use crate::kernel::sched::Sim;
 use crate::machine::ipi::CpuMask;
 use crate::machine::topology::Topology;
 use serde_json::{json, Value};
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Instructions per pmbench access: the pattern draw (for `normal`,
 /// Box–Muller: two uniform draws, `log`, `sqrt`, `cos` through libm, ~100),
@@ -47,7 +47,7 @@ pub const START_POLL_NS: u64 = 10_000;
 #[derive(Clone)]
 struct Pmbench {
     cfg: PmbenchConfig,
-    ready: Rc<Cell<bool>>,
+    ready: Arc<AtomicBool>,
     role: Role,
     step: u32,
     map: u64,
@@ -95,7 +95,7 @@ impl Program for Pmbench {
         let c = self.cfg.clone();
         match self.role {
             Role::Control => match self.step {
-                1 if !self.ready.get() => {
+                1 if !self.ready.load(Ordering::Relaxed) => {
                     self.step = 0;
                     Op::Nanosleep { ns: START_POLL_NS }
                 }
@@ -155,7 +155,7 @@ impl Program for Pmbench {
 struct Eater {
     bytes: u64,
     exit_ns: u64,
-    ready: Rc<Cell<bool>>,
+    ready: Arc<AtomicBool>,
     step: u32,
     map: u64,
 }
@@ -170,7 +170,7 @@ impl Program for Eater {
             },
             2 => {
                 self.map = ret;
-                self.ready.set(true);
+                self.ready.store(true, Ordering::Relaxed);
                 Op::Nanosleep { ns: self.exit_ns }
             }
             3 => Op::Check {
@@ -210,7 +210,7 @@ impl Workload for PmbenchWorkload<'_> {
         for n in 0..sim.m.topo.nr_nodes() {
             sim.kswapd_run(n);
         }
-        let ready = Rc::new(Cell::new(c.eater == 0));
+        let ready = Arc::new(AtomicBool::new(c.eater == 0));
         let (ecpus, emask) = node_cpus(sim, c.eater_node as usize);
         if c.eater > 0 {
             let e = Eater {

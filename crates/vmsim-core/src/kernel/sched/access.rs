@@ -161,6 +161,13 @@ impl Sim {
             };
             let vpage = va >> 12;
             if vpage != r.page || r.gen != self.k.mms[mm].generation || (write && !r.writable) {
+                if self.win_part.is_some() && vpage != r.page && !write && self.is_file_page(mm, va)
+                {
+                    // The reader's check of a file page reads the page cache: not in phase 1.
+                    self.tasks[t].cur = Some(Cur::Access(r));
+                    self.parked = Some(window::Park::FilePage);
+                    return;
+                }
                 match self.k.mms[mm].walk(va, write) {
                     Some(tr) if tr.writable || !write => {
                         let size = tr.page_size();
@@ -210,8 +217,7 @@ impl Sim {
             if write {
                 st.writes += 1;
                 let v = store_value(r.a.seed, vpage);
-                let tag = &mut self.k.alloc.tags[r.pfn as usize];
-                *tag = tag_store(*tag, lip, v);
+                self.k.alloc.store_line(r.pfn, lip, v);
                 self.k.mms[mm].shadow_store(va, lip, v);
             } else {
                 st.reads += 1;
@@ -227,6 +233,13 @@ impl Sim {
 }
 
 impl Sim {
+    /// Whether `va` lies in a file mapping of `mm`.
+    fn is_file_page(&self, mm: usize, va: u64) -> bool {
+        self.k.mms[mm]
+            .find_vma(va)
+            .is_some_and(|v| matches!(v.kind, crate::kernel::mm::VmaKind::FileShared { .. }))
+    }
+
     /// The reader's check of a page of a file mapping as it starts reading
     /// it: the frame must be the page cache's folio for (file, index) and
     /// hold that page's content (`file_page_tag`). Untimed bookkeeping.

@@ -273,8 +273,7 @@ impl Sim {
                 self.user_store_issue,
             );
             self.m.advance(cpu, 0, 8 * USEMEM_INSTR_PER_WORD);
-            let tag = &mut self.k.alloc.tags[pfn as usize];
-            *tag = tag_store(*tag, lip, store_value(seed, vpage));
+            self.k.alloc.store_line(pfn, lip, store_value(seed, vpage));
             pos += 64;
             self.tasks[t].bytes += 64;
         }

@@ -1,43 +1,59 @@
-//! The windowed run loop (`sim.window_cycles` > 0): the order a run would
-//! need to spread over host cores, run on one host thread for now.
+//! The windowed run loop (`sim.window_cycles` > 0): one run spread over
+//! host threads, one socket (partition) per thread at most, with the same
+//! result for any number of threads.
 //!
 //! Simulated time advances in windows of W cycles. Each window has two
 //! phases:
 //!
-//! 1. **Per partition (socket).** Each socket's CPUs run, lowest clock first
-//!    as in the ordinary loop, until their clocks reach the window's end,
-//!    doing only what touches nothing another socket owns or reads: user
-//!    line accesses and the kernel's bulk clears and copies of lines that
-//!    are local (homed on the socket, held by no other socket's caches:
+//! 1. **Per partition.** Each socket's CPUs run, lowest clock first as in
+//!    the ordinary loop, until their clocks reach the window's end, doing
+//!    only what touches nothing another socket owns or reads: user line
+//!    accesses and the kernel's bulk clears and copies of lines that are
+//!    local (homed on the socket, held by no other socket's caches:
 //!    `Hierarchy::is_local`), in an address space only this socket's CPUs
 //!    have run, and fixed-cost kernel work. A CPU whose next step is
 //!    anything else (a fault, a system call, a tick, an interrupt, a
-//!    schedule, a remote line) stops there: it is *parked*, its clock left
-//!    where it stopped.
-//! 2. **Serial.** The parked CPUs, and the timers due in the window, run as
-//!    the ordinary loop runs them, lowest clock first, until they reach the
-//!    window's end; this phase may touch anything.
+//!    schedule, a remote line, a file page's check) stops there: it is
+//!    *parked*, its clock left where it stopped.
+//! 2. **Serial,** only if a CPU parked or a timer is due in the window: the
+//!    parked CPUs and the timers run as the ordinary loop runs them, lowest
+//!    clock first, until they reach the window's end; this phase may touch
+//!    anything.
 //!
-//! Effects of phase 1 on state another socket reads are deferred to its end
-//! (`Hierarchy::set_defer`), so phase 1's partitions could run in any order
-//! (a test runs them in reverse and compares the bytes), or at once on
-//! separate host threads. The next window starts at the lowest clock of a
-//! CPU with something to run, or the next timer.
+//! Phase 1 runs in *stand-ins*: per partition, a `Sim` of the same shape
+//! with one-set caches and no memory, into which the socket's CPUs, cores,
+//! caches, DRAM calendars, the kernel state of its CPUs, and the access
+//! loops and address spaces of the tasks it may run are moved (swapped),
+//! with a copy of what its local accesses read of the other sockets (their
+//! presence counts for its memory, and which of their cores ever cached a
+//! line of it). Stores' content tags are logged and replayed. Effects on
+//! what another socket reads (remote write-backs, presence counts of
+//! remote-homed lines) are queued (`Hierarchy::defer`). The state stays in
+//! the stand-ins from window to window and moves back before a phase 2,
+//! where the queued effects are applied in a fixed order. So phase 1's
+//! partitions share nothing and can run in any order: on one host thread
+//! (in order, or reversed in a test) or on several at once.
 //!
-//! What it changes against the ordinary loop: a parked step runs after the
-//! other CPUs' local work up to the window's end, not at its own time among
-//! them; remote write-backs of phase 1 do not hold up the fill that evicted
-//! them. W is at most the smallest cross-socket latency of the preset (a
-//! remote cache hit or DRAM read), so a parked step's effect on another
-//! socket could not have reached it within the window anyway.
+//! What it changes against the ordinary loop: a parked step runs after
+//! the other CPUs' local work up to the window's end, not at its own time
+//! among them; remote write-backs of phase 1 do not hold up the fill that
+//! evicted them, and reach their DRAM calendar at the next phase 2; what a
+//! socket knows of the others' caches is refreshed at each phase 2 only
+//! (out of date, it can only make an access park). W is at most the
+//! smallest cross-socket latency of the preset (a remote cache hit or DRAM
+//! read), so a parked step's effect on another socket could not have
+//! reached it within the window anyway.
 //!
-//! Invariant: phase 1 never touches scheduler, timer, wait-queue, allocator
-//! or page-table state other than the accessed/dirty bits and the shadow of
-//! an address space only its own CPUs ran.
+//! Invariant: phase 1 never touches scheduler, timer, wait-queue,
+//! allocator or page-table state other than the accessed/dirty bits and
+//! the shadow of an address space only its own CPUs ran; the stand-ins'
+//! state moves back whole before anything else runs.
 
 use super::*;
 use crate::machine::ipi::CpuMask;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Why a CPU stopped in phase 1 (indexes `WindowStats::parked`).
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +72,8 @@ pub(crate) enum Park {
     SharedMm,
     /// A line homed on another socket, or held in another socket's caches.
     RemoteLine,
+    /// A read that starts on a page of a file mapping (its check reads the page cache).
+    FilePage,
 }
 
 /// What the windowed loop did.
@@ -69,8 +87,47 @@ pub struct WindowStats {
     /// Demand line accesses made in each phase.
     pub accesses_partitioned: u64,
     pub accesses_serial: u64,
-    /// Parks by reason: interrupt, kernel_work, schedule, fault, shared_mm, remote_line.
-    pub parked: [u64; 6],
+    /// Parks by reason: interrupt, kernel_work, schedule, fault, shared_mm,
+    /// remote_line, file_page.
+    pub parked: [u64; 7],
+}
+
+/// Phase 1's synchronisation between the run's host thread and its helpers.
+#[derive(Default)]
+struct Rendezvous {
+    /// Bumped by the run's thread when every partition's stand-in is ready.
+    epoch: AtomicU64,
+    /// Helpers done with the current epoch.
+    done: AtomicUsize,
+    stop: AtomicBool,
+    /// A helper's panic, turned into the run's error.
+    failed: Mutex<Option<String>>,
+}
+
+/// Waits, spinning briefly and then yielding, until `ready` holds.
+fn wait_for(ready: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !ready() {
+        if spins < 4096 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A stand-in program: a stand-in task runs only the access loops, never
+/// asks its program for an operation.
+struct StandIn;
+
+impl Program for StandIn {
+    fn next(&mut self, _ret: u64) -> Op {
+        Op::Exit
+    }
+    fn total_bytes(&self) -> u64 {
+        0
+    }
 }
 
 impl Sim {
@@ -83,6 +140,142 @@ impl Sim {
             .sum()
     }
 
+    /// A partition's stand-in: a simulation of the same shape with one-set
+    /// caches, no memory and stand-in tasks, into which [`Sim::lend`] moves
+    /// one socket's state for phase 1.
+    fn shell(&self) -> Sim {
+        let mut k = Kernel::new(
+            self.k.cfg.clone(),
+            self.k.costs.clone(),
+            self.k.alloc.nr_nodes,
+            0,
+        );
+        k.alloc.line_log = Some(Vec::new());
+        let mut s = Sim::new(self.m.shell(), k, self.quantum);
+        s.window = self.window;
+        s.win_task = vec![Err(Park::Schedule); self.cpus.len()];
+        s
+    }
+
+    /// Moves partition `p`'s state into its stand-in `sh` for phase 1: the
+    /// machine's part, the CPUs' kernel state, and for each CPU whose
+    /// current task phase 1 may run (a user task in an access loop, in an
+    /// address space only `p`'s CPUs ran) the task's loop and its address space.
+    fn lend(&mut self, sh: &mut Sim, p: usize, members: &[usize], mask: &CpuMask, queued: &[bool]) {
+        self.m.lend(&mut sh.m, p);
+        sh.win_queued.clear();
+        sh.win_lent.clear();
+        for &cpu in members {
+            std::mem::swap(&mut self.cpus[cpu], &mut sh.cpus[cpu]);
+            sh.win_task[cpu] = Err(Park::Schedule);
+            if !queued[cpu] {
+                continue;
+            }
+            sh.win_queued.push(cpu);
+            let Some(t) = self.sched.current(cpu) else {
+                continue;
+            };
+            if self.tasks[t].is_kthread()
+                || !matches!(self.tasks[t].cur, Some(Cur::Write { .. } | Cur::Access(_)))
+            {
+                continue;
+            }
+            let mm = self.tasks[t].user_mm();
+            if !self.k.mms[mm].cpumask.is_subset_of(mask) {
+                sh.win_task[cpu] = Err(Park::SharedMm);
+                continue;
+            }
+            while sh.tasks.len() <= t {
+                let id = sh.tasks.len();
+                sh.add_task(Body::User(Box::new(StandIn)), None, None);
+                sh.tasks[id].exited = true;
+            }
+            while sh.k.mms.len() <= mm {
+                sh.k.new_mm();
+            }
+            let (a, b) = (&mut self.tasks[t], &mut sh.tasks[t]);
+            std::mem::swap(&mut a.cur, &mut b.cur);
+            std::mem::swap(&mut a.bytes, &mut b.bytes);
+            std::mem::swap(&mut a.access, &mut b.access);
+            b.mm = a.mm;
+            if !sh.win_lent.iter().any(|&(_, m)| m == mm) {
+                std::mem::swap(&mut self.k.mms[mm], &mut sh.k.mms[mm]);
+            }
+            sh.win_lent.push((t, mm));
+            sh.win_task[cpu] = Ok(t);
+        }
+    }
+
+    /// Moves partition `p`'s state back from `sh` after phase 1, with what
+    /// it counted and logged; the CPUs that parked are added to `parked`.
+    fn take_back(&mut self, sh: &mut Sim, p: usize, members: &[usize], parked: &mut Vec<usize>) {
+        self.m.take_back(&mut sh.m, p);
+        for &cpu in members {
+            std::mem::swap(&mut self.cpus[cpu], &mut sh.cpus[cpu]);
+        }
+        let mut mms_back = Vec::new();
+        for &(t, mm) in &sh.win_lent {
+            let (a, b) = (&mut self.tasks[t], &mut sh.tasks[t]);
+            std::mem::swap(&mut a.cur, &mut b.cur);
+            std::mem::swap(&mut a.bytes, &mut b.bytes);
+            std::mem::swap(&mut a.access, &mut b.access);
+            if !mms_back.contains(&mm) {
+                std::mem::swap(&mut self.k.mms[mm], &mut sh.k.mms[mm]);
+                mms_back.push(mm);
+            }
+        }
+        if let Some(log) = &mut sh.k.alloc.line_log {
+            for (pfn, line, v) in log.drain(..) {
+                self.k.alloc.store_line(pfn, line, v);
+            }
+        }
+        for (a, b) in self.kfn_cycles.iter_mut().zip(sh.kfn_cycles.iter_mut()) {
+            *a += std::mem::take(b);
+        }
+        let (w, d) = (&mut self.window_stats, &mut sh.window_stats);
+        w.quanta_partitioned += std::mem::take(&mut d.quanta_partitioned);
+        for (a, b) in w.parked.iter_mut().zip(d.parked.iter_mut()) {
+            *a += std::mem::take(b);
+        }
+        if self.error.is_none() {
+            self.error = sh.error.take();
+        }
+        parked.append(&mut sh.win_parked);
+    }
+
+    /// Phase 1 of partition `p` on its stand-in: its CPUs lowest clock
+    /// first, each until the window's end or a park; then the lowest clock
+    /// of its CPUs (`win_min`).
+    fn phase1(&mut self, p: usize) {
+        self.win_part = Some(p);
+        let end = self.win_end;
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = self
+            .win_queued
+            .iter()
+            .map(|&c| (self.m.cpus[c].clock, c))
+            .filter(|&(clock, _)| clock < end)
+            .map(Reverse)
+            .collect();
+        while let Some(&Reverse((_, cpu))) = heap.peek() {
+            let ran = self.run_quantum_local(cpu);
+            if self.error.is_some() {
+                break;
+            }
+            self.window_stats.quanta_partitioned += 1;
+            let clock = self.m.cpus[cpu].clock;
+            if !ran {
+                self.win_parked.push(cpu);
+                heap.pop();
+            } else if clock >= end {
+                heap.pop();
+            } else {
+                *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
+            }
+        }
+        self.win_min = self.win_queued.iter().map(|&c| self.m.cpus[c].clock).min();
+        self.win_part = None;
+    }
+
     pub(super) fn run_windowed(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
         let n = self.cpus.len();
         let sockets = self.m.topo.sockets;
@@ -93,61 +286,146 @@ impl Sim {
             masks[s].set(cpu);
             members[s].push(cpu);
         }
-        self.part_masks = masks;
         self.window_stats.window_cycles = self.window;
+        let threads = self.host_threads.clamp(1, sockets);
+        let shells: Vec<Mutex<Sim>> = (0..sockets).map(|_| Mutex::new(self.shell())).collect();
+        let rv = Rendezvous::default();
+        let lock = |p: usize| shells[p].lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::scope(|scope| {
+            for h in 1..threads {
+                let (rv, shells) = (&rv, &shells);
+                scope.spawn(move || {
+                    let mut seen = 0;
+                    loop {
+                        wait_for(|| {
+                            rv.stop.load(Ordering::Acquire)
+                                || rv.epoch.load(Ordering::Acquire) > seen
+                        });
+                        if rv.stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        seen += 1;
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            for p in (h..sockets).step_by(threads) {
+                                shells[p]
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .phase1(p);
+                            }
+                        }));
+                        if let Err(e) = r {
+                            let msg = e
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default();
+                            *rv.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                                Some(format!("a partition's host thread panicked: {msg}"));
+                        }
+                        rv.done.fetch_add(1, Ordering::AcqRel);
+                    }
+                });
+            }
+            let r = self.windows(progress, &members, &masks, threads, &rv, &lock);
+            rv.stop.store(true, Ordering::Release);
+            r
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn windows<'a>(
+        &mut self,
+        progress: &mut dyn FnMut(f64),
+        members: &[Vec<usize>],
+        masks: &[CpuMask],
+        threads: usize,
+        rv: &Rendezvous,
+        lock: &dyn Fn(usize) -> std::sync::MutexGuard<'a, Sim>,
+    ) -> Result<(), Error> {
+        let n = self.cpus.len();
+        let sockets = members.len();
         let mut queued: Vec<bool> = (0..n).map(|c| self.busy(c)).collect();
         let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
         let mut parked: Vec<usize> = Vec::new();
-        let mut windows: u64 = 0;
+        // Whether the partitions' state is in their stand-ins: it stays
+        // there from window to window until one needs phase 2.
+        let mut lent = false;
+        let mut before = 0;
         while self.live_user_tasks > 0 {
-            let first_cpu = (0..n)
-                .filter(|&c| queued[c])
-                .map(|c| self.m.cpus[c].clock)
-                .min();
+            let first_cpu = if lent {
+                (0..sockets).filter_map(|p| lock(p).win_min).min()
+            } else {
+                (0..n)
+                    .filter(|&c| queued[c])
+                    .map(|c| self.m.cpus[c].clock)
+                    .min()
+            };
             let start = match (first_cpu, self.engine.next_time()) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => break,
+                (None, None) => {
+                    if lent {
+                        for (p, m) in members.iter().enumerate() {
+                            self.take_back(&mut lock(p), p, m, &mut parked);
+                        }
+                        self.m.hier.apply_deferred();
+                        self.window_stats.accesses_partitioned += self.demand_accesses() - before;
+                    }
+                    break;
+                }
             };
             let end = start + self.window;
             self.window_stats.windows += 1;
+            if self.window_stats.windows.is_multiple_of(4096) {
+                self.window_progress(progress, start, lent, sockets, lock);
+            }
 
-            // Phase 1: each partition on its own.
-            let before = self.demand_accesses();
-            self.m.hier.set_defer(true);
-            let order: Vec<usize> = if self.reverse_partitions {
+            // Phase 1: each partition on its own, in its stand-in.
+            if !lent {
+                before = self.demand_accesses();
+                for p in 0..sockets {
+                    self.lend(&mut lock(p), p, &members[p], &masks[p], &queued);
+                }
+                lent = true;
+            }
+            for p in 0..sockets {
+                lock(p).win_end = end;
+            }
+            if threads > 1 {
+                rv.epoch.fetch_add(1, Ordering::AcqRel);
+            }
+            let mine: Vec<usize> = if threads > 1 {
+                (0..sockets).step_by(threads).collect()
+            } else if self.reverse_partitions {
                 (0..sockets).rev().collect()
             } else {
                 (0..sockets).collect()
             };
-            for p in order {
-                self.win_part = Some(p);
-                heap.clear();
-                for &c in &members[p] {
-                    if queued[c] && self.m.cpus[c].clock < end {
-                        heap.push(Reverse((self.m.cpus[c].clock, c)));
-                    }
-                }
-                while let Some(&Reverse((_, cpu))) = heap.peek() {
-                    let ran = self.run_quantum_local(cpu);
-                    if let Some(e) = &self.error {
-                        self.win_part = None;
-                        return Err(e.clone());
-                    }
-                    self.window_stats.quanta_partitioned += 1;
-                    let clock = self.m.cpus[cpu].clock;
-                    if !ran {
-                        parked.push(cpu);
-                        heap.pop();
-                    } else if clock >= end {
-                        heap.pop();
-                    } else {
-                        *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
-                    }
+            for p in mine {
+                lock(p).phase1(p);
+            }
+            if threads > 1 {
+                wait_for(|| rv.done.load(Ordering::Acquire) == threads - 1);
+                rv.done.store(0, Ordering::Release);
+                if let Some(msg) = rv.failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    return Err(Error::Internal(msg));
                 }
             }
-            self.win_part = None;
-            self.m.hier.set_defer(false);
+            // Phase 2 only when a CPU parked, a timer is due or something failed.
+            let serial = (0..sockets).any(|p| {
+                let sh = lock(p);
+                !sh.win_parked.is_empty() || sh.error.is_some()
+            }) || self.engine.next_time().is_some_and(|te| te < end);
+            if !serial {
+                continue;
+            }
+            for (p, m) in members.iter().enumerate() {
+                self.take_back(&mut lock(p), p, m, &mut parked);
+            }
+            lent = false;
+            if let Some(e) = &self.error {
+                return Err(e.clone());
+            }
             self.m.hier.apply_deferred();
             let mid = self.demand_accesses();
             self.window_stats.accesses_partitioned += mid - before;
@@ -192,18 +470,37 @@ impl Sim {
                 }
             }
             self.window_stats.accesses_serial += self.demand_accesses() - mid;
-            windows += 1;
-            if windows.is_multiple_of(2048) {
-                if self.total_bytes > 0 {
-                    let done: u64 = self.tasks.iter().map(|t| t.bytes).sum();
-                    progress(done as f64 / self.total_bytes as f64);
-                } else if self.progress_horizon > 0 {
-                    progress((end as f64 / self.progress_horizon as f64).min(0.99));
-                }
-            }
         }
         progress(1.0);
         Ok(())
+    }
+
+    /// Reports progress: bytes done (counting those of tasks lent to the
+    /// stand-ins) or simulated time reached.
+    fn window_progress<'a>(
+        &self,
+        progress: &mut dyn FnMut(f64),
+        now: u64,
+        lent: bool,
+        sockets: usize,
+        lock: &dyn Fn(usize) -> std::sync::MutexGuard<'a, Sim>,
+    ) {
+        if self.total_bytes > 0 {
+            let mut done: u64 = self.tasks.iter().map(|t| t.bytes).sum();
+            if lent {
+                for p in 0..sockets {
+                    let sh = lock(p);
+                    done += sh
+                        .win_lent
+                        .iter()
+                        .map(|&(t, _)| sh.tasks[t].bytes)
+                        .sum::<u64>();
+                }
+            }
+            progress(done as f64 / self.total_bytes as f64);
+        } else if self.progress_horizon > 0 {
+            progress((now as f64 / self.progress_horizon as f64).min(0.99));
+        }
     }
 
     /// `kick` for the windowed loop: a CPU given a task while idle joins
@@ -252,19 +549,14 @@ impl Sim {
                 }
                 continue;
             }
-            let Some(t) = self.sched.current(cpu) else {
-                return self.park(Park::Schedule);
+            let t = match self.win_task[cpu] {
+                Ok(t) => t,
+                Err(why) => return self.park(why),
             };
             if self.cpus[cpu].ticked
-                || self.tasks[t].is_kthread()
                 || !matches!(self.tasks[t].cur, Some(Cur::Write { .. } | Cur::Access(_)))
             {
                 return self.park(Park::Schedule);
-            }
-            let mm = self.tasks[t].user_mm();
-            let p = self.win_part.expect("phase 1");
-            if !self.k.mms[mm].cpumask.is_subset_of(&self.part_masks[p]) {
-                return self.park(Park::SharedMm);
             }
             self.exec_user(cpu, t, deadline);
             self.settle(cpu, KFn::Syscall);
@@ -324,3 +616,9 @@ impl Sim {
         !(upto < nlines && self.cpus[cpu].pos == upto && self.m.cpus[cpu].clock < deadline)
     }
 }
+
+// A partition's shell moves to the host thread that advances it.
+const _: fn() = || {
+    fn is_send<T: Send>() {}
+    is_send::<Sim>();
+};
