@@ -23,6 +23,7 @@ def run(
     base_dir: Union[str, "os.PathLike[str]", None] = None,
     progress: Optional[ProgressCallback] = None,
     check: bool = True,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs one simulation and returns its result.
 
@@ -32,7 +33,9 @@ def run(
     runs (at most about four times a second); an exception it raises stops the
     run. The result is a dict with keys ``config`` (the resolved config),
     ``machine`` (``name``, ``description``, ``summary``), ``scale`` and
-    ``metrics``.
+    ``metrics``. A windowed run (``sim.window_cycles``) spreads its sockets
+    over up to ``threads`` host threads (default: one per host CPU); the
+    result is the same for any number.
 
     Raises ``ConfigError`` (with ``.key``, the dotted path of the bad field)
     for a bad config, ``DataVerificationError`` when the simulated workload
@@ -40,11 +43,13 @@ def run(
     attribute; ``check=False`` returns it instead), and ``FileNotFoundError``
     for a missing config file.
     """
+    threads = check_threads(threads)
     text, fmt, base = load_text(config, base_dir)
     t0 = time.monotonic()
-    result = json.loads(_core.run_config(text, fmt, base, progress))
+    result = json.loads(_core.run_config(text, fmt, base, progress, threads))
     seed = result.get("config", {}).get("seed", 0)
-    _provenance.attach(result, "run", seeds=[seed], scale=None, host_seconds=time.monotonic() - t0, base_dir=base)
+    _provenance.attach(result, "run", seeds=[seed], scale=None, host_seconds=time.monotonic() - t0, base_dir=base,
+                       host_threads=threads)
     if check:
         check_verified(result)
     return result

@@ -11,8 +11,13 @@ def run_config(
     format: str = "toml",
     base_dir: Optional[str] = None,
     progress: Optional[ProgressCallback] = None,
+    threads: Optional[int] = None,
 ) -> str:
     """Run one simulation of a run config (``format`` is "toml" or "json").
+
+    A windowed run (``sim.window_cycles``) spreads its sockets over up to
+    ``threads`` host threads (default: one per host CPU); the result does
+    not depend on it.
 
     Relative paths in the config resolve against ``base_dir``. Returns the
     result as JSON text. The GIL is released while the simulation runs;

@@ -117,7 +117,9 @@ def _config_path(value: str) -> Path:
 def cmd_run(args) -> int:
     path = _config_path(args.config)
     _check_out(args.json)
-    result = _run_with_progress(args, _api.run, path, check=False)
+    if args.threads is not None and args.threads < 1:
+        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
     _emit(result, format_run(result), args.json)
     return 0
 
@@ -477,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
     p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="host threads for a windowed run (sim.window_cycles), at most one per socket "
+                        "(default: one per CPU); results do not depend on it")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
@@ -486,8 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU this process may use)")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="arms simulated at once, one host thread each (default: one per CPU, shared among "
-                        "--runs workers); results do not depend on it")
+                   help="host threads: arms simulated at once, and threads left over spread windowed runs' "
+                        "sockets (default: one per CPU, shared among --runs workers); results do not depend on it")
     p.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
                    help="show only metrics that change by at least PCT percent")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")

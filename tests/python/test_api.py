@@ -155,6 +155,35 @@ def test_compare_shape():
     assert set(result["baseline"]) >= {"throughput_bytes_per_s", "data_verified"}
 
 
+# Children on both sockets, the windowed run loop (one run over host threads).
+WINDOWED = {
+    "machine": "xeon-e5-2699v3-2s",
+    "kernel": {"thp": "always"},
+    "workload": {"kind": "usemem", "nr_task": 24, "size_per_task_mib": 1},
+    "sim": {"window_cycles": "auto"},
+}
+
+
+@pytest.mark.sim
+def test_a_windowed_run_is_the_same_on_any_number_of_host_threads():
+    one, two = vmsim.run(WINDOWED, threads=1), vmsim.run(WINDOWED, threads=2)
+    assert one["metrics"] == two["metrics"]
+    assert one["metrics"]["windows"]["accesses_partitioned"] > 0
+    assert one["config"]["sim"]["window_cycles"] == 247
+    assert (one["provenance"]["host_threads"], two["provenance"]["host_threads"]) == (1, 2)
+
+
+def test_run_threads_and_window_are_checked():
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(vmsim.ConfigError, match="threads"):
+            vmsim.run(WINDOWED, threads=bad)
+    too_long = {**WINDOWED, "sim": {"window_cycles": 248}}
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(too_long)
+    assert e.value.key == "sim.window_cycles"
+    assert "1..=247" in str(e.value)
+
+
 def test_compare_threads_are_checked():
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(vmsim.ConfigError, match="threads"):

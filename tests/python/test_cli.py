@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from conftest import TINY_TOML
 from vmsim import cli
 
 
@@ -115,6 +116,20 @@ def test_run_json_to_stdout(tiny_toml, capsys):
     assert cli.main(["run", "-q", str(tiny_toml), "--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "metrics" in data
+
+
+def test_run_threads_spread_a_windowed_run(tmp_path, capsys):
+    cfg = tmp_path / "w.toml"
+    cfg.write_text(TINY_TOML.replace("nr_task = 2\nsize_per_task_mib = 4",
+                                     "nr_task = 24\nsize_per_task_mib = 1")
+                   + "\n[sim]\nwindow_cycles = \"auto\"\n")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out, threads in ((a, "1"), (b, "2")):
+        assert cli.main(["run", "-q", str(cfg), "--threads", threads, "--json", str(out)]) == 0
+    same_result_bytes(a, b)
+    assert json.loads(b.read_text())["provenance"]["host_threads"] == 2
+    assert cli.main(["run", "-q", str(cfg), "--threads", "0"]) == 2
+    assert "--threads must be at least 1, not 0" in capsys.readouterr().err
 
 
 def test_compare_table_and_json(tmp_path, capsys):

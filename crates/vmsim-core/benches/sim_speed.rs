@@ -1,8 +1,10 @@
 //! Simulator speed: simulated cache-line accesses per host second for each
 //! built-in experiment's workload (the baseline arm), with one task and with
 //! many tasks, on one host thread; then whole experiments (every arm) on one
-//! host thread and on all of the host's, with the speed-up. Run with
-//! `make bench` (or `cargo bench -p vmsim-core --bench sim_speed`).
+//! host thread and on all of the host's, with the speed-up; then single
+//! many-task runs with the windowed loop (`sim.window_cycles`) on one host
+//! thread and on all of the host's. Run with `make bench` (or `cargo bench
+//! -p vmsim-core --bench sim_speed`).
 //!
 //! Sizes are smaller than the experiments' so the whole table takes a few
 //! minutes; the cost per access does not depend on the size (it is linear in
@@ -11,7 +13,7 @@
 //! figure least disturbed by other work on the host.
 
 use std::time::Instant;
-use vmsim_core::api::{compare_with, run_config, Format};
+use vmsim_core::api::{compare_with, run_config_on, Format};
 
 struct Case {
     experiment: &'static str,
@@ -102,7 +104,7 @@ fn main() {
         let mut lines = 0u64;
         for _ in 0..reps {
             let t = Instant::now();
-            let out = run_config(&c.config, Format::Toml, None, &mut |_, _| {})
+            let out = run_config_on(&c.config, Format::Toml, None, 1, &mut |_, _| {})
                 .expect("bench config runs");
             best = best.min(t.elapsed().as_secs_f64());
             let v: serde_json::Value = serde_json::from_str(&out).expect("run output is JSON");
@@ -120,6 +122,57 @@ fn main() {
         );
     }
     parallel(filter.as_deref(), reps);
+    windowed(filter.as_deref(), reps);
+}
+
+/// One run spread over host threads: the many-task cases above with the
+/// windowed loop, against the ordinary loop (whose results differ slightly:
+/// docs/model.md).
+fn windowed(filter: Option<&str>, reps: usize) {
+    let threads = vmsim_core::experiment::default_threads();
+    println!(
+        "\nOne run over host threads (sim.window_cycles = \"auto\"), best of {reps}: the ordinary loop, then the windowed one on one host thread and on {threads}\n"
+    );
+    println!(
+        "| experiment | tasks | accesses in the per-socket phase | host s, ordinary | host s, windowed, 1 thread | host s, windowed, {threads} threads | speed-up over ordinary |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for c in cases() {
+        if filter.is_some_and(|f| !c.experiment.contains(f)) || c.tasks.starts_with("1 x") {
+            continue;
+        }
+        let win = format!("{}\n[sim]\nwindow_cycles = \"auto\"\n", c.config);
+        let time = |config: &str, n: usize| {
+            let mut best = f64::MAX;
+            let mut out = String::new();
+            for _ in 0..reps {
+                let t = Instant::now();
+                out = run_config_on(config, Format::Toml, None, n, &mut |_, _| {})
+                    .expect("bench config runs");
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            (best, out)
+        };
+        let (ordinary, _) = time(&c.config, 1);
+        let (one, a) = time(&win, 1);
+        let (many, b) = time(&win, threads);
+        assert!(
+            a == b,
+            "{}: the windowed result depends on the number of host threads",
+            c.experiment
+        );
+        let v: serde_json::Value = serde_json::from_str(&a).expect("run output is JSON");
+        let w = &v["metrics"]["windows"];
+        let part = w["accesses_partitioned"].as_u64().unwrap_or(0) as f64;
+        let serial = w["accesses_serial"].as_u64().unwrap_or(0) as f64;
+        println!(
+            "| {} | {} | {:.1}% | {ordinary:.2} | {one:.2} | {many:.2} | {:.2} |",
+            c.experiment,
+            c.tasks,
+            100.0 * part / (part + serial).max(1.0),
+            ordinary / many
+        );
+    }
 }
 
 /// Whole experiments at a reduced scale: each arm is a simulation of its

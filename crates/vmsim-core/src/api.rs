@@ -139,16 +139,36 @@ fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
         .collect()
 }
 
-/// Runs one simulation from a run config.
+/// Runs one simulation from a run config; a windowed run
+/// (`sim.window_cycles`) spreads its sockets over the host's CPUs.
 pub fn run_config(
     text: &str,
     format: Format,
     base_dir: Option<&Path>,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
+    let threads = crate::experiment::default_threads();
+    run_config_on(text, format, base_dir, threads, progress)
+}
+
+/// [`run_config`] with a windowed run's sockets spread over up to
+/// `threads` (at least 1) host threads; the result does not depend on it.
+pub fn run_config_on(
+    text: &str,
+    format: Format,
+    base_dir: Option<&Path>,
+    threads: usize,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<String, Error> {
+    if threads == 0 {
+        return Err(Error::Config {
+            key: "threads".into(),
+            message: "must be at least 1".into(),
+        });
+    }
     let table = parse_table(text, format)?;
     let cfg = RunConfig::from_table(table, base_dir, 1.0)?;
-    let metrics = crate::experiment::simulate(&cfg, &mut |f| progress("run", f))?;
+    let metrics = crate::experiment::simulate_on(&cfg, threads, &mut |f| progress("run", f))?;
     let out = json!({
         "config": cfg.to_json(),
         "machine": crate::experiment::machine_json(&cfg),

@@ -35,11 +35,14 @@ pub fn run_all(
     label: &str,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<Vec<Value>, Error> {
+    // Threads left over once every run has one go to the runs' own
+    // sockets (windowed runs, kernel/sched/window.rs).
+    let per_run = (threads / runs.len().max(1)).max(1);
     let threads = threads.clamp(1, runs.len().max(1));
     if threads == 1 {
         return runs
             .iter()
-            .map(|(l, cfg)| crate::experiment::simulate(cfg, &mut |f| progress(l, f)))
+            .map(|(l, cfg)| crate::experiment::simulate_on(cfg, per_run, &mut |f| progress(l, f)))
             .collect();
     }
     let next = AtomicUsize::new(0);
@@ -67,7 +70,7 @@ pub fn run_all(
                                 && i <= stop_after.load(Ordering::Relaxed)
                         };
                         let r = panic::catch_unwind(AssertUnwindSafe(|| {
-                            crate::experiment::simulate(&runs[i].1, &mut |f| {
+                            crate::experiment::simulate_on(&runs[i].1, per_run, &mut |f| {
                                 fraction[i].store(f.to_bits(), Ordering::Relaxed);
                                 if !wanted() {
                                     panic::resume_unwind(Box::new(Cancelled));

@@ -25,20 +25,24 @@ fn parse_format(format: &str) -> PyResult<Format> {
 
 /// Runs one simulation of a run config (TOML or JSON text) and returns the
 /// result as JSON text. Relative paths in the config resolve against
-/// `base_dir`. `progress(label, fraction)` is called now and then.
+/// `base_dir`. `progress(label, fraction)` is called now and then. A
+/// windowed run (`sim.window_cycles`) spreads its sockets over up to
+/// `threads` host threads (default: one per host CPU).
 #[pyfunction]
-#[pyo3(signature = (text, format = "toml", base_dir = None, progress = None))]
+#[pyo3(signature = (text, format = "toml", base_dir = None, progress = None, threads = None))]
 fn run_config(
     py: Python<'_>,
     text: &str,
     format: &str,
     base_dir: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
+    threads: Option<usize>,
 ) -> PyResult<String> {
     let format = parse_format(format)?;
     let text = text.to_owned();
+    let threads = threads.unwrap_or_else(vmsim_core::experiment::default_threads);
     let result = progress::run_detached(py, progress, move |hook| {
-        api::run_config(&text, format, base_dir.as_deref(), hook)
+        api::run_config_on(&text, format, base_dir.as_deref(), threads, hook)
     })?;
     Ok(result.map_err(PyVmsimErr::from)?)
 }

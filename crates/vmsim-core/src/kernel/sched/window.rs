@@ -104,6 +104,15 @@ struct Rendezvous {
     failed: Mutex<Option<String>>,
 }
 
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// Waits, spinning briefly and then yielding, until `ready` holds.
 fn wait_for(ready: impl Fn() -> bool) {
     let mut spins = 0u32;
@@ -326,9 +335,10 @@ impl Sim {
                     }
                 });
             }
-            let r = self.windows(progress, &members, &masks, threads, &rv, &lock);
-            rv.stop.store(true, Ordering::Release);
-            r
+            // The helpers stop however the run ends, a panic (a cancelled
+            // run's progress hook) included: the scope waits for them.
+            let _stop = StopOnDrop(&rv.stop);
+            self.windows(progress, &members, &masks, threads, &rv, &lock)
         })
     }
 
