@@ -5,6 +5,7 @@
 
 use vmsim_core::config::RunConfig;
 use vmsim_core::experiment::{build, report};
+use vmsim_core::kernel::sched::window::HelpOverride;
 
 fn config(text: &str) -> RunConfig {
     RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap()
@@ -17,9 +18,15 @@ fn run(text: &str, reverse: bool) -> serde_json::Value {
 
 /// The run's JSON, its sockets spread over `threads` host threads.
 fn run_on(text: &str, reverse: bool, threads: usize) -> serde_json::Value {
+    run_helped(text, reverse, threads, HelpOverride::Auto)
+}
+
+/// [`run_on`], the helper threads used as `help` says.
+fn run_helped(text: &str, reverse: bool, threads: usize, help: HelpOverride) -> serde_json::Value {
     let cfg = config(text);
     let mut sim = build(&cfg).unwrap();
     sim.reverse_partitions = reverse;
+    sim.help_override = help;
     sim.set_host_threads(threads);
     sim.run(&mut |_| {}).unwrap();
     report(&cfg, &sim)
@@ -118,14 +125,23 @@ fn partitions_in_reverse_order_give_the_same_bytes() {
 
 #[test]
 fn the_result_does_not_depend_on_the_number_of_host_threads() {
+    // The helper threads run the partitions in stand-ins; the run's own
+    // thread runs them in place when helpers do not pay. Both, and every
+    // mix of them, give the same bytes.
     for (name, base) in [("cow", COW), ("pmbench", PMBENCH), ("milan", MILAN)] {
         let text = windowed(base);
         let one = bytes(&run_on(&text, false, 1));
         for threads in [2, 4] {
-            assert!(
-                bytes(&run_on(&text, false, threads)) == one,
-                "{name}: {threads} host threads"
-            );
+            for help in [
+                HelpOverride::Auto,
+                HelpOverride::Always,
+                HelpOverride::Alternate,
+            ] {
+                assert!(
+                    bytes(&run_helped(&text, false, threads, help)) == one,
+                    "{name}: {threads} host threads, helpers {help:?}"
+                );
+            }
         }
     }
 }

@@ -203,6 +203,7 @@ pub struct Sim {
     win_end: u64,
     win_queued: Vec<usize>,
     win_min: Option<u64>,
+    win_quanta: u64,
     win_task: Vec<Result<usize, window::Park>>,
     win_lent: Vec<(usize, usize)>,
     win_parked: Vec<usize>,
@@ -212,6 +213,8 @@ pub struct Sim {
     /// Run phase 1's partitions last to first (a test that their order does not matter).
     #[doc(hidden)]
     pub reverse_partitions: bool,
+    #[doc(hidden)]
+    pub help_override: window::HelpOverride,
 }
 
 pub mod access;
@@ -271,12 +274,14 @@ impl Sim {
             win_end: 0,
             win_queued: Vec::new(),
             win_min: None,
+            win_quanta: 0,
             win_task: Vec::new(),
             win_lent: Vec::new(),
             win_parked: Vec::new(),
             host_threads: 1,
             window_stats: window::WindowStats::default(),
             reverse_partitions: false,
+            help_override: window::HelpOverride::Auto,
         }
     }
 

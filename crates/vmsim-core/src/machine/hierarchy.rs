@@ -166,7 +166,7 @@ pub struct Hierarchy {
     /// cache whose core's `active_home` bit already parks the line's socket.
     defer: bool,
     deferred_wb: Vec<(u64, u32, u64)>,
-    /// (instance, region, up): a presence count's deferred change, in order.
+    /// (home node, index, up): a presence count's deferred change, in order.
     deferred_presence: Vec<(u32, u32, bool)>,
     /// Longest DRAM queueing wait of a write-back forced by the access in progress:
     /// a fill cannot complete before its dirty victim has left (back-pressure).
@@ -178,9 +178,14 @@ pub struct Hierarchy {
     /// Dirty L1 victims of the access in progress: each crosses the path
     /// between the L1 and the L2.
     l1_writebacks: u32,
-    /// Per LLC instance, how many lines of each 4 KiB region it holds: an exact
-    /// filter that lets a miss skip probing instances that cannot have the line.
+    /// How many lines of each 4 KiB region each LLC instance holds: an
+    /// exact filter that lets a miss skip probing instances that cannot
+    /// have the line. Kept by the region's home node, the instances of a
+    /// region side by side (`presence[node][local_region * llcs + u]`), so
+    /// a node's counts move with its socket's partition in a windowed run.
     presence: Vec<Vec<u16>>,
+    /// Regions per node (`node_bytes / 4096`).
+    node_regions: usize,
     /// Per core, its LLC instance, its bit there and its socket (the
     /// topology's divisions, done once).
     core_llc: Vec<(u32, u32, u32)>,
@@ -253,7 +258,11 @@ impl Hierarchy {
             .map(|_| Calendar::new(p.dram_bytes_per_cycle))
             .collect();
         let t_llcs = t.nr_llcs();
-        let regions = (p.node_bytes * t.nr_nodes() as u64 / 4096) as usize + 1;
+        let node_regions = (p.node_bytes / 4096) as usize;
+        // The last node's counts also cover the region just past memory.
+        let presence = (0..t.nr_nodes())
+            .map(|_| vec![0u16; (node_regions + 1) * t_llcs])
+            .collect();
         let link = (0..t.sockets)
             .map(|_| Calendar::new(p.link_bytes_per_cycle))
             .collect();
@@ -285,7 +294,8 @@ impl Hierarchy {
             wb_wait: 0,
             l2_writebacks: 0,
             l1_writebacks: 0,
-            presence: (0..t_llcs).map(|_| vec![0u16; regions]).collect(),
+            presence,
+            node_regions,
             core_llc,
             cores_per_llc,
             node_socket,
@@ -434,10 +444,12 @@ impl Hierarchy {
         // The usual miss: no other instance holds a line of the region and
         // none can hold one in private caches only (inclusive, or none of its
         // cores ever filled a line). The probe would find and change nothing.
-        let r = Self::region(line);
-        let quiet = (0..self.llc.len()).all(|v| {
-            v == u || (self.presence[v][r] == 0 && (self.inclusive || self.active[v] == 0))
-        });
+        let (h, base) = self.presence_at(line);
+        let counts = &self.presence[h][base..base + self.llc.len()];
+        let quiet = counts
+            .iter()
+            .enumerate()
+            .all(|(v, &c)| v == u || (c == 0 && (self.inclusive || self.active[v] == 0)));
         if quiet {
             return (false, false);
         }
@@ -460,7 +472,8 @@ impl Hierarchy {
             if v == u {
                 continue;
             }
-            let present = self.presence[v][Self::region(line)] != 0;
+            let (h, base) = self.presence_at(line);
+            let present = self.presence[h][base + v] != 0;
             let Some(sh) = (if present {
                 self.llc[v].sharers(line)
             } else {
@@ -517,6 +530,17 @@ impl Hierarchy {
         (line >> 6) as usize
     }
 
+    /// Where `line`'s region's presence counts sit: its home node, and the
+    /// index of instance 0's count there.
+    #[inline]
+    fn presence_at(&self, line: u64) -> (usize, usize) {
+        let h = self.home_node(line);
+        (
+            h,
+            (Self::region(line) - h * self.node_regions) * self.llc.len(),
+        )
+    }
+
     /// Inserts a line known absent from LLC `u` (`at`: its split there),
     /// keeping the presence counts. Returns the victim and the line's slot.
     #[inline]
@@ -528,11 +552,12 @@ impl Hierarchy {
         dirty: bool,
         sharers: u64,
     ) -> (Option<Evicted>, usize) {
-        let r = Self::region(line);
-        if self.defer && self.node_socket[self.home_node(line)] != self.socket_of_llc(u) {
-            self.deferred_presence.push((u as u32, r as u32, true));
+        let (h, base) = self.presence_at(line);
+        if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
+            self.deferred_presence
+                .push((h as u32, (base + u) as u32, true));
         } else {
-            self.presence[u][r] += 1;
+            self.presence[h][base + u] += 1;
         }
         let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
@@ -554,11 +579,12 @@ impl Hierarchy {
     /// later if it is homed on another socket and the run defers.
     #[inline]
     fn presence_dec(&mut self, u: usize, line: u64) {
-        let r = Self::region(line);
-        if self.defer && self.node_socket[self.home_node(line)] != self.socket_of_llc(u) {
-            self.deferred_presence.push((u as u32, r as u32, false));
+        let (h, base) = self.presence_at(line);
+        if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
+            self.deferred_presence
+                .push((h as u32, (base + u) as u32, false));
         } else {
-            self.presence[u][r] -= 1;
+            self.presence[h][base + u] -= 1;
         }
     }
 
@@ -568,16 +594,15 @@ impl Hierarchy {
     /// region, nor (non-inclusive) can one of its cores hold a line of the
     /// node. Neither can change while only `socket`'s CPUs run.
     pub fn is_local(&self, socket: usize, line: u64) -> bool {
-        let node = self.home_node(line);
+        let (node, base) = self.presence_at(line);
         if self.node_socket[node] != socket {
             return false;
         }
-        let r = Self::region(line);
         let nodes = self.dram.len();
-        (0..self.llc.len()).all(|v| {
+        let counts = &self.presence[node][base..base + self.llc.len()];
+        counts.iter().enumerate().all(|(v, &c)| {
             self.socket_of_llc(v) == socket
-                || (self.presence[v][r] == 0
-                    && (self.inclusive || self.active_home[v * nodes + node] == 0))
+                || (c == 0 && (self.inclusive || self.active_home[v * nodes + node] == 0))
         })
     }
 
@@ -587,33 +612,17 @@ impl Hierarchy {
         self.core_llc[core].2 as usize
     }
 
-    /// Regions (the presence counts' index) of socket `s`'s memory.
-    fn socket_regions(&self, s: usize) -> std::ops::Range<usize> {
-        let nps = self.topo.nodes_per_socket;
-        let per_node = (self.node_bytes / 4096) as usize;
-        let start = s * nps * per_node;
-        // Beyond the last node's memory counts as its (`home_node`).
-        let end = if s + 1 == self.topo.sockets {
-            self.presence[0].len()
-        } else {
-            (s + 1) * nps * per_node
-        };
-        start..end
+    /// Starts or stops deferring (see `defer`): a partition advancing in
+    /// place rather than in a stand-in.
+    pub fn set_defer(&mut self, on: bool) {
+        self.defer = on;
     }
 
     /// See [`super::Machine::lend`]: socket `s`'s private caches, LLCs,
-    /// presence counts and DRAM calendars move to `shell`; the other
-    /// sockets' presence counts for `s`'s memory and every instance's
-    /// active cores by home node are copied.
+    /// DRAM calendars and the presence counts of its memory move to
+    /// `shell`; every instance's active cores by home node are copied.
     pub(super) fn lend(&mut self, shell: &mut Hierarchy, s: usize) {
         self.swap_socket(shell, s);
-        let regions = self.socket_regions(s);
-        for v in 0..self.llc.len() {
-            if self.socket_of_llc(v) != s {
-                shell.presence[v][regions.clone()]
-                    .copy_from_slice(&self.presence[v][regions.clone()]);
-            }
-        }
         shell.active_home.copy_from_slice(&self.active_home);
         shell.defer = true;
     }
@@ -640,20 +649,20 @@ impl Hierarchy {
         }
         for u in s * self.topo.llc_per_socket..(s + 1) * self.topo.llc_per_socket {
             std::mem::swap(&mut self.llc[u], &mut shell.llc[u]);
-            std::mem::swap(&mut self.presence[u], &mut shell.presence[u]);
             std::mem::swap(&mut self.active[u], &mut shell.active[u]);
         }
         let nps = self.topo.nodes_per_socket;
         for node in s * nps..(s + 1) * nps {
             std::mem::swap(&mut self.dram[node], &mut shell.dram[node]);
+            std::mem::swap(&mut self.presence[node], &mut shell.presence[node]);
         }
     }
 
     /// Applies what was deferred: the presence counts, then the write-backs
     /// in (time, socket, line) order, whatever order the partitions ran in.
     pub fn apply_deferred(&mut self) {
-        for (u, r, up) in self.deferred_presence.drain(..) {
-            let c = &mut self.presence[u as usize][r as usize];
+        for (h, i, up) in self.deferred_presence.drain(..) {
+            let c = &mut self.presence[h as usize][i as usize];
             if up {
                 *c += 1;
             } else {

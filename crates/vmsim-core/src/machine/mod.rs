@@ -258,9 +258,10 @@ impl Machine {
         Machine::new(&self.shell_params, self.node_bytes, 0).expect("the machine's own shape")
     }
 
-    /// Moves socket `s`'s CPUs, cores, caches and memory into `shell` (and
-    /// the shell's stand-ins here), and copies what a local access of `s`
-    /// reads of the other sockets (their presence counts in `s`'s memory).
+    /// Moves socket `s`'s CPUs, cores, caches and memory (its DRAM calendars
+    /// and every instance's presence counts for it) into `shell`, and the
+    /// shell's stand-ins here, and copies which cores of the other sockets
+    /// ever cached a line of each node.
     pub fn lend(&mut self, shell: &mut Machine, s: usize) {
         self.swap_socket(shell, s);
         self.hier.lend(&mut shell.hier, s);

@@ -55,6 +55,18 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// When a windowed run on several host threads uses its helpers (tests
+/// force them, to check the result does not depend on it).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelpOverride {
+    /// When it pays (`HELP_MIN_QUANTA`, `HELP_MAX_SERIAL_PERMILLE`).
+    Auto,
+    Always,
+    /// Every other time the choice is made.
+    Alternate,
+}
+
 /// Why a CPU stopped in phase 1 (indexes `WindowStats::parked`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Park {
@@ -104,16 +116,31 @@ struct Rendezvous {
     failed: Mutex<Option<String>>,
 }
 
-/// Sets its flag when dropped.
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// Quanta per window (all partitions, a running mean) below which phase 1
+/// runs on the run's own thread: a window's round trip to the helpers
+/// costs a few microseconds, a quantum about a microsecond
+/// (bench/prof/many.toml runs 128 per window, the pmbench profile 12).
+const HELP_MIN_QUANTA: u64 = 48;
+
+/// Share of windows with a phase 2 (per mille, a running mean) at or above
+/// which phase 1 runs on the run's own thread (bench/prof/many.toml: 3%;
+/// the pmbench profile, whose remote accesses park: most windows).
+const HELP_MAX_SERIAL_PERMILLE: u64 = 100;
+
+/// Sets its flag and wakes the helpers when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool, &'a [std::thread::Thread]);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
+        for h in self.1 {
+            h.unpark();
+        }
     }
 }
 
-/// Waits, spinning briefly and then yielding, until `ready` holds.
+/// Waits, spinning briefly and then yielding, until `ready` holds (the
+/// run's thread, waiting for helpers at work).
 fn wait_for(ready: impl Fn() -> bool) {
     let mut spins = 0u32;
     while !ready() {
@@ -122,6 +149,21 @@ fn wait_for(ready: impl Fn() -> bool) {
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();
+        }
+    }
+}
+
+/// Waits, spinning briefly and then sleeping until unparked (or a short
+/// timeout), until `ready` holds: a helper waiting for the next window,
+/// which may be long in coming while the run's thread works alone.
+fn wait_parked(ready: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !ready() {
+        if spins < 4096 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::park_timeout(std::time::Duration::from_millis(1));
         }
     }
 }
@@ -140,13 +182,10 @@ impl Program for StandIn {
 }
 
 impl Sim {
-    /// Demand line accesses of every CPU so far.
-    fn demand_accesses(&self) -> u64 {
-        self.m
-            .cpus
-            .iter()
-            .map(|c| c.stats.cache.l1d_loads + c.stats.cache.l1d_stores)
-            .sum()
+    /// Demand line accesses of `cpu` so far.
+    fn demand_accesses(&self, cpu: usize) -> u64 {
+        let c = &self.m.cpus[cpu].stats.cache;
+        c.l1d_loads + c.l1d_stores
     }
 
     /// A partition's stand-in: a simulation of the same shape with one-set
@@ -181,19 +220,11 @@ impl Sim {
                 continue;
             }
             sh.win_queued.push(cpu);
-            let Some(t) = self.sched.current(cpu) else {
+            sh.win_task[cpu] = self.phase1_task(cpu, mask);
+            let Ok(t) = sh.win_task[cpu] else {
                 continue;
             };
-            if self.tasks[t].is_kthread()
-                || !matches!(self.tasks[t].cur, Some(Cur::Write { .. } | Cur::Access(_)))
-            {
-                continue;
-            }
             let mm = self.tasks[t].user_mm();
-            if !self.k.mms[mm].cpumask.is_subset_of(mask) {
-                sh.win_task[cpu] = Err(Park::SharedMm);
-                continue;
-            }
             while sh.tasks.len() <= t {
                 let id = sh.tasks.len();
                 sh.add_task(Body::User(Box::new(StandIn)), None, None);
@@ -211,8 +242,43 @@ impl Sim {
                 std::mem::swap(&mut self.k.mms[mm], &mut sh.k.mms[mm]);
             }
             sh.win_lent.push((t, mm));
-            sh.win_task[cpu] = Ok(t);
         }
+    }
+
+    /// The task phase 1 may run on `cpu` (of the partition of `mask`):
+    /// its current task if it is a user task in an access loop, in an
+    /// address space only the partition's CPUs ran; else why not.
+    fn phase1_task(&self, cpu: usize, mask: &CpuMask) -> Result<usize, Park> {
+        let Some(t) = self.sched.current(cpu) else {
+            return Err(Park::Schedule);
+        };
+        if self.tasks[t].is_kthread()
+            || !matches!(self.tasks[t].cur, Some(Cur::Write { .. } | Cur::Access(_)))
+        {
+            return Err(Park::Schedule);
+        }
+        if !self.k.mms[self.tasks[t].user_mm()]
+            .cpumask
+            .is_subset_of(mask)
+        {
+            return Err(Park::SharedMm);
+        }
+        Ok(t)
+    }
+
+    /// Phase 1 of partition `p` on the run itself (no stand-in): the same
+    /// steps, with the same deferrals, as on a stand-in.
+    fn phase1_here(&mut self, p: usize, members: &[usize], mask: &CpuMask, queued: &[bool]) {
+        self.win_queued.clear();
+        for &cpu in members {
+            if queued[cpu] {
+                self.win_queued.push(cpu);
+                self.win_task[cpu] = self.phase1_task(cpu, mask);
+            }
+        }
+        self.m.hier.set_defer(true);
+        self.phase1(p);
+        self.m.hier.set_defer(false);
     }
 
     /// Moves partition `p`'s state back from `sh` after phase 1, with what
@@ -271,6 +337,7 @@ impl Sim {
                 break;
             }
             self.window_stats.quanta_partitioned += 1;
+            self.win_quanta += 1;
             let clock = self.m.cpus[cpu].clock;
             if !ran {
                 self.win_parked.push(cpu);
@@ -296,17 +363,19 @@ impl Sim {
             members[s].push(cpu);
         }
         self.window_stats.window_cycles = self.window;
+        self.win_task = vec![Err(Park::Schedule); n];
         let threads = self.host_threads.clamp(1, sockets);
         let shells: Vec<Mutex<Sim>> = (0..sockets).map(|_| Mutex::new(self.shell())).collect();
         let rv = Rendezvous::default();
         let lock = |p: usize| shells[p].lock().unwrap_or_else(|e| e.into_inner());
         std::thread::scope(|scope| {
+            let mut helpers = Vec::new();
             for h in 1..threads {
                 let (rv, shells) = (&rv, &shells);
-                scope.spawn(move || {
+                let handle = scope.spawn(move || {
                     let mut seen = 0;
                     loop {
-                        wait_for(|| {
+                        wait_parked(|| {
                             rv.stop.load(Ordering::Acquire)
                                 || rv.epoch.load(Ordering::Acquire) > seen
                         });
@@ -334,11 +403,12 @@ impl Sim {
                         rv.done.fetch_add(1, Ordering::AcqRel);
                     }
                 });
+                helpers.push(handle.thread().clone());
             }
             // The helpers stop however the run ends, a panic (a cancelled
             // run's progress hook) included: the scope waits for them.
-            let _stop = StopOnDrop(&rv.stop);
-            self.windows(progress, &members, &masks, threads, &rv, &lock)
+            let _stop = StopOnDrop(&rv.stop, &helpers);
+            self.windows(progress, &members, &masks, &helpers, &rv, &lock)
         })
     }
 
@@ -348,19 +418,22 @@ impl Sim {
         progress: &mut dyn FnMut(f64),
         members: &[Vec<usize>],
         masks: &[CpuMask],
-        threads: usize,
+        helpers: &[std::thread::Thread],
         rv: &Rendezvous,
         lock: &dyn Fn(usize) -> std::sync::MutexGuard<'a, Sim>,
     ) -> Result<(), Error> {
         let n = self.cpus.len();
         let sockets = members.len();
+        let threads = helpers.len() + 1;
         let mut queued: Vec<bool> = (0..n).map(|c| self.busy(c)).collect();
         let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
         let mut parked: Vec<usize> = Vec::new();
         // Whether the partitions' state is in their stand-ins: it stays
         // there from window to window until one needs phase 2.
         let mut lent = false;
-        let mut before = 0;
+        let mut quanta_per_window = HELP_MIN_QUANTA;
+        let mut decisions: u64 = 0;
+        let mut serial_permille = 0;
         while self.live_user_tasks > 0 {
             let first_cpu = if lent {
                 (0..sockets).filter_map(|p| lock(p).win_min).min()
@@ -379,7 +452,6 @@ impl Sim {
                             self.take_back(&mut lock(p), p, m, &mut parked);
                         }
                         self.m.hier.apply_deferred();
-                        self.window_stats.accesses_partitioned += self.demand_accesses() - before;
                     }
                     break;
                 }
@@ -390,55 +462,85 @@ impl Sim {
                 self.window_progress(progress, start, lent, sockets, lock);
             }
 
-            // Phase 1: each partition on its own, in its stand-in.
-            if !lent {
-                before = self.demand_accesses();
+            // Phase 1: each partition on its own, on the helpers' host
+            // threads in stand-ins or here. The helpers are used only when,
+            // lately, phase 1 has been worth their round trip and phase 2
+            // rare (it runs here, on state a helper then has to hand back
+            // through the host's caches); the choice is made when the state
+            // is here, and the result is the same either way.
+            let worth =
+                quanta_per_window >= HELP_MIN_QUANTA && serial_permille < HELP_MAX_SERIAL_PERMILLE;
+            if !lent && threads > 1 && {
+                decisions += 1;
+                match self.help_override {
+                    HelpOverride::Auto => worth,
+                    HelpOverride::Always => true,
+                    HelpOverride::Alternate => decisions % 2 == 0,
+                }
+            } {
                 for p in 0..sockets {
                     self.lend(&mut lock(p), p, &members[p], &masks[p], &queued);
                 }
                 lent = true;
             }
-            for p in 0..sockets {
-                lock(p).win_end = end;
-            }
-            if threads > 1 {
-                rv.epoch.fetch_add(1, Ordering::AcqRel);
-            }
-            let mine: Vec<usize> = if threads > 1 {
-                (0..sockets).step_by(threads).collect()
-            } else if self.reverse_partitions {
+            let order: Vec<usize> = if self.reverse_partitions {
                 (0..sockets).rev().collect()
             } else {
                 (0..sockets).collect()
             };
-            for p in mine {
-                lock(p).phase1(p);
-            }
-            if threads > 1 {
+            let mut serial = self.engine.next_time().is_some_and(|te| te < end);
+            let mut quanta = 0;
+            if lent {
+                for p in 0..sockets {
+                    let mut sh = lock(p);
+                    sh.win_end = end;
+                    sh.win_quanta = 0;
+                }
+                rv.epoch.fetch_add(1, Ordering::AcqRel);
+                for h in helpers {
+                    h.unpark();
+                }
+                for p in (0..sockets).step_by(threads) {
+                    lock(p).phase1(p);
+                }
                 wait_for(|| rv.done.load(Ordering::Acquire) == threads - 1);
                 rv.done.store(0, Ordering::Release);
                 if let Some(msg) = rv.failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     return Err(Error::Internal(msg));
                 }
+                for p in 0..sockets {
+                    let sh = lock(p);
+                    serial |= !sh.win_parked.is_empty() || sh.error.is_some();
+                    quanta += sh.win_quanta;
+                }
+            } else {
+                self.win_end = end;
+                self.win_quanta = 0;
+                for p in order {
+                    self.phase1_here(p, &members[p], &masks[p], &queued);
+                    if self.error.is_some() {
+                        break;
+                    }
+                }
+                parked.append(&mut self.win_parked);
+                serial |= !parked.is_empty() || self.error.is_some();
+                quanta = self.win_quanta;
             }
-            // Phase 2 only when a CPU parked, a timer is due or something failed.
-            let serial = (0..sockets).any(|p| {
-                let sh = lock(p);
-                !sh.win_parked.is_empty() || sh.error.is_some()
-            }) || self.engine.next_time().is_some_and(|te| te < end);
+            quanta_per_window = (quanta_per_window * 7 + quanta) / 8;
+            serial_permille = (serial_permille * 15 + 1000 * u64::from(serial)) / 16;
             if !serial {
                 continue;
             }
-            for (p, m) in members.iter().enumerate() {
-                self.take_back(&mut lock(p), p, m, &mut parked);
+            if lent {
+                for (p, m) in members.iter().enumerate() {
+                    self.take_back(&mut lock(p), p, m, &mut parked);
+                }
+                lent = false;
             }
-            lent = false;
             if let Some(e) = &self.error {
                 return Err(e.clone());
             }
             self.m.hier.apply_deferred();
-            let mid = self.demand_accesses();
-            self.window_stats.accesses_partitioned += mid - before;
 
             // Phase 2: the parked CPUs and the window's timers, in order.
             heap.clear();
@@ -457,11 +559,13 @@ impl Sim {
                 let Some(&Reverse((_, cpu))) = heap.peek() else {
                     break;
                 };
+                let a0 = self.demand_accesses(cpu);
                 self.run_quantum(cpu);
                 if let Some(e) = &self.error {
                     return Err(e.clone());
                 }
                 self.window_stats.quanta_serial += 1;
+                self.window_stats.accesses_serial += self.demand_accesses(cpu) - a0;
                 let clock = self.m.cpus[cpu].clock;
                 if !self.busy(cpu) {
                     heap.pop();
@@ -479,8 +583,9 @@ impl Sim {
                     break;
                 }
             }
-            self.window_stats.accesses_serial += self.demand_accesses() - mid;
         }
+        let all: u64 = (0..n).map(|c| self.demand_accesses(c)).sum();
+        self.window_stats.accesses_partitioned = all - self.window_stats.accesses_serial;
         progress(1.0);
         Ok(())
     }
