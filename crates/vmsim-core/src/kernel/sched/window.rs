@@ -475,7 +475,7 @@ impl Sim {
                 match self.help_override {
                     HelpOverride::Auto => worth,
                     HelpOverride::Always => true,
-                    HelpOverride::Alternate => decisions % 2 == 0,
+                    HelpOverride::Alternate => decisions.is_multiple_of(2),
                 }
             } {
                 for p in 0..sockets {
