@@ -161,9 +161,10 @@ def hw(command: str, *, quiet: bool = False, **options: Any) -> Dict[str, Any]:
     return json.loads(_core.hw_run(command, json.dumps(options), bool(quiet)))
 
 
-def _run_point(config_json: str, base_dir: Optional[str]) -> Dict[str, Any]:
-    """One sweep point (module level so that process pools can pickle it)."""
-    return json.loads(_core.run_config(config_json, "json", base_dir, None))
+def _run_point(config_json: str, base_dir: Optional[str], threads: int = 1) -> Dict[str, Any]:
+    """One sweep point (module level so that process pools can pickle it);
+    a windowed point spreads its sockets over ``threads`` host threads."""
+    return json.loads(_core.run_config(config_json, "json", base_dir, None, threads))
 
 
 def _have_pandas() -> bool:
@@ -235,11 +236,15 @@ def sweep_rows(
     todo = [i for i, r in enumerate(rows) if r is None]
 
     own = executor is None
+    jobs = max(1, min(len(todo) or 1, default_threads()))
     if own:
-        executor = process_pool(max(1, min(len(todo) or 1, default_threads())))
+        executor = process_pool(jobs)
+    # The CPUs left over once every point at once has one go to windowed
+    # points' sockets (the result does not depend on it).
+    threads = max(1, default_threads() // jobs)
     futures: list = []
     try:
-        futures = [executor.submit(_run_point, configs[i], base_dir) for i in todo]
+        futures = [executor.submit(_run_point, configs[i], base_dir, threads) for i in todo]
         index_of = {id(f): i for f, i in zip(futures, todo)}
         finished = len(points) - len(todo)
         for fut in _as_completed(futures):
