@@ -77,8 +77,7 @@ pub(crate) enum Park {
     /// No current task, a kernel thread, a tick to look at, or a user
     /// operation to start (system calls, exits, faults' entries).
     Schedule,
-    /// A page fault (or a page that must be walked in another socket's
-    /// address space).
+    /// A page fault: no page-table entry allows the access.
     Fault,
     /// The address space has run on another socket's CPUs.
     SharedMm,
@@ -99,9 +98,29 @@ pub struct WindowStats {
     /// Demand line accesses made in each phase.
     pub accesses_partitioned: u64,
     pub accesses_serial: u64,
-    /// Parks by reason: interrupt, kernel_work, schedule, fault, shared_mm,
-    /// remote_line, file_page.
+    /// Parks by reason, indexed by `Park` (reported by name).
+    #[serde(serialize_with = "parked_by_name")]
     pub parked: [u64; 7],
+}
+
+/// The names of `Park`'s reasons in the report, in its order.
+const PARK_NAMES: [&str; 7] = [
+    "interrupt",
+    "kernel_work",
+    "schedule",
+    "fault",
+    "shared_mm",
+    "remote_line",
+    "file_page",
+];
+
+fn parked_by_name<S: serde::Serializer>(parked: &[u64; 7], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(parked.len()))?;
+    for (name, n) in PARK_NAMES.iter().zip(parked) {
+        m.serialize_entry(name, n)?;
+    }
+    m.end()
 }
 
 /// Phase 1's synchronisation between the run's host thread and its helpers.
