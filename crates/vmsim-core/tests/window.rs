@@ -203,3 +203,24 @@ fn the_window_setting_is_checked() {
     let off = config(&format!("{MANY}\n[sim]\nwindow_cycles = 0\n"));
     assert_eq!(off.sim.window_cycles, None);
 }
+
+#[test]
+fn a_progress_hook_that_panics_stops_the_helper_threads_too() {
+    // The hook runs on the run's thread between windows; its panic must
+    // unwind out of the run (the helpers stopped and joined), not hang.
+    let text = windowed(MANY);
+    let r = std::panic::catch_unwind(|| {
+        vmsim_core::api::run_config_on(
+            &text,
+            vmsim_core::api::Format::Toml,
+            None,
+            2,
+            &mut |_, f| {
+                if f > 0.0 && f < 1.0 {
+                    panic!("stop");
+                }
+            },
+        )
+    });
+    assert!(r.is_err());
+}
