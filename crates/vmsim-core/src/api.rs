@@ -139,6 +139,17 @@ fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
         .collect()
 }
 
+/// A host-thread count: at least 1.
+fn check_threads(threads: usize) -> Result<(), Error> {
+    if threads == 0 {
+        return Err(Error::Config {
+            key: "threads".into(),
+            message: "must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Runs one simulation from a run config; a windowed run
 /// (`sim.window_cycles`) spreads its sockets over the host's CPUs.
 pub fn run_config(
@@ -160,12 +171,7 @@ pub fn run_config_on(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    if threads == 0 {
-        return Err(Error::Config {
-            key: "threads".into(),
-            message: "must be at least 1".into(),
-        });
-    }
+    check_threads(threads)?;
     let table = parse_table(text, format)?;
     let cfg = RunConfig::from_table(table, base_dir, 1.0)?;
     let metrics = crate::experiment::simulate_on(&cfg, threads, &mut |f| progress("run", f))?;
@@ -203,12 +209,7 @@ pub fn compare_with(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    if threads == 0 {
-        return Err(Error::Config {
-            key: "threads".into(),
-            message: "must be at least 1".into(),
-        });
-    }
+    check_threads(threads)?;
     let mut exp = Experiment::load(experiment)?;
     let scale = scale.unwrap_or(exp.scale);
     if !(scale > 0.0 && scale.is_finite()) {

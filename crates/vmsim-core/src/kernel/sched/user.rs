@@ -253,17 +253,9 @@ impl Sim {
             }
             let lip = (va >> 6) & 63;
             if self.win_part.is_some() && !self.m.is_local(cpu, (pfn << 6) | lip) {
-                self.tasks[t].cur = Some(Cur::Write {
-                    start,
-                    len,
-                    seed,
-                    pos,
-                    pfn,
-                    page,
-                    gen,
-                });
+                // Parked before the line: the loop's state is kept below.
                 self.parked = Some(window::Park::RemoteLine);
-                return;
+                break;
             }
             self.m.access(
                 cpu,

@@ -158,33 +158,30 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// Waits, spinning briefly and then yielding, until `ready` holds (the
-/// run's thread, waiting for helpers at work).
-fn wait_for(ready: impl Fn() -> bool) {
+/// Waits until `ready` holds, spinning briefly, then calling `idle` between looks.
+fn wait_until(ready: impl Fn() -> bool, idle: impl Fn()) {
     let mut spins = 0u32;
     while !ready() {
         if spins < 4096 {
             spins += 1;
             std::hint::spin_loop();
         } else {
-            std::thread::yield_now();
+            idle();
         }
     }
 }
 
-/// Waits, spinning briefly and then sleeping until unparked (or a short
-/// timeout), until `ready` holds: a helper waiting for the next window,
-/// which may be long in coming while the run's thread works alone.
+/// The run's thread waiting for helpers at work: it yields.
+fn wait_for(ready: impl Fn() -> bool) {
+    wait_until(ready, std::thread::yield_now);
+}
+
+/// A helper waiting for the next window, which may be long in coming while
+/// the run's thread works alone: it sleeps until unparked (or 1 ms).
 fn wait_parked(ready: impl Fn() -> bool) {
-    let mut spins = 0u32;
-    while !ready() {
-        if spins < 4096 {
-            spins += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::park_timeout(std::time::Duration::from_millis(1));
-        }
-    }
+    wait_until(ready, || {
+        std::thread::park_timeout(std::time::Duration::from_millis(1))
+    });
 }
 
 /// A stand-in program: a stand-in task runs only the access loops, never
