@@ -154,6 +154,8 @@ pub struct Hierarchy {
     active: Vec<u64>,
     /// The same per LLC instance and home node (`u * nodes + node`): a core
     /// that never filled a line of a node's memory holds none of its lines.
+    /// Kept for non-inclusive LLCs only (an inclusive one's presence counts
+    /// cover the private caches).
     active_home: Vec<u64>,
     /// Set in a partition's stand-in (kernel/sched/window.rs): effects of
     /// its work on what other partitions read are queued until it hands its
@@ -335,8 +337,7 @@ impl Hierarchy {
     fn writeback(&mut self, line: u64, socket: usize, t: u64) {
         let node = self.home_node(line);
         if self.defer && self.node_socket[node] != socket {
-            self.deferred_wb.push((t, socket as u32, line));
-            return;
+            return self.defer_writeback(t, socket, line);
         }
         let w = self.dram_xfer(node, socket, t, true);
         self.wb_wait = self.wb_wait.max(w);
@@ -552,16 +553,10 @@ impl Hierarchy {
         dirty: bool,
         sharers: u64,
     ) -> (Option<Evicted>, usize) {
-        let (h, base) = self.presence_at(line);
-        if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
-            self.deferred_presence
-                .push((h as u32, (base + u) as u32, true));
-        } else {
-            self.presence[h][base + u] += 1;
-        }
+        self.presence_change(u, line, true);
         let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
-            self.presence_dec(u, e.line);
+            self.presence_change(u, e.line, false);
         }
         (ev, slot)
     }
@@ -570,22 +565,38 @@ impl Hierarchy {
     fn llc_invalidate(&mut self, u: usize, line: u64) -> Option<(bool, u64)> {
         let r = self.llc[u].invalidate(line);
         if r.is_some() {
-            self.presence_dec(u, line);
+            self.presence_change(u, line, false);
         }
         r
     }
 
-    /// `line` left LLC `u`: its region's presence count there drops, or
-    /// later if it is homed on another socket and the run defers.
+    /// `line` entered (`up`) or left LLC `u`: its region's presence count
+    /// there changes, or later if it is homed on another socket and the run
+    /// defers.
     #[inline]
-    fn presence_dec(&mut self, u: usize, line: u64) {
+    fn presence_change(&mut self, u: usize, line: u64, up: bool) {
         let (h, base) = self.presence_at(line);
         if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
-            self.deferred_presence
-                .push((h as u32, (base + u) as u32, false));
-        } else {
-            self.presence[h][base + u] -= 1;
+            return self.defer_presence(h, base + u, up);
         }
+        let c = &mut self.presence[h][base + u];
+        if up {
+            *c += 1;
+        } else {
+            *c -= 1;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn defer_writeback(&mut self, t: u64, socket: usize, line: u64) {
+        self.deferred_wb.push((t, socket as u32, line));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn defer_presence(&mut self, h: usize, i: usize, up: bool) {
+        self.deferred_presence.push((h as u32, i as u32, up));
     }
 
     /// Whether socket `socket` can access `line` without touching anything
@@ -966,8 +977,11 @@ impl Hierarchy {
             st.llc_demand_references += 1;
         }
         self.active[u] |= 1u64 << bit;
-        let home = self.home_node(line);
-        self.active_home[u * self.dram.len() + home] |= 1u64 << bit;
+        if !self.inclusive {
+            // Read only for non-inclusive LLCs (`is_local`).
+            let home = self.home_node(line);
+            self.active_home[u * self.dram.len() + home] |= 1u64 << bit;
+        }
         // LLC
         let (llc_slot, llc_at) = self.llc[u].slot_and_split(line);
         if let Some(slot) = llc_slot {
