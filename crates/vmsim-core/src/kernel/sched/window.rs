@@ -20,26 +20,28 @@
 //!    clock first, until they reach the window's end; this phase may touch
 //!    anything.
 //!
-//! Phase 1 runs in *stand-ins*: per partition, a `Sim` of the same shape
-//! with one-set caches and no memory, into which the socket's CPUs, cores,
-//! caches, DRAM calendars, the kernel state of its CPUs, and the access
-//! loops and address spaces of the tasks it may run are moved (swapped),
-//! with a copy of what its local accesses read of the other sockets (their
-//! presence counts for its memory, and which of their cores ever cached a
-//! line of it). Stores' content tags are logged and replayed. Effects on
-//! what another socket reads (remote write-backs, presence counts of
-//! remote-homed lines) are queued (`Hierarchy::defer`). The state stays in
-//! the stand-ins from window to window and moves back before a phase 2,
-//! where the queued effects are applied in a fixed order. So phase 1's
-//! partitions share nothing and can run in any order: on one host thread
-//! (in order, or reversed in a test) or on several at once.
+//! Effects of phase 1 on what another socket reads (remote write-backs,
+//! presence counts of remote-homed lines) are queued (`Hierarchy::defer`)
+//! and applied at the next phase 2 in a fixed order, so phase 1's
+//! partitions share nothing and can run in any order. The run's thread
+//! advances them in place, one after another (reversed in a test). With
+//! helper threads, and while it pays (`HELP_MIN_QUANTA`,
+//! `HELP_MAX_SERIAL_PERMILLE`), each partition's state is moved (swapped)
+//! into a *stand-in*: a `Sim` of the same shape with one-set caches and no
+//! memory, holding the socket's CPUs, cores, caches, DRAM calendars and
+//! presence counts, the kernel state of its CPUs, and the access loops and
+//! address spaces of the tasks it may run, with a copy of which cores of
+//! the other sockets ever cached a line of its memory; its content-tag
+//! stores are logged and replayed. The state stays in the stand-ins from
+//! window to window and moves back before a phase 2. The result is the
+//! same bytes whichever way a window ran.
 //!
 //! What it changes against the ordinary loop: a parked step runs after
 //! the other CPUs' local work up to the window's end, not at its own time
 //! among them; remote write-backs of phase 1 do not hold up the fill that
-//! evicted them, and reach their DRAM calendar at the next phase 2; what a
-//! socket knows of the others' caches is refreshed at each phase 2 only
-//! (out of date, it can only make an access park). W is at most the
+//! evicted them, and reach their DRAM calendar at the next phase 2; the
+//! presence counts those leave out of date can only make an access park.
+//! W is at most the
 //! smallest cross-socket latency of the preset (a remote cache hit or DRAM
 //! read), so a parked step's effect on another socket could not have
 //! reached it within the window anyway.
@@ -47,7 +49,8 @@
 //! Invariant: phase 1 never touches scheduler, timer, wait-queue,
 //! allocator or page-table state other than the accessed/dirty bits and
 //! the shadow of an address space only its own CPUs ran; the stand-ins'
-//! state moves back whole before anything else runs.
+//! state moves back whole before anything else runs; the choice between
+//! stand-ins and in place never changes a result.
 
 use super::*;
 use crate::machine::ipi::CpuMask;
