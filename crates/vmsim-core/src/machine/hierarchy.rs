@@ -150,12 +150,12 @@ pub struct Hierarchy {
     pub dram: Vec<Calendar>,
     /// Outgoing socket-link bandwidth, per socket.
     pub link: Vec<Calendar>,
-    /// Cores per LLC instance that have ever filled a line (probe filter for non-inclusive LLCs).
-    active: Vec<u64>,
-    /// The same per LLC instance and home node (`u * nodes + node`): a core
-    /// that never filled a line of a node's memory holds none of its lines.
-    /// Kept for non-inclusive LLCs only (an inclusive one's presence counts
-    /// cover the private caches).
+    /// Per LLC instance and home node (`u * nodes + node`), the cores of the
+    /// instance that have ever filled a line of that node's memory: a core
+    /// that never did holds none of its lines (the probe filter for private
+    /// copies under a non-inclusive LLC, and `is_local`'s). Kept for
+    /// non-inclusive LLCs only: an inclusive one's presence counts cover
+    /// the private caches.
     active_home: Vec<u64>,
     /// Set in a partition's stand-in (kernel/sched/window.rs): effects of
     /// its work on what other partitions read are queued until it hands its
@@ -277,7 +277,6 @@ impl Hierarchy {
         let cores_per_llc = t.cores_per_llc();
         let node_socket = (0..t.nr_nodes()).map(|n| t.socket_of_node(n)).collect();
         Ok(Hierarchy {
-            active: vec![0; t.nr_llcs()],
             active_home: vec![0; t.nr_llcs() * t.nr_nodes()],
             defer: false,
             deferred_wb: Vec::new(),
@@ -444,13 +443,14 @@ impl Hierarchy {
     ) -> (bool, bool) {
         // The usual miss: no other instance holds a line of the region and
         // none can hold one in private caches only (inclusive, or none of its
-        // cores ever filled a line). The probe would find and change nothing.
+        // cores ever filled a line of the node). The probe would find and
+        // change nothing.
         let (h, base) = self.presence_at(line);
+        let nodes = self.dram.len();
         let counts = &self.presence[h][base..base + self.llc.len()];
-        let quiet = counts
-            .iter()
-            .enumerate()
-            .all(|(v, &c)| v == u || (c == 0 && (self.inclusive || self.active[v] == 0)));
+        let quiet = counts.iter().enumerate().all(|(v, &c)| {
+            v == u || (c == 0 && (self.inclusive || self.active_home[v * nodes + h] == 0))
+        });
         if quiet {
             return (false, false);
         }
@@ -469,21 +469,27 @@ impl Hierarchy {
     ) -> (bool, bool) {
         let mut found = false;
         let mut dirty = false;
+        let (h, counts) = self.presence_at(line);
+        let nodes = self.dram.len();
         for v in 0..self.llc.len() {
             if v == u {
                 continue;
             }
-            let (h, base) = self.presence_at(line);
-            let present = self.presence[h][base + v] != 0;
+            let present = self.presence[h][counts + v] != 0;
             let Some(sh) = (if present {
                 self.llc[v].sharers(line)
             } else {
                 None
             }) else {
-                if !self.inclusive && self.active[v] != 0 {
+                let active = if self.inclusive {
+                    0
+                } else {
+                    self.active_home[v * nodes + h]
+                };
+                if active != 0 {
                     // Non-inclusive: a copy may sit in a private cache only.
                     let base = v * self.cores_per_llc;
-                    let mut bits = self.active[v];
+                    let mut bits = active;
                     while bits != 0 {
                         let b = bits.trailing_zeros() as usize;
                         bits &= bits - 1;
@@ -660,7 +666,6 @@ impl Hierarchy {
         }
         for u in s * self.topo.llc_per_socket..(s + 1) * self.topo.llc_per_socket {
             std::mem::swap(&mut self.llc[u], &mut shell.llc[u]);
-            std::mem::swap(&mut self.active[u], &mut shell.active[u]);
         }
         let nps = self.topo.nodes_per_socket;
         for node in s * nps..(s + 1) * nps {
@@ -976,9 +981,7 @@ impl Hierarchy {
         if demand {
             st.llc_demand_references += 1;
         }
-        self.active[u] |= 1u64 << bit;
         if !self.inclusive {
-            // Read only for non-inclusive LLCs (`is_local`).
             let home = self.home_node(line);
             self.active_home[u * self.dram.len() + home] |= 1u64 << bit;
         }
