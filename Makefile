@@ -4,9 +4,13 @@
 #   make bench  simulator-speed benchmarks
 #   make clean  remove the virtualenv and build products
 #
-# Set-up is a Python virtualenv in $(VENV) holding the package, built in
-# release mode by maturin (installed as editable: Python sources are used in
-# place; the extension is rebuilt only when Rust sources or presets change).
+# Set-up is a Python virtualenv in $(VENV) holding the package, built by
+# maturin (installed as editable: Python sources are used in place; the
+# extension is rebuilt only when Rust sources or presets change). The
+# extension and `make bench` are built with the cargo profile `pgo`:
+# whole-crate optimisation and profile data from tools/pgo/profile, which
+# prints nothing when it cannot make them (then a plain release build).
+# VMSIM_PGO=0 skips both (a plain release build).
 
 PYTHON ?= python3
 CARGO  ?= cargo
@@ -17,7 +21,8 @@ STAMP  := $(VENV)/.vmsim-built
 
 # What the extension is built from (presets may be embedded in the core).
 BUILD_INPUTS := Cargo.toml pyproject.toml $(wildcard Cargo.lock) \
-	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null)
+	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null) \
+	tools/pgo/profile $(wildcard tools/pgo/train/*.toml bench/prof/*.toml)
 
 .PHONY: run test lint test-rust test-python bench setup clean
 
@@ -37,8 +42,19 @@ test-rust:
 test-python: $(STAMP)
 	$(BIN)/python -m pytest -q tests/python
 
+# The profile data of build $(1) (extension or bench), if any, for a build
+# with the cargo profile `pgo`, in its own target directory (other
+# RUSTFLAGS would rebuild target/).
+PGO_ENV = prof=$$($(PYTHON) tools/pgo/profile $(1)); \
+	if [ -n "$$prof" ]; then \
+		export RUSTFLAGS="-Cprofile-use=$$prof -Cllvm-args=-no-pgo-warn-mismatch"; \
+		export CARGO_TARGET_DIR="$(abspath target/pgo/use-$(1))"; \
+		profile="--profile pgo"; \
+	else profile="--release"; fi; \
+	echo "building with cargo $$profile" >&2
+
 bench:
-	$(CARGO) bench -p vmsim-core --bench sim_speed
+	$(call PGO_ENV,bench); $(CARGO) bench -p vmsim-core --bench sim_speed $$profile
 
 setup: $(STAMP)
 
@@ -50,8 +66,10 @@ $(TOOLS): | $(BIN)/python
 	touch $@
 
 $(STAMP): $(TOOLS) $(BUILD_INPUTS)
-	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" \
-		$(BIN)/maturin develop --release --extras full,test
+	$(call PGO_ENV,extension); export VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH"; \
+	$(BIN)/maturin develop $$profile --extras full,test || { [ "$$profile" != "--release" ] && \
+		echo "the pgo build failed: building without profile-guided optimisation" >&2 && \
+		env -u RUSTFLAGS -u CARGO_TARGET_DIR $(BIN)/maturin develop --release --extras full,test; }
 	touch $@
 
 clean:
