@@ -47,7 +47,7 @@ test-python: $(STAMP)
 # RUSTFLAGS would rebuild target/).
 PGO_ENV = prof=$$($(PYTHON) tools/pgo/profile $(1)); \
 	if [ -n "$$prof" ]; then \
-		export RUSTFLAGS="-Cprofile-use=$$prof -Cllvm-args=-no-pgo-warn-mismatch"; \
+		export RUSTFLAGS="-Cprofile-use=$$prof -Cllvm-args=-no-pgo-warn-mismatch -Cllvm-args=-pgso=false"; \
 		export CARGO_TARGET_DIR="$(abspath target/pgo/use-$(1))"; \
 		profile="--profile pgo"; \
 	else profile="--release"; fi; \
