@@ -44,17 +44,17 @@ test-python: $(STAMP)
 
 # The profile data of build $(1) (extension or bench), if any, for a build
 # with the cargo profile `pgo`, in its own target directory (other
-# RUSTFLAGS would rebuild target/).
+# RUSTFLAGS would rebuild target/); without it, cargo options $(2).
 PGO_ENV = prof=$$($(PYTHON) tools/pgo/profile $(1)); \
 	if [ -n "$$prof" ]; then \
 		export RUSTFLAGS="-Cprofile-use=$$prof -Cllvm-args=-no-pgo-warn-mismatch -Cllvm-args=-pgso=false"; \
 		export CARGO_TARGET_DIR="$(abspath target/pgo/use-$(1))"; \
 		profile="--profile pgo"; \
-	else profile="--release"; fi; \
-	echo "building with cargo $$profile" >&2
+	else profile="$(2)"; fi; \
+	echo "building with cargo $${profile:-(default profile)}" >&2
 
 bench:
-	$(call PGO_ENV,bench); $(CARGO) bench -p vmsim-core --bench sim_speed $$profile
+	$(call PGO_ENV,bench,); $(CARGO) bench -p vmsim-core --bench sim_speed $$profile
 
 setup: $(STAMP)
 
@@ -66,7 +66,7 @@ $(TOOLS): | $(BIN)/python
 	touch $@
 
 $(STAMP): $(TOOLS) $(BUILD_INPUTS)
-	$(call PGO_ENV,extension); export VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH"; \
+	$(call PGO_ENV,extension,--release); export VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH"; \
 	$(BIN)/maturin develop $$profile --extras full,test || { [ "$$profile" != "--release" ] && \
 		echo "the pgo build failed: building without profile-guided optimisation" >&2 && \
 		env -u RUSTFLAGS -u CARGO_TARGET_DIR $(BIN)/maturin develop --release --extras full,test; }
