@@ -6,11 +6,11 @@
 #
 # Set-up is a Python virtualenv in $(VENV) holding the package, built by
 # maturin (installed as editable: Python sources are used in place; the
-# extension is rebuilt only when Rust sources or presets change). The
-# extension and `make bench` are built with the cargo profile `pgo`:
-# whole-crate optimisation and profile data from tools/pgo/profile, which
-# prints nothing when it cannot make them (then a plain release build).
-# VMSIM_PGO=0 skips both (a plain release build).
+# extension is rebuilt only when Rust sources or presets change). With
+# VMSIM_PGO=1 the extension and `make bench` are built with the cargo
+# profile `pgo`: whole-crate optimisation and profile data from
+# tools/pgo/profile, which prints nothing when it cannot make them (then a
+# plain release build). Without it, a plain release build.
 
 PYTHON ?= python3
 CARGO  ?= cargo
@@ -45,7 +45,7 @@ test-python: $(STAMP)
 # The profile data of build $(1) (extension or bench), if any, for a build
 # with the cargo profile `pgo`, in its own target directory (other
 # RUSTFLAGS would rebuild target/); without it, cargo options $(2).
-PGO_ENV = prof=$$($(PYTHON) tools/pgo/profile $(1)); \
+PGO_ENV = prof=$$(VMSIM_PGO=$${VMSIM_PGO:-0} $(PYTHON) tools/pgo/profile $(1) < /dev/null); \
 	if [ -n "$$prof" ]; then \
 		export RUSTFLAGS="-Cprofile-use=$$prof -Cllvm-args=-no-pgo-warn-mismatch -Cllvm-args=-pgso=false"; \
 		export CARGO_TARGET_DIR="$(abspath target/pgo/use-$(1))"; \

@@ -1,7 +1,7 @@
 """The extension module gives the bytes stored in tests/golden for each
-configuration there, as the Rust tests check the core does: the build users
-get (profile-guided, whole-crate optimised) computes what a plain release
-build computes."""
+configuration there, as the Rust tests check the core does: the extension
+as `make setup` built it (profile-guided and whole-crate optimised with
+VMSIM_PGO=1) computes what a plain release build computes."""
 
 import json
 from pathlib import Path

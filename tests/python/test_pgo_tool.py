@@ -1,4 +1,4 @@
-"""tools/pgo/profile, the profile data of the build `make setup` makes: it
+"""tools/pgo/profile, the profile data of `VMSIM_PGO=1 make setup`: it
 must never fail the build that asked, and it refuses what it does not know."""
 
 import os

@@ -1,7 +1,8 @@
 //! Golden runs: each configuration in `tests/golden/*.toml` gives exactly
 //! the JSON stored beside it. The Python tests check the extension module
 //! against the same files, so the two builds (a plain release build here,
-//! the profile-guided one users get) are held to the same bytes.
+//! the extension as `make setup` built it, profile-guided with
+//! `VMSIM_PGO=1`) are held to the same bytes.
 //!
 //! A change of the model changes them on purpose: `VMSIM_BLESS=1 cargo
 //! test --release --test golden` rewrites them, and the diff shows what
