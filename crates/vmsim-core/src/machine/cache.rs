@@ -283,6 +283,10 @@ pub struct Cache {
     /// SRRIP RRPV (0..=3).
     store: Vec<Block>,
     blocks_per_set: usize,
+    /// Blocks that hold a set's tags: `ways.div_ceil(16)`.
+    tag_blocks: usize,
+    /// Bits `0..ways`.
+    way_bits: u64,
     /// Word offset of the PLRU bits within a set.
     plru_word: usize,
     /// Opaque sharer bitmask per way, indexed `set * ways + way`.
@@ -307,6 +311,70 @@ pub struct Cache {
     /// the line the last fill evicted.
     aux: Vec<u32>,
     evicted_aux: u32,
+}
+
+/// Bit `i` set where `block[i] == tag`.
+#[inline(always)]
+fn eq_mask(block: &[u32; WORDS_PER_BLOCK], tag: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the four unaligned
+        // loads read the 16 words of `block`.
+        unsafe {
+            let t = _mm_set1_epi32(tag as i32);
+            let p = block.as_ptr().cast::<__m128i>();
+            let e0 = _mm_cmpeq_epi32(_mm_loadu_si128(p), t);
+            let e1 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(1)), t);
+            let e2 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(2)), t);
+            let e3 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(3)), t);
+            // 0 / -1 per word, narrowed to one byte per word in order.
+            let b = _mm_packs_epi16(_mm_packs_epi32(e0, e1), _mm_packs_epi32(e2, e3));
+            _mm_movemask_epi8(b) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut b = 0u32;
+        for (i, &t) in block.iter().enumerate() {
+            b |= ((t == tag) as u32) << i;
+        }
+        b
+    }
+}
+
+/// Bit `i` set where `bytes[i] & STATE == state`.
+#[inline(always)]
+fn state_eq_mask(bytes: &[u8; 16], state: u8) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the unaligned load
+        // reads the 16 bytes of `bytes`.
+        unsafe {
+            let v = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
+            let v = _mm_and_si128(v, _mm_set1_epi8(STATE as i8));
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(state as i8))) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut b = 0u32;
+        for (i, &v) in bytes.iter().enumerate() {
+            b |= ((v & STATE == state) as u32) << i;
+        }
+        b
+    }
+}
+
+/// The lowest way in `mask`, or way 0 if it is empty.
+#[inline(always)]
+fn first_way(mask: u64) -> usize {
+    if mask == 0 {
+        0
+    } else {
+        mask.trailing_zeros() as usize
+    }
 }
 
 /// No auxiliary word (see [`Cache::insert_absent_at`]).
@@ -393,6 +461,9 @@ impl Cache {
             } else {
                 0
             };
+        // Whole 16-byte chunks of meta bytes are compared at once
+        // (`state_mask`): the set's storage extends that far past the tags.
+        let words = words.max(ways + 4 * ways.div_ceil(WORDS_PER_BLOCK));
         let blocks_per_set = words.div_ceil(WORDS_PER_BLOCK);
         let blocks = (geom.sets as usize)
             .checked_mul(blocks_per_set)
@@ -404,6 +475,8 @@ impl Cache {
             index: SetIndex::new(geom.sets),
             store: vec![Block([0; WORDS_PER_BLOCK]); blocks],
             blocks_per_set,
+            tag_blocks: ways.div_ceil(WORDS_PER_BLOCK),
+            way_bits: u64::MAX >> (64 - ways),
             plru_word,
             sharers: vec![0; n],
             plru_touch,
@@ -572,11 +645,51 @@ impl Cache {
         self.index.of(line) as u32
     }
 
+    /// Bit `w` set for each way `w` of `set` whose stored tag is `tag`.
+    /// Compares whole 16-word blocks without branching (the host compiler
+    /// makes a few vector compares of each), then drops the bits past the
+    /// tags: a scan that stops at the first match costs a compare and a
+    /// branch per way, and most look-ups on the hot path miss.
+    #[inline(always)]
+    fn match_mask(&self, set: usize, tag: u32) -> u64 {
+        let w = self.words(set);
+        let mut m = 0u64;
+        // `words` holds at least `ways.div_ceil(16)` whole blocks (the tags
+        // come first in a set's blocks).
+        for (c, block) in w
+            .chunks_exact(WORDS_PER_BLOCK)
+            .take(self.tag_blocks)
+            .enumerate()
+        {
+            let block: &[u32; WORDS_PER_BLOCK] = block.try_into().expect("whole block");
+            m |= (eq_mask(block, tag) as u64) << (c * WORDS_PER_BLOCK);
+        }
+        m & self.way_bits
+    }
+
+    /// Bit `w` set for each way `w` of `set` whose policy state is `state`
+    /// (a branch-free scan, as in [`Cache::match_mask`]).
+    #[inline(always)]
+    fn state_mask(&self, set: usize, state: u8) -> u64 {
+        let w = self.words(set);
+        // SAFETY: a u32 slice viewed as its bytes, as in `meta`.
+        let bytes = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
+        // The meta bytes start after the tags; a set's blocks extend at least
+        // `16 * tag_blocks` bytes past that (see `Cache::new`).
+        let meta = &bytes[self.ways * 4..self.ways * 4 + WORDS_PER_BLOCK * self.tag_blocks];
+        let mut m = 0u64;
+        for (c, chunk) in meta.chunks_exact(16).enumerate() {
+            let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
+            m |= (state_eq_mask(chunk, state) as u64) << (c * 16);
+        }
+        m & self.way_bits
+    }
+
     /// Way of `set` holding stored tag `tag`, if any.
     #[inline(always)]
     fn find(&self, set: usize, tag: Option<u32>) -> Option<usize> {
-        let tag = tag?;
-        self.tags(set).iter().position(|&t| t == tag)
+        let m = self.match_mask(set, tag?);
+        (m != 0).then(|| m.trailing_zeros() as usize)
     }
 
     /// `(set, way)` holding `line`, if any.
@@ -697,9 +810,9 @@ impl Cache {
         if self.valid == self.geom.lines() {
             return self.victim_of_full(set);
         }
-        match self.tags(set).iter().position(|&t| t == INVALID_TAG) {
-            Some(w) => w,
-            None => self.victim_of_full(set),
+        match self.match_mask(set, INVALID_TAG) {
+            0 => self.victim_of_full(set),
+            m => m.trailing_zeros() as usize,
         }
     }
 
@@ -707,27 +820,25 @@ impl Cache {
     #[inline(always)]
     fn victim_of_full(&mut self, set: usize) -> usize {
         match self.policy {
-            Replacement::Lru => {
-                let lru = self.ways as u8 - 1;
-                self.meta(set)
-                    .iter()
-                    .position(|&m| m & STATE == lru)
-                    .unwrap_or(0)
-            }
+            Replacement::Lru => first_way(self.state_mask(set, self.ways as u8 - 1)),
             Replacement::TreePlru => self.plru_victim(set),
             Replacement::Srrip | Replacement::Drrip => {
-                let m = self.meta_mut(set);
                 // A way already at the distant RRPV: the maximum is RRPV_MAX, so
                 // nothing ages and the first such way is the victim.
-                if let Some(w) = m.iter().position(|&v| v & STATE == RRPV_MAX) {
-                    return w;
+                let at_max = self.state_mask(set, RRPV_MAX);
+                if at_max != 0 {
+                    return first_way(at_max);
                 }
+                let m = self.meta_mut(set);
                 let max = m.iter().fold(0, |a, &v| a.max(v & STATE));
-                if max < RRPV_MAX {
-                    let age = RRPV_MAX - max;
-                    m.iter_mut().for_each(|v| *v += age);
+                if max >= RRPV_MAX {
+                    return 0;
                 }
-                m.iter().position(|&v| v & STATE == RRPV_MAX).unwrap_or(0)
+                // Ageing every way by `age` brings exactly the ways at `max`
+                // to RRPV_MAX: the first of them is the victim.
+                let age = RRPV_MAX - max;
+                m.iter_mut().for_each(|v| *v += age);
+                first_way(self.state_mask(set, RRPV_MAX))
             }
             Replacement::Random => {
                 let r = self.next_random();
@@ -1876,7 +1987,14 @@ mod tests {
     }
 
     fn scenario() -> impl Strategy<Value = (u32, u32, Vec<Op>)> {
-        (1u32..=4, 1u32..=8).prop_flat_map(|(sets, ways)| {
+        // Up to 8 ways, and wider sets whose tags or meta bytes span several
+        // 16-word blocks (20: the Intel LLCs; 51: meta bytes running past
+        // the tags' blocks; 64: the limit).
+        let ways = prop_oneof![
+            3 => 1u32..=8,
+            1 => proptest::sample::select(vec![12u32, 16, 17, 20, 24, 32, 33, 51, 64]),
+        ];
+        (1u32..=4, ways).prop_flat_map(|(sets, ways)| {
             let max_line = (sets * ways * 3) as u64;
             (
                 Just(sets),
