@@ -19,6 +19,7 @@
 //! every dirty line leaving the last cache that holds it is written to DRAM.
 
 use super::cache::{Cache, CacheGeometry, Evicted, Replacement, Split, NO_AUX};
+use super::divisor::Divisor;
 use super::memory::Calendar;
 use super::topology::Topology;
 use serde::Serialize;
@@ -145,8 +146,6 @@ pub struct Hierarchy {
     no_rfo: bool,
     perf_at_l2: bool,
     pub lat: Latencies,
-    /// Memory bytes per NUMA node; physical addresses are laid out node by node.
-    node_bytes: u64,
     pub dram: Vec<Calendar>,
     /// Outgoing socket-link bandwidth, per socket.
     pub link: Vec<Calendar>,
@@ -195,8 +194,9 @@ pub struct Hierarchy {
     /// `Topology::cores_per_llc` and `socket_of_node`, done once).
     cores_per_llc: usize,
     node_socket: Vec<usize>,
-    /// log2 of `node_bytes` when it is a power of two (the home node is then a shift).
-    node_shift: Option<u32>,
+    /// Memory bytes per NUMA node, to divide by: physical addresses are
+    /// laid out node by node.
+    node_div: Divisor,
 }
 
 pub struct HierarchyParams {
@@ -289,7 +289,6 @@ impl Hierarchy {
             no_rfo: p.no_rfo,
             perf_at_l2: p.perf_events == PerfCacheEvents::L2,
             lat: p.lat,
-            node_bytes: p.node_bytes,
             dram,
             link,
             wb_wait: 0,
@@ -300,34 +299,27 @@ impl Hierarchy {
             core_llc,
             cores_per_llc,
             node_socket,
-            node_shift: p
-                .node_bytes
-                .is_power_of_two()
-                .then(|| p.node_bytes.trailing_zeros()),
+            node_div: Divisor::new(p.node_bytes.max(1)),
         })
     }
 
     #[inline]
     pub fn home_node(&self, line: u64) -> usize {
-        let node = match self.node_shift {
-            Some(s) => (line << 6) >> s,
-            None => (line << 6) / self.node_bytes,
-        };
+        let node = self.node_div.div(line << 6);
         (node as usize).min(self.dram.len() - 1)
     }
 
     /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
     #[inline]
     fn dram_xfer(&mut self, node: usize, socket: usize, t: u64, write: bool) -> u64 {
-        let mut xfer = 64 * super::memory::EPOCH / self.dram[node].capacity_per_epoch().max(1);
+        let mut xfer = self.dram[node].line_cycles();
         let mut done = self.dram[node].reserve(t, 64, write);
         let home_socket = self.node_socket[node];
         if home_socket != socket {
             // Reads cross from the home socket to us; writes from us to it.
             let from = if write { socket } else { home_socket };
             done = done.max(self.link[from].reserve(t, 64, write));
-            xfer =
-                xfer.max(64 * super::memory::EPOCH / self.link[from].capacity_per_epoch().max(1));
+            xfer = xfer.max(self.link[from].line_cycles());
         }
         // Only time beyond the slower resource's own transfer time is queueing.
         done.saturating_sub(t + xfer)

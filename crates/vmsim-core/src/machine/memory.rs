@@ -14,6 +14,8 @@
 
 use serde::Serialize;
 
+use super::divisor::Divisor;
+
 /// Epoch of the DRAM and link calendars.
 pub const EPOCH: u64 = 1 << DRAM_EPOCH_SHIFT;
 const DRAM_EPOCH_SHIFT: u32 = 10;
@@ -38,6 +40,10 @@ pub struct ChannelStats {
 pub struct Calendar<const SHIFT: u32 = DRAM_EPOCH_SHIFT, const RING_BITS: u32 = DRAM_RING_BITS> {
     /// Bytes one epoch can carry.
     capacity: u64,
+    /// `capacity`, to divide by.
+    per_epoch: Divisor,
+    /// `64 * EPOCH / capacity`.
+    line_cycles: u64,
     epoch_id: Vec<u64>,
     used: Vec<u64>,
     /// Epochs in [full_from, full_until) are known full: a saturated stream
@@ -55,6 +61,8 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
         let capacity = ((bytes_per_cycle * Self::EPOCH as f64).round() as u64).max(64);
         Calendar {
             capacity,
+            per_epoch: Divisor::new(capacity),
+            line_cycles: 64 * Self::EPOCH / capacity,
             epoch_id: vec![u64::MAX; Self::RING],
             used: vec![0; Self::RING],
             full_from: 0,
@@ -65,6 +73,12 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
 
     pub fn capacity_per_epoch(&self) -> u64 {
         self.capacity
+    }
+
+    /// Cycles one 64-byte line takes at full bandwidth (rounded down).
+    #[inline]
+    pub fn line_cycles(&self) -> u64 {
+        self.line_cycles
     }
 
     /// Reserves `bytes` at or after `t`; returns when the transfer is done.
@@ -100,13 +114,13 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
         let (e, u) = self.take(t, bytes);
         // Position inside the epoch in proportion to the bytes ahead of us.
         if !own {
-            let done = ((e << SHIFT) + (u << SHIFT) / self.capacity).max(t);
+            let done = ((e << SHIFT) + self.per_epoch.div(u << SHIFT)).max(t);
             self.stats.queue_cycles += done - t;
             return done;
         }
-        let done = (e << SHIFT) + ((u + bytes) << SHIFT) / self.capacity;
+        let done = (e << SHIFT) + self.per_epoch.div((u + bytes) << SHIFT);
         let done = done.max(t);
-        self.stats.queue_cycles += done.saturating_sub(t + (bytes << SHIFT) / self.capacity);
+        self.stats.queue_cycles += done.saturating_sub(t + self.per_epoch.div(bytes << SHIFT));
         done
     }
 

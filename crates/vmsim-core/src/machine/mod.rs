@@ -24,6 +24,7 @@
 
 pub mod cache;
 pub mod core;
+pub mod divisor;
 pub mod hierarchy;
 pub mod ipi;
 pub mod memory;
