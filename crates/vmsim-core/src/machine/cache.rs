@@ -334,13 +334,18 @@ fn eq_mask(block: &[u32; WORDS_PER_BLOCK], tag: u32) -> u32 {
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut b = 0u32;
-        for (i, &t) in block.iter().enumerate() {
-            b |= ((t == tag) as u32) << i;
-        }
-        b
+    eq_mask_scalar(block, tag)
+}
+
+/// [`eq_mask`] one word at a time: the build off x86_64, and the reference
+/// the SSE2 build is tested against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn eq_mask_scalar(block: &[u32; WORDS_PER_BLOCK], tag: u32) -> u32 {
+    let mut b = 0u32;
+    for (i, &t) in block.iter().enumerate() {
+        b |= ((t == tag) as u32) << i;
     }
+    b
 }
 
 /// Bit `i` set where `bytes[i] & STATE == state`.
@@ -358,13 +363,17 @@ fn state_eq_mask(bytes: &[u8; 16], state: u8) -> u32 {
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut b = 0u32;
-        for (i, &v) in bytes.iter().enumerate() {
-            b |= ((v & STATE == state) as u32) << i;
-        }
-        b
+    state_eq_mask_scalar(bytes, state)
+}
+
+/// [`state_eq_mask`] one byte at a time (as [`eq_mask_scalar`]).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn state_eq_mask_scalar(bytes: &[u8; 16], state: u8) -> u32 {
+    let mut b = 0u32;
+    for (i, &v) in bytes.iter().enumerate() {
+        b |= ((v & STATE == state) as u32) << i;
     }
+    b
 }
 
 /// The lowest way in `mask`, or way 0 if it is empty.
@@ -1375,6 +1384,22 @@ mod tests {
     }
 
     proptest! {
+        /// The block compares (SSE2 on x86_64) against one word or byte at a
+        /// time; words drawn from a few values so that matches are common.
+        #[test]
+        fn block_masks_match_a_scalar_compare(
+            words in prop::array::uniform16(0u32..4),
+            tag in 0u32..4,
+            bytes in prop::array::uniform16(any::<u8>()),
+            state in 0u8..4,
+        ) {
+            let words = words.map(|w| if w == 3 { INVALID_TAG } else { w });
+            let tag = if tag == 3 { INVALID_TAG } else { tag };
+            prop_assert_eq!(eq_mask(&words, tag), eq_mask_scalar(&words, tag));
+            let bytes = bytes.map(|b| b & (DIRTY | 3));
+            prop_assert_eq!(state_eq_mask(&bytes, state), state_eq_mask_scalar(&bytes, state));
+        }
+
         #[test]
         fn div_rem_matches_division(sets in 1u32.., x in any::<u64>()) {
             let idx = SetIndex::new(sets);
