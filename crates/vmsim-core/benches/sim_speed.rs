@@ -187,7 +187,7 @@ fn parallel(filter: Option<&str>, reps: usize) {
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, scale) in [
-        ("clear-target-last", 1.0 / 32.0),
+        ("clear-target-last", 1.0 / 16.0),
         ("copy-target-last", 1.0 / 16.0),
     ] {
         if filter.is_some_and(|f| !name.contains(f)) {

@@ -132,3 +132,33 @@ fn no_region_of_interest_when_a_task_finishes_before_the_last_starts() {
     let together = run(&cfg(2, 2, ""));
     assert!(together["metrics"].get("roi").is_some());
 }
+
+fn u(v: &Value, k: &str) -> u64 {
+    v["metrics"][k].as_u64().unwrap_or_else(|| panic!("{k}"))
+}
+
+/// A VMA ends where its length does: a huge page goes only where a whole
+/// aligned 2 MiB lies inside it (`transhuge_vma_suitable()`), and the rest
+/// is faulted in 4 KiB pages, so a task never clears memory it did not map.
+#[test]
+fn a_region_short_of_a_huge_page_is_faulted_in_small_pages() {
+    for (mib, huge, small) in [(1u64, 0u64, 256u64), (3, 1, 256), (4, 2, 0)] {
+        let v = run(&cfg(1, mib, ""));
+        assert_eq!(v["metrics"]["data_verified"], true, "{mib} MiB");
+        assert_eq!(u(&v, "pgfault_thp"), huge, "{mib} MiB");
+        assert_eq!(u(&v, "pgfault_anon_4k"), small, "{mib} MiB");
+        assert_eq!(u(&v, "subpage_clears"), mib * 256, "{mib} MiB");
+    }
+}
+
+/// Copy on write of such a region, after a fork: the huge page is copied
+/// whole and the 4 KiB tail page by page, and the child's data checks out.
+#[test]
+fn copy_on_write_of_a_region_with_a_small_page_tail() {
+    let v = run(&cfg(1, 3, "prealloc = true\nprefault = true\n")
+        .replace("thp = \"always\"", "thp = \"always\"\nthp_cow = \"copy\""));
+    assert_eq!(v["metrics"]["data_verified"], true);
+    assert_eq!(u(&v, "thp_cow_copies"), 1);
+    assert_eq!(u(&v, "pgfault_cow_4k"), 256);
+    assert_eq!(u(&v, "subpage_copies"), 768);
+}

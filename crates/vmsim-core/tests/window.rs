@@ -48,7 +48,7 @@ clear_huge_page = "sequential"
 [workload]
 kind = "usemem"
 nr_task = 72
-size_per_task_mib = 1
+size_per_task_mib = 2
 "#;
 
 /// Copy-on-write children on both sockets read their parent's pages.

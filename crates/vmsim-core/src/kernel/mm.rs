@@ -11,6 +11,7 @@ use crate::machine::ipi::CpuMask;
 use crate::machine::tlb::PageSize;
 use std::collections::BTreeMap;
 
+pub const PAGE_SIZE: u64 = 4096;
 pub const PMD_SHIFT: u32 = 21;
 pub const PMD_SIZE: u64 = 1 << PMD_SHIFT;
 pub const PUD_SHIFT: u32 = 30;
@@ -202,12 +203,16 @@ impl Mm {
         true
     }
 
-    /// Places a new VMA of `len` bytes (rounded up to 2 MiB) and returns its start.
+    /// Places a new VMA of `len` bytes (rounded up to 4 KiB, as `mmap()`
+    /// does) at a 2 MiB boundary and returns its start. The start is aligned
+    /// as `thp_get_unmapped_area()` aligns anonymous mappings, so a VMA holds
+    /// `len / 2 MiB` whole huge pages; a tail short of 2 MiB fails
+    /// `transhuge_vma_suitable()` and is faulted in 4 KiB pages.
     pub fn mmap(&mut self, len: u64, kind: VmaKind, writable: bool) -> u64 {
-        let len = (len + PMD_SIZE - 1) & !(PMD_SIZE - 1);
+        let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let start = self.next_mmap;
         // Leave a 2 MiB hole between mappings so VMAs never merge.
-        self.next_mmap += len + PMD_SIZE;
+        self.next_mmap = (start + len).div_ceil(PMD_SIZE) * PMD_SIZE + PMD_SIZE;
         self.vmas.push(Vma {
             start,
             end: start + len,
@@ -500,7 +505,7 @@ impl Mm {
         self.shadow.remove(&vma.start);
         let keys: Vec<u64> = self
             .pmds
-            .range(vma.start >> PMD_SHIFT..vma.end >> PMD_SHIFT)
+            .range(vma.start >> PMD_SHIFT..vma.end.div_ceil(PMD_SIZE))
             .map(|(k, _)| *k)
             .collect();
         let mut freed = Vec::new();
@@ -563,9 +568,16 @@ mod tests {
         let mut mm = Mm::new(1);
         let a = mm.mmap(3 << 20, VmaKind::AnonPrivate, true);
         assert_eq!(a % PMD_SIZE, 0);
-        assert_eq!(mm.find_vma(a + (4 << 20) - 1).unwrap().start, a);
+        // The VMA ends where the length does (no rounding to 2 MiB); the
+        // next one starts at a 2 MiB boundary past a hole.
+        assert_eq!(mm.find_vma(a + (3 << 20) - 1).unwrap().start, a);
+        assert!(mm.find_vma(a + (3 << 20)).is_none());
         let b = mm.mmap(4096, VmaKind::AnonPrivate, true);
+        assert_eq!(b % PMD_SIZE, 0);
         assert!(b >= a + (4 << 20) + PMD_SIZE);
+        assert_eq!(mm.find_vma(b).unwrap().end, b + 4096);
+        let c = mm.mmap(5000, VmaKind::AnonPrivate, true);
+        assert_eq!(mm.find_vma(c).unwrap().end - c, 8192, "rounded up to 4 KiB");
         mm.set_pmd_huge(a, Pte::new(1024, true));
         assert_eq!(
             mm.lookup(a + 5 * 4096 + 7),
