@@ -229,6 +229,12 @@ fn numa_balancing_and_pmbench_settings_out_of_range_name_their_key() {
         ("", "eater_mib = 64", "workload.eater_exit_s"),
         ("", "stdev_fraction = -1", "workload.stdev_fraction"),
         ("", "stride_pages = 0", "workload.stride_pages"),
+        ("", "stride_pages = 3", "workload.stride_pages"),
+        (
+            "",
+            "pattern = \"linear\"\nstdev_fraction = 0.5",
+            "workload.stdev_fraction",
+        ),
         ("", "nr_processes = 9", "workload.mapsize_mib"),
     ] {
         let (k, msg) = pmbench_err(kernel, workload);

@@ -45,6 +45,7 @@ impl Fields {
         if let Some(k) = self.table.keys().find(|k| !keys.contains(&k.as_str())) {
             let mut acc = keys.to_vec();
             acc.sort();
+            acc.dedup();
             return Err(cfg_err(
                 self.key(k),
                 format!("unknown key; accepted keys here: {}", acc.join(", ")),

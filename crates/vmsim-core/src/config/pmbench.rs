@@ -91,7 +91,7 @@ fn seconds(w: &mut Fields, key: &'static str, s: f64, scale: f64) -> Result<u64,
     if !(s.is_finite() && s > 0.0 && s <= 3600.0) {
         return Err(cfg_err(
             w.key(key),
-            format!("must be between 0 and 3600 seconds, got {s}"),
+            format!("must be above 0 and at most 3600 seconds, got {s}"),
         ));
     }
     Ok((s * scale * 1e9) as u64)
@@ -126,18 +126,34 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfi
         Some("uniform") => PmbenchPattern::Uniform,
         _ => PmbenchPattern::Normal,
     };
-    let stdev_fraction = w.f64_opt("stdev_fraction")?.unwrap_or(0.125);
+    let stdev_given = w.f64_opt("stdev_fraction")?;
+    let stdev_fraction = stdev_given.unwrap_or(0.125);
     if !(stdev_fraction.is_finite() && stdev_fraction > 0.0 && stdev_fraction <= 10.0) {
         return Err(cfg_err(
             w.key("stdev_fraction"),
             "must be above 0 and at most 10",
         ));
     }
-    let stride_pages = w.u64_opt("stride_pages")?.unwrap_or(1);
+    let stride_given = w.u64_opt("stride_pages")?;
+    let stride_pages = stride_given.unwrap_or(1);
     if stride_pages == 0 || stride_pages > setsize / 4096 {
         return Err(cfg_err(
             w.key("stride_pages"),
             "must be between 1 and the set's pages",
+        ));
+    }
+    // Each shape parameter belongs to one pattern: given with another, it
+    // would be ignored, and the run would not be the one asked for.
+    if stride_given.is_some() && !matches!(pattern, PmbenchPattern::Linear) {
+        return Err(cfg_err(
+            w.key("stride_pages"),
+            "only for pattern = \"linear\" (the stride of its walk)",
+        ));
+    }
+    if stdev_given.is_some() && !matches!(pattern, PmbenchPattern::Normal) {
+        return Err(cfg_err(
+            w.key("stdev_fraction"),
+            "only for pattern = \"normal\" (its standard deviation)",
         ));
     }
     let read_ratio = w.u64_opt("read_ratio")?.unwrap_or(50);
