@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._errors import cut
 from ._io import atomic_path
+from ._results import result_problem
 from .runtables import arms_of, show, unit_of
 from .stats import summarise
 from .tables import metric_names
@@ -21,15 +22,11 @@ class PlotError(ValueError):
 
 
 def _check_result(result: Any) -> None:
-    if isinstance(result, Mapping) and result.get("kind") in ("sweep", "compare-runs"):
-        if not result.get("rows") and not result.get("runs"):
-            raise PlotError(f"an empty {result['kind']} result: nothing to plot")
-        return
-    if not isinstance(result, Mapping) or not any(k in result for k in ("metrics", "variants", "cases")):
-        shown = cut(repr(result)) if not isinstance(result, Mapping) else "an object without 'metrics', 'variants' or 'cases'"
-        if isinstance(result, Mapping) and "command" in result and "host" in result:
-            shown = "a host measurement (vmsim hw); its figures are in its table"
-        raise PlotError(f"not a vmsim run, compare or sweep result: {shown}")
+    problem = result_problem(result)
+    if problem:
+        raise PlotError(problem)
+    if result.get("kind") == "sweep" and not result.get("rows"):
+        raise PlotError("an empty sweep result: nothing to plot")
 
 
 def _all_metric_sets(result: Mapping[str, Any]) -> List[Mapping[str, Any]]:
