@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -12,7 +14,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
-from .tables import iter_runs, iter_scalar_rows, scalar_metrics
+from ._io import read_regular_text
+from ._results import check_result, load_result
+from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
 
 ProgressCallback = Callable[[str, float], Any]
 
@@ -94,9 +103,11 @@ def compare(
     path to an experiment TOML. ``scale`` overrides the experiment's memory
     scale. ``set`` maps dotted config keys to values applied to every arm
     (for example ``{"kernel.page_alloc_shuffle": True}``); a bad key raises
-    ``ConfigError`` naming it. The result has keys ``experiment``, ``description``, ``machine``,
-    ``scale``, ``seed``, ``config``, ``baseline_name``, ``baseline`` (metrics),
-    ``variants`` (name -> metrics) and ``variant_order``. Raises
+    ``ConfigError`` naming it, and so does a key that a case or an arm of the
+    experiment sets itself (its own setting would win). The result has keys
+    ``experiment``, ``description``, ``machine``, ``scale``, ``seed``,
+    ``config``, ``baseline_name``, ``baseline`` (metrics), ``variants``
+    (name -> metrics) and ``variant_order``. Raises
     ``DataVerificationError`` as ``run`` does when any arm lost data.
 
     Each arm (of each case) is a simulation of its own; up to ``threads`` of
@@ -106,8 +117,10 @@ def compare(
     exp = os.fspath(experiment)
     seed = check_seed(seed)
     threads = check_threads(threads)
+    scale = check_scale(scale)
+    set = check_set(exp, set)
     t0 = time.monotonic()
-    set_json = json.dumps(dict(set)) if set else None
+    set_json = json.dumps(set) if set else None
     result = json.loads(_core.compare(exp, scale, seed, progress, set_json, threads))
     if set:
         result["set"] = dict(set)
@@ -117,6 +130,136 @@ def compare(
     if check:
         check_verified(result)
     return result
+
+
+def check_scale(scale: Any) -> Optional[float]:
+    """A memory scale factor: ``None`` (the experiment's own) or a positive finite number."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale > 0):
+        raise config_error("scale", f"{cut(repr(scale))} is not accepted; accepted: a positive number, "
+                                    "or None for the experiment's own scale")
+    return float(scale)
+
+
+def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
+    """``compare``'s ``set`` as a dict of dotted keys to JSON values, or None.
+
+    A key that a case or an arm of the experiment also sets is refused: the
+    core applies those after ``set``, so the value given would be lost."""
+    if settings is None:
+        return None
+    if not isinstance(settings, Mapping):
+        raise config_error("set", f"{cut(repr(settings))} is not accepted; accepted: a mapping of dotted config keys "
+                                  "to values, e.g. {'workload.nr_task': 4}")
+    settings = dict(settings)
+    for key in settings:
+        if not isinstance(key, str) or not key.strip():
+            raise config_error("set", f"the key {cut(repr(key))} is not a dotted config key (e.g. 'workload.nr_task')")
+    check_json_values(settings, "set")
+    found = _experiment_toml(experiment) if settings else None
+    if found is None:
+        return settings or None
+    builtin = found[1] is None
+    where = f"a copy of the experiment (vmsim experiments --show {experiment})" if builtin else experiment
+    for key, value in settings.items():
+        for what, name, arm_set in _arm_sets(found[0]):
+            for mine in _leaves(key, value):
+                clash = next((k for k in _leaves("", arm_set) if mine == k or mine.startswith(k + ".")), None)
+                if clash is not None:
+                    raise config_error(f"set.{key}", f"the experiment's {what} {name!r} sets {clash} itself, which "
+                                                     f"would win over this value; change the {what.split()[-1]} in "
+                                                     f"{where} instead")
+    return settings or None
+
+
+def _leaves(key: str, value: Any) -> List[str]:
+    """The dotted keys a value set at ``key`` fills in (a table fills its own)."""
+    if isinstance(value, Mapping):
+        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}" if key else str(k), v)]
+    return [key]
+
+
+def _experiment_toml(experiment: str) -> Optional[tuple]:
+    """(experiment TOML as a dict, its folder) found as the core finds it
+    (a built-in name first, then a file), or None when only the core can say
+    what is wrong with it."""
+    text = _core.builtin_toml("experiment", experiment)
+    folder = None
+    if text is None:
+        try:
+            text = read_regular_text(experiment, "experiment")
+        except (OSError, ValueError):
+            return None
+        folder = os.path.dirname(os.path.abspath(experiment))
+    try:
+        return tomllib.loads(text), folder
+    except ValueError:
+        return None
+
+
+def _arm_sets(doc: Mapping[str, Any]) -> List[tuple]:
+    """(what, name, its set table) for each case and arm of an experiment TOML."""
+    out = []
+    for c in doc.get("cases") or []:
+        if isinstance(c, Mapping) and isinstance(c.get("set"), Mapping):
+            out.append(("case", c.get("name"), c["set"]))
+    base = doc.get("baseline")
+    if isinstance(base, Mapping) and isinstance(base.get("set"), Mapping):
+        out.append(("baseline arm", base.get("name"), base["set"]))
+    for v in doc.get("variants") or []:
+        if isinstance(v, Mapping) and isinstance(v.get("set"), Mapping):
+            out.append(("arm", v.get("name"), v["set"]))
+    return out
+
+
+def experiment_metric_names(experiment: Union[str, "os.PathLike[str]"],
+                            settings: Optional[Mapping[str, Any]] = None) -> Optional[List[str]]:
+    """The scalar metrics an experiment's arms report, known before anything
+    runs (they depend on each arm's machine and workload kind only), or None
+    when they cannot be worked out beforehand."""
+    found = _experiment_toml(os.fspath(experiment))
+    if found is None:
+        return None
+    doc, folder = found
+    names: set = set()
+    seen: set = set()
+    try:
+        arms = [doc["baseline"]] + list(doc["variants"])
+        for case in list(doc.get("cases") or []) or [None]:
+            for arm in arms:
+                if case is not None and arm.get("cases") and case.get("name") not in arm["cases"]:
+                    continue  # as the core runs it: that arm is not in this case
+                cfg = json.loads(json.dumps(doc["config"]))
+                for part in (settings or {}, (case or {}).get("set") or {}, arm.get("set") or {}):
+                    for k, v in part.items():
+                        set_dotted(cfg, k, v)
+                workload = cfg.get("workload") if isinstance(cfg.get("workload"), dict) else {}
+                kind = json.dumps([cfg.get("machine"), workload.get("kind")], sort_keys=True)
+                if kind not in seen:
+                    seen.add(kind)
+                    names.update(_core.metric_names(json.dumps(cfg), "json", folder))
+    except (_core.VmsimError, AttributeError, KeyError, TypeError, ValueError):
+        # A config valid only once scaled, or a malformed experiment: the run
+        # says what is wrong, and the names come from its result.
+        return None
+    return sorted(names)
+
+
+def check_metric_names(metrics: Sequence[str], known: Sequence[str], key: str = "metrics") -> None:
+    """Refuses metric names that are not in ``known``, listing the known ones."""
+    unknown = [m for m in metrics if m not in set(known)]
+    if unknown:
+        raise config_error(key, f"unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(known)}")
+
+
+def check_min_change(min_change: Any) -> float:
+    """A ``min_change`` percentage: a finite number of at least 0."""
+    if isinstance(min_change, bool) or not isinstance(min_change, (int, float)) or not (
+            math.isfinite(min_change) and min_change >= 0):
+        raise config_error("min_change", f"{cut(repr(min_change))} is not accepted; accepted: a finite number "
+                                         "of at least 0 (percent)")
+    return float(min_change)
 
 
 def default_threads() -> int:
@@ -404,22 +547,38 @@ def compare_results(
     Each argument is a result dict or the path of a result JSON (run, compare
     or ``compare --runs``). One result shows its own arms; several are set
     side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
-    ``min_change`` keeps the metrics that change by at least that many percent.
+    ``min_change`` keeps the metrics that change by at least that many percent;
+    ``metrics`` (a list of names) shows just those. Raises ``ConfigError`` for
+    a result that is not one (keyed by its path, or ``results[i]``), an
+    unknown metric or a bad option.
     """
     from . import runtables
 
     if layout not in ("lkp", "mmtests"):
         raise config_error("layout", f"{cut(repr(layout))} is not accepted; accepted: 'lkp', 'mmtests'")
+    min_change = check_min_change(min_change)
+    if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
+        raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
     labelled = []
     for i, r in enumerate(results):
         if isinstance(r, Mapping):
-            labelled.append((f"result{i + 1}", r))
+            origin, label = f"results[{i}]", f"result{i + 1}"
+            check_result(r, origin)
+        elif isinstance(r, (str, os.PathLike)):
+            origin = os.fspath(r)
+            label = os.path.splitext(os.path.basename(origin))[0]
+            r = load_result(origin)
         else:
-            path = os.fspath(r)
-            with open(path, encoding="utf-8") as f:
-                labelled.append((os.path.splitext(os.path.basename(path))[0], json.load(f)))
+            raise config_error(f"results[{i}]", f"{cut(repr(r))} is not accepted; accepted: a result dict or "
+                                                "the path of a result JSON")
+        if r.get("kind") == "sweep":
+            raise config_error(origin, "a sweep result has no arms to compare; to_dataframe() or vmsim plot show it")
+        labelled.append((label, r))
     if not labelled:
         raise config_error("results", "give at least one result")
+    if metrics:
+        known = metric_names(*(m for _, r in labelled for _, runs in runtables.arms_of(r) for m in runs))
+        check_metric_names(list(metrics), known)
     fmt = runtables.format_lkp if layout == "lkp" else runtables.format_mmtests
     parts = []
     for arms in runtables.saved_arms(labelled):
@@ -431,13 +590,15 @@ def compare_results(
     return "\n".join(parts)
 
 
-def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], *, per_cpu: bool = False):
+def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]], str, "os.PathLike[str]"], *,
+                 per_cpu: bool = False):
     """A ``pandas.DataFrame`` of a result.
 
     - ``run`` result: one row (index ``"run"``), a column per scalar metric;
     - ``compare`` result: a row per configuration (baseline first, then the
       variants in order), a column per scalar metric;
-    - a list of rows (``sweep`` without pandas): one row each.
+    - a list of rows (``sweep`` without pandas): one row each;
+    - the path of a result JSON: that result, as above.
 
     With ``per_cpu=True``, the per-CPU counters instead: one row per CPU (and
     per configuration for a compare result, in a ``run`` column).
@@ -447,8 +608,19 @@ def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]], 
         import pandas as pd
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("to_dataframe needs pandas: pip install 'vmsim[full]'") from e
-    if not isinstance(result, Mapping):
-        return pd.DataFrame(list(result))
+    if isinstance(result, (str, os.PathLike)):
+        result = load_result(result)
+    elif isinstance(result, Mapping):
+        check_result(result, "result")
+    else:
+        try:
+            rows = list(result)
+        except TypeError:
+            rows = None
+        if rows is None or not all(isinstance(r, Mapping) for r in rows):
+            raise config_error("result", f"{cut(repr(result))} is not accepted; accepted: a result dict, the path "
+                                         "of a result JSON, or a list of row dicts")
+        return pd.DataFrame(rows)
     if result.get("kind") == "sweep":
         return pd.DataFrame(result.get("rows", []))
     if result.get("kind") == "compare-runs" and not per_cpu:

@@ -31,6 +31,9 @@ def _as_path(config: ConfigLike) -> Optional[Path]:
     if isinstance(config, os.PathLike):
         return Path(config)
     if isinstance(config, str):
+        if not config.strip():
+            # Path("") is the current folder: say what is wrong instead.
+            raise config_error("config", "an empty path; give a run config file (.toml or .json), a dict or TOML text")
         if "\n" not in config and len(config) < 4096:
             p = Path(config)
             try:
@@ -91,6 +94,8 @@ def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
             data = json.loads(text) if _format_of(path) == "json" else tomllib.loads(text)
         except ValueError as e:
             raise config_error("config", f"{path}: not valid {_format_of(path).upper()}: {cut(str(e), 200)}") from None
+        if not isinstance(data, dict):
+            raise config_error("config", f"{path}: expected a JSON object of config keys, not a {type(data).__name__}")
         return data, os.fspath(path.resolve().parent)
     if isinstance(config, str):
         try:

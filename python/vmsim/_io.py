@@ -40,16 +40,26 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     suffix = target.suffix  # keeps the format that writers infer from it
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=folder)
+    except OSError as e:
+        raise _naming(e, target) from None
     os.close(fd)
     try:
         yield tmp
         os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename == tmp:
+            raise _naming(e, target) from None
         raise
+
+
+def _naming(e: OSError, target: Path) -> OSError:
+    """``e`` naming ``target``: the temporary file's name means nothing to the user."""
+    return OSError(e.errno, e.strerror, os.fspath(target)) if e.errno is not None else e
 
 
 def _umask() -> int:

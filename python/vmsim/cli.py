@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -16,7 +17,8 @@ from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
 from ._io import atomic_path, atomic_write_text
-from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree
+from ._results import load_result
+from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
 
 PROG = "vmsim"
 EXIT_USAGE = 2
@@ -41,12 +43,15 @@ def _write_json(obj: Any, out: str) -> None:
         atomic_write_text(out, text)
 
 
-def _check_out(value: Optional[str], option: str = "--json") -> None:
-    """Refuses an output path that cannot be written, before any work is done."""
-    if value is None or value == "-":
+def _check_out(value: Optional[str], option: str = "--json", stdout: bool = True) -> None:
+    """Refuses an output path that cannot be written, before any work is done;
+    ``stdout``: whether '-' (stdout) is accepted."""
+    if value is None or (value == "-" and stdout):
         return
     if not value.strip():
-        raise CliError(f"{option}: an empty path; give a file name or '-' for stdout")
+        raise CliError(f"{option}: an empty path; give a file name" + (" or '-' for stdout" if stdout else ""))
+    if value == "-":
+        raise CliError(f"{option}: '-' (stdout) is not accepted here; give a file name")
     p = Path(value)
     if p.is_dir():
         raise CliError(f"{option} {value}: is a folder; give a file name")
@@ -92,20 +97,22 @@ def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
 
 
 def cmd_machines(args) -> int:
-    if args.show:
+    if args.show is not None:
         return _show_builtin("machine", args.show, _api.machines())
     _print_listing(_api.machines())
     return 0
 
 
 def cmd_experiments(args) -> int:
-    if args.show:
+    if args.show is not None:
         return _show_builtin("experiment", args.show, _api.experiments())
     _print_listing(_api.experiments())
     return 0
 
 
 def _config_path(value: str) -> Path:
+    if not value.strip():
+        raise CliError("an empty config path; give a run config file (.toml or .json)")
     path = Path(value)
     if not path.exists():
         raise CliError(f"{value}: no such config file")
@@ -151,15 +158,24 @@ def _by_case(arms: List[Any]) -> List[List[Any]]:
     return list(groups.values())
 
 
+def _metric_list(args) -> Optional[List[str]]:
+    return [m for m in (args.metrics or "").split(",") if m] or None
+
+
 def _runs_text(groups: List[List[Any]], args) -> str:
-    metrics = [m for m in (args.metrics or "").split(",") if m] or None
+    metrics = _metric_list(args)
+    layout = args.format or "both"
     parts = []
     for arms in groups:
-        if args.format in ("lkp", "both"):
+        if layout in ("lkp", "both"):
             parts.append(runtables.format_lkp(arms, metrics, args.min_change))
-        if args.format in ("mmtests", "both"):
+        if layout in ("mmtests", "both"):
             parts.append(runtables.format_mmtests(arms, metrics, args.min_change))
     return "\n".join(parts)
+
+
+def _arm_metric_names(groups: List[List[Any]]) -> List[str]:
+    return metric_names(*(m for arms in groups for _, runs in arms for m in runs))
 
 
 def _mmtests_blocks(doc: Dict[str, Any]) -> str:
@@ -183,19 +199,17 @@ def _compare_saved(args, files: List[str]) -> int:
         p = Path(f)
         if not p.exists():
             raise CliError(f"{f}: no such result file")
-        if not p.is_file():
-            raise CliError(f"{f}: not a regular file; a result must be one")
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise CliError(f"{f}: not a JSON result ({cut(str(e), 120)})") from None
-        if not isinstance(doc, dict) or not any(k in doc for k in ("metrics", "variants", "cases", "runs")):
-            raise CliError(f"{f}: not a vmsim run or compare result")
+        doc = load_result(p)
+        if doc.get("kind") == "sweep":
+            raise CliError(f"{f}: a sweep result has no arms to compare; vmsim plot shows it")
         results.append((p.stem, doc))
     try:
         groups = runtables.saved_arms(results)
     except ValueError as e:
         raise CliError(str(e)) from None
+    metrics = _metric_list(args)
+    if metrics:
+        _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
     text = "\n".join(_runs_text(_by_case(arms) if len(results) == 1 else [arms], args) for arms in groups)
     if len(results) == 1:
         text += _mmtests_blocks(results[0][1])
@@ -205,13 +219,18 @@ def _compare_saved(args, files: List[str]) -> int:
 
 def cmd_compare(args) -> int:
     items = args.experiment
+    if not (math.isfinite(args.min_change) and args.min_change >= 0):
+        raise CliError(f"--min-change must be a finite number of at least 0 (percent), not {args.min_change}")
     if len(items) > 1 or items[0].endswith(".json"):
         if not all(i.endswith(".json") for i in items):
             raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
-        if args.runs != 1:
-            raise CliError("--runs applies to running an experiment, not to saved results")
-        if getattr(args, "set", None):
-            raise CliError("--set applies to running an experiment, not to saved results")
+        given = [opt for opt, on in (("--runs", args.runs != 1), ("-j/--jobs", args.jobs is not None),
+                                     ("--threads", args.threads is not None), ("--scale", args.scale is not None),
+                                     ("--seed", args.seed is not None), ("--set", bool(args.set)),
+                                     ("--json", args.json is not None)) if on]
+        if given:
+            raise CliError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to running an experiment, "
+                           "not to saved results")
         return _compare_saved(args, items)
     experiment = items[0]
     looks_like_file = experiment.endswith((".toml", ".json")) or os.sep in experiment
@@ -228,13 +247,22 @@ def cmd_compare(args) -> int:
     if args.threads is not None and args.threads < 1:
         raise CliError(f"--threads must be at least 1, not {args.threads}")
     _check_out(args.json)
-    seed = _api.check_seed(args.seed)
-    settings = _compare_settings(args)
+    seed = _api.check_seed(0 if args.seed is None else args.seed)
+    settings = _api.check_set(experiment, _compare_settings(args))
+    metrics = _metric_list(args)
+    # Checked before anything runs where the arms' configs tell the names;
+    # otherwise against the result, before it is shown.
+    known = _api.experiment_metric_names(experiment, settings) if metrics else None
+    if known is not None:
+        _api.check_metric_names(metrics, known, "--metrics")
     if args.runs == 1:
         result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                                     set=settings, threads=args.threads)
-        text = format_compare(result) if not args.min_change else _runs_text(_by_case(runtables.arms_of(result)), args)
-        _emit(result, text, args.json)
+        groups = _by_case(runtables.arms_of(result))
+        if metrics and known is None:
+            _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
+        tailored = args.min_change or metrics or args.format
+        _emit(result, _runs_text(groups, args) if tailored else format_compare(result), args.json)
         return 0
     seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
     jobs = min(args.jobs or _api.default_threads(), len(seeds))
@@ -265,7 +293,10 @@ def cmd_compare(args) -> int:
         doc["set"] = settings
     doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
-    _emit(doc, head + _runs_text(_by_case(runtables.arms_of(doc)), args), args.json)
+    groups = _by_case(runtables.arms_of(doc))
+    if metrics and known is None:
+        _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
+    _emit(doc, head + _runs_text(groups, args), args.json)
     for r in runs:
         _api.check_verified(r)
     return 0
@@ -317,6 +348,7 @@ def cmd_hw(args) -> int:
 def cmd_validate(args) -> int:
     from .microbench import validate_model
 
+    _check_out(args.json)
     result = validate_model(args.machine)
     _emit(result, result["table"], args.json)
     return 0
@@ -380,8 +412,8 @@ def cmd_sweep(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
     _check_out(args.json)
-    _check_out(args.csv, "--csv")
-    _check_out(args.parquet, "--parquet")
+    _check_out(args.csv, "--csv", stdout=False)
+    _check_out(args.parquet, "--parquet", stdout=False)
     grid = dict(_parse_grid_item(item) for item in args.set)
     done = _load_resume(args.json, grid, path) if args.resume else []
     jobs = args.jobs or _api.default_threads()
@@ -402,10 +434,7 @@ def cmd_sweep(args) -> int:
     # so a bad value stops nothing half-way.
     _api.sweep_points(grid, path)
     metrics = [m for m in (args.metrics or "").split(",") if m] or ["throughput_bytes_per_s", "elapsed_s"]
-    known = set(_api.sweep_metric_names(grid, path))
-    unknown = [m for m in metrics if m not in known]
-    if unknown:
-        raise CliError(f"--metrics: unknown metric(s) {', '.join(cut(m) for m in unknown)}; known: {', '.join(sorted(known - set(grid)))}")
+    _api.check_metric_names(metrics, _api.sweep_metric_names(grid, path), "--metrics")
     executor = _api.process_pool(jobs)
     try:
         kw = dict(keep_going=True, done=done, on_row=write_partial)
@@ -437,17 +466,13 @@ def cmd_plot(args) -> int:
     path = Path(args.result)
     if not path.exists():
         raise CliError(f"{args.result}: no such result file")
-    if not path.is_file():
-        raise CliError(f"{args.result}: not a regular file; a result must be one")
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CliError(f"{args.result}: not a JSON result ({cut(str(e), 120)})") from None
     out = Path(args.out)
     if not args.out.strip():
         raise CliError("--out: an empty path; give an image file or a folder")
     if out.is_dir():
         out = out / f"{path.stem}.png"
+    _check_out(str(out), "--out", stdout=False)
+    result = load_result(path)
     metrics = [m for m in (args.metrics or "").split(",") if m] or None
     try:
         written = plot.plot(result, out, metrics=metrics)
@@ -496,10 +521,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
                    help="show only metrics that change by at least PCT percent")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")
-    p.add_argument("--format", choices=["lkp", "mmtests", "both"], default="both",
-                   help="table layout over runs and for saved results (default both)")
+    p.add_argument("--format", choices=["lkp", "mmtests", "both"],
+                   help="LKP or mmtests tables, or both (the default; a single run given none of --format, "
+                        "--metrics and --min-change prints the plain compare table)")
     p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="set a config key for every arm (repeatable), e.g. kernel.page_alloc_shuffle=true")
@@ -560,7 +586,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # Output still buffered would meet a closed stdout at exit, past the
+        # BrokenPipeError handler below.
+        sys.stdout.flush()
+        return code
     except CliError as e:
         return _error(str(e))
     except _core.HwUnsupportedError as e:
@@ -570,6 +600,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_DATA_LOST
     except _core.VmsimError as e:
         return _error(str(e))
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): no message. Python's
+        # recipe: point stdout at devnull, or its flush at exit raises again.
+        # What was left to do (later output files, the data check) did not
+        # happen, so the status is that of a process killed by SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except FileNotFoundError as e:
         return _error(f"{e.filename or e}: no such file")
     except OSError as e:
@@ -579,11 +617,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         # Bad values that surface below the CLI's own checks.
         return _error(str(e))
-    except BrokenPipeError:
-        # stdout closed early (e.g. piped into head): not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except KeyboardInterrupt as e:
         if e.args and e.args[0] == "SIGTERM":
             # Stopped cleanly on SIGTERM: die of it, as the sender expects.

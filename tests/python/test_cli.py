@@ -330,7 +330,9 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
 
 def test_compare_set_applies_to_every_arm_and_names_bad_keys(tmp_path, capsys):
     out = tmp_path / "set.json"
-    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out)]
+    # Scale 1/16: 2 MiB per task, one huge page each (below it a task's
+    # region is faulted in 4 KiB pages and the arms do the same work).
+    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 16), "--json", str(out)]
     assert cli.main(args + ["--set", "kernel.page_alloc_shuffle=true"]) == 0
     data = json.loads(out.read_text())
     assert data["set"] == {"kernel.page_alloc_shuffle": True}
@@ -339,7 +341,7 @@ def test_compare_set_applies_to_every_arm_and_names_bad_keys(tmp_path, capsys):
     assert all(c["kernel"]["page_alloc_shuffle"] is True for c in arms.values())
     # The shuffle moves physical placement, so the result differs from the unshuffled run.
     plain = tmp_path / "plain.json"
-    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(plain)]) == 0
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 16), "--json", str(plain)]) == 0
     assert json.loads(plain.read_text())["baseline"] != data["baseline"]
     capsys.readouterr()
     assert cli.main(args + ["--set", "kernel.no_such_key=1"]) == 2

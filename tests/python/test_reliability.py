@@ -234,3 +234,166 @@ def test_calibrate_quick_measures_dram_beyond_the_llc(tmp_path):
     if r["derived"]["under_hypervisor"]:
         # A guest's first touch includes the host's fault: not stored as the handler's cost.
         assert "not measured" in handler and r["derived"]["first_touch_thp_ns"] > 0
+
+
+@pytest.mark.parametrize("args", [["machines", "--show", "xeon-e5-2699v3-2s"], ["machines"]])
+def test_closed_stdout_exits_quietly(args):
+    # BrokenPipeError was caught as an OSError: exit 2 with "[Errno 32] Broken pipe";
+    # a short output failed at exit instead, with "Exception ignored ..." and status 120.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "vmsim", *args], stdout=w, stderr=subprocess.PIPE, text=True,
+                              env=env, timeout=60)
+    finally:
+        os.close(w)
+    assert proc.stderr == ""
+    assert proc.returncode == 128 + signal.SIGPIPE
+
+
+def test_output_paths_are_checked_before_the_work_and_named(tmp_path):
+    # validate ran for a minute, then named its temporary file.
+    line = one_line_error(vmsim_cmd("validate", "--json", str(tmp_path / "no" / "x.json"), timeout=60))
+    assert str(tmp_path / "no" / "x.json") in line and ".tmp" not in line
+    good = tmp_path / "res.json"
+    good.write_text(json.dumps({"metrics": {"elapsed_s": 1.0}, "machine": {"name": "m"}}))
+    line = one_line_error(vmsim_cmd("plot", str(good), "--out", str(tmp_path / "no" / "x.png")))
+    assert str(tmp_path / "no" / "x.png") in line and ".tmp" not in line
+    with pytest.raises(FileNotFoundError) as e:
+        _io.atomic_write_text(tmp_path / "no" / "x.json", "{}")
+    assert e.value.filename == str(tmp_path / "no" / "x.json")
+
+    def fail(tmp):
+        raise PermissionError(13, "Permission denied", tmp)
+    with pytest.raises(PermissionError) as e:
+        with _io.atomic_path(tmp_path / "y.csv") as tmp:
+            fail(tmp)
+    assert e.value.filename == str(tmp_path / "y.csv") and os.listdir(tmp_path) == ["res.json"]
+
+
+def test_sweep_table_files_are_not_written_to_stdout(tiny_toml, tmp_path, monkeypatch, capsys):
+    # --csv - wrote a file named "-".
+    monkeypatch.chdir(tmp_path)
+    for option in ("--csv", "--parquet"):
+        assert cli.main(["sweep", "-q", str(tiny_toml), "--set", "seed=1", option, "-"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"vmsim: error: {option}: '-' (stdout) is not accepted") and len(err.splitlines()) == 1
+        assert cli.main(["sweep", "-q", str(tiny_toml), "--set", "seed=1", option, ""]) == 2
+        assert capsys.readouterr().err == f"vmsim: error: {option}: an empty path; give a file name\n"
+    assert not os.path.exists(tmp_path / "-")
+
+
+BAD_RESULTS = {
+    "metrics5": ('{"metrics": 5}', "'metrics' is a number"),
+    "variants_list": ('{"variants": [1, 2], "baseline": "x"}', "'variants' is a list"),
+    "case_int": ('{"cases": {"a": 1}}', "'cases.a' is a number"),
+    "order": ('{"variants": {"b": {}}, "variant_order": ["c"]}', "'variant_order' is not a list of names"),
+    "runs_empty": ('{"kind": "compare-runs", "runs": []}', "'runs' is empty"),
+    "list": ("[1, 2]", "a list, not an object"),
+    "not_json": ('{"metrics": ', "not a JSON result"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_RESULTS))
+def test_malformed_result_files_are_refused_naming_the_file(tmp_path, name):
+    text, what = BAD_RESULTS[name]
+    bad = tmp_path / f"{name}.json"
+    bad.write_text(text)
+    for args in (["compare", str(bad)], ["plot", str(bad), "--out", str(tmp_path / "p.png")]):
+        line = one_line_error(vmsim_cmd(*args))
+        assert line == f"vmsim: error: {bad}: " + line.split(f"{bad}: ", 1)[1] and what in line
+    for call in (lambda: vmsim.compare_results(str(bad)), lambda: vmsim.to_dataframe(bad)):
+        with pytest.raises(vmsim.ConfigError) as e:
+            call()
+        assert e.value.key == str(bad) and what in e.value.message
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare_results(json.loads(text) if name != "not_json" else 5)
+    assert e.value.key == "results[0]"
+
+
+def test_result_arguments_of_the_python_api_are_checked(tmp_path):
+    good = tmp_path / "res.json"
+    good.write_text(json.dumps({"metrics": {"elapsed_s": 1.0}}))
+    pytest.importorskip("pandas")
+    # A path was read as a list of characters.
+    assert list(vmsim.to_dataframe(str(good))["elapsed_s"]) == [1.0]
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.to_dataframe(5)
+    assert e.value.key == "result"
+    for bad in ("5", math.nan, -5, True):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare_results(good, min_change=bad)
+        assert e.value.key == "min_change"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare_results(good, metrics="elapsed_s")
+    assert e.value.key == "metrics"
+
+
+def test_a_config_that_is_not_an_object_is_refused_by_sweep(tmp_path, capsys):
+    cfg = tmp_path / "list.json"
+    cfg.write_text("[1, 2]")
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep({"workload.nr_task": [1]}, base=str(cfg))
+    assert e.value.key == "config" and "expected a JSON object" in e.value.message
+    assert cli.main(["sweep", str(cfg), "--set", "workload.nr_task=1"]) == 2
+    assert "list.json: expected a JSON object" in capsys.readouterr().err
+
+
+def test_saved_compare_refuses_options_that_only_running_takes(tmp_path, capsys):
+    good = tmp_path / "res.json"
+    good.write_text(json.dumps({"metrics": {"elapsed_s": 1.0}}))
+    for args, named in ((["--scale", "0.5"], "--scale"), (["--seed", "3"], "--seed"), (["--threads", "9"], "--threads"),
+                        (["-j", "2"], "-j/--jobs"), (["--json", str(tmp_path / "o.json")], "--json"),
+                        (["--scale", "0.5", "--seed", "3"], "--scale, --seed apply")):
+        assert cli.main(["compare", str(good), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"vmsim: error: {named}") and "not to saved results" in err, err
+    for value in ("nan", "-5", "inf"):
+        assert cli.main(["compare", str(good), "--min-change", value]) == 2
+        assert "--min-change must be a finite number of at least 0" in capsys.readouterr().err
+
+
+def test_compare_set_on_a_key_an_arm_sets_is_refused(capsys):
+    # The arm's own value won silently.
+    for runs in ("1", "2"):
+        assert cli.main(["compare", "-q", "clear-target-last", "--runs", runs,
+                         "--set", "kernel.clear_huge_page=sequential"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("vmsim: error: set.kernel.clear_huge_page: the experiment's baseline arm 'sequential' "
+                              "sets kernel.clear_huge_page itself") and len(err.splitlines()) == 1
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("batched-tlb-flush", set={"machine": "xeon-e5-2699v3-2s"})
+    assert e.value.key == "set.machine" and "case 'e5-2699v3-2s'" in e.value.message
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", set={"kernel": {"clear_huge_page": "sequential"}})
+    assert e.value.key == "set.kernel"
+    # Keys the arms leave alone are taken, a table's other keys too.
+    from vmsim import _api
+    assert _api.check_set("clear-target-last", {"kernel": {"thp": "never"}, "workload.nr_task": 2}) is not None
+
+
+def test_empty_names_and_config_paths_are_refused(capsys):
+    for args in (["machines", "--show", ""], ["experiments", "--show", ""]):
+        assert cli.main(args) == 2
+        assert "--show: '' is not a built-in" in capsys.readouterr().err
+    for args in (["run", ""], ["sweep", "", "--set", "seed=1"]):
+        assert cli.main(args) == 2
+        assert capsys.readouterr().err == "vmsim: error: an empty config path; give a run config file (.toml or .json)\n"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run("")
+    assert e.value.key == "config" and "empty" in e.value.message
+
+
+@pytest.mark.parametrize("kw, key", [
+    ({"set": {"workload.nr_task": object()}}, "set.workload.nr_task"),
+    ({"set": "workload.nr_task=1"}, "set"),
+    ({"set": {"workload.size_per_task_mib": math.nan}}, "set.workload.size_per_task_mib"),
+    ({"scale": True}, "scale"),
+    ({"scale": "0.5"}, "scale"),
+    ({"scale": math.inf}, "scale"),
+])
+def test_compare_set_and_scale_values_are_config_errors(kw, key):
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", **kw)
+    assert e.value.key == key

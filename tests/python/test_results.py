@@ -80,7 +80,8 @@ def test_compare_runs_spread_and_significance_from_arms():
 def test_compare_runs_cli_writes_runs_and_provenance(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "vmsim", "compare", "clear-target-last", "--runs", "2", "-j", "2",
-                           "--scale", "0.00390625", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--scale", "0.0625", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    # (Scale 1/16: one huge page per task, so the arms differ and rows print.)
     assert proc.returncode == 0, proc.stderr
     assert "%stddev" in proc.stdout and "Amean" in proc.stdout
     doc = json.loads(out.read_text())
@@ -129,3 +130,31 @@ def test_large_counts_use_one_notation_whatever_their_runs():
     # Identical runs give an integer mean, differing runs a fraction: same notation.
     assert runtables.show("llc_misses", 19474639.0) == runtables.show("llc_misses", 19474639.4) == "1.947e+07"
     assert runtables.show("pgfault", 1152.0) == "1152"
+
+
+def test_compare_metrics_and_format_apply_without_min_change(tmp_path, capsys):
+    # They were ignored unless --min-change was given too.
+    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 256)]
+    assert cli.main(args + ["--metrics", "elapsed_s", "--format", "lkp"]) == 0
+    out = capsys.readouterr().out
+    assert "%stddev" in out and "Amean" not in out
+    assert [l.split()[-1] for l in out.splitlines() if "  elapsed_s" in l or "  sys_s" in l] == ["elapsed_s"]
+    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
+    (tmp_path / "b.json").write_text(json.dumps(_fake_run(12e9, 1.01)))
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--metrics", "sys_s",
+                     "--format", "mmtests"]) == 0
+    out = capsys.readouterr().out
+    assert "Amean" in out and "sys_s" in out and "%stddev" not in out and "throughput" not in out
+
+
+def test_compare_unknown_metrics_are_refused_before_running(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
+    for args in (["compare", str(tmp_path / "a.json")], ["compare", "-q", "clear-target-last"],
+                 ["compare", "-q", "clear-target-last", "--runs", "2"]):
+        assert cli.main(args + ["--metrics", "sys_s,bogus"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("vmsim: error: --metrics: unknown metric(s) bogus; known: ")
+        assert "sys_s" in err.split("known: ")[1]
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare_results(_fake_run(1e9, 1.0), metrics=["bogus"])
+    assert e.value.key == "metrics" and "bogus" in e.value.message
