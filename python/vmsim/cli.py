@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from . import _api, _core, _provenance, runtables
 from ._config import load_dict, set_dotted
@@ -483,8 +483,32 @@ def cmd_plot(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error form: one line on stderr, exit 2 (the
+    usage block would bury the message; ``--help`` still shows it)."""
+
+    def error(self, message: str) -> NoReturn:
+        sub = self.prog[len(PROG):].strip()
+        where = f"{sub}: " if sub else ""
+        sys.stderr.write(f"{PROG}: error: {where}{' '.join(message.split())} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _scale_arg(text: str) -> float:
+    """A scale as a number or a fraction (``0.0625``, ``1/16``): the docs
+    write scales as fractions."""
+    num, slash, den = text.partition("/")
+    try:
+        value = float(num) / float(den) if slash else float(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or a fraction such as 1/16") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a scale must be a positive finite number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Deterministic simulator of the Linux memory-management fast paths.",
     )
@@ -524,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["lkp", "mmtests", "both"],
                    help="LKP or mmtests tables, or both (the default; a single run given none of --format, "
                         "--metrics and --min-change prints the plain compare table)")
-    p.add_argument("--scale", type=float, help="memory scale factor (overrides the experiment's)")
+    p.add_argument("--scale", type=_scale_arg, help="memory scale factor, a number or a fraction such as 1/16 (overrides the experiment's)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -534,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", parents=[common], help="run every built-in experiment into a results folder")
     p.add_argument("--out", default="results", metavar="DIR", help="folder to write (default: results)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="just these experiments")
-    p.add_argument("--scale", type=float, help="memory scale factor for every experiment")
+    p.add_argument("--scale", type=_scale_arg, help="memory scale factor for every experiment")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="arms simulated at once, one host thread each (default: one per CPU)")

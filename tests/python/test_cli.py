@@ -74,12 +74,20 @@ def test_unknown_experiment_exit_2(capsys):
     assert "missing-file.toml" in capsys.readouterr().err
 
 
-def test_argparse_errors_exit_2():
-    proc = vmsim_cmd("compare")
-    assert proc.returncode == 2
-    assert "usage:" in proc.stderr
-    proc = vmsim_cmd("compare", "clear-target-last", "--seed", "x")
-    assert proc.returncode == 2
+def test_argparse_errors_exit_2_with_one_line():
+    for args in (("compare",), ("compare", "clear-target-last", "--seed", "x"), ("no-such-command",),
+                 ("compare", "clear-target-last", "--scale", "1/0"), ("compare", "clear-target-last", "--scale", "-1")):
+        proc = vmsim_cmd(*args)
+        assert proc.returncode == 2, args
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("vmsim: error: "), (args, proc.stderr)
+    assert "--scale" in proc.stderr and "positive" in proc.stderr
+
+
+def test_scale_takes_a_fraction(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/256", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["provenance"]["scale"] == 1 / 256
 
 
 def test_run_prints_table(tiny_toml, capsys):
