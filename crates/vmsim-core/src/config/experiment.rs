@@ -50,6 +50,14 @@ fn arm(mut f: Fields, may_name_cases: bool) -> Result<Arm, Error> {
     if name.is_empty() {
         return Err(cfg_err(f.key("name"), "must not be empty"));
     }
+    // Saved results name an arm of a case "case/arm": a '/' in a name
+    // would split it wrongly when the result is compared again.
+    if name.contains('/') {
+        return Err(cfg_err(
+            f.key("name"),
+            format!("{name:?}: must not contain '/' (saved results write case/arm)"),
+        ));
+    }
     let mut set = Vec::new();
     if let Some(v) = f.take_value("set") {
         match v {
@@ -315,5 +323,26 @@ set = { "machine" = "epyc-7j13-milan" }
             "[baseline]\nname = \"per-page\"\ncases = [\"e5\"]",
         );
         assert!(Experiment::parse(&bad, "x", None).is_err());
+    }
+
+    #[test]
+    fn a_slash_in_an_arm_or_case_name_is_refused() {
+        for (from, to, key) in [
+            ("name = \"batched\"", "name = \"a/b\"", "variants[0].name"),
+            (
+                "name = \"per-page\"",
+                "name = \"per/page\"",
+                "baseline.name",
+            ),
+            ("name = \"milan\"", "name = \"zen/3\"", "cases[1].name"),
+        ] {
+            match Experiment::parse(&BASE.replace(from, to), "x", None) {
+                Err(Error::Config { key: k, message }) => {
+                    assert_eq!(k, key);
+                    assert!(message.contains('/'), "{message}");
+                }
+                other => panic!("{to}: {other:?}"),
+            }
+        }
     }
 }
