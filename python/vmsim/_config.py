@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ._errors import check_json_values, config_error, cut
 from ._io import read_regular_text
@@ -83,6 +83,17 @@ def load_text(config: ConfigLike, base_dir: Union[str, os.PathLike, None] = None
     return text, fmt, (os.fspath(base_dir) if base_dir is not None else None)
 
 
+def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """A JSON object that gives no key twice (json keeps the last one, which
+    would drop a setting without a word; TOML and the core refuse it)."""
+    out: Dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {k!r} is given twice in one object")
+        out[k] = v
+    return out
+
+
 def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
     """Returns (config as a new dict, base_dir) for editing, e.g. in sweeps."""
     if isinstance(config, Mapping):
@@ -91,7 +102,7 @@ def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
     if path is not None:
         text = _read(path)
         try:
-            data = json.loads(text) if _format_of(path) == "json" else tomllib.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys) if _format_of(path) == "json" else tomllib.loads(text)
         except ValueError as e:
             raise config_error("config", f"{path}: not valid {_format_of(path).upper()}: {cut(str(e), 200)}") from None
         if not isinstance(data, dict):

@@ -340,6 +340,20 @@ def test_a_config_that_is_not_an_object_is_refused_by_sweep(tmp_path, capsys):
     assert "list.json: expected a JSON object" in capsys.readouterr().err
 
 
+def test_a_json_config_that_gives_a_key_twice_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "twice.json"
+    cfg.write_text('{"machine": "xeon-e5-2699v3-2s", "seed": 0, "seed": 5, '
+                   '"workload": {"kind": "usemem", "nr_task": 1, "size_per_task_mib": 2}}')
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep({"workload.nr_task": [1]}, base=str(cfg))
+    assert "'seed' is given twice" in e.value.message
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(str(cfg))
+    assert '"seed" is given twice' in e.value.message
+    assert cli.main(["run", str(cfg)]) == 2
+    assert "twice" in capsys.readouterr().err
+
+
 def test_saved_compare_refuses_options_that_only_running_takes(tmp_path, capsys):
     good = tmp_path / "res.json"
     good.write_text(json.dumps({"metrics": {"elapsed_s": 1.0}}))

@@ -14,6 +14,69 @@ pub enum Format {
     Json,
 }
 
+/// A JSON value in which no object has a key twice. serde_json keeps the
+/// last of a repeated key, which would drop a setting without a word, where
+/// TOML refuses the document.
+fn strict_json(text: &str) -> Result<serde_json::Value, serde_json::Error> {
+    use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value as J;
+    struct Strict(J);
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = J;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, b: bool) -> Result<J, E> {
+            Ok(J::Bool(b))
+        }
+        fn visit_i64<E>(self, i: i64) -> Result<J, E> {
+            Ok(J::from(i))
+        }
+        fn visit_u64<E>(self, u: u64) -> Result<J, E> {
+            Ok(J::from(u))
+        }
+        fn visit_f64<E>(self, x: f64) -> Result<J, E> {
+            Ok(serde_json::Number::from_f64(x).map_or(J::Null, J::Number))
+        }
+        fn visit_str<E>(self, s: &str) -> Result<J, E> {
+            Ok(J::String(s.to_owned()))
+        }
+        fn visit_string<E>(self, s: String) -> Result<J, E> {
+            Ok(J::String(s))
+        }
+        fn visit_unit<E>(self) -> Result<J, E> {
+            Ok(J::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<J, A::Error> {
+            let mut out = Vec::new();
+            while let Some(Strict(v)) = seq.next_element()? {
+                out.push(v);
+            }
+            Ok(J::Array(out))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<J, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.contains_key(&k) {
+                    return Err(A::Error::custom(format!(
+                        "the key {k:?} is given twice in one object"
+                    )));
+                }
+                let Strict(v) = map.next_value()?;
+                out.insert(k, v);
+            }
+            Ok(J::Object(out))
+        }
+    }
+    impl<'de> Deserialize<'de> for Strict {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+            d.deserialize_any(V).map(Strict)
+        }
+    }
+    serde_json::from_str::<Strict>(text).map(|s| s.0)
+}
+
 fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
     match format {
         Format::Toml => text.parse().map_err(|e: toml::de::Error| Error::Config {
@@ -21,7 +84,7 @@ fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
             message: format!("not valid TOML: {}", e.message()),
         }),
         Format::Json => {
-            let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Config {
+            let v: serde_json::Value = strict_json(text).map_err(|e| Error::Config {
                 key: "config".into(),
                 message: format!("not valid JSON: {e}"),
             })?;
@@ -124,7 +187,7 @@ pub fn metric_names(
 
 /// A JSON object of dotted keys to values, in the object's order.
 fn parse_table_flat(text: &str) -> Result<Vec<(String, toml::Value)>, Error> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Config {
+    let v: serde_json::Value = strict_json(text).map_err(|e| Error::Config {
         key: "set".into(),
         message: format!("not valid JSON: {e}"),
     })?;

@@ -137,6 +137,24 @@ fn json_values_toml_cannot_hold_name_their_key() {
 }
 
 #[test]
+fn a_json_key_given_twice_is_refused() {
+    // TOML refuses a repeated key; JSON parsers keep the last, which would
+    // drop the first setting without a word.
+    let base = r#"{"machine": "xeon-e5-2699v3-2s", "workload": {"kind": "usemem", "nr_task": 1, "size_per_task_mib": 2"#;
+    let (k, m) = run_err(
+        &format!("{base}}}, \"seed\": 0, \"seed\": 5}}"),
+        Format::Json,
+    );
+    assert_eq!(k, "config");
+    assert!(m.contains("\"seed\"") && m.contains("twice"), "{m}");
+    let (_, m) = run_err(&format!("{base}, \"nr_task\": 2}}}}"), Format::Json);
+    assert!(m.contains("\"nr_task\"") && m.contains("twice"), "{m}");
+    // The same document without the repeat runs.
+    let ok = format!("{base}}}, \"seed\": 5}}");
+    assert!(run_config(&ok, Format::Json, None, &mut |_, _| {}).is_ok());
+}
+
+#[test]
 fn pf_test_size_beyond_range_is_refused_not_wrapped() {
     let text =
         "machine = \"xeon-e5-2699v3-2s\"\n[workload]\nkind = \"pf-test\"\nsize_mib = 1e300\n";
