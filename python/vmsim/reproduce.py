@@ -93,7 +93,8 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
     summary = [
         "# vmsim reproduce",
         "",
-        f"seed {seed}, scale {scale if scale is not None else 1} (each experiment's own sizes times the scale).",
+        f"seed {seed}, " + ("each experiment at its own scale" if scale is None else f"scale {scale} for every experiment")
+        + "; the sizes each one ran at are in its section below.",
         "Every figure below is the simulator's prediction; the references say what was measured on real machines.",
         "",
         "| experiment | comparison | headline metrics (baseline -> variant) |",
@@ -115,7 +116,8 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
         except ImportError:
             pass
         summary += _headline_rows(name, result)
-        details += ["", f"## {name}", "", result.get("description", ""), "", f"Reference: {result.get('reference', '')}",
+        details += ["", f"## {name}", "", result.get("description", ""), "", f"Scale: {result.get('scale', '')}", "",
+                    f"Reference: {result.get('reference', '')}",
                     "", f"Table: `{name}.txt`; full result: `{name}.json`."]
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write("\n".join(summary + details) + "\n")

@@ -332,6 +332,9 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     assert not (a / "stale.txt").exists()
     readme = (a / "README.md").read_text()
     assert "| clear-target-last | sequential -> target-last |" in readme
+    # The scale given, and each experiment's sizes at it.
+    assert "scale 0.00390625 for every experiment" in readme
+    assert "Scale: usemem: 72 task(s) x 0.125 MiB each" in readme
     assert cli.main(["reproduce", "--only", "no-such-thing", "-q", "--out", str(a)]) == 2
     assert "no-such-thing" in capsys.readouterr().err
 
