@@ -456,21 +456,28 @@ impl Workload for UsememWorkload<'_> {
 
     fn scale_text(&self) -> String {
         let u = self.0;
+        let huge = u.size_per_task / (2 * MIB);
+        // A region's tail short of 2 MiB is faulted in 4 KiB pages (mm.rs):
+        // said where it is all of a region, as such a run compares nothing
+        // a huge-page policy changes.
+        let small = if huge == 0 {
+            ": under 2 MiB, faulted in 4 KiB pages"
+        } else {
+            ""
+        };
         if u.prealloc {
             format!(
-                "usemem --prealloc{}: one {} MiB region ({} huge pages) mapped by the parent, shared copy-on-write by {} child task(s), each writing all of it",
+                "usemem --prealloc{}: one {} MiB region ({huge} huge pages{small}) mapped by the parent, shared copy-on-write by {} child task(s), each writing all of it",
                 if u.prefault { " --prefault" } else { "" },
                 u.size_per_task_mib,
-                u.size_per_task / (2 * MIB),
                 u.nr_task,
             )
         } else {
             format!(
-                "usemem: {} task(s) x {} MiB each ({} MiB in all, {} huge pages per task)",
+                "usemem: {} task(s) x {} MiB each ({} MiB in all, {huge} huge pages per task{small})",
                 u.nr_task,
                 u.size_per_task_mib,
                 u.size_per_task_mib * u.nr_task as f64,
-                u.size_per_task / (2 * MIB)
             )
         }
     }
