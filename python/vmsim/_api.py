@@ -165,7 +165,10 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
     for key, value in settings.items():
         for what, name, arm_set in _arm_sets(found[0]):
             for mine in _leaves(key, value):
-                clash = next((k for k in _leaves("", arm_set) if mine == k or mine.startswith(k + ".")), None)
+                # The same key, one inside a table the arm sets, or a
+                # value in place of a table the arm sets keys of.
+                clash = next((k for k in _leaves("", arm_set)
+                              if mine == k or mine.startswith(k + ".") or k.startswith(mine + ".")), None)
                 if clash is not None:
                     raise config_error(f"set.{key}", f"the experiment's {what} {name!r} sets {clash} itself, which "
                                                      f"would win over this value; change the {what.split()[-1]} in "

@@ -382,6 +382,10 @@ def test_compare_set_on_a_key_an_arm_sets_is_refused(capsys):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("clear-target-last", set={"kernel": {"clear_huge_page": "sequential"}})
     assert e.value.key == "set.kernel"
+    # A value in place of the table the arms set keys of is named as the
+    # user's key, not the arm's.
+    assert cli.main(["compare", "-q", "clear-target-last", "--set", "kernel=1"]) == 2
+    assert capsys.readouterr().err.startswith("vmsim: error: set.kernel: ")
     # Keys the arms leave alone are taken, a table's other keys too.
     from vmsim import _api
     assert _api.check_set("clear-target-last", {"kernel": {"thp": "never"}, "workload.nr_task": 2}) is not None
