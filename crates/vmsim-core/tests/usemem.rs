@@ -150,7 +150,11 @@ fn a_region_short_of_a_huge_page_is_faulted_in_small_pages() {
         assert_eq!(u(&v, "subpage_clears"), mib * 256, "{mib} MiB");
         // The output says so where no huge page fits.
         let scale = v["scale"].as_str().unwrap();
-        assert_eq!(scale.contains("faulted in 4 KiB pages"), huge == 0, "{scale}");
+        assert_eq!(
+            scale.contains("faulted in 4 KiB pages"),
+            huge == 0,
+            "{scale}"
+        );
     }
 }
 
