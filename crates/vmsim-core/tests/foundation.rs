@@ -161,6 +161,16 @@ fn presets_require_a_source_for_every_value() {
     let (k, m) = err(&c);
     assert!(k.ends_with("l1d.ways"), "{k}");
     assert!(m.contains("names its source"), "{m}");
+    // The key is the preset's own dotted key; the file is in the message.
+    assert_eq!(k, "l1d.ways");
+    assert!(m.contains(&p.display().to_string()), "{m}");
+    // A file that is not TOML at all: keyed by the field that named it,
+    // the file named once.
+    std::fs::write(&p, "cpu = [").unwrap();
+    let (k, m) = err(&c);
+    assert_eq!(k, "machine");
+    let path = p.display().to_string();
+    assert!(m.starts_with(&path) && m.matches(&path).count() == 1, "{m}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

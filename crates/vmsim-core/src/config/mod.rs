@@ -37,8 +37,15 @@ pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Resu
     let p = resolve_path(reference, base_dir);
     if reference.ends_with(".toml") && p.exists() {
         let text = read_config_file(key, &p)?;
-        return Preset::parse(&text, &p.display().to_string()).map_err(|e| match e {
-            Error::Config { key, message } => cfg_err(format!("{reference}: {key}"), message),
+        let origin = p.display().to_string();
+        // The error keeps the preset's own dotted key, the file going into
+        // the message; one about the file as a whole (its TOML) is keyed by
+        // the field that named the file.
+        return Preset::parse(&text, &origin).map_err(|e| match e {
+            Error::Config { key: k, message } if k == origin => {
+                cfg_err(key, format!("{reference}: {message}"))
+            }
+            Error::Config { key: k, message } => cfg_err(k, format!("in {reference}: {message}")),
             e => e,
         });
     }
