@@ -138,6 +138,10 @@ def format_lkp(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min
     head = [f"  {names[0][:20]:>20}" + "".join(f"  {'':>9}  {n[:21]:>21}" for n in names[1:]),
             f"  {'%stddev':>20}" + "".join(f"  {'%change':>9}  {'%stddev':>21}" for _ in names[1:]),
             f"  {'(' + str(runs[0]) + ' runs)':>20}" + "".join(f"  {'':>9}  {'(' + str(n) + ' runs)':>21}" for n in runs[1:])]
+    cut_names = [n for i, n in enumerate(names) if len(n) > (20 if i == 0 else 21)]
+    if cut_names:
+        # The columns are LKP's fixed widths; the names they cut are given whole.
+        head.append("  (in full: " + "; ".join(cut_names) + ")")
     lines = head + ["  " + "-" * (20 + 34 * (len(names) - 1))]
     for rec in recs:
         m = rec["metric"]

@@ -74,6 +74,11 @@ def test_compare_runs_spread_and_significance_from_arms():
     assert "±" in line and "+20.0%*" in line
     mm = runtables.format_mmtests([base, new])
     assert any(l.startswith("Amean") and "*" in l for l in mm.splitlines())
+    # Names wider than LKP's columns are cut there and given whole below.
+    long = ("milan-2m/multipage-2048k", new[1])
+    text = runtables.format_lkp([base, long])
+    assert "(in full: milan-2m/multipage-2048k)" in text
+    assert "in full" not in runtables.format_lkp([base, new])
 
 
 @pytest.mark.sim
