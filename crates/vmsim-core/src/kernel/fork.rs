@@ -5,7 +5,7 @@
 //! and shared, each mapping counted on the folio; the first write on either
 //! side then takes a copy-on-write fault.
 
-use super::mm::{Pmd, VmaKind, PMD_SIZE};
+use super::mm::{pmd_keys, Pmd, VmaKind};
 use super::page_alloc::PageAlloc;
 use super::sched::{Body, Sim};
 use super::tlbflush::flush_tlb_mm_range;
@@ -69,7 +69,7 @@ impl Kernel {
                 continue;
             }
             let cow = vma.kind == VmaKind::AnonPrivate && vma.writable;
-            for (&key, pmd) in pmds.range_mut(vma.start >> 21..vma.end.div_ceil(PMD_SIZE)) {
+            for (&key, pmd) in pmds.range_mut(pmd_keys(vma.start, vma.end)) {
                 match pmd {
                     Pmd::Huge(p) => {
                         // copy_huge_pmd(): deposits a page table for a later split.

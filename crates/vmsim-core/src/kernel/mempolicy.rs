@@ -18,7 +18,7 @@
 //! do); the range's TLB entries are flushed after the change (as mprotect
 //! does, through `flush_tlb_mm_range`).
 
-use super::mm::{Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
+use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 
@@ -66,7 +66,7 @@ impl Kernel {
         let mut huge = 0u64;
         let keys: Vec<u64> = mm
             .pmds
-            .range(start >> PMD_SHIFT..end.div_ceil(PMD_SIZE))
+            .range(pmd_keys(start, end))
             .map(|(k, _)| *k)
             .collect();
         let alloc = &self.alloc;

@@ -15,6 +15,12 @@ pub const PAGE_SIZE: u64 = 4096;
 pub const PMD_SHIFT: u32 = 21;
 pub const PMD_SIZE: u64 = 1 << PMD_SHIFT;
 pub const PUD_SHIFT: u32 = 30;
+
+/// The PMD slots (keys of `Mm::pmds`) that `[start, end)` touches, a partial
+/// last one included (a VMA need not end at a 2 MiB boundary).
+pub fn pmd_keys(start: u64, end: u64) -> std::ops::Range<u64> {
+    start >> PMD_SHIFT..end.div_ceil(PMD_SIZE)
+}
 pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -505,7 +511,7 @@ impl Mm {
         self.shadow.remove(&vma.start);
         let keys: Vec<u64> = self
             .pmds
-            .range(vma.start >> PMD_SHIFT..vma.end.div_ceil(PMD_SIZE))
+            .range(pmd_keys(vma.start, vma.end))
             .map(|(k, _)| *k)
             .collect();
         let mut freed = Vec::new();
