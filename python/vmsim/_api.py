@@ -6,22 +6,16 @@ import itertools
 import json
 import math
 import os
-import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core, _provenance
-from ._config import ConfigLike, load_dict, load_text, set_dotted
+from ._config import ConfigLike, load_dict, load_text, set_dotted, tomllib
 from ._errors import check_json_values, config_error, cut
 from ._io import read_regular_text
 from ._results import check_result, load_result
 from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 ProgressCallback = Callable[[str, float], Any]
 
