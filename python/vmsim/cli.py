@@ -238,8 +238,6 @@ def cmd_compare(args) -> int:
         raise CliError(f"{experiment}: no such experiment file")
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
-    if args.scale is not None and not args.scale > 0:
-        raise CliError(f"--scale must be positive, not {args.scale}")
     if args.runs < 1:
         raise CliError(f"--runs must be at least 1, not {args.runs}")
     if args.jobs is not None and args.jobs < 1:
@@ -305,8 +303,6 @@ def cmd_compare(args) -> int:
 def cmd_reproduce(args) -> int:
     from .reproduce import reproduce
 
-    if args.scale is not None and not args.scale > 0:
-        raise CliError(f"--scale must be positive, not {args.scale}")
     if args.threads is not None and args.threads < 1:
         raise CliError(f"--threads must be at least 1, not {args.threads}")
     results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
