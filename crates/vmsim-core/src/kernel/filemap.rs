@@ -25,7 +25,7 @@
 //! cache's reference).
 
 use super::memory::FaultError;
-use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT};
+use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT};
 use super::page_alloc::TAG_ZERO;
 use super::{KFn, Kernel, Work};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -386,7 +386,7 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) -> bool {
         let nr_pages = FAULT_AROUND_BYTES >> 12;
-        let pte_off = (addr >> 12) & 511;
+        let pte_off = pte_index(addr) as u64;
         let vma_off = (addr - vma.start) >> 12;
         let vma_pages = (vma.end - vma.start) >> 12;
         let from_pte = (pte_off & !(nr_pages - 1)).max(pte_off - pte_off.min(vma_off));

@@ -6,7 +6,7 @@
 //! `copy_user_huge_page`, both in the policy-selected order.
 
 use super::huge_memory::process_huge_page_in_order;
-use super::mm::{Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
+use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::page_alloc::PageAlloc;
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
@@ -111,14 +111,12 @@ impl Kernel {
             Some(Pmd::Huge(p)) if p.protnone => {
                 return Ok(self.do_numa_page(mm_id, addr, node, work, Mapped::Huge))
             }
-            Some(Pmd::Table(t))
-                if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.migration) =>
-            {
-                let pfn = t[((addr >> 12) & 511) as usize].unwrap().pfn;
+            Some(Pmd::Table(t)) if t[pte_index(addr)].is_some_and(|p| p.migration) => {
+                let pfn = t[pte_index(addr)].unwrap().pfn;
                 self.migration_entry_wait(mm_id, addr, pfn, work);
                 return Ok(Mapped::Small);
             }
-            Some(Pmd::Table(t)) if t[((addr >> 12) & 511) as usize].is_some_and(|p| p.protnone) => {
+            Some(Pmd::Table(t)) if t[pte_index(addr)].is_some_and(|p| p.protnone) => {
                 return Ok(self.do_numa_page(mm_id, addr, node, work, Mapped::Small));
             }
             Some(Pmd::Huge(p)) => {
@@ -128,7 +126,7 @@ impl Kernel {
                 return Ok(Mapped::Huge); // spurious: the entry already allows the access
             }
             Some(Pmd::Table(t)) => {
-                if let Some(p) = t[((addr >> 12) & 511) as usize] {
+                if let Some(p) = t[pte_index(addr)] {
                     if write && !p.writable {
                         return self.do_wp_page(mm_id, addr, node, work);
                     }
@@ -524,7 +522,7 @@ impl Kernel {
         let mm = &self.mms[mm_id];
         let cur = match mm.pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(_)) => Some(None),
-            Some(Pmd::Table(t)) => Some(t[((addr >> 12) & 511) as usize]),
+            Some(Pmd::Table(t)) => Some(t[pte_index(addr)]),
             None => None,
         };
         let same = match (cur, orig) {

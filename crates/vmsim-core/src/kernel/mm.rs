@@ -22,6 +22,15 @@ pub fn pmd_keys(start: u64, end: u64) -> std::ops::Range<u64> {
     start >> PMD_SHIFT..end.div_ceil(PMD_SIZE)
 }
 pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+/// Entries in a PTE table (x86-64's `PTRS_PER_PTE`).
+pub const PTRS_PER_PTE: u64 = 512;
+
+/// `pte_index()`: the slot of `addr`'s entry in its PTE table, which is also
+/// the 4 KiB sub-page of `addr` within a 2 MiB huge page.
+#[inline]
+pub const fn pte_index(addr: u64) -> usize {
+    ((addr / PAGE_SIZE) & (PTRS_PER_PTE - 1)) as usize
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaKind {
@@ -144,6 +153,36 @@ pub struct Translation {
 }
 
 impl Translation {
+    /// `addr`'s translation through a 1 GiB PUD entry `p`.
+    #[inline]
+    fn pud(p: &Pte, addr: u64) -> Translation {
+        Translation {
+            pfn: p.pfn + (addr % PUD_SIZE) / PAGE_SIZE,
+            writable: p.writable,
+            huge: true,
+            gigantic: true,
+        }
+    }
+    /// `addr`'s translation through a 2 MiB PMD entry `p`.
+    #[inline]
+    fn pmd(p: &Pte, addr: u64) -> Translation {
+        Translation {
+            pfn: p.pfn + pte_index(addr) as u64,
+            writable: p.writable,
+            huge: true,
+            gigantic: false,
+        }
+    }
+    /// The translation of a 4 KiB PTE `p`.
+    #[inline]
+    fn pte(p: &Pte) -> Translation {
+        Translation {
+            pfn: p.pfn,
+            writable: p.writable,
+            huge: false,
+            gigantic: false,
+        }
+    }
     /// The TLB entry size of this mapping.
     pub fn page_size(&self) -> PageSize {
         if self.gigantic {
@@ -252,28 +291,12 @@ impl Mm {
     pub fn lookup(&self, addr: u64) -> Option<Translation> {
         if !self.puds.is_empty() {
             if let Some(p) = self.puds.get(&(addr >> PUD_SHIFT)) {
-                let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
-                return Some(Translation {
-                    pfn: p.pfn + idx,
-                    writable: p.writable,
-                    huge: true,
-                    gigantic: true,
-                });
+                return Some(Translation::pud(p, addr));
             }
         }
         match self.pmds.get(&(addr >> PMD_SHIFT))? {
-            Pmd::Huge(p) => Some(Translation {
-                pfn: p.pfn + ((addr >> 12) & 511),
-                writable: p.writable,
-                huge: true,
-                gigantic: false,
-            }),
-            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].map(|p| Translation {
-                pfn: p.pfn,
-                writable: p.writable,
-                huge: false,
-                gigantic: false,
-            }),
+            Pmd::Huge(p) => Some(Translation::pmd(p, addr)),
+            Pmd::Table(t) => t[pte_index(addr)].as_ref().map(Translation::pte),
         }
     }
 
@@ -294,37 +317,19 @@ impl Mm {
                     return None;
                 }
                 mark(p);
-                let idx = (addr >> 12) & ((PUD_SIZE >> 12) - 1);
-                return Some(Translation {
-                    pfn: p.pfn + idx,
-                    writable: p.writable,
-                    huge: true,
-                    gigantic: true,
-                });
+                return Some(Translation::pud(p, addr));
             }
         }
         match self.pmds.get_mut(&(addr >> PMD_SHIFT))? {
             Pmd::Huge(p) if p.accessible() => {
                 mark(p);
-                Some(Translation {
-                    pfn: p.pfn + ((addr >> 12) & 511),
-                    writable: p.writable,
-                    huge: true,
-                    gigantic: false,
-                })
+                Some(Translation::pmd(p, addr))
             }
             Pmd::Huge(_) => None,
             Pmd::Table(t) => {
-                let p = t[((addr >> 12) & 511) as usize]
-                    .as_mut()
-                    .filter(|p| p.accessible())?;
+                let p = t[pte_index(addr)].as_mut().filter(|p| p.accessible())?;
                 mark(p);
-                Some(Translation {
-                    pfn: p.pfn,
-                    writable: p.writable,
-                    huge: false,
-                    gigantic: false,
-                })
+                Some(Translation::pte(p))
             }
         }
     }
@@ -336,7 +341,7 @@ impl Mm {
         }
         match self.pmds.get(&(addr >> PMD_SHIFT))? {
             Pmd::Huge(p) => Some(*p),
-            Pmd::Table(t) => t[((addr >> 12) & 511) as usize],
+            Pmd::Table(t) => t[pte_index(addr)],
         }
     }
 
@@ -384,7 +389,7 @@ impl Mm {
     pub fn entry_mut(&mut self, addr: u64) -> Option<&mut Pte> {
         match self.pmds.get_mut(&(addr >> PMD_SHIFT))? {
             Pmd::Huge(p) => Some(p),
-            Pmd::Table(t) => t[((addr >> 12) & 511) as usize].as_mut(),
+            Pmd::Table(t) => t[pte_index(addr)].as_mut(),
         }
     }
 
@@ -423,7 +428,7 @@ impl Mm {
     fn present_entry_mut(&mut self, addr: u64, op: &str) -> &mut Pte {
         match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) => p,
-            Some(Pmd::Table(t)) => t[((addr >> 12) & 511) as usize]
+            Some(Pmd::Table(t)) => t[pte_index(addr)]
                 .as_mut()
                 .unwrap_or_else(|| panic!("{op} of an address with no PTE {addr:#x}")),
             None => panic!("{op} of an unmapped address {addr:#x}"),
@@ -466,7 +471,7 @@ impl Mm {
             .or_insert_with(|| Pmd::Table(Box::new([None; 512])));
         match e {
             Pmd::Table(t) => {
-                let slot = &mut t[((addr >> 12) & 511) as usize];
+                let slot = &mut t[pte_index(addr)];
                 if slot.is_none() {
                     self.rss_pages += 1;
                 }
@@ -482,7 +487,7 @@ impl Mm {
     /// (`ptep_clear_flush_young`), so the generation is left alone.
     pub fn pte_test_and_clear_young(&mut self, addr: u64) -> bool {
         match self.pmds.get_mut(&(addr >> PMD_SHIFT)) {
-            Some(Pmd::Table(t)) => match t[((addr >> 12) & 511) as usize].as_mut() {
+            Some(Pmd::Table(t)) => match t[pte_index(addr)].as_mut() {
                 Some(p) => std::mem::replace(&mut p.young, false),
                 None => false,
             },
@@ -495,7 +500,7 @@ impl Mm {
         let Some(Pmd::Table(t)) = self.pmds.get_mut(&(addr >> PMD_SHIFT)) else {
             return None;
         };
-        let old = t[((addr >> 12) & 511) as usize].take();
+        let old = t[pte_index(addr)].take();
         if old.is_some() {
             self.rss_pages -= 1;
             self.generation += 1;
