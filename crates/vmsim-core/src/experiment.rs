@@ -9,8 +9,7 @@ use crate::kernel::Kernel;
 use crate::machine::Machine;
 use serde_json::{json, Value};
 
-/// Simulated RAM a run may have in all (host cost: about 1.3 GB of model state).
-pub const MAX_SIMULATED_MEMORY: u64 = 256 << 30;
+pub use crate::config::MAX_SIMULATED_MEMORY;
 
 fn node_bytes(cfg: &RunConfig, nr_cpus: usize, topo: &crate::machine::topology::Topology) -> u64 {
     if cfg.sim.node_memory_mib > 0 {
@@ -148,7 +147,7 @@ pub fn compare(
         exp.name,
         jobs.len()
     );
-    let results = crate::parallel::run_all(&jobs, threads, &label, progress)?;
+    let results = crate::parallel::run_all(simulate_on, &jobs, threads, &label, progress)?;
     let mut done = jobs.into_iter().zip(results);
     let mut out = Vec::new();
     for names in arms_of_case {

@@ -25,11 +25,15 @@ const REPORT_EVERY: Duration = Duration::from_millis(200);
 
 type Outcome = Option<Result<Value, Error>>;
 
-/// Simulates every `(label, config)` of `runs`, up to `threads` at once, and
+/// One simulation: a config, the host threads it may use, its progress hook.
+pub type Simulate = fn(&RunConfig, usize, &mut dyn FnMut(f64)) -> Result<Value, Error>;
+
+/// Simulates (with `simulate`) every `(label, config)` of `runs`, up to `threads` at once, and
 /// returns their metrics in the order given. With one thread the progress
 /// hook gets each run's own label; with more, `label` and the mean fraction
 /// done over all runs.
 pub fn run_all(
+    simulate: Simulate,
     runs: &[(String, RunConfig)],
     threads: usize,
     label: &str,
@@ -42,7 +46,7 @@ pub fn run_all(
     if threads == 1 {
         return runs
             .iter()
-            .map(|(l, cfg)| crate::experiment::simulate_on(cfg, per_run, &mut |f| progress(l, f)))
+            .map(|(l, cfg)| simulate(cfg, per_run, &mut |f| progress(l, f)))
             .collect();
     }
     let next = AtomicUsize::new(0);
@@ -70,7 +74,7 @@ pub fn run_all(
                                 && i <= stop_after.load(Ordering::Relaxed)
                         };
                         let r = panic::catch_unwind(AssertUnwindSafe(|| {
-                            crate::experiment::simulate_on(&runs[i].1, per_run, &mut |f| {
+                            simulate(&runs[i].1, per_run, &mut |f| {
                                 fraction[i].store(f.to_bits(), Ordering::Relaxed);
                                 if !wanted() {
                                     panic::resume_unwind(Box::new(Cancelled));

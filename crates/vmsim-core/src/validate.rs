@@ -722,7 +722,7 @@ pub fn run(only: Option<&str>) -> Vec<Row> {
 
 /// `vmsim validate`: the rows of one preset (`machine`) or of all, as JSON
 /// text `{"rows": [...], "table": "..."}`.
-pub fn run_json(machine: Option<&str>) -> Result<String, crate::api::Error> {
+pub fn run_json(machine: Option<&str>) -> Result<String, crate::error::Error> {
     if let Some(m) = machine {
         if !REFERENCES.iter().any(|r| r.preset == m) {
             let mut names: Vec<&str> = REFERENCES.iter().map(|r| r.preset).collect();
@@ -739,7 +739,7 @@ pub fn run_json(machine: Option<&str>) -> Result<String, crate::api::Error> {
     let rows = run(machine);
     let table = format(&rows);
     serde_json::to_string(&serde_json::json!({ "rows": rows, "table": table }))
-        .map_err(|e| crate::api::Error::Internal(e.to_string()))
+        .map_err(|e| crate::error::Error::Internal(e.to_string()))
 }
 
 /// The rows as one table per preset.
@@ -836,17 +836,17 @@ const CHASE_LOADS: u64 = 20_000;
 /// As [`measure`] for any preset (a file as well as a built-in): an error,
 /// not a panic, when the preset does not make a machine or the benchmark
 /// does not fit it (a `kib` beyond one node's memory, more cores than it has).
-pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::api::Error> {
+pub fn measure_checked(p: &Preset, b: Bench) -> Result<f64, crate::error::Error> {
     let m = fitted_machine(p, b)?;
     Ok(measure_on(m, p, b))
 }
 
 /// Whether [`measure_checked`] would run `b` on `p`, without running it.
-pub fn check(p: &Preset, b: Bench) -> Result<(), crate::api::Error> {
+pub fn check(p: &Preset, b: Bench) -> Result<(), crate::error::Error> {
     fitted_machine(p, b).map(|_| ())
 }
 
-fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::api::Error> {
+fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> {
     let params = p.machine_params()?;
     let m = Machine::new(&params, NODE_BYTES, 0)
         .map_err(|e| crate::config::fields::cfg_err("machine", e))?;
@@ -1288,7 +1288,7 @@ mod tests {
             },
         ] {
             match measure_checked(&p, b) {
-                Err(crate::api::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
+                Err(crate::error::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
                 other => panic!("{b:?}: {other:?}"),
             }
         }

@@ -9,7 +9,7 @@
 
 use super::fields::{cfg_err, show_f64};
 use super::preset::Preset;
-use crate::api::Error;
+use crate::error::Error;
 
 /// Largest modeled cache instance: 4 GiB (today's largest LLC slice is ~100 MiB).
 pub const MAX_CACHE_KIB: u64 = 4 << 20;

@@ -7,7 +7,7 @@
 
 use super::fields::{cfg_err, Fields};
 use super::{embedded_experiments, resolve_path, set_dotted, RunConfig};
-use crate::api::Error;
+use crate::error::Error;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug)]

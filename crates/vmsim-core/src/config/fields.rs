@@ -4,7 +4,7 @@
 //! Invariant: every key of a table is either taken by the caller or reported
 //! by `finish()` as unknown — nothing is silently ignored.
 
-use crate::api::Error;
+use crate::error::Error;
 use toml::Value;
 
 pub struct Fields {

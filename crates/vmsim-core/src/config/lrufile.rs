@@ -4,21 +4,8 @@
 
 use super::fields::{cfg_err, Fields};
 use super::{Preset, MIB};
-use crate::api::Error;
-use serde::Serialize;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct LruFileConfig {
-    /// Readers, one per CPU from CPU 0 (the case runs one per CPU).
-    pub nr_task: u64,
-    /// Simulated RAM in all (from `ram_mib`, times the scale), split evenly over the nodes.
-    pub ram: u64,
-    pub ram_mib: f64,
-    /// Total file size over RAM: 10 in the case (`ROTATE_BYTES` = 10 x RAM in Mel Gorman's description).
-    pub file_ram_ratio: u64,
-    /// Bytes of each reader's file: `ram * file_ram_ratio / nr_task`, in whole pages.
-    pub file_size: u64,
-}
+use crate::error::Error;
+pub use crate::workload::lrufile::LruFileConfig;
 
 pub const KEYS: &[&str] = &["nr_task", "ram_mib", "file_ram_ratio"];
 

@@ -10,8 +10,11 @@ pub mod pftest;
 pub mod pmbench;
 pub mod preset;
 
-use crate::api::Error;
+use crate::error::Error;
+pub use crate::kernel::config::KernelConfig;
 use crate::policy::{ClearHugePage, ClearPage, CopyHugePage, Preempt, Thp, ThpCow};
+pub use crate::workload::usemem::UsememConfig;
+pub use crate::workload::{WorkloadConfig, MIB};
 use fields::{cfg_err, Fields};
 pub use preset::Preset;
 use serde::Serialize;
@@ -93,90 +96,6 @@ pub fn resolve_path(p: &str, base_dir: Option<&Path>) -> PathBuf {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct KernelConfig {
-    pub thp: Thp,
-    pub clear_huge_page: ClearHugePage,
-    pub clear_page: ClearPage,
-    pub preempt: Preempt,
-    /// Order of `copy_user_huge_page()` (used when `thp_cow` is `copy`).
-    pub copy_huge_page: CopyHugePage,
-    /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
-    pub thp_cow: ThpCow,
-    /// Boot parameter `page_alloc.shuffle`: shuffle the free lists at boot
-    /// (seeded by the run's seed). Off by default, as in the kernel.
-    pub page_alloc_shuffle: bool,
-    /// TLB flushing after reclaim unmaps pages: per page (before 4.3) or batched (4.3+).
-    pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
-    /// sysctl `kernel.numa_balancing`: the scanner and hinting faults run.
-    /// Off unless a config turns it on (most distribution kernels enable it
-    /// on NUMA machines; off here so runs that are not about it are unchanged).
-    pub numa_balancing: bool,
-    /// `do_numa_page()`: map the page before migrating it (before 5.13) or after.
-    pub numa_hint_fault: crate::policy::NumaHintFault,
-    /// `migrate_pages()`' TLB flushing: per page (before 6.4) or batched.
-    pub migrate_tlb_flush: crate::policy::MigrateTlbFlush,
-    /// The scanner's tunables, with the run's scale factor.
-    pub numa_scan: crate::kernel::sched::numa::ScanKnobs,
-    /// `CONFIG_HZ`: scheduler ticks per second on a busy CPU.
-    pub hz: u64,
-    /// Boot parameter `skew_tick`: offset each CPU's tick by
-    /// `cpu * TICK_NSEC / 2 / nr_cpus` (off by default, as in the kernel).
-    pub skew_tick: bool,
-}
-
-/// The kernel as a run config gets it when it names no policy: each policy's
-/// declared default (policy.rs), the boot-time page shuffle off.
-impl Default for KernelConfig {
-    fn default() -> KernelConfig {
-        KernelConfig {
-            thp: Thp::DEFAULT,
-            clear_huge_page: ClearHugePage::DEFAULT,
-            clear_page: ClearPage::DEFAULT,
-            preempt: Preempt::DEFAULT,
-            copy_huge_page: CopyHugePage::DEFAULT,
-            thp_cow: ThpCow::DEFAULT,
-            page_alloc_shuffle: false,
-            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::DEFAULT,
-            numa_balancing: false,
-            numa_hint_fault: crate::policy::NumaHintFault::DEFAULT,
-            migrate_tlb_flush: crate::policy::MigrateTlbFlush::DEFAULT,
-            numa_scan: Default::default(),
-            hz: 1000,
-            skew_tick: false,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum WorkloadConfig {
-    Usemem(UsememConfig),
-    PfTest(pftest::PfTestConfig),
-    LruFileMmapRead(lrufile::LruFileConfig),
-    Pmbench(pmbench::PmbenchConfig),
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct UsememConfig {
-    pub nr_task: u64,
-    /// Bytes each task maps (from `size_per_task_mib`, times the scale).
-    pub size_per_task: u64,
-    pub size_per_task_mib: f64,
-    /// `--prealloc`: the parent maps one region before forking the tasks, which
-    /// share it copy-on-write instead of mapping their own.
-    pub prealloc: bool,
-    /// `--prefault`: the mapping is made with MAP_POPULATE.
-    pub prefault: bool,
-    /// A diagnostic that usemem does not have: child (or task) k sleeps k
-    /// times this many microseconds before writing and times itself from its
-    /// wake-up, to see what desynchronised tasks would do.
-    pub child_start_skew_us: u64,
-    /// Not a usemem option: each task first writes an untimed region of its
-    /// size, kept mapped, so the timed pass starts with warm caches.
-    pub warmup: bool,
-}
-
 /// `sim.quantum_cycles` when the config does not set it.
 pub const DEFAULT_QUANTUM_CYCLES: u64 = 50;
 
@@ -214,7 +133,8 @@ pub struct RunConfig {
     pub sim: SimConfig,
 }
 
-pub const MIB: u64 = 1 << 20;
+/// Simulated RAM a run may have in all (host cost: about 1.3 GB of model state).
+pub const MAX_SIMULATED_MEMORY: u64 = 256 << 30;
 
 impl RunConfig {
     /// Parses a run config document. `scale` multiplies the workload's memory sizes.
@@ -486,7 +406,7 @@ impl RunConfig {
         }
         let window_cycles = parse_window(&mut s, &preset)?;
         let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
-        let max_mib = crate::experiment::MAX_SIMULATED_MEMORY / MIB;
+        let max_mib = MAX_SIMULATED_MEMORY / MIB;
         if node_memory_mib > max_mib {
             return Err(cfg_err("sim.node_memory_mib", format!("{node_memory_mib} MiB is out of range; accepted: 0 (sized from the workload) or up to {max_mib}")));
         }

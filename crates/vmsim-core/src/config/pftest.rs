@@ -2,21 +2,8 @@
 
 use super::fields::{cfg_err, Fields};
 use super::{Preset, MIB};
-use crate::api::Error;
-use serde::Serialize;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PfTestConfig {
-    /// Bytes mapped (from `size_mib`, times the scale, rounded up to whole huge pages).
-    pub size: u64,
-    pub size_mib: f64,
-    /// "2m" or "1g".
-    pub page_size: String,
-    #[serde(skip)]
-    pub page_shift: u32,
-    /// The CPU the task is bound to (`taskset -c`); the region comes from its node.
-    pub cpu: u64,
-}
+use crate::error::Error;
+pub use crate::workload::pftest::PfTestConfig;
 
 pub const KEYS: &[&str] = &["size_mib", "page_size", "cpu"];
 

@@ -5,49 +5,8 @@
 
 use super::fields::{cfg_err, Fields};
 use super::{Preset, MIB};
-use crate::api::Error;
-use serde::Serialize;
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PmbenchPattern {
-    Linear,
-    Uniform,
-    Normal,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PmbenchConfig {
-    pub nr_processes: u64,
-    /// Worker threads per process (`-j`), sharing the process's map.
-    pub nr_threads: u64,
-    /// Bytes each process maps (`-m`), scaled.
-    pub mapsize: u64,
-    /// Bytes of the map accessed (`-s`), scaled.
-    pub setsize: u64,
-    pub pattern: PmbenchPattern,
-    /// `-e` shape of the normal pattern: its standard deviation, as a
-    /// fraction of the set's pages (so that it scales with the set).
-    pub stdev_fraction: f64,
-    /// `-e` shape of the linear pattern: its stride in pages.
-    pub stride_pages: u64,
-    /// `-r`: percentage of reads.
-    pub read_ratio: u64,
-    /// Benchmark duration per thread, ns, scaled.
-    pub duration_ns: u64,
-    /// `-c`: no warm-up pass.
-    pub cold: bool,
-    /// The node whose CPUs run pmbench (taskset / numactl --cpunodebind).
-    pub bind_node: u64,
-    /// Simulated memory per node, scaled.
-    pub node_memory: u64,
-    /// The memory eater: bytes (0: none), its node, and when it exits
-    /// (ns after pmbench starts, scaled; required with an eater).
-    pub eater: u64,
-    pub eater_node: u64,
-    pub eater_exit_ns: u64,
-    pub scale: f64,
-}
+use crate::error::Error;
+pub use crate::workload::pmbench::{PmbenchConfig, PmbenchPattern};
 
 pub const KEYS: &[&str] = &[
     "nr_processes",

@@ -3,7 +3,7 @@
 //! is rejected, so no number enters the model without provenance.
 
 use super::fields::{as_f64, as_u64, cfg_err, Fields};
-use crate::api::Error;
+use crate::error::Error;
 use crate::kernel::KernelCosts;
 use crate::machine::cache::Replacement;
 use crate::machine::ipi::IpiCosts;

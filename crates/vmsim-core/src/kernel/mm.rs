@@ -32,6 +32,21 @@ pub const fn pte_index(addr: u64) -> usize {
     ((addr / PAGE_SIZE) & (PTRS_PER_PTE - 1)) as usize
 }
 
+/// An mm's NUMA-balancing scanner state (`numa_next_scan`, `numa_scan_offset`,
+/// `numa_scan_seq` of `mm_struct`; kernel/sched/numa.rs runs the scanner).
+#[derive(Clone, Debug, Default)]
+pub struct MmNuma {
+    /// `numa_next_scan` in cycles; None until the first thread ticks.
+    pub next_scan: Option<u64>,
+    /// `numa_scan_offset`: where the next scan starts.
+    pub scan_offset: u64,
+    /// `numa_scan_seq`: completed passes over the address space.
+    pub scan_seq: u64,
+    /// A period update slowed the scan down: the next tick moves
+    /// `numa_next_scan` to now + the new period.
+    pub next_scan_push: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaKind {
     /// Private anonymous memory (usemem maps /dev/zero MAP_PRIVATE, which is anonymous).
@@ -134,7 +149,7 @@ pub struct Mm {
     next_mmap: u64,
     pub rss_pages: u64,
     /// NUMA balancing's per-mm scanner state (kernel/sched/numa.rs).
-    pub numa: super::sched::numa::MmNuma,
+    pub numa: MmNuma,
     /// What every page written through the access engine should hold: per
     /// VMA start, one expected content tag per page, updated with each write
     /// in the same order as the frame's tag. The data check compares the

@@ -9,6 +9,7 @@
 //! queued as work items too. The kernel touches the hardware only through
 //! line accesses, TLB operations, IPIs and fixed costs.
 
+pub mod config;
 pub mod costs;
 pub mod engine;
 pub mod exit;
@@ -34,7 +35,7 @@ pub mod uapi;
 pub mod vmscan;
 pub mod workingset;
 
-use crate::config::KernelConfig;
+pub use config::KernelConfig;
 pub use costs::KernelCosts;
 use mm::Mm;
 use page_alloc::PageAlloc;

@@ -8,11 +8,24 @@
 //! of the reads; the unmap is timed apart.
 
 use super::{Access, Op, Pattern, Program, Workload};
-use crate::config::lrufile::LruFileConfig;
 use crate::error::Error;
 use crate::kernel::sched::{Sim, USEMEM_INSTR_PER_WORD};
 use crate::machine::topology::Topology;
+use serde::Serialize;
 use serde_json::{json, Value};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LruFileConfig {
+    /// Readers, one per CPU from CPU 0 (the case runs one per CPU).
+    pub nr_task: u64,
+    /// Simulated RAM in all (from `ram_mib`, times the scale), split evenly over the nodes.
+    pub ram: u64,
+    pub ram_mib: f64,
+    /// Total file size over RAM: 10 in the case (`ROTATE_BYTES` = 10 x RAM in Mel Gorman's description).
+    pub file_ram_ratio: u64,
+    /// Bytes of each reader's file: `ram * file_ram_ratio / nr_task`, in whole pages.
+    pub file_size: u64,
+}
 
 /// One reader: `usemem -f FILE --readonly SIZE`.
 pub struct FileReader {

@@ -10,11 +10,22 @@ pub mod usemem;
 
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
 
-use crate::config::{WorkloadConfig, MIB};
 use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use serde::Serialize;
 use serde_json::Value;
+
+pub const MIB: u64 = 1 << 20;
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkloadConfig {
+    Usemem(usemem::UsememConfig),
+    PfTest(pftest::PfTestConfig),
+    LruFileMmapRead(lrufile::LruFileConfig),
+    Pmbench(pmbench::PmbenchConfig),
+}
 
 /// A workload a run config can name: how it sizes memory, which tasks it
 /// starts, how it describes its scale and what it adds to the report.

@@ -7,13 +7,26 @@
 //! second. Before unmapping, the task checks (untimed) that every 4 KiB
 //! sub-page is zero except the line it touched.
 
+use super::MIB;
 use super::{Expect, Op, Program, Workload};
-use crate::config::pftest::PfTestConfig;
-use crate::config::MIB;
 use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use serde::Serialize;
 use serde_json::Value;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PfTestConfig {
+    /// Bytes mapped (from `size_mib`, times the scale, rounded up to whole huge pages).
+    pub size: u64,
+    pub size_mib: f64,
+    /// "2m" or "1g".
+    pub page_size: String,
+    #[serde(skip)]
+    pub page_shift: u32,
+    /// The CPU the task is bound to (`taskset -c`); the region comes from its node.
+    pub cpu: u64,
+}
 
 pub struct PfTest {
     size: u64,

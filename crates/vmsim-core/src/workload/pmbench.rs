@@ -22,14 +22,54 @@
 //! between processes is a 10 µs poll of the eater's readiness.
 
 use super::{Access, Expect, Op, Pattern, Program, Workload};
-use crate::config::pmbench::{PmbenchConfig, PmbenchPattern};
 use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::ipi::CpuMask;
 use crate::machine::topology::Topology;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PmbenchPattern {
+    Linear,
+    Uniform,
+    Normal,
+}
+#[derive(Clone, Debug, Serialize)]
+pub struct PmbenchConfig {
+    pub nr_processes: u64,
+    /// Worker threads per process (`-j`), sharing the process's map.
+    pub nr_threads: u64,
+    /// Bytes each process maps (`-m`), scaled.
+    pub mapsize: u64,
+    /// Bytes of the map accessed (`-s`), scaled.
+    pub setsize: u64,
+    pub pattern: PmbenchPattern,
+    /// `-e` shape of the normal pattern: its standard deviation, as a
+    /// fraction of the set's pages (so that it scales with the set).
+    pub stdev_fraction: f64,
+    /// `-e` shape of the linear pattern: its stride in pages.
+    pub stride_pages: u64,
+    /// `-r`: percentage of reads.
+    pub read_ratio: u64,
+    /// Benchmark duration per thread, ns, scaled.
+    pub duration_ns: u64,
+    /// `-c`: no warm-up pass.
+    pub cold: bool,
+    /// The node whose CPUs run pmbench (taskset / numactl --cpunodebind).
+    pub bind_node: u64,
+    /// Simulated memory per node, scaled.
+    pub node_memory: u64,
+    /// The memory eater: bytes (0: none), its node, and when it exits
+    /// (ns after pmbench starts, scaled; required with an eater).
+    pub eater: u64,
+    pub eater_node: u64,
+    pub eater_exit_ns: u64,
+    pub scale: f64,
+}
 
 /// Instructions per pmbench access: the pattern draw (for `normal`,
 /// Box–Muller: two uniform draws, `log`, `sqrt`, `cos` through libm, ~100),

@@ -51,11 +51,32 @@
 //! parent's "go" wakes every child at the same instant (the cost of each
 //! wake-up to the waker, and an idle CPU's exit latency, are not modelled).
 
+use super::MIB;
 use super::{Expect, Op, Program, Workload};
-use crate::config::{UsememConfig, MIB};
 use crate::error::Error;
 use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UsememConfig {
+    pub nr_task: u64,
+    /// Bytes each task maps (from `size_per_task_mib`, times the scale).
+    pub size_per_task: u64,
+    pub size_per_task_mib: f64,
+    /// `--prealloc`: the parent maps one region before forking the tasks, which
+    /// share it copy-on-write instead of mapping their own.
+    pub prealloc: bool,
+    /// `--prefault`: the mapping is made with MAP_POPULATE.
+    pub prefault: bool,
+    /// A diagnostic that usemem does not have: child (or task) k sleeps k
+    /// times this many microseconds before writing and times itself from its
+    /// wake-up, to see what desynchronised tasks would do.
+    pub child_start_skew_us: u64,
+    /// Not a usemem option: each task first writes an untimed region of its
+    /// size, kept mapped, so the timed pass starts with warm caches.
+    pub warmup: bool,
+}
 
 /// Mixed into a task's seed for its warm-up region's data.
 const WARM_SEED: u64 = 0x5741_524D_5550_0001;

@@ -23,6 +23,7 @@
 
 use super::Sim;
 use crate::kernel::mempolicy::{cpupid_to_pid, CPUPID_UNSET};
+pub use crate::kernel::mm::MmNuma;
 use crate::kernel::mm::PMD_SIZE;
 use crate::kernel::{KFn, Kernel, Work};
 
@@ -31,20 +32,6 @@ pub const MAX_SCAN_WINDOW_MB: u64 = 2560;
 /// `NUMA_PERIOD_SLOTS` and `NUMA_PERIOD_THRESHOLD` of `update_task_scan_period`.
 pub const NUMA_PERIOD_SLOTS: u64 = 10;
 pub const NUMA_PERIOD_THRESHOLD: u64 = 7;
-
-/// An mm's scanner state.
-#[derive(Clone, Debug, Default)]
-pub struct MmNuma {
-    /// `numa_next_scan` in cycles; None until the first thread ticks.
-    pub next_scan: Option<u64>,
-    /// `numa_scan_offset`: where the next scan starts.
-    pub scan_offset: u64,
-    /// `numa_scan_seq`: completed passes over the address space.
-    pub scan_seq: u64,
-    /// A period update slowed the scan down: the next tick moves
-    /// `numa_next_scan` to now + the new period.
-    pub next_scan_push: bool,
-}
 
 /// A task's NUMA balancing state.
 #[derive(Clone, Debug, Default)]
