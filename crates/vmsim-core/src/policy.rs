@@ -42,11 +42,11 @@ policy_enum! {
         Sequential = "sequential",
         /// `process_huge_page()` order, target sub-page last: 4.14 .. 6.19.
         TargetLast = "target-last",
-        /// Ankur Arora's 2023 x86 override (MECHANISMS.md §3.2, not merged): regions
+        /// Ankur Arora's 2023 x86 override (docs/mechanisms.md#the-2023-multi-page-clearing-proposal, not merged): regions
         /// left, right, then the neighbourhood of the target (±2), each one string
         /// clear; gigantic pages one straight clear.
         Multipage2023 = "multipage-2023",
-        /// Linux 7.0 `folio_zero_user()` (MECHANISMS.md §3.5): right region, left
+        /// Linux 7.0 `folio_zero_user()` (docs/mechanisms.md#contiguous-range-clearing): right region, left
         /// region, neighbourhood (radius 2), each through `clear_contig_highpages()`.
         Contiguous70 = "contiguous-7.0",
         /// The 7.0 regions, with the two far regions cleared by non-temporal stores
