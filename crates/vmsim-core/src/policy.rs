@@ -201,10 +201,10 @@ policy_enum! {
 policy_enum! {
     /// How `migrate_pages()` flushes the TLBs of the pages it unmaps.
     pub enum MigrateTlbFlush (default Batched) {
-        /// Before 6.4: `try_to_unmap(folio, 0)` → `ptep_clear_flush` →
+        /// Before 6.3: `try_to_unmap(folio, 0)` → `ptep_clear_flush` →
         /// `flush_tlb_page`: one flush of the page per accessible PTE.
         PerPage = "per-page",
-        /// 6.4+ ("migrate_pages: batch flushing TLB", 7e12beb8ca2a): the
+        /// 6.3+ ("migrate_pages: batch flushing TLB", 7e12beb8ca2a): the
         /// unmap of a batch of folios uses `TTU_BATCH_FLUSH` and one
         /// `try_to_unmap_flush()` (one full-flush IPI per CPU) before the
         /// copies; a NUMA hinting fault migrates a batch of one folio.
