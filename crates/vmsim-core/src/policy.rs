@@ -42,11 +42,11 @@ policy_enum! {
         Sequential = "sequential",
         /// `process_huge_page()` order, target sub-page last: 4.14 .. 6.19.
         TargetLast = "target-last",
-        /// Ankur Arora's 2023 x86 override (MECHANISMS.md §3.2, not merged): regions
+        /// Ankur Arora's 2023 x86 override (docs/mechanisms.md#the-2023-multi-page-clearing-proposal, not merged): regions
         /// left, right, then the neighbourhood of the target (±2), each one string
         /// clear; gigantic pages one straight clear.
         Multipage2023 = "multipage-2023",
-        /// Linux 7.0 `folio_zero_user()` (MECHANISMS.md §3.5): right region, left
+        /// Linux 7.0 `folio_zero_user()` (docs/mechanisms.md#contiguous-range-clearing): right region, left
         /// region, neighbourhood (radius 2), each through `clear_contig_highpages()`.
         Contiguous70 = "contiguous-7.0",
         /// The 7.0 regions, with the two far regions cleared by non-temporal stores
@@ -201,10 +201,10 @@ policy_enum! {
 policy_enum! {
     /// How `migrate_pages()` flushes the TLBs of the pages it unmaps.
     pub enum MigrateTlbFlush (default Batched) {
-        /// Before 6.4: `try_to_unmap(folio, 0)` → `ptep_clear_flush` →
+        /// Before 6.3: `try_to_unmap(folio, 0)` → `ptep_clear_flush` →
         /// `flush_tlb_page`: one flush of the page per accessible PTE.
         PerPage = "per-page",
-        /// 6.4+ ("migrate_pages: batch flushing TLB", 7e12beb8ca2a): the
+        /// 6.3+ ("migrate_pages: batch flushing TLB", 7e12beb8ca2a): the
         /// unmap of a batch of folios uses `TTU_BATCH_FLUSH` and one
         /// `try_to_unmap_flush()` (one full-flush IPI per CPU) before the
         /// copies; a NUMA hinting fault migrates a batch of one folio.

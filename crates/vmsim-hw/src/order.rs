@@ -1,6 +1,6 @@
-//! Sub-page orders and region splits of the kernel's huge-page clear/copy
-//! (MECHANISMS.md §1.2, §3.2, §3.5). Pure index arithmetic, shared by the
-//! clear and copy routines so that both walk memory exactly as the kernel does.
+//! Sub-page orders and region splits of the kernel's huge-page clear/copy (docs/mechanisms.md#the-target-last-order,
+//! docs/mechanisms.md#the-2023-multi-page-clearing-proposal, docs/mechanisms.md#contiguous-range-clearing).
+//! Pure index arithmetic, shared by the clear and copy routines so that both walk memory exactly as the kernel does.
 
 use std::ops::Range;
 

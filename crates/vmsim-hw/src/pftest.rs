@@ -1,5 +1,5 @@
 //! The `pf-test` command: the kernel's own fault-time clearing on this host,
-//! in the manner of `perf bench mem map -f demand` (MECHANISMS.md §6.3):
+//! in the manner of `perf bench mem map -f demand` (docs/mechanisms.md#pf-test-and-perf-bench-mem-map):
 //! map, touch one byte per page so each page is demand-faulted (and cleared
 //! by the kernel), time it, unmap.
 

@@ -1,5 +1,5 @@
 //! `workload.kind = "pmbench"`: pmbench processes × threads on one node,
-//! with an optional memory eater (MECHANISMS.md §6.2). Sizes and durations
+//! with an optional memory eater (docs/mechanisms.md#pmbench). Sizes and durations
 //! are given at full size and multiplied by the run's scale factor, as are
 //! the NUMA-balancing scanner's size and periods (kernel/sched/numa.rs).
 

@@ -25,7 +25,7 @@ pub struct KernelConfig {
     pub numa_balancing: bool,
     /// `do_numa_page()`: map the page before migrating it (before 5.13) or after.
     pub numa_hint_fault: crate::policy::NumaHintFault,
-    /// `migrate_pages()`' TLB flushing: per page (before 6.4) or batched.
+    /// `migrate_pages()`' TLB flushing: per page (before 6.3) or batched.
     pub migrate_tlb_flush: crate::policy::MigrateTlbFlush,
     /// The scanner's tunables, with the run's scale factor.
     pub numa_scan: crate::kernel::sched::numa::ScanKnobs,

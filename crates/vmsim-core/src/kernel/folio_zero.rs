@@ -3,10 +3,10 @@
 //!
 //! - `sequential`: sub-pages ascending, one `clear_page` each (before 4.14);
 //! - `target-last`: `process_huge_page()` (4.14 .. 6.19), or for a gigantic
-//!   folio `clear_gigantic_page()`, ascending per 4 KiB (MECHANISMS.md §1.5);
-//! - `multipage-2023`: three regions, each one `clear_pages()` string op (§3.2);
-//! - `contiguous-7.0`: three regions through `clear_contig_highpages()` (§3.5);
-//! - `nontemporal-far`: the 7.0 regions, the two far ones by `movnti` stores.
+//!   folio `clear_gigantic_page()`, ascending per 4 KiB (docs/mechanisms.md#gigantic-pages);
+//! - `multipage-2023`: three regions, each one `clear_pages()` string op (docs/mechanisms.md#the-2023-multi-page-clearing-proposal);
+//! - `contiguous-7.0`: three regions through `clear_contig_highpages()` (docs/mechanisms.md#contiguous-range-clearing);
+//! - `nontemporal-far`: the 7.0 regions, the two far ones by `movnti` stores (docs/mechanisms.md#non-temporal-far-regions).
 //!
 //! Kernel state (content tags) changes at once; the clears are queued as
 //! `Work` for the faulting CPU. A region is one `Work::Clear`, which the CPU
@@ -46,7 +46,7 @@ impl Kernel {
         let preemptible = self.cfg.preempt.preemptible();
         match self.cfg.clear_huge_page {
             ClearHugePage::TargetLast if gigantic => {
-                // clear_gigantic_page() (MECHANISMS.md §1.5): ascending, no target-last order.
+                // clear_gigantic_page() (docs/mechanisms.md#gigantic-pages): ascending, no target-last order.
                 self.clear_subpages_in_order(
                     HugePageOrder::Sequential,
                     pfn,

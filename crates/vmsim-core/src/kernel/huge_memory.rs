@@ -1,4 +1,4 @@
-//! Huge-page processing orders: `process_huge_page()` (MECHANISMS.md §1.2),
+//! Huge-page processing orders: `process_huge_page()` (docs/mechanisms.md#the-target-last-order),
 //! the one implementation of the target-last order that clearing and copying
 //! share through their `process_subpage` callbacks.
 
@@ -102,12 +102,12 @@ pub fn process_huge_page_order(n: u64, nr_pages: u64) -> Vec<u64> {
 /// x86-64 `MAX_ORDER_NR_PAGES` (4 MiB of 4 KiB pages): folios above it are gigantic.
 pub const MAX_ORDER_NR_PAGES: u64 = 1024;
 /// `PROCESS_PAGES_NON_PREEMPT_BATCH` with an arch `clear_pages()`: 32 MiB of
-/// 4 KiB pages between `cond_resched()` points (MECHANISMS.md §3.4).
+/// 4 KiB pages between `cond_resched()` points (docs/mechanisms.md#page-clearing-primitives).
 pub const PROCESS_PAGES_NON_PREEMPT_BATCH: u64 = 8192;
 /// `FOLIO_ZERO_LOCALITY_RADIUS` (7.0), and the 2023 series' `width`.
 pub const FOLIO_ZERO_LOCALITY_RADIUS: u64 = 2;
 
-/// The 2023 x86 `clear_huge_page()` override (MECHANISMS.md §3.2): regions as
+/// The 2023 x86 `clear_huge_page()` override (docs/mechanisms.md#the-2023-multi-page-clearing-proposal): regions as
 /// `(start, len)` in clearing order — left `[0, n-3]`, right `[n+3, N-1]`, then
 /// the neighbourhood `[n-2, n+2]` clamped; empty regions are left out. A
 /// gigantic folio (N > MAX_ORDER_NR_PAGES) is one straight clear.
@@ -130,7 +130,7 @@ pub fn clear_regions_2023(n: u64, nr_pages: u64) -> Vec<(u64, u64)> {
     v
 }
 
-/// Linux 7.0 `folio_zero_user()` (MECHANISMS.md §3.5): regions as `(start, len)`
+/// Linux 7.0 `folio_zero_user()` (docs/mechanisms.md#contiguous-range-clearing): regions as `(start, len)`
 /// in clearing order — right of the neighbourhood, left of it, then the
 /// neighbourhood `[n-2, n+2]` clamped; empty regions left out. No special case
 /// for gigantic folios.

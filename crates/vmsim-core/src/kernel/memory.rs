@@ -148,7 +148,7 @@ impl Kernel {
 
     /// `do_numa_page()` / `do_huge_pmd_numa_page()`: an access to a PROT_NONE
     /// entry of an accessible VMA (a NUMA hinting fault), by task `current`
-    /// on a CPU of `node` (MECHANISMS.md §5.2–5.3). The policy decides when
+    /// on a CPU of `node` (docs/mechanisms.md#the-hinting-fault). The policy decides when
     /// the entry becomes accessible again: before the migration is tried
     /// (`map-then-migrate`, before 5.13) or only if the page is not
     /// migrated (`migrate-then-map`, 5.13+). Huge PMDs get their protection

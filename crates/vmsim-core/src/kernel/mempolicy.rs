@@ -1,5 +1,5 @@
 //! NUMA balancing's page-table side and placement decision
-//! (mm/mempolicy.c, mm/mprotect.c, MECHANISMS.md §5.1 and §5.5):
+//! (mm/mempolicy.c, mm/mprotect.c, docs/mechanisms.md#the-scanner and docs/mechanisms.md#the-placement-decision):
 //! `change_prot_numa` turns the present entries of a range PROT_NONE so the
 //! next access takes a hinting fault; `mpol_misplaced` with
 //! `should_numa_migrate_memory` decides at that fault whether the page

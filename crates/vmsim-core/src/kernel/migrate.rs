@@ -1,5 +1,5 @@
 //! Migration of a misplaced page on a NUMA hinting fault (mm/migrate.c,
-//! MECHANISMS.md §5.2–5.3): `numamigrate_isolate_page` takes the folio off
+//! docs/mechanisms.md#misplaced-page-migration): `numamigrate_isolate_page` takes the folio off
 //! the LRU, then `migrate_misplaced_page` → `migrate_pages` allocates a
 //! page on the target node, unmaps the old one (`try_to_unmap` puts a
 //! migration entry in the PTE, flushing the TLBs that may hold it if the

@@ -1,5 +1,5 @@
 //! TLB flushing after page-table changes and the per-CPU TLB state
-//! (arch/x86/mm/tlb.c, MECHANISMS.md §4.4): `switch_mm_irqs_off()`,
+//! (arch/x86/mm/tlb.c, docs/mechanisms.md#tlb-flushing-and-lazy-tlb): `switch_mm_irqs_off()`,
 //! `enter_lazy_tlb()` and `flush_tlb_mm_range()`, which flushes locally and
 //! sends IPIs to the other CPUs in `mm_cpumask` that run the mm; ranges above
 //! `tlb_single_page_flush_ceiling` pages become full flushes.

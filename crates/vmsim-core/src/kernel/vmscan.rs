@@ -1,6 +1,6 @@
 //! Page reclaim (mm/vmscan.c) of page-cache folios, and the TLB flushing
 //! it needs after unmapping (mm/rmap.c's `tlbflush_unmap_batch`,
-//! MECHANISMS.md §4).
+//! docs/mechanisms.md#batched-tlb-flush-after-unmapping).
 //!
 //! `shrink_node` (one round: a `Work::ShrinkNode` item, run by kswapd or in
 //! direct reclaim) first deactivates from the active file list while the

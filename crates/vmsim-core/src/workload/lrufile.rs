@@ -1,4 +1,4 @@
-//! vm-scalability's case-lru-file-mmap-read (MECHANISMS.md §6.1): one
+//! vm-scalability's case-lru-file-mmap-read (docs/mechanisms.md#lru-file-mmap-read): one
 //! reader per CPU, each `usemem -f FILE --readonly SIZE` on its own sparse
 //! file: map it `MAP_SHARED`, `PROT_READ`, read every 8-byte word from start
 //! to end once, unmap. The files together are ten times RAM, so reclaim

@@ -1,6 +1,6 @@
 //! A page-fault test after Ankur Arora's `pf-test` (`taskset -c 15 bench/pf-test
 //! --sz 64g --huge 1|2`) and its upstream successor `perf bench mem map -p
-//! $pg -f demand` (MECHANISMS.md §6.3): one task maps a `MAP_HUGETLB` region
+//! $pg -f demand` (docs/mechanisms.md#pf-test-and-perf-bench-mem-map): one task maps a `MAP_HUGETLB` region
 //! and touches it once per huge page, in ascending order, so each touch is a
 //! demand fault that zeroes one huge page. The timed interval runs from before
 //! the mmap to after the last touch; the rate reported is bytes faulted per

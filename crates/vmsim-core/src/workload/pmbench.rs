@@ -1,4 +1,4 @@
-//! pmbench (MECHANISMS.md §6.2) and a memory eater, as in the experiment
+//! pmbench (docs/mechanisms.md#pmbench) and a memory eater, as in the experiment
 //! of "NUMA balancing: reduce TLB flush via delaying mapping on hint page
 //! fault": an eater allocates and touches memory on one node, then
 //! pmbench processes start, each mapping its own region and running

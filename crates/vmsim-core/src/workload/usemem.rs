@@ -1,4 +1,4 @@
-//! vm-scalability's `usemem` (MECHANISMS.md §6.1).
+//! vm-scalability's `usemem` (docs/mechanisms.md#usemem).
 //!
 //! Without `--prealloc` (case-anon-w-seq): each of `nr_task` processes maps
 //! its own private anonymous region, writes every 8-byte word from start to

@@ -1,5 +1,5 @@
 //! NUMA balancing's scanner and its per-task accounting
-//! (kernel/sched/fair.c, MECHANISMS.md §5.1): `task_tick_numa` on a user
+//! (kernel/sched/fair.c, docs/mechanisms.md#the-scanner): `task_tick_numa` on a user
 //! task's tick queues `task_numa_work` once the task has run a scan period
 //! since its last one; `task_numa_work` (one thread of an mm per period)
 //! marks the next `scan_size_mb` of the address space PROT_NONE with
