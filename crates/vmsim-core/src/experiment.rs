@@ -4,9 +4,9 @@
 use crate::config::experiment::{Arm, Experiment};
 use crate::config::{RunConfig, MIB};
 use crate::error::Error;
-use crate::kernel::sched::Sim;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::sim::Sim;
 use serde_json::{json, Value};
 
 pub use crate::config::MAX_SIMULATED_MEMORY;

@@ -2,7 +2,7 @@
 //! /proc/vmstat, usemem's own rate), with per-CPU breakdowns.
 //! Names are stable snake_case keys of the JSON output.
 
-use crate::kernel::sched::Sim;
+use crate::sim::Sim;
 use serde_json::{json, Map, Value};
 
 pub fn report(sim: &Sim) -> Value {

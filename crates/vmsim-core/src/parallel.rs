@@ -40,7 +40,7 @@ pub fn run_all(
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<Vec<Value>, Error> {
     // Threads left over once every run has one go to the runs' own
-    // sockets (windowed runs, kernel/sched/window.rs).
+    // sockets (windowed runs, sim/window.rs).
     let per_run = (threads / runs.len().max(1)).max(1);
     let threads = threads.clamp(1, runs.len().max(1));
     if threads == 1 {

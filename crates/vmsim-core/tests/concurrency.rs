@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
 use vmsim_core::kernel::kthread::{KthreadFn, KthreadStep};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::{KFn, Kernel, Work};
 use vmsim_core::machine::Machine;
 use vmsim_core::policy::{Thp, ThpCow};
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::usemem::Usemem;
 use vmsim_core::workload::{Op, Program};
 

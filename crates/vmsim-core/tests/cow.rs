@@ -4,10 +4,10 @@
 
 use vmsim_core::api::{self, Error, Format};
 use vmsim_core::config::{load_machine, KernelConfig};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::Machine;
 use vmsim_core::policy::{Thp, ThpCow};
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::{Expect, Op, Program};
 
 const MIB: u64 = 1 << 20;

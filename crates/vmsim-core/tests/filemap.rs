@@ -2,9 +2,9 @@
 //! read back every page's content; a corrupted page-cache folio is caught.
 
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::Machine;
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::lrufile::FileReader;
 
 const NODE_BYTES: u64 = 64 << 20;

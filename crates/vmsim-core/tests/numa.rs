@@ -8,11 +8,11 @@ use std::sync::Arc;
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset, RunConfig};
 use vmsim_core::experiment::simulate;
 use vmsim_core::kernel::mm::{Pte, VmaKind};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::ipi::IpiCause;
 use vmsim_core::machine::Machine;
 use vmsim_core::policy::{MigrateTlbFlush, NumaHintFault};
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::{Access, Expect, Op, Pattern, Program};
 
 const NODE_BYTES: u64 = 256 << 20;

@@ -5,11 +5,11 @@
 //! flush IPIs each CPU at most once, and refaults get their content back.
 
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::ipi::IpiCause;
 use vmsim_core::machine::Machine;
 use vmsim_core::policy::TlbFlushOnUnmap;
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::lrufile::FileReader;
 use vmsim_core::workload::{Access, Op, Pattern, Program};
 

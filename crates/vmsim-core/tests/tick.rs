@@ -5,9 +5,9 @@
 
 use vmsim_core::api::{run_config, Format};
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
-use vmsim_core::kernel::sched::Sim;
 use vmsim_core::kernel::{KFn, Kernel};
 use vmsim_core::machine::Machine;
+use vmsim_core::sim::Sim;
 use vmsim_core::workload::usemem::Usemem;
 
 const NODE_BYTES: u64 = 256 << 20;

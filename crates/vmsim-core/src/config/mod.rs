@@ -106,7 +106,7 @@ pub struct SimConfig {
     /// Simulated RAM per NUMA node; 0 = sized from the workload.
     pub node_memory_mib: u64,
     pub fault_injection: FaultInjection,
-    /// The windowed run loop's window (kernel/sched/window.rs); None: the
+    /// The windowed run loop's window (sim/window.rs); None: the
     /// ordinary loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_cycles: Option<u64>,

@@ -2,8 +2,8 @@
 //! the last user's drop tears the address space down with `exit_mmap`) and
 //! a parent waiting for its last child is woken.
 
-use super::sched::Sim;
 use crate::machine::Mode;
+use crate::sim::Sim;
 
 impl Sim {
     /// exit(): `exit_mm()` → `mmput()`: the last user of the mm releases

@@ -7,13 +7,13 @@
 
 use super::mm::{pmd_keys, Pmd, VmaKind};
 use super::page_alloc::PageAlloc;
-use super::sched::{Body, Sim};
 use super::tlbflush::flush_tlb_mm_range;
 use super::uapi::Program;
 use super::KFn;
 use super::Kernel;
 use crate::error::Error;
 use crate::machine::Mode;
+use crate::sim::{Body, Sim};
 
 /// Cycles to copy one present PTE or PMD entry: `copy_present_pte()` /
 /// `copy_huge_pmd()` do about three locked read-modify-writes (`get_page`,

@@ -4,8 +4,8 @@
 
 use super::memory::{fault_error, Mapped};
 use super::mm::PMD_SIZE;
-use super::sched::{Cur, Sim};
 use crate::machine::Mode;
+use crate::sim::{Cur, Sim};
 
 impl Sim {
     /// MAP_POPULATE: faults in the next missing page of [start, start+len)

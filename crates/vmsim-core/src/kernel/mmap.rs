@@ -2,11 +2,11 @@
 //! `unmap_page_range`): entries are removed, each drops one mapping of its
 //! folio (the last one frees it) and the range is flushed.
 
-use super::sched::Sim;
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
 use crate::error::Error;
 use crate::machine::Mode;
+use crate::sim::Sim;
 
 impl Sim {
     pub(crate) fn munmap(&mut self, cpu: usize, t: usize, start: u64) {

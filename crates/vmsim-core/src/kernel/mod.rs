@@ -1,6 +1,8 @@
 //! The modeled Linux memory management. File and function names follow
 //! Linux's mm/: `memory.rs` holds the fault handler, `huge_memory.rs` the
-//! huge-page orders, `tlbflush.rs` the flush paths, `sched.rs` tasks and CPUs.
+//! huge-page orders, `tlbflush.rs` the flush paths, `sched/` the scheduler's
+//! run queues, wait queues and NUMA scanner. The engine that runs tasks on
+//! CPUs and executes the queued work is sim/, not the kernel.
 //!
 //! The kernel changes its own state (page tables, free lists, content tags)
 //! at once and hands the hardware work to the faulting CPU as a queue of
@@ -11,7 +13,6 @@
 
 pub mod config;
 pub mod costs;
-pub mod engine;
 pub mod exit;
 pub mod filemap;
 pub mod folio_zero;

@@ -12,9 +12,9 @@
 //! (a test maps one folio from several processes and counts them).
 
 use super::mm::{Pte, VmaKind};
-use super::sched::Sim;
 use super::tlbflush::flush_tlb_mm_range;
 use super::{KFn, Kernel};
+use crate::sim::Sim;
 
 impl Kernel {
     /// `rmap_walk_file`: every (mm, address) whose PTE maps page-cache folio `pfn`.

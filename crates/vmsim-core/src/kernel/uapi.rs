@@ -34,7 +34,7 @@ pub enum Op {
         len: u64,
         seed: u64,
     },
-    /// A run of accesses through the access engine (sched/access.rs).
+    /// A run of accesses through the access engine (sim/access.rs).
     Access(Access),
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
     Check {

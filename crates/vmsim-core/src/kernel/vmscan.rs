@@ -42,7 +42,7 @@
 //! of the mm flushes it once (`flush_tlb_batched_pending`, kernel/rmap.rs).
 //!
 //! Invariants: a folio is freed only after every TLB that may hold it was
-//! flushed (the TLB truth check, kernel/sched/access.rs, would catch a
+//! flushed (the TLB truth check, sim/access.rs, would catch a
 //! stale entry); a batched flush sends at most one IPI per CPU.
 
 use super::kthread::{KthreadFn, KthreadStep};
@@ -141,7 +141,7 @@ impl Kernel {
     }
 }
 
-impl super::sched::Sim {
+impl crate::sim::Sim {
     /// `kswapd_run(nid)`: starts node `node`'s kswapd on the first CPU of the node.
     pub fn kswapd_run(&mut self, node: usize) -> usize {
         let cpu = (0..self.m.topo.nr_cpus())

@@ -156,7 +156,7 @@ pub struct Hierarchy {
     /// non-inclusive LLCs only: an inclusive one's presence counts cover
     /// the private caches.
     active_home: Vec<u64>,
-    /// Set in a partition's stand-in (kernel/sched/window.rs): effects of
+    /// Set in a partition's stand-in (sim/window.rs): effects of
     /// its work on what other partitions read are queued until it hands its
     /// state back, so the partitions' order does not matter. Those are
     /// write-backs to another socket's memory (posted: the fill does not

@@ -254,7 +254,7 @@ impl Machine {
 
     /// A machine of the same shape whose caches hold one set each: a
     /// partition's stand-in, into which [`Machine::lend`] moves one
-    /// socket's state so that it can advance on its own (kernel/sched/window.rs).
+    /// socket's state so that it can advance on its own (sim/window.rs).
     pub fn shell(&self) -> Machine {
         Machine::new(&self.shell_params, self.node_bytes, 0).expect("the machine's own shape")
     }

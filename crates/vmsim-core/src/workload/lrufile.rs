@@ -2,15 +2,15 @@
 //! reader per CPU, each `usemem -f FILE --readonly SIZE` on its own sparse
 //! file: map it `MAP_SHARED`, `PROT_READ`, read every 8-byte word from start
 //! to end once, unmap. The files together are ten times RAM, so reclaim
-//! runs throughout. The reader checks every page it reads (sched/access.rs:
+//! runs throughout. The reader checks every page it reads (sim/access.rs:
 //! the frame is the page cache's folio of that file and index and holds its
 //! content). As in usemem, the timed interval runs from the start to the end
 //! of the reads; the unmap is timed apart.
 
 use super::{Access, Op, Pattern, Program, Workload};
 use crate::error::Error;
-use crate::kernel::sched::{Sim, USEMEM_INSTR_PER_WORD};
 use crate::machine::topology::Topology;
+use crate::sim::{Sim, USEMEM_INSTR_PER_WORD};
 use serde::Serialize;
 use serde_json::{json, Value};
 

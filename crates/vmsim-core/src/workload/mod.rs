@@ -11,8 +11,8 @@ pub mod usemem;
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
 
 use crate::error::Error;
-use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use crate::sim::Sim;
 use serde::Serialize;
 use serde_json::Value;
 

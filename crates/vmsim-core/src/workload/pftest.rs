@@ -10,8 +10,8 @@
 use super::MIB;
 use super::{Expect, Op, Program, Workload};
 use crate::error::Error;
-use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use crate::sim::Sim;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -23,9 +23,9 @@
 
 use super::{Access, Expect, Op, Pattern, Program, Workload};
 use crate::error::Error;
-use crate::kernel::sched::Sim;
 use crate::machine::ipi::CpuMask;
 use crate::machine::topology::Topology;
+use crate::sim::Sim;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -54,8 +54,8 @@
 use super::MIB;
 use super::{Expect, Op, Program, Workload};
 use crate::error::Error;
-use crate::kernel::sched::Sim;
 use crate::machine::topology::Topology;
+use crate::sim::Sim;
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]

@@ -21,11 +21,11 @@
 //! run time; an mm is scanned by at most one of its threads per period
 //! (`numa_next_scan`); the period stays within [`task_scan_min`, `task_scan_max`].
 
-use super::Sim;
 use crate::kernel::mempolicy::{cpupid_to_pid, CPUPID_UNSET};
 pub use crate::kernel::mm::MmNuma;
 use crate::kernel::mm::PMD_SIZE;
 use crate::kernel::{KFn, Kernel, Work};
+use crate::sim::Sim;
 
 /// `MAX_SCAN_WINDOW`: the scanner's rate limit, MB per second.
 pub const MAX_SCAN_WINDOW_MB: u64 = 2560;

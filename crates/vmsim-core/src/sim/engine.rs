@@ -1,6 +1,6 @@
 //! The engine's event queue: timers and timed wake-ups of simulated time.
 //!
-//! CPU clocks belong to the machine; the run loop (kernel/sched.rs) advances
+//! CPU clocks belong to the machine; the run loop (sim/mod.rs) advances
 //! the CPU with the lowest clock. Events that must happen at a given time
 //! (an hrtimer ending a `nanosleep`, a kernel timer waking a wait queue) are
 //! kept here, keyed by (time, sequence): two events armed for one time fire
@@ -10,7 +10,7 @@
 //!
 //! Invariants: sequence numbers are never reused; a cancelled timer never fires.
 
-use super::sched::wait::WaitQueueId;
+use crate::kernel::sched::wait::WaitQueueId;
 use std::collections::BTreeMap;
 
 /// What happens when an event's time comes.

@@ -1,14 +1,18 @@
-//! The run loop and the tasks: which CPU runs next, what it runs, and the
-//! task table. The scheduler's own decisions (run queues, slices, wake-ups)
-//! are in sched/rq.rs, wait queues in sched/wait.rs, timed events in
-//! engine.rs; what a context switch does to address spaces is
-//! tlbflush.rs's `switch_mm_irqs_off` / `enter_lazy_tlb`.
+//! The engine: the run loop and the tasks — which CPU runs next, what it
+//! runs, and the task table — with the executor of the kernel's queued
+//! hardware work (exec.rs), the access engine (access.rs), the dispatch of
+//! workload operations (user.rs), the windowed parallel loop (window.rs) and
+//! the timed events (engine.rs). It drives the kernel and the workloads and
+//! owns none of their knowledge: the scheduler's own decisions (run queues,
+//! slices, wake-ups) are kernel/sched/rq.rs's, wait queues
+//! kernel/sched/wait.rs's; what a context switch does to address spaces is
+//! kernel/tlbflush.rs's `switch_mm_irqs_off` / `enter_lazy_tlb`.
 //!
 //! The loop always advances the CPU with the lowest clock (ties: lowest CPU
 //! id) for at most one quantum; an event (timer) due at or before that clock
 //! fires first, and an idle CPU it gives a task resumes at the event's time.
 //! A CPU first executes the kernel work queued on it, then its current task:
-//! a user task's next operation (sched/user.rs) or a kernel thread's next
+//! a user task's next operation (sim/user.rs) or a kernel thread's next
 //! step. More tasks than CPUs are time-sliced round-robin at user level
 //! (CFS's 3 ms minimum granularity on >= 8 CPUs). The run ends when every
 //! user task has exited (kernel threads and their timers do not keep it
@@ -25,23 +29,23 @@
 //! Invariants: a task is on at most one CPU; every CPU's clock only grows;
 //! the order of events depends only on the config and seed.
 
-use super::engine::{Engine, Event};
-use super::kthread::{KthreadFn, KthreadStep};
-use super::page_alloc::{tag_store, TAG_ZERO};
-use super::tlbflush::{enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState};
-use super::uapi::{store_value, Expect, Op, Program};
-use super::{KFn, Kernel, StoreHow, Work};
 use crate::error::Error;
+use crate::kernel::kthread::{KthreadFn, KthreadStep};
+use crate::kernel::page_alloc::{tag_store, TAG_ZERO};
+use crate::kernel::tlbflush::{
+    enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState,
+};
+use crate::kernel::uapi::{store_value, Expect, Op, Program};
+use crate::kernel::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::{Machine, Mode};
+use engine::{Engine, Event};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-pub mod numa;
-pub mod rq;
-pub mod wait;
+pub mod engine;
 
-use rq::Scheduler;
+use crate::kernel::sched::rq::Scheduler;
 
 /// Instructions per 8-byte word of usemem's `do_rw_once()` write path: 24, counted
 /// on the x86-64 code gcc 12.2 -O2 emits for a loop of the same structure (the
@@ -190,7 +194,7 @@ pub struct Sim {
     /// whether one has left it.
     roi_joined: u64,
     roi_left: bool,
-    /// `sim.window_cycles`: 0 for the ordinary loop, else the windowed one (sched/window.rs).
+    /// `sim.window_cycles`: 0 for the ordinary loop, else the windowed one (sim/window.rs).
     pub(crate) window: u64,
     /// The partition phase 1 of a window is advancing, and why a step of it stopped.
     pub(crate) win_part: Option<usize>,
@@ -232,9 +236,9 @@ impl Sim {
             .div_ceil(m.issue_width)
             .max(8 / stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
-        let movq_issue = (super::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
+        let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
-        let copy_issue = (super::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
+        let copy_issue = (crate::kernel::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
                                            // At least one cycle, so the grid always advances.
@@ -285,7 +289,7 @@ impl Sim {
         }
     }
 
-    /// Selects the windowed run loop with windows of `cycles` (sched/window.rs); 0: the ordinary loop.
+    /// Selects the windowed run loop with windows of `cycles` (sim/window.rs); 0: the ordinary loop.
     pub fn set_window(&mut self, cycles: u64) {
         self.window = cycles;
     }
