@@ -39,7 +39,8 @@ impl Sim {
         // Whatever came before (the system call's entry) is its own.
         self.settle(cpu, KFn::Syscall);
         // zap_pte_range() takes the PTE lock, then flush_tlb_batched_pending().
-        self.flush_tlb_batched_pending(cpu, mm_id);
+        let (k, mut hw) = self.kernel_hw(cpu);
+        k.flush_tlb_batched_pending(&mut hw, mm_id);
         for &(pfn, _huge) in zapped {
             self.k.put_page(pfn);
             let c = self.k.costs.page_free_cycles;

@@ -20,6 +20,7 @@ pub mod fork;
 pub mod gup;
 pub mod huge_memory;
 pub mod hugetlb;
+pub mod hw;
 pub mod kthread;
 pub mod memory;
 pub mod mempolicy;

@@ -11,10 +11,10 @@
 //! Invariant: the walk finds exactly the PTEs whose frame is the folio's
 //! (a test maps one folio from several processes and counts them).
 
+use super::hw::Hw;
 use super::mm::{Pte, VmaKind};
 use super::tlbflush::flush_tlb_mm_range;
 use super::{KFn, Kernel};
-use crate::sim::Sim;
 
 impl Kernel {
     /// `rmap_walk_file`: every (mm, address) whose PTE maps page-cache folio `pfn`.
@@ -65,28 +65,27 @@ impl Kernel {
     }
 }
 
-impl Sim {
-    /// `flush_tlb_batched_pending(mm)`, called on `cpu` by a page-table
+impl Kernel {
+    /// `flush_tlb_batched_pending(mm)`, called on `hw.cpu` by a page-table
     /// walker that changes PTEs of `mm_id` (`zap_pte_range`; Linux also calls
     /// it from `change_pte_range`, `move_ptes` and the madvise walkers): if a
     /// batched unmap of the mm may be unflushed, flush the whole mm
     /// (`flush_tlb_mm`) before going on, so no TLB keeps an entry for a PTE
     /// this walker may now change or free. Returns whether it flushed.
-    pub fn flush_tlb_batched_pending(&mut self, cpu: usize, mm_id: usize) -> bool {
-        if !self.k.mms[mm_id].take_tlb_flush_batched_pending() {
+    pub fn flush_tlb_batched_pending(&mut self, hw: &mut Hw, mm_id: usize) -> bool {
+        if !self.mms[mm_id].take_tlb_flush_batched_pending() {
             return false;
         }
-        let k = &mut self.k;
         flush_tlb_mm_range(
-            &mut self.m,
-            &mut k.vmstat,
-            cpu,
-            &mut k.mms[mm_id],
-            &mut self.tlbstate,
+            hw.m,
+            &mut self.vmstat,
+            hw.cpu,
+            &mut self.mms[mm_id],
+            hw.tlbstate,
             0,
             u64::MAX,
         );
-        self.settle(cpu, KFn::FlushTlb);
+        hw.settle(KFn::FlushTlb);
         true
     }
 }

@@ -45,7 +45,9 @@
 //! flushed (the TLB truth check, sim/access.rs, would catch a
 //! stale entry); a batched flush sends at most one IPI per CPU.
 
+use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
+use super::mm::Mm;
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
 use super::tlbflush::{flush_tlb_mm_range, invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
@@ -90,6 +92,27 @@ pub struct TlbflushUnmapBatch {
     pub cpumask: CpuMask,
     pub flush_required: bool,
     pub writable: bool,
+}
+
+impl TlbflushUnmapBatch {
+    /// `set_tlb_ubc_flush_pending()` → `arch_tlbbatch_add_pending()` for an
+    /// entry of `mm` just cleared: `inc_mm_tlb_gen`, the mm's CPUs into the
+    /// batch, and the mm's `tlb_flush_batched` raised if the entry was
+    /// present to the hardware; a dirty entry makes the batch writable.
+    /// Reclaim's `try_to_unmap` and migration's unmap share it.
+    pub fn set_tlb_ubc_flush_pending(&mut self, mm: &mut Mm, accessible: bool, dirty: bool) {
+        mm.tlb_gen += 1;
+        if !mm.inject_no_shootdown {
+            self.cpumask.or(&mm.cpumask);
+        }
+        self.flush_required = true;
+        if accessible {
+            mm.set_tlb_flush_batched_pending();
+        }
+        if dirty {
+            self.writable = true;
+        }
+    }
 }
 
 /// What `folio_check_references` decided.
@@ -141,31 +164,23 @@ impl Kernel {
     }
 }
 
-impl crate::sim::Sim {
-    /// `kswapd_run(nid)`: starts node `node`'s kswapd on the first CPU of the node.
-    pub fn kswapd_run(&mut self, node: usize) -> usize {
-        let cpu = (0..self.m.topo.nr_cpus())
-            .find(|&c| self.m.topo.node_of(c) == node)
-            .expect("a node has CPUs");
-        self.kthread_run(Box::new(Kswapd { node }), cpu)
-    }
-
+impl Kernel {
     /// `__alloc_pages_direct_reclaim` at fault entry: when every node is at
     /// or below its min watermark, the faulting task reclaims a batch itself,
     /// from its own node first, then the others in zonelist order.
-    pub(crate) fn direct_reclaim_if_needed(&mut self, cpu: usize, node: usize) {
-        let n = self.k.alloc.nr_nodes;
-        if (0..n).any(|nd| self.k.alloc.nr_free[nd] > self.k.pgdat[nd].wmark_min) {
+    pub(crate) fn direct_reclaim_if_needed(&mut self, hw: &mut Hw, node: usize) {
+        let n = self.alloc.nr_nodes;
+        if (0..n).any(|nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_min) {
             return;
         }
-        self.k.reclaim.allocstall += 1;
-        self.settle(cpu, KFn::ExcPageFault);
+        self.reclaim.allocstall += 1;
+        hw.settle(KFn::ExcPageFault);
         for nd in (0..n).map(|i| (node + i) % n) {
-            if self.shrink_node(cpu, nd, false) > 0 {
+            if self.shrink_node(hw, nd, false) > 0 {
                 break;
             }
         }
-        self.settle(cpu, KFn::ShrinkFolioList);
+        hw.settle(KFn::ShrinkFolioList);
     }
 
     /// One round of `shrink_node` on `node` from `cpu`; returns folios reclaimed.
@@ -173,23 +188,23 @@ impl crate::sim::Sim {
     /// failure when its rounds since the last progress have scanned the
     /// node's file LRU twice over (standing for a `balance_pgdat` pass down
     /// every priority that reclaimed nothing).
-    pub(crate) fn shrink_node(&mut self, cpu: usize, node: usize, kswapd: bool) -> u64 {
-        let l = &self.k.lru.nodes[node];
+    pub(crate) fn shrink_node(&mut self, hw: &mut Hw, node: usize, kswapd: bool) -> u64 {
+        let l = &self.lru.nodes[node];
         // inactive_is_low(): inactive_ratio is 1 below 1 GiB of file LRU.
         if l.inactive_file.len() < l.active_file.len() {
-            self.shrink_active_list(cpu, node, SWAP_CLUSTER_MAX);
+            self.shrink_active_list(hw, node, SWAP_CLUSTER_MAX);
         }
-        let got = self.shrink_inactive_list(cpu, node, SWAP_CLUSTER_MAX, kswapd);
+        let got = self.shrink_inactive_list(hw, node, SWAP_CLUSTER_MAX, kswapd);
         if got > 0 {
-            self.k.kswapd_failures[node] = 0;
-            self.k.kswapd_noprogress_scan[node] = 0;
+            self.kswapd_failures[node] = 0;
+            self.kswapd_noprogress_scan[node] = 0;
         } else if kswapd {
-            let lru = self.k.nr_file_lru(node) as u64;
-            let scanned = &mut self.k.kswapd_noprogress_scan[node];
+            let lru = self.nr_file_lru(node) as u64;
+            let scanned = &mut self.kswapd_noprogress_scan[node];
             *scanned += SWAP_CLUSTER_MAX as u64;
             if *scanned > 2 * lru {
                 *scanned = 0;
-                self.k.kswapd_failures[node] += 1;
+                self.kswapd_failures[node] += 1;
             }
         }
         got
@@ -198,44 +213,40 @@ impl crate::sim::Sim {
     /// `shrink_active_list`: scans up to `nr` folios from the active list's
     /// tail and deactivates them (a referenced mapped file folio stays active
     /// only if executable, and none here is); their young bits are cleared.
-    fn shrink_active_list(&mut self, cpu: usize, node: usize, nr: usize) {
+    fn shrink_active_list(&mut self, hw: &mut Hw, node: usize, nr: usize) {
         for _ in 0..nr {
-            let Some(pfn) = self.k.lru.nodes[node].active_file.pop_back() else {
+            let Some(pfn) = self.lru.nodes[node].active_file.pop_back() else {
                 break;
             };
-            self.k.reclaim.pgrefill += 1;
-            self.m.advance(
-                cpu,
-                self.k.costs.shrink_folio_cycles,
-                self.k.costs.shrink_folio_cycles,
-            );
-            self.settle(cpu, KFn::ShrinkFolioList);
-            if self.k.alloc.folio_mapcount(pfn) > 0 {
-                let (_, visited) = self.k.folio_referenced(pfn);
-                let c = visited as u64 * self.k.costs.rmap_pte_cycles;
-                self.m.advance(cpu, c, c);
-                self.settle(cpu, KFn::RmapWalk);
+            self.reclaim.pgrefill += 1;
+            hw.charge(self.costs.shrink_folio_cycles);
+            hw.settle(KFn::ShrinkFolioList);
+            if self.alloc.folio_mapcount(pfn) > 0 {
+                let (_, visited) = self.folio_referenced(pfn);
+                let c = visited as u64 * self.costs.rmap_pte_cycles;
+                hw.charge(c);
+                hw.settle(KFn::RmapWalk);
             }
-            self.k.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
-            self.k.lru.nodes[node].inactive_file.push_front(pfn);
-            self.k.reclaim.pgdeactivate += 1;
+            self.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
+            self.lru.nodes[node].inactive_file.push_front(pfn);
+            self.reclaim.pgdeactivate += 1;
         }
     }
 
     /// `shrink_inactive_list`: isolates up to `nr` folios from the tail of the
     /// inactive list and reclaims what `shrink_folio_list` can.
-    fn shrink_inactive_list(&mut self, cpu: usize, node: usize, nr: usize, kswapd: bool) -> u64 {
+    fn shrink_inactive_list(&mut self, hw: &mut Hw, node: usize, nr: usize, kswapd: bool) -> u64 {
         let mut isolated = Vec::with_capacity(nr);
         while isolated.len() < nr {
-            let Some(pfn) = self.k.lru.nodes[node].inactive_file.pop_back() else {
+            let Some(pfn) = self.lru.nodes[node].inactive_file.pop_back() else {
                 break;
             };
-            self.k.lru.clear(pfn, PG_LRU);
+            self.lru.clear(pfn, PG_LRU);
             isolated.push(pfn);
         }
         let scanned = isolated.len() as u64;
-        let reclaimed = self.shrink_folio_list(cpu, &isolated);
-        let st = &mut self.k.reclaim;
+        let reclaimed = self.shrink_folio_list(hw, &isolated);
+        let st = &mut self.reclaim;
         if kswapd {
             st.pgscan_kswapd += scanned;
             st.pgsteal_kswapd += reclaimed;
@@ -247,19 +258,19 @@ impl crate::sim::Sim {
     }
 
     /// `folio_check_references`.
-    fn folio_check_references(&mut self, cpu: usize, pfn: u64) -> FolioRef {
-        let (referenced_ptes, visited) = if self.k.alloc.folio_mapcount(pfn) > 0 {
-            self.k.folio_referenced(pfn)
+    fn folio_check_references(&mut self, hw: &mut Hw, pfn: u64) -> FolioRef {
+        let (referenced_ptes, visited) = if self.alloc.folio_mapcount(pfn) > 0 {
+            self.folio_referenced(pfn)
         } else {
             (0, 0)
         };
-        let c = visited as u64 * self.k.costs.rmap_pte_cycles;
-        self.m.advance(cpu, c, c);
-        self.settle(cpu, KFn::RmapWalk);
-        let referenced_folio = self.k.lru.test(pfn, PG_REFERENCED);
-        self.k.lru.clear(pfn, PG_REFERENCED);
+        let c = visited as u64 * self.costs.rmap_pte_cycles;
+        hw.charge(c);
+        hw.settle(KFn::RmapWalk);
+        let referenced_folio = self.lru.test(pfn, PG_REFERENCED);
+        self.lru.clear(pfn, PG_REFERENCED);
         if referenced_ptes > 0 {
-            self.k.lru.set(pfn, PG_REFERENCED);
+            self.lru.set(pfn, PG_REFERENCED);
             if referenced_folio || referenced_ptes > 1 {
                 return FolioRef::Activate;
             }
@@ -271,106 +282,85 @@ impl crate::sim::Sim {
     /// `shrink_folio_list`: sorts isolated folios; unmaps, removes from the
     /// page cache and frees those to reclaim, flushing TLBs as the policy
     /// says before any is freed. Returns the number freed.
-    fn shrink_folio_list(&mut self, cpu: usize, folios: &[u64]) -> u64 {
+    fn shrink_folio_list(&mut self, hw: &mut Hw, folios: &[u64]) -> u64 {
         let mut ubc = TlbflushUnmapBatch::default();
         let mut free = Vec::new();
         for &pfn in folios {
-            self.m.advance(
-                cpu,
-                self.k.costs.shrink_folio_cycles,
-                self.k.costs.shrink_folio_cycles,
-            );
-            self.settle(cpu, KFn::ShrinkFolioList);
-            let node = self.k.alloc.node_of_pfn(pfn);
-            match self.folio_check_references(cpu, pfn) {
+            hw.charge(self.costs.shrink_folio_cycles);
+            hw.settle(KFn::ShrinkFolioList);
+            let node = self.alloc.node_of_pfn(pfn);
+            match self.folio_check_references(hw, pfn) {
                 FolioRef::Activate => {
-                    self.k.lru.set(pfn, PG_LRU | PG_ACTIVE);
-                    self.k.lru.nodes[node].active_file.push_front(pfn);
-                    self.k.reclaim.pgactivate += 1;
-                    self.k.reclaim_age[node] += 1;
+                    self.lru.set(pfn, PG_LRU | PG_ACTIVE);
+                    self.lru.nodes[node].active_file.push_front(pfn);
+                    self.reclaim.pgactivate += 1;
+                    self.reclaim_age[node] += 1;
                 }
                 FolioRef::Keep => {
-                    self.k.lru.set(pfn, PG_LRU);
-                    self.k.lru.nodes[node].inactive_file.push_front(pfn);
+                    self.lru.set(pfn, PG_LRU);
+                    self.lru.nodes[node].inactive_file.push_front(pfn);
                 }
                 FolioRef::Reclaim => {
-                    self.try_to_unmap(cpu, pfn, &mut ubc);
+                    self.try_to_unmap(hw, pfn, &mut ubc);
                     // Clean folios only: try_to_unmap_flush_dirty() before a
                     // pageout would flush here if a dirty entry had been cleared.
                     if ubc.writable {
-                        self.try_to_unmap_flush(cpu, &mut ubc);
+                        self.try_to_unmap_flush(hw, &mut ubc);
                     }
                     // __remove_mapping(): out of the page cache, a shadow entry left.
                     let (ino, index) = self
-                        .k
                         .pagecache
                         .owner
                         .remove(&pfn)
                         .expect("a page-cache folio");
-                    self.k.pagecache.inodes[ino].pages.remove(&index);
-                    self.k.pagecache.inodes[ino].readahead.remove(&index);
-                    self.k.workingset_eviction(ino, index, node);
-                    self.k.lru.flags[pfn as usize] = 0;
+                    self.pagecache.inodes[ino].pages.remove(&index);
+                    self.pagecache.inodes[ino].readahead.remove(&index);
+                    self.workingset_eviction(ino, index, node);
+                    self.lru.flags[pfn as usize] = 0;
                     free.push(pfn);
                 }
             }
         }
-        self.try_to_unmap_flush(cpu, &mut ubc);
+        self.try_to_unmap_flush(hw, &mut ubc);
         for &pfn in &free {
             debug_assert_eq!(
-                self.k.alloc.folios[pfn as usize].refcount, 1,
+                self.alloc.folios[pfn as usize].refcount, 1,
                 "only the page cache's reference is left"
             );
-            self.k.alloc.free(pfn);
-            self.k.vmstat.pgfree += 1;
-            let c = self.k.costs.page_free_cycles;
-            self.m.advance(cpu, c, c);
+            self.alloc.free(pfn);
+            self.vmstat.pgfree += 1;
+            let c = self.costs.page_free_cycles;
+            hw.charge(c);
         }
-        self.settle(cpu, KFn::ShrinkFolioList);
+        hw.settle(KFn::ShrinkFolioList);
         free.len() as u64
     }
 
     /// `try_to_unmap(folio, TTU_BATCH_FLUSH)`: clears every PTE of the folio;
     /// flushes each at once (`per-page`) or adds it to the batch (`batched`).
-    fn try_to_unmap(&mut self, cpu: usize, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
-        for (mm, va) in self.k.rmap_walk_file(pfn) {
-            let pte = self.k.try_to_unmap_one(mm, va).expect("the walk found it");
-            self.m.advance(
-                cpu,
-                self.k.costs.rmap_pte_cycles,
-                self.k.costs.rmap_pte_cycles,
-            );
-            self.settle(cpu, KFn::RmapWalk);
+    fn try_to_unmap(&mut self, hw: &mut Hw, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
+        let cpu = hw.cpu;
+        for (mm, va) in self.rmap_walk_file(pfn) {
+            let pte = self.try_to_unmap_one(mm, va).expect("the walk found it");
+            hw.charge(self.costs.rmap_pte_cycles);
+            hw.settle(KFn::RmapWalk);
             // arch_tlbbatch_should_defer(): the same test with or without INVLPGB.
-            let defer = self.k.cfg.tlb_flush_on_unmap != TlbFlushOnUnmap::PerPage
-                && self.k.mms[mm].cpumask.any_but(cpu);
+            let defer = self.cfg.tlb_flush_on_unmap != TlbFlushOnUnmap::PerPage
+                && self.mms[mm].cpumask.any_but(cpu);
             if defer {
-                // set_tlb_ubc_flush_pending() → arch_tlbbatch_add_pending(): inc_mm_tlb_gen + OR the mask.
-                let m = &mut self.k.mms[mm];
-                m.tlb_gen += 1;
-                if !m.inject_no_shootdown {
-                    ubc.cpumask.or(&m.cpumask);
-                }
-                ubc.flush_required = true;
-                if pte.accessible() {
-                    m.set_tlb_flush_batched_pending();
-                }
-                if pte.dirty {
-                    ubc.writable = true;
-                }
+                ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
             } else {
                 // ptep_clear_flush() → flush_tlb_page().
-                let k = &mut self.k;
                 flush_tlb_mm_range(
-                    &mut self.m,
-                    &mut k.vmstat,
+                    hw.m,
+                    &mut self.vmstat,
                     cpu,
-                    &mut k.mms[mm],
-                    &mut self.tlbstate,
+                    &mut self.mms[mm],
+                    hw.tlbstate,
                     va,
                     va + 4096,
                 );
-                self.settle(cpu, KFn::FlushTlb);
+                hw.settle(KFn::FlushTlb);
             }
         }
     }
@@ -378,7 +368,8 @@ impl crate::sim::Sim {
     /// `try_to_unmap_flush` → `arch_tlbbatch_flush`: a full local flush if
     /// this CPU is in the batch, one full-flush IPI to every other CPU of it
     /// that is not lazy.
-    pub(crate) fn try_to_unmap_flush(&mut self, cpu: usize, ubc: &mut TlbflushUnmapBatch) {
+    pub(crate) fn try_to_unmap_flush(&mut self, hw: &mut Hw, ubc: &mut TlbflushUnmapBatch) {
+        let cpu = hw.cpu;
         if !ubc.flush_required {
             return;
         }
@@ -386,48 +377,48 @@ impl crate::sim::Sim {
         // broadcast TLB flushing for page reclaim TLB flushing"):
         // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
         // not, this one's included, and no IPI is sent.
-        if self.k.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
-            && invlpgb_flush_all_nonglobals(&mut self.m, cpu, &mut self.tlbstate, &self.k.mms)
+        if self.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
+            && invlpgb_flush_all_nonglobals(hw.m, cpu, hw.tlbstate, &self.mms)
         {
-            self.k.reclaim.tlb_ubc_invlpgb += 1;
-            self.settle(cpu, KFn::FlushTlb);
+            self.reclaim.tlb_ubc_invlpgb += 1;
+            hw.settle(KFn::FlushTlb);
             *ubc = TlbflushUnmapBatch::default();
             return;
         }
         let mut targets = CpuMask::empty();
         for c in ubc.cpumask.iter() {
-            if c != cpu && !self.tlbstate[c].is_lazy {
+            if c != cpu && !hw.tlbstate[c].is_lazy {
                 targets.set(c);
-                catch_up(&mut self.tlbstate[c], &self.k.mms);
+                catch_up(&mut hw.tlbstate[c], &self.mms);
             }
         }
         if !targets.is_empty() {
             let n = targets.count() as u64;
-            let vs = &mut self.k.vmstat;
+            let vs = &mut self.vmstat;
             vs.nr_tlb_remote_flush += 1;
             vs.nr_tlb_remote_flush_received += n;
-            self.k.reclaim.tlb_ubc_flushes += 1;
-            self.k.reclaim.tlb_ubc_ipis += n;
-            self.m.send_tlb_flush_ipis(cpu, &targets, 0, None);
+            self.reclaim.tlb_ubc_flushes += 1;
+            self.reclaim.tlb_ubc_ipis += n;
+            hw.m.send_tlb_flush_ipis(cpu, &targets, 0, None);
         }
         if ubc.cpumask.test(cpu) {
-            let ts = &mut self.tlbstate[cpu];
+            let ts = &mut hw.tlbstate[cpu];
             match ts.loaded_mm {
                 Some(mm) if ts.is_lazy => {
                     // flush_tlb_func() on a lazy CPU switches it to init_mm.
-                    self.k.mms[mm].cpumask.clear(cpu);
+                    self.mms[mm].cpumask.clear(cpu);
                     *ts = TlbState::default();
-                    self.m.flush_tlb_local_all(cpu);
+                    hw.m.flush_tlb_local_all(cpu);
                 }
                 Some(_) => {
-                    catch_up(ts, &self.k.mms);
-                    self.k.vmstat.nr_tlb_local_flush_all += 1;
-                    self.m.flush_tlb_local_all(cpu);
+                    catch_up(ts, &self.mms);
+                    self.vmstat.nr_tlb_local_flush_all += 1;
+                    hw.m.flush_tlb_local_all(cpu);
                 }
                 None => {}
             }
         }
-        self.settle(cpu, KFn::FlushTlb);
+        hw.settle(KFn::FlushTlb);
         *ubc = TlbflushUnmapBatch::default();
     }
 }

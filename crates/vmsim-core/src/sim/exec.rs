@@ -136,7 +136,8 @@ impl Sim {
             }
             Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
             Work::ShrinkNode { node, kswapd } => {
-                self.shrink_node(cpu, node, kswapd);
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.shrink_node(&mut hw, node, kswapd);
             }
             Work::MigrateUnmap { mm, addr, old, new } => {
                 if !self.migrate_unmap(cpu, mm, addr, old, new) {
@@ -235,18 +236,15 @@ impl Sim {
         // should_defer_flush(): a batch only when another CPU may hold the entry.
         if others && self.k.cfg.migrate_tlb_flush == crate::policy::MigrateTlbFlush::Batched {
             let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
-            let m = &mut self.k.mms[mm];
-            // set_tlb_ubc_flush_pending(), then try_to_unmap_flush().
-            m.tlb_gen += 1;
-            m.set_tlb_flush_batched_pending();
-            if !m.inject_no_shootdown {
-                ubc.cpumask.or(&m.cpumask);
-            }
-            ubc.flush_required = true;
+            // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
+            // entry was present (accessible) and the batch is flushed here,
+            // so whether it was dirty does not matter.
+            ubc.set_tlb_ubc_flush_pending(&mut self.k.mms[mm], true, false);
             self.settle(cpu, KFn::TryToUnmap);
             // migrate_pages_batch() calls try_to_unmap_flush() itself, after
             // the unmaps: its time is not under try_to_unmap.
-            self.try_to_unmap_flush(cpu, &mut ubc);
+            let (k, mut hw) = self.kernel_hw(cpu);
+            k.try_to_unmap_flush(&mut hw, &mut ubc);
             return true;
         }
         // ptep_clear_flush() -> flush_tlb_page().

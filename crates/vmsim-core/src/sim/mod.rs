@@ -30,6 +30,7 @@
 //! the order of events depends only on the config and seed.
 
 use crate::error::Error;
+use crate::kernel::hw::Hw;
 use crate::kernel::kthread::{KthreadFn, KthreadStep};
 use crate::kernel::page_alloc::{tag_store, TAG_ZERO};
 use crate::kernel::tlbflush::{
@@ -412,6 +413,28 @@ impl Sim {
     }
 
     /// `kthread_run` bound to `cpu` (`kthread_create_on_cpu` + `wake_up_process`).
+    /// `kswapd_run(nid)`: starts node `node`'s kswapd on the first CPU of the node.
+    pub fn kswapd_run(&mut self, node: usize) -> usize {
+        let cpu = (0..self.m.topo.nr_cpus())
+            .find(|&c| self.m.topo.node_of(c) == node)
+            .expect("a node has CPUs");
+        self.kthread_run(Box::new(crate::kernel::vmscan::Kswapd { node }), cpu)
+    }
+
+    /// The kernel and the hardware context of `cpu` for a kernel path run there.
+    pub(crate) fn kernel_hw(&mut self, cpu: usize) -> (&mut Kernel, Hw<'_>) {
+        (
+            &mut self.k,
+            Hw::new(
+                cpu,
+                &mut self.m,
+                &mut self.tlbstate,
+                &mut self.cpus[cpu].sys_settled,
+                &mut self.kfn_cycles,
+            ),
+        )
+    }
+
     pub fn kthread_run(&mut self, f: Box<dyn KthreadFn>, cpu: usize) -> usize {
         let pid = self.add_task(Body::Kernel(f), None, None);
         self.sched.add_task(pid, cpu);
@@ -619,12 +642,13 @@ impl Sim {
 
     /// Attributes the system cycles `cpu` spent since the last settle to `what`.
     pub(crate) fn settle(&mut self, cpu: usize, what: KFn) {
-        let sys = self.m.cpus[cpu].stats.sys_cycles;
-        let c = &mut self.cpus[cpu];
-        if sys > c.sys_settled {
-            self.kfn_cycles[what as usize] += sys - c.sys_settled;
-            c.sys_settled = sys;
-        }
+        crate::kernel::hw::settle(
+            &self.m,
+            cpu,
+            &mut self.cpus[cpu].sys_settled,
+            &mut self.kfn_cycles,
+            what,
+        );
     }
 
     /// `context_switch()` to `t` on `cpu`: `switch_mm_irqs_off` for a user

@@ -14,7 +14,8 @@ impl Sim {
         let node = self.m.topo.node_of(cpu);
         self.m.set_mode(cpu, Mode::Kernel);
         if (0..self.k.alloc.nr_nodes).any(|n| self.k.nr_file_lru(n) > 0) {
-            self.direct_reclaim_if_needed(cpu, node);
+            let (k, mut hw) = self.kernel_hw(cpu);
+            k.direct_reclaim_if_needed(&mut hw, node);
         }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         self.k.current = (cpu, t);
@@ -36,7 +37,10 @@ impl Sim {
             self.k.reclaim.allocstall += 1;
             let got: u64 = (0..n)
                 .map(|i| (node + i) % n)
-                .map(|nd| self.shrink_node(cpu, nd, false))
+                .map(|nd| {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.shrink_node(&mut hw, nd, false)
+                })
                 .sum();
             scanned_no_progress = if got > 0 {
                 0

@@ -271,7 +271,8 @@ impl Sim {
 
         // change_pte_range() calls flush_tlb_batched_pending() per PTE table:
         // a batched unmap of this mm not yet flushed is flushed first.
-        self.flush_tlb_batched_pending(cpu, mm);
+        let (k, mut hw) = self.kernel_hw(cpu);
+        k.flush_tlb_batched_pending(&mut hw, mm);
         let node = self.m.topo.node_of(cpu);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         let before = work.len();

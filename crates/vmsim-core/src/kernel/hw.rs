@@ -1,0 +1,68 @@
+//! The one context through which a kernel path touches the hardware: the
+//! CPU it runs on, the machine (line accesses, TLB operations, IPIs,
+//! cycles), every CPU's `cpu_tlbstate`, and the attribution of the CPU's
+//! system time to kernel paths (`sys_cycles_by_function`).
+//!
+//! A kernel path is a method of `Kernel` that takes a `Hw`; the engine
+//! (sim/) lends one for the CPU it is running. Work the path hands to the
+//! CPU for later (clears, copies, fixed costs in simulated time) goes on
+//! the CPU's queue as `Work` items instead.
+//!
+//! Invariant: system cycles are attributed once each: `settle` gives the
+//! CPU's system cycles since the last settlement to one kernel path.
+
+use super::tlbflush::TlbState;
+use super::KFn;
+use crate::machine::Machine;
+
+/// System cycles by kernel path, indexed like `KFn::ALL`.
+pub type KfnCycles = [u64; KFn::ALL.len()];
+
+pub struct Hw<'a> {
+    /// The CPU the path runs on.
+    pub cpu: usize,
+    pub(crate) m: &'a mut Machine,
+    /// Every CPU's `cpu_tlbstate` (a flush reads its targets').
+    pub(crate) tlbstate: &'a mut [TlbState],
+    /// This CPU's system cycles already attributed.
+    settled: &'a mut u64,
+    kfn_cycles: &'a mut KfnCycles,
+}
+
+impl<'a> Hw<'a> {
+    pub fn new(
+        cpu: usize,
+        m: &'a mut Machine,
+        tlbstate: &'a mut [TlbState],
+        settled: &'a mut u64,
+        kfn_cycles: &'a mut KfnCycles,
+    ) -> Hw<'a> {
+        Hw {
+            cpu,
+            m,
+            tlbstate,
+            settled,
+            kfn_cycles,
+        }
+    }
+
+    /// The path's own software: `cycles` of kernel time and as many instructions.
+    pub fn charge(&mut self, cycles: u64) {
+        self.m.advance(self.cpu, cycles, cycles);
+    }
+
+    /// Attributes this CPU's system cycles since the last settlement to `what`.
+    pub fn settle(&mut self, what: KFn) {
+        settle(self.m, self.cpu, self.settled, self.kfn_cycles, what);
+    }
+}
+
+/// `cpu`'s system cycles since `settled` go to `what`.
+#[inline]
+pub fn settle(m: &Machine, cpu: usize, settled: &mut u64, kfn_cycles: &mut KfnCycles, what: KFn) {
+    let sys = m.cpus[cpu].stats.sys_cycles;
+    if sys > *settled {
+        kfn_cycles[what as usize] += sys - *settled;
+        *settled = sys;
+    }
+}
