@@ -11,17 +11,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "layers.py")
 
-# Kernel paths still written as methods of the engine's Sim, because they
-# create or end tasks or run on the task table (fork, exit, populate,
-# munmap's zap, the NUMA scanner's tick): each goes once it takes a
-# kernel/hw.rs context as reclaim and the rmap flush do.
-KNOWN_UPWARD = {
-    ("kernel::exit", "sim"),
-    ("kernel::fork", "sim"),
-    ("kernel::gup", "sim"),
-    ("kernel::mmap", "sim"),
-    ("kernel::sched::numa", "sim"),
-}
+KNOWN_UPWARD = set()
 # The preset parser calls its range checks, which read the parsed preset.
 KNOWN_CYCLES = [["config::bounds", "config::preset"]]
 

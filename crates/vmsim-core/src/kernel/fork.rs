@@ -5,15 +5,12 @@
 //! and shared, each mapping counted on the folio; the first write on either
 //! side then takes a copy-on-write fault.
 
+use super::hw::Hw;
 use super::mm::{pmd_keys, Pmd, VmaKind};
 use super::page_alloc::PageAlloc;
 use super::tlbflush::flush_tlb_mm_range;
-use super::uapi::Program;
 use super::KFn;
 use super::Kernel;
-use crate::error::Error;
-use crate::machine::Mode;
-use crate::sim::{Body, Sim};
 
 /// Cycles to copy one present PTE or PMD entry: `copy_present_pte()` /
 /// `copy_huge_pmd()` do about three locked read-modify-writes (`get_page`,
@@ -131,84 +128,24 @@ fn share(alloc: &mut PageAlloc, pfn: u64) {
     alloc.map_folio(pfn, 1, false);
 }
 
-impl Sim {
-    /// fork(): `copy_process()` with `dup_mmap()`, then `wake_up_new_task()`
-    /// on the next CPU round-robin. The parent's `ret` is the child's pid,
-    /// the child's 0.
-    pub(crate) fn fork(&mut self, cpu: usize, t: usize) {
-        let Some(prog) = self.copy_process(cpu, t, "fork") else {
-            return;
-        };
-        let parent_mm = self.tasks[t].user_mm();
-        let copy = self.k.dup_mmap(parent_mm);
-        self.m.advance(cpu, copy.cycles, copy.cycles);
-        self.settle(cpu, KFn::Fork);
-        // dup_mmap() ends with flush_tlb_mm(oldmm): the parent's writable entries are gone.
-        let k = &mut self.k;
+impl Kernel {
+    /// fork's share of the mm on `hw.cpu`: `dup_mmap()` of `parent_mm`, its
+    /// copying charged, then `flush_tlb_mm(oldmm)` (the parent's writable
+    /// entries are gone). Returns the child's mm.
+    pub fn fork_mm(&mut self, hw: &mut Hw, parent_mm: usize) -> usize {
+        let copy = self.dup_mmap(parent_mm);
+        hw.charge(copy.cycles);
+        hw.settle(KFn::Fork);
         flush_tlb_mm_range(
-            &mut self.m,
-            &mut k.vmstat,
-            cpu,
-            &mut k.mms[parent_mm],
-            &mut self.tlbstate,
+            hw.m,
+            &mut self.vmstat,
+            hw.cpu,
+            &mut self.mms[parent_mm],
+            hw.tlbstate,
             0,
             !4095u64,
         );
-        self.settle(cpu, KFn::FlushTlb);
-        self.wake_up_new_child(cpu, t, prog, copy.child_mm);
-    }
-
-    /// clone(CLONE_VM | CLONE_THREAD): `copy_process()` without `dup_mmap()`;
-    /// the thread shares the caller's mm (`mmget`), so no TLB flush is
-    /// needed. Placed like a forked child; the caller's `ret` is the thread's
-    /// pid, the thread's 0.
-    pub(crate) fn clone_thread(&mut self, cpu: usize, t: usize) {
-        let Some(prog) = self.copy_process(cpu, t, "clone") else {
-            return;
-        };
-        self.settle(cpu, KFn::Fork);
-        let mm = self.tasks[t].user_mm();
-        self.k.mmget(mm);
-        self.wake_up_new_child(cpu, t, prog, mm);
-    }
-
-    /// The start of `copy_process()` shared by fork and clone: enter the
-    /// kernel and pay the system call and the task copy. None (and the run's
-    /// error set) when the caller's program cannot make a child.
-    fn copy_process(&mut self, cpu: usize, t: usize, call: &str) -> Option<Box<dyn Program>> {
-        let Some(prog) = self.tasks[t].prog().fork() else {
-            self.error = Some(Error::Internal(format!(
-                "task {t}: its program cannot {call}"
-            )));
-            return None;
-        };
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
-        self.m.advance(cpu, c, c);
-        Some(prog)
-    }
-
-    /// The end of fork and clone: the child (on `mm`) placed on the next CPU
-    /// round-robin and woken (`wake_up_new_task()`); the caller gets its pid.
-    fn wake_up_new_child(&mut self, cpu: usize, t: usize, prog: Box<dyn Program>, mm: usize) {
-        let n = self.cpus.len();
-        let first = cpu + 1 + self.tasks[t].nr_forked as usize;
-        // The next CPU round-robin that the parent's affinity allows (inherited).
-        let allowed = self.tasks[t].cpus_allowed;
-        let target = (0..n)
-            .map(|i| (first + i) % n)
-            .find(|&c| allowed.is_none_or(|m| m.test(c)))
-            .unwrap_or(first % n);
-        let pid = self.add_task(Body::User(prog), Some(mm), Some(t));
-        self.tasks[pid].cpus_allowed = allowed;
-        // The child's memory is a copy (or shared): a start time the parent took
-        // (usemem's global start_time, taken in main() before --prealloc) is inherited.
-        self.tasks[pid].start = self.tasks[t].start;
-        self.tasks[t].nr_forked += 1;
-        self.tasks[t].live_children += 1;
-        self.tasks[t].ret = pid as u64;
-        self.sched
-            .wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
-        self.m.set_mode(cpu, Mode::User);
+        hw.settle(KFn::FlushTlb);
+        copy.child_mm
     }
 }

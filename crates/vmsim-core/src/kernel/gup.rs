@@ -2,21 +2,31 @@
 //! faults every page of a new mapping in, from the kernel, one page (or huge
 //! page) at a time; each fault's work runs before the next is taken.
 
-use super::memory::{fault_error, Mapped};
+use super::hw::Hw;
+use super::memory::{FaultError, Mapped};
 use super::mm::PMD_SIZE;
+use super::{Kernel, Work};
 use crate::machine::Mode;
-use crate::sim::{Cur, Sim};
+use std::collections::VecDeque;
 
-impl Sim {
-    /// MAP_POPULATE: faults in the next missing page of [start, start+len)
-    /// (the fault's work runs before the task continues), or returns to user
-    /// mode when every page is present.
-    pub(crate) fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, mut pos: u64) {
-        let mm = self.tasks[t].user_mm();
-        self.m.set_mode(cpu, Mode::Kernel);
+impl Kernel {
+    /// `populate_vma_page_range()` on `hw.cpu`, from offset `pos` of
+    /// [start, start+len) of `mm`: queues the fault of the next missing page
+    /// (or huge page) on `work` and returns the offset after it, or returns
+    /// to user mode with None when every page is present.
+    pub fn populate_vma_page_range(
+        &mut self,
+        hw: &mut Hw,
+        mm: usize,
+        start: u64,
+        len: u64,
+        mut pos: u64,
+        work: &mut VecDeque<Work>,
+    ) -> Result<Option<u64>, FaultError> {
+        hw.m.set_mode(hw.cpu, Mode::Kernel);
         while pos < len {
             let va = start + pos;
-            let mapped = match self.k.mms[mm].lookup(va) {
+            let mapped = match self.mms[mm].lookup(va) {
                 Some(tr) => {
                     if tr.huge {
                         Mapped::Huge
@@ -25,23 +35,15 @@ impl Sim {
                     }
                 }
                 None => {
-                    let node = self.m.topo.node_of(cpu);
-                    let mut work = std::mem::take(&mut self.cpus[cpu].work);
-                    let r = self.k.faultin_page(mm, va, true, node, &mut work);
-                    self.cpus[cpu].work = work;
-                    match r {
-                        Ok(m) => {
-                            pos = next_page(start, pos, m);
-                            self.tasks[t].cur = Some(Cur::Populate { start, len, pos });
-                        }
-                        Err(e) => self.error = Some(fault_error(t, e)),
-                    }
-                    return;
+                    let node = hw.m.topo.node_of(hw.cpu);
+                    let m = self.faultin_page(mm, va, true, node, work)?;
+                    return Ok(Some(next_page(start, pos, m)));
                 }
             };
             pos = next_page(start, pos, mapped);
         }
-        self.m.set_mode(cpu, Mode::User);
+        hw.m.set_mode(hw.cpu, Mode::User);
+        Ok(None)
     }
 }
 

@@ -224,6 +224,7 @@ pub struct Sim {
 
 pub mod access;
 mod exec;
+mod task;
 mod user;
 pub mod window;
 

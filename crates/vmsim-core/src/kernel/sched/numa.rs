@@ -21,11 +21,12 @@
 //! run time; an mm is scanned by at most one of its threads per period
 //! (`numa_next_scan`); the period stays within [`task_scan_min`, `task_scan_max`].
 
+use crate::kernel::hw::Hw;
 use crate::kernel::mempolicy::{cpupid_to_pid, CPUPID_UNSET};
 pub use crate::kernel::mm::MmNuma;
 use crate::kernel::mm::PMD_SIZE;
 use crate::kernel::{KFn, Kernel, Work};
-use crate::sim::Sim;
+use std::collections::VecDeque;
 
 /// `MAX_SCAN_WINDOW`: the scanner's rate limit, MB per second.
 pub const MAX_SCAN_WINDOW_MB: u64 = 2560;
@@ -183,100 +184,88 @@ impl Kernel {
     }
 }
 
-impl Sim {
+impl Kernel {
     /// Milliseconds of (unscaled) kernel time as cycles of this run.
-    pub(crate) fn numa_ms_cycles(&self, ms: f64) -> u64 {
-        (ms * self.k.cfg.numa_scan.scale * self.m.freq_mhz as f64 * 1000.0) as u64
+    pub(crate) fn numa_ms_cycles(&self, hw: &Hw, ms: f64) -> u64 {
+        (ms * self.cfg.numa_scan.scale * hw.m.freq_mhz as f64 * 1000.0) as u64
     }
 
-    /// `se.sum_exec_runtime` of task `t`, current on `cpu`.
-    fn runtime(&self, cpu: usize, t: usize) -> u64 {
-        let base = self.k.task_numa.get(t).map_or(0, |n| n.sum_exec_runtime);
-        base + self.m.cpus[cpu]
-            .clock
-            .saturating_sub(self.cpus[cpu].curr_since)
-    }
-
-    /// Task `t` leaves `cpu`: its run time so far is added up.
-    pub(crate) fn account_runtime(&mut self, cpu: usize, t: usize) {
-        let d = self.m.cpus[cpu]
-            .clock
-            .saturating_sub(self.cpus[cpu].curr_since);
-        self.k.task_numa(t).sum_exec_runtime += d;
-        self.cpus[cpu].curr_since = self.m.cpus[cpu].clock;
-    }
-
-    /// `task_tick_numa(rq, curr)` for user task `t` on `cpu`.
-    pub(crate) fn task_tick_numa(&mut self, cpu: usize, t: usize) {
-        let Some(mm) = self.tasks[t].mm else {
-            return;
-        };
-        let now = self.m.cpus[cpu].clock;
-        let knobs = self.k.cfg.numa_scan;
-        if self.k.mms[mm].numa.next_scan.is_none() {
+    /// `task_tick_numa(rq, curr)` for user task `t` of `mm`, current on
+    /// `hw.cpu` with `rt` cycles of run time (`se.sum_exec_runtime`); a scan
+    /// queues its work on `work`.
+    pub fn task_tick_numa(
+        &mut self,
+        hw: &mut Hw,
+        t: usize,
+        mm: usize,
+        rt: u64,
+        work: &mut VecDeque<Work>,
+    ) {
+        let cpu = hw.cpu;
+        let now = hw.m.cpus[cpu].clock;
+        let knobs = self.cfg.numa_scan;
+        if self.mms[mm].numa.next_scan.is_none() {
             // init_numa_balancing(): the first scan waits scan_delay.
-            let d = self.numa_ms_cycles(knobs.scan_delay_ms as f64);
-            self.k.mms[mm].numa.next_scan = Some(now + d);
+            let d = self.numa_ms_cycles(hw, knobs.scan_delay_ms as f64);
+            self.mms[mm].numa.next_scan = Some(now + d);
         }
-        if self.k.mms[mm].numa.next_scan_push {
-            self.k.mms[mm].numa.next_scan_push = false;
-            let p = self.k.task_numa(t).scan_period;
-            let d = self.numa_ms_cycles(p as f64);
-            self.k.mms[mm].numa.next_scan = Some(now + d);
+        if self.mms[mm].numa.next_scan_push {
+            self.mms[mm].numa.next_scan_push = false;
+            let p = self.task_numa(t).scan_period;
+            let d = self.numa_ms_cycles(hw, p as f64);
+            self.mms[mm].numa.next_scan = Some(now + d);
         }
-        let rt = self.runtime(cpu, t);
         let (stamp, mut period_ms) = {
-            let tn = self.k.task_numa(t);
+            let tn = self.task_numa(t);
             (tn.node_stamp, tn.scan_period)
         };
         if period_ms == 0 {
             // init_numa_balancing(): numa_scan_period starts at scan_delay.
             period_ms = knobs.scan_delay_ms;
         }
-        let period = self.numa_ms_cycles(period_ms as f64);
+        let period = self.numa_ms_cycles(hw, period_ms as f64);
         if rt <= stamp + period {
             return;
         }
-        let rss = self.k.mms[mm].rss_pages;
-        let tn = self.k.task_numa(t);
+        let rss = self.mms[mm].rss_pages;
+        let tn = self.task_numa(t);
         if tn.node_stamp == 0 {
             tn.scan_period = knobs.task_scan_start(rss);
         }
         tn.node_stamp += period;
-        if now >= self.k.mms[mm].numa.next_scan.unwrap_or(u64::MAX) {
-            self.task_numa_work(cpu, t, mm);
+        if now >= self.mms[mm].numa.next_scan.unwrap_or(u64::MAX) {
+            self.task_numa_work(hw, t, mm, work);
         }
     }
 
     /// `task_numa_work()`: marks the next `scan_size_mb` of the mm's
     /// scannable VMAs PROT_NONE, from `numa_scan_offset`, wrapping with
     /// `numa_scan_seq++` at the end of the address space.
-    fn task_numa_work(&mut self, cpu: usize, t: usize, mm: usize) {
-        let now = self.m.cpus[cpu].clock;
-        let knobs = self.k.cfg.numa_scan;
-        let rss = self.k.mms[mm].rss_pages;
+    fn task_numa_work(&mut self, hw: &mut Hw, t: usize, mm: usize, work: &mut VecDeque<Work>) {
+        let cpu = hw.cpu;
+        let now = hw.m.cpus[cpu].clock;
+        let knobs = self.cfg.numa_scan;
+        let rss = self.mms[mm].rss_pages;
         {
-            let tn = self.k.task_numa(t);
+            let tn = self.task_numa(t);
             if tn.scan_period == 0 {
                 tn.scan_period_max = knobs.task_scan_max(rss);
                 tn.scan_period = knobs.task_scan_start(rss);
             }
         }
-        let period = self.k.task_numa(t).scan_period;
-        let next = now + self.numa_ms_cycles(period as f64);
-        self.k.mms[mm].numa.next_scan = Some(next);
+        let period = self.task_numa(t).scan_period;
+        let next = now + self.numa_ms_cycles(hw, period as f64);
+        self.mms[mm].numa.next_scan = Some(next);
         // TICK_NSEC = 1 s / CONFIG_HZ (`kernel.hz`).
-        let two_ticks = self.numa_ms_cycles(2.0 * 1000.0 / self.k.cfg.hz as f64);
-        self.k.task_numa(t).node_stamp += two_ticks;
+        let two_ticks = self.numa_ms_cycles(hw, 2.0 * 1000.0 / self.cfg.hz as f64);
+        self.task_numa(t).node_stamp += two_ticks;
 
         // change_pte_range() calls flush_tlb_batched_pending() per PTE table:
         // a batched unmap of this mm not yet flushed is flushed first.
-        let (k, mut hw) = self.kernel_hw(cpu);
-        k.flush_tlb_batched_pending(&mut hw, mm);
-        let node = self.m.topo.node_of(cpu);
-        let mut work = std::mem::take(&mut self.cpus[cpu].work);
+        self.flush_tlb_batched_pending(hw, mm);
+        let node = hw.m.topo.node_of(cpu);
         let before = work.len();
-        let c = self.k.costs.task_numa_work_cycles;
+        let c = self.costs.task_numa_work_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
@@ -284,17 +273,17 @@ impl Sim {
         });
         let mut pages = knobs.scan_pages() as i64;
         let mut virtpages = pages * 8;
-        let mut vmas: Vec<(u64, u64)> = self.k.mms[mm]
+        let mut vmas: Vec<(u64, u64)> = self.mms[mm]
             .vmas
             .iter()
             .filter(|v| Kernel::vma_numa_scannable(v.kind))
             .map(|v| (v.start, v.end))
             .collect();
         vmas.sort_unstable();
-        let mut start = self.k.mms[mm].numa.scan_offset;
+        let mut start = self.mms[mm].numa.scan_offset;
         if !vmas.iter().any(|&(_, e)| e > start) {
             // reset_ptenuma_scan()
-            self.k.mms[mm].numa.scan_seq += 1;
+            self.mms[mm].numa.scan_seq += 1;
             start = 0;
         }
         let mut out = false;
@@ -303,7 +292,7 @@ impl Sim {
             loop {
                 start = start.max(vs);
                 let end = ((start + (pages as u64) * 4096).div_ceil(PMD_SIZE) * PMD_SIZE).min(ve);
-                let nr = self.k.change_prot_numa(mm, start, end, node, &mut work);
+                let nr = self.change_prot_numa(mm, start, end, node, work);
                 let n = ((end - start) >> 12) as i64;
                 if nr > 0 {
                     pages -= n;
@@ -320,11 +309,11 @@ impl Sim {
             }
         }
         if out {
-            self.k.mms[mm].numa.scan_offset = start;
+            self.mms[mm].numa.scan_offset = start;
         } else {
             // The whole address space was scanned: reset_ptenuma_scan().
-            self.k.mms[mm].numa.scan_seq += 1;
-            self.k.mms[mm].numa.scan_offset = 0;
+            self.mms[mm].numa.scan_seq += 1;
+            self.mms[mm].numa.scan_offset = 0;
         }
         // node_stamp += 32 * diff: the scan's own run time, to keep it near 3%.
         let spent: u64 = work
@@ -335,9 +324,8 @@ impl Sim {
                 _ => 0,
             })
             .sum();
-        self.k.task_numa(t).node_stamp += 32 * spent;
-        self.k.numa.task_numa_work_runs += 1;
-        self.cpus[cpu].work = work;
+        self.task_numa(t).node_stamp += 32 * spent;
+        self.numa.task_numa_work_runs += 1;
     }
 }
 
