@@ -6,8 +6,8 @@ use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
 
 /// Width of the neighbourhood the multi-page clears hold back for last
-/// (the 2023 `width` and 7.0 `FOLIO_ZERO_LOCALITY_RADIUS`).
-pub const RADIUS: usize = 2;
+/// (the 2023 `width` and 7.0 `FOLIO_ZERO_LOCALITY_RADIUS`): the simulator's.
+pub const RADIUS: usize = vmsim_core::kernel::huge_memory::FOLIO_ZERO_LOCALITY_RADIUS as usize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClearStrategy {
@@ -82,17 +82,17 @@ pub fn clear_huge(s: ClearStrategy, page: &mut [u8], n: usize) {
                 for_each_process_huge_page(n, nr, |i| rep_stosb(sub(i), SUBPAGE))
             }
             ClearStrategy::Multipage2023 => {
-                for r in regions_2023(n, nr, RADIUS) {
+                for r in regions_2023(n, nr) {
                     rep_stosb(sub(r.start), r.len() * SUBPAGE);
                 }
             }
             ClearStrategy::Contiguous70 => {
-                for r in regions_7_0(n, nr, RADIUS) {
+                for r in regions_7_0(n, nr) {
                     rep_stosb(sub(r.start), r.len() * SUBPAGE);
                 }
             }
             ClearStrategy::NontemporalFar => {
-                let regions = regions_7_0(n, nr, RADIUS);
+                let regions = regions_7_0(n, nr);
                 let (hot, far) = regions.split_last().expect("neighbourhood is never empty");
                 for r in far {
                     nt_clear(sub(r.start), r.len() * SUBPAGE);

@@ -84,13 +84,13 @@ pub fn copy_huge(s: CopyStrategy, dst: &mut [u8], src: &[u8], n: usize) {
                 rep_movsb(d, s, SUBPAGE)
             }),
             CopyStrategy::Multipage => {
-                for r in regions_7_0(n, nr, RADIUS) {
+                for r in regions_7_0(n, nr) {
                     let (d, s) = at(r.start);
                     rep_movsb(d, s, r.len() * SUBPAGE);
                 }
             }
             CopyStrategy::NontemporalFar => {
-                let regions = regions_7_0(n, nr, RADIUS);
+                let regions = regions_7_0(n, nr);
                 let (hot, far) = regions.split_last().expect("neighbourhood is never empty");
                 for r in far {
                     let (d, s) = at(r.start);

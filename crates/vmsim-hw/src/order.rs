@@ -24,33 +24,35 @@ pub fn process_huge_page_order(n: usize, nr: usize) -> Vec<usize> {
     v
 }
 
-/// Neighbourhood `[n - width, n + width]` clamped to the page, half-open.
-fn neighbourhood(n: usize, nr: usize, width: usize) -> Range<usize> {
-    n.saturating_sub(width)..(n + width).min(nr - 1) + 1
+fn ranges(regions: Vec<(u64, u64)>) -> Vec<Range<usize>> {
+    regions
+        .into_iter()
+        .map(|(start, len)| start as usize..(start + len) as usize)
+        .collect()
 }
 
-fn non_empty(rs: [Range<usize>; 3]) -> Vec<Range<usize>> {
-    rs.into_iter().filter(|r| !r.is_empty()).collect()
-}
-
-/// The 2023 x86 `clear_huge_page()` split: left, right, neighbourhood
-/// (non-empty regions only, in clearing order).
-pub fn regions_2023(n: usize, nr: usize, width: usize) -> Vec<Range<usize>> {
+/// The 2023 x86 `clear_huge_page()` split of `nr` sub-pages for target `n`:
+/// left, right, neighbourhood (non-empty regions only, in clearing order),
+/// and a gigantic folio in one straight clear: the simulator's
+/// `clear_regions_2023`, so the model and the real routine cannot drift apart.
+pub fn regions_2023(n: usize, nr: usize) -> Vec<Range<usize>> {
     if nr == 0 {
         return Vec::new();
     }
-    let hot = neighbourhood(n, nr, width);
-    non_empty([0..hot.start, hot.end..nr, hot])
+    ranges(vmsim_core::kernel::huge_memory::clear_regions_2023(
+        n as u64, nr as u64,
+    ))
 }
 
-/// The 7.0 `folio_zero_user()` split: right, left, neighbourhood
-/// (non-empty regions only, in clearing order).
-pub fn regions_7_0(n: usize, nr: usize, radius: usize) -> Vec<Range<usize>> {
+/// The 7.0 `folio_zero_user()` split: right, left, neighbourhood (non-empty
+/// regions only, in clearing order): the simulator's `clear_regions_7_0`.
+pub fn regions_7_0(n: usize, nr: usize) -> Vec<Range<usize>> {
     if nr == 0 {
         return Vec::new();
     }
-    let hot = neighbourhood(n, nr, radius);
-    non_empty([hot.end..nr, 0..hot.start, hot])
+    ranges(vmsim_core::kernel::huge_memory::clear_regions_7_0(
+        n as u64, nr as u64,
+    ))
 }
 
 #[cfg(test)]
@@ -100,19 +102,26 @@ mod tests {
 
     #[test]
     fn regions_7_0_worked_example() {
-        assert_eq!(regions_7_0(0, 8, 2), vec![3..8, 0..3]);
-        assert_eq!(regions_7_0(3, 8, 2), vec![6..8, 0..1, 1..6]);
-        assert_eq!(regions_7_0(7, 8, 2), vec![0..5, 5..8]);
-        assert_eq!(regions_7_0(100, 512, 2), vec![103..512, 0..98, 98..103]);
-        assert_eq!(regions_7_0(511, 512, 2), vec![0..509, 509..512]);
-        assert_eq!(regions_7_0(0, 1, 2), vec![0..1]);
+        assert_eq!(regions_7_0(0, 8), vec![3..8, 0..3]);
+        assert_eq!(regions_7_0(3, 8), vec![6..8, 0..1, 1..6]);
+        assert_eq!(regions_7_0(7, 8), vec![0..5, 5..8]);
+        assert_eq!(regions_7_0(100, 512), vec![103..512, 0..98, 98..103]);
+        assert_eq!(regions_7_0(511, 512), vec![0..509, 509..512]);
+        assert_eq!(regions_7_0(0, 1), vec![0..1]);
     }
 
     #[test]
     fn regions_2023_order() {
-        assert_eq!(regions_2023(3, 8, 2), vec![0..1, 6..8, 1..6]);
-        assert_eq!(regions_2023(100, 512, 2), vec![0..98, 103..512, 98..103]);
-        assert_eq!(regions_2023(0, 8, 2), vec![3..8, 0..3]);
+        assert_eq!(regions_2023(3, 8), vec![0..1, 6..8, 1..6]);
+        assert_eq!(regions_2023(100, 512), vec![0..98, 103..512, 98..103]);
+        assert_eq!(regions_2023(0, 8), vec![3..8, 0..3]);
+    }
+
+    #[test]
+    fn a_gigantic_folio_is_one_straight_clear_in_2023_and_split_in_7_0() {
+        let nr = 1 << 18; // 1 GiB of 4 KiB sub-pages
+        assert_eq!(regions_2023(1000, nr), vec![0..nr]);
+        assert_eq!(regions_7_0(1000, nr), vec![1003..nr, 0..998, 998..1003]);
     }
 
     fn covers_once(nr: usize, regions: &[Range<usize>]) -> bool {
@@ -138,14 +147,12 @@ mod tests {
                 let mut s = o.clone();
                 s.sort_unstable();
                 assert!(s.iter().enumerate().all(|(i, &v)| i == v), "nr {nr} n {n}");
-                for w in [0, 1, 2, 3] {
-                    let r70 = regions_7_0(n, nr, w);
-                    let r23 = regions_2023(n, nr, w);
-                    assert!(covers_once(nr, &r70), "7.0 nr {nr} n {n} w {w}");
-                    assert!(covers_once(nr, &r23), "2023 nr {nr} n {n} w {w}");
-                    assert!(r70.last().unwrap().contains(&n));
-                    assert!(r23.last().unwrap().contains(&n));
-                }
+                let r70 = regions_7_0(n, nr);
+                let r23 = regions_2023(n, nr);
+                assert!(covers_once(nr, &r70), "7.0 nr {nr} n {n}");
+                assert!(covers_once(nr, &r23), "2023 nr {nr} n {n}");
+                assert!(r70.last().unwrap().contains(&n));
+                assert!(r23.last().unwrap().contains(&n));
             }
         }
     }
