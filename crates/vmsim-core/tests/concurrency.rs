@@ -255,11 +255,13 @@ impl Program for Racer {
                 start: self.addr,
                 len: 64,
                 seed: self.seed + 1,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             6 => Op::WriteSeq {
                 start: self.addr,
                 len: 8192,
                 seed: self.seed,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             7 => Op::MarkEnd,
             8 if !self.thread => Op::Check {
@@ -373,6 +375,7 @@ impl Program for Shooter {
                     start: self.p,
                     len: 4096,
                     seed: 1,
+                    instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
                 }
             }
             (Role::Leader, 5) => Op::Clone,
@@ -382,6 +385,7 @@ impl Program for Shooter {
                     start: self.p,
                     len: 4096,
                     seed: 2,
+                    instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
                 }
             }
             (Role::Leader, 6) => Op::ClockNanosleepAbs { ns: 2 * MS },
@@ -394,16 +398,19 @@ impl Program for Shooter {
                 start: self.p,
                 len: 4096,
                 seed: 3,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             (Role::Thread, 7) => Op::WriteSeq {
                 start: self.q,
                 len: 32 << 20,
                 seed: 4,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             (Role::Thread, 8) => Op::WriteSeq {
                 start: self.p,
                 len: 4096,
                 seed: 5,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             _ => Op::Exit,
         }
@@ -537,6 +544,7 @@ impl Program for RoiWriter {
                     start: self.addr,
                     len: 2 << 20,
                     seed: 11,
+                    instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
                 }
             }
             3 => Op::RoiBegin,
@@ -544,6 +552,7 @@ impl Program for RoiWriter {
                 start: self.addr + (2 << 20),
                 len: 6 << 20,
                 seed: 11,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             5 => Op::RoiEnd,
             6 => Op::Check {

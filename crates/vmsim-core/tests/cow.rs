@@ -74,6 +74,7 @@ impl Program for Script {
                 start: a + off,
                 len,
                 seed,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             S::Check(off, len, expect) => Op::Check {
                 start: a + off,

@@ -242,6 +242,7 @@ impl Program for ReadBusyReread {
                 start: ret,
                 len: 8 << 20,
                 seed: 9,
+                instr_per_word: vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD,
             },
             5 => Op::Access(pass(self.file)),
             _ => Op::Exit,

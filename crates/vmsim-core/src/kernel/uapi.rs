@@ -27,12 +27,15 @@ pub enum Op {
     Fork,
     /// Wait until every child has exited (the task sleeps meanwhile).
     Wait,
-    /// usemem's write loop: store every 8-byte word of [start, start+len) in
-    /// ascending order (modeled per line: 8 stores at usemem's instruction count).
+    /// A write loop: store every 8-byte word of [start, start+len) in
+    /// ascending order, `instr_per_word` instructions a word (modeled per
+    /// line: 8 stores and 8 times that many instructions), as usemem's
+    /// `do_rw_once()` does.
     WriteSeq {
         start: u64,
         len: u64,
         seed: u64,
+        instr_per_word: u64,
     },
     /// A run of accesses through the access engine (sim/access.rs).
     Access(Access),

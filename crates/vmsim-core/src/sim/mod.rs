@@ -48,18 +48,14 @@ pub mod engine;
 
 use crate::kernel::sched::rq::Scheduler;
 
-/// Instructions per 8-byte word of usemem's `do_rw_once()` write path: 24, counted
-/// on the x86-64 code gcc 12.2 -O2 emits for a loop of the same structure (the
-/// per-iteration tests of `opt_randomise`, `rep`/`*rep`, `opt_delay`, the 64 Ki
-/// runtime check and the reload of `step`, around one store), on the project's
-/// development host. Macro-fusion of compare-and-branch pairs is not modelled.
-pub const USEMEM_INSTR_PER_WORD: u64 = 24;
-
 pub(crate) enum Cur {
     Write {
         start: u64,
         len: u64,
         seed: u64,
+        /// Cycles one line's 8 stores take to issue, and their instructions.
+        issue: u64,
+        instr: u64,
         pos: u64,
         pfn: u64,
         page: u64,
@@ -171,7 +167,8 @@ pub struct Sim {
     /// Each CPU's `cpu_tlbstate`: the mm it has loaded, lazily or not.
     pub tlbstate: Vec<TlbState>,
     quantum: u64,
-    user_store_issue: u64,
+    /// Scalar stores the core retires per cycle.
+    stores_per_cycle: u64,
     string_issue: u64,
     movq_issue: u64,
     total_bytes: u64,
@@ -234,9 +231,6 @@ impl Sim {
         k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
-        let user_store_issue = (8 * USEMEM_INSTR_PER_WORD)
-            .div_ceil(m.issue_width)
-            .max(8 / stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
@@ -259,7 +253,7 @@ impl Sim {
             k,
             tasks: Vec::new(),
             quantum,
-            user_store_issue,
+            stores_per_cycle,
             string_issue,
             movq_issue,
             total_bytes: 0,

@@ -180,11 +180,22 @@ impl Sim {
                     let until = self.m.cpus[cpu].clock + ns * self.m.freq_mhz / 1000;
                     self.sleep_until(cpu, until);
                 }
-                Op::WriteSeq { start, len, seed } => {
+                Op::WriteSeq {
+                    start,
+                    len,
+                    seed,
+                    instr_per_word,
+                } => {
+                    // Scalar stores retire at one per cycle per 32 B of store width.
+                    let issue = (8 * instr_per_word)
+                        .div_ceil(self.m.issue_width)
+                        .max(8 / self.stores_per_cycle);
                     self.tasks[t].cur = Some(Cur::Write {
                         start,
                         len,
                         seed,
+                        issue,
+                        instr: 8 * instr_per_word,
                         pos: 0,
                         pfn: 0,
                         page: u64::MAX,
@@ -196,23 +207,25 @@ impl Sim {
             }
             return;
         }
-        let (start, len, seed, mut pos, mut pfn, mut page, mut gen) = match self.tasks[t].cur.take()
-        {
-            Some(Cur::Write {
-                start,
-                len,
-                seed,
-                pos,
-                pfn,
-                page,
-                gen,
-            }) => (start, len, seed, pos, pfn, page, gen),
-            Some(Cur::Populate { start, len, pos }) => {
-                return self.populate(cpu, t, start, len, pos)
-            }
-            Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
-            None => unreachable!(),
-        };
+        let (start, len, seed, issue, instr, mut pos, mut pfn, mut page, mut gen) =
+            match self.tasks[t].cur.take() {
+                Some(Cur::Write {
+                    start,
+                    len,
+                    seed,
+                    issue,
+                    instr,
+                    pos,
+                    pfn,
+                    page,
+                    gen,
+                }) => (start, len, seed, issue, instr, pos, pfn, page, gen),
+                Some(Cur::Populate { start, len, pos }) => {
+                    return self.populate(cpu, t, start, len, pos)
+                }
+                Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
+                None => unreachable!(),
+            };
         let mm = self.tasks[t].user_mm();
         let asid = self.k.mms[mm].asid;
         while pos < len && self.m.cpus[cpu].clock < deadline {
@@ -241,6 +254,8 @@ impl Sim {
                             start,
                             len,
                             seed,
+                            issue,
+                            instr,
                             pos,
                             pfn,
                             page: u64::MAX,
@@ -261,14 +276,9 @@ impl Sim {
                 self.parked = Some(window::Park::RemoteLine);
                 break;
             }
-            self.m.access(
-                cpu,
-                (pfn << 6) | lip,
-                AccessKind::Store,
-                true,
-                self.user_store_issue,
-            );
-            self.m.advance(cpu, 0, 8 * USEMEM_INSTR_PER_WORD);
+            self.m
+                .access(cpu, (pfn << 6) | lip, AccessKind::Store, true, issue);
+            self.m.advance(cpu, 0, instr);
             self.k.alloc.store_line(pfn, lip, store_value(seed, vpage));
             pos += 64;
             self.tasks[t].bytes += 64;
@@ -278,6 +288,8 @@ impl Sim {
                 start,
                 len,
                 seed,
+                issue,
+                instr,
                 pos,
                 pfn,
                 page,

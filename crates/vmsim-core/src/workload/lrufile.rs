@@ -7,10 +7,11 @@
 //! content). As in usemem, the timed interval runs from the start to the end
 //! of the reads; the unmap is timed apart.
 
+use super::usemem::USEMEM_INSTR_PER_WORD;
 use super::{Access, Op, Pattern, Program, Workload};
 use crate::error::Error;
 use crate::machine::topology::Topology;
-use crate::sim::{Sim, USEMEM_INSTR_PER_WORD};
+use crate::sim::Sim;
 use serde::Serialize;
 use serde_json::{json, Value};
 

@@ -7,6 +7,7 @@
 //! second. Before unmapping, the task checks (untimed) that every 4 KiB
 //! sub-page is zero except the line it touched.
 
+use super::usemem::USEMEM_INSTR_PER_WORD;
 use super::MIB;
 use super::{Expect, Op, Program, Workload};
 use crate::error::Error;
@@ -73,6 +74,7 @@ impl Program for PfTest {
                     start: self.addr + ((s - 3) << self.page_shift),
                     len: 64,
                     seed: self.seed,
+                    instr_per_word: USEMEM_INSTR_PER_WORD,
                 }
             }
             s if s == 3 + nr => Op::MarkEnd,
