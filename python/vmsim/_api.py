@@ -11,9 +11,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core, _provenance
-from ._config import ConfigLike, load_dict, load_text, set_dotted, tomllib
+from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
-from ._io import read_regular_text
 from ._results import check_result, load_result
 from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics
 
@@ -151,96 +150,40 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
         if not isinstance(key, str) or not key.strip():
             raise config_error("set", f"the key {cut(repr(key))} is not a dotted config key (e.g. 'workload.nr_task')")
     check_json_values(settings, "set")
-    found = _experiment_toml(experiment) if settings else None
-    if found is None:
-        return settings or None
-    builtin = found[1] is None
-    where = f"a copy of the experiment (vmsim experiments --show {experiment})" if builtin else experiment
-    for key, value in settings.items():
-        for what, name, arm_set in _arm_sets(found[0]):
-            for mine in _leaves(key, value):
-                # The same key, one inside a table the arm sets, or a
-                # value in place of a table the arm sets keys of.
-                clash = next((k for k in _leaves("", arm_set)
-                              if mine == k or mine.startswith(k + ".") or k.startswith(mine + ".")), None)
-                if clash is not None:
-                    raise config_error(f"set.{key}", f"the experiment's {what} {name!r} sets {clash} itself, which "
-                                                     f"would win over this value; change the {what.split()[-1]} in "
-                                                     f"{where} instead")
+    if settings:
+        # The core refuses a key that a case or an arm sets itself (its own
+        # value would win); an experiment it cannot load is left for the run
+        # to report.
+        try:
+            _core.experiment_plan(experiment, None, 0, json.dumps(settings))
+        except _core.ConfigError as e:
+            if e.key == "set" or e.key.startswith("set."):
+                raise
     return settings or None
 
 
-def _leaves(key: str, value: Any) -> List[str]:
-    """The dotted keys a value set at ``key`` fills in (a table fills its own)."""
-    if isinstance(value, Mapping):
-        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}" if key else str(k), v)]
-    return [key]
-
-
-def _experiment_toml(experiment: str) -> Optional[tuple]:
-    """(experiment TOML as a dict, its folder) found as the core finds it
-    (a built-in name first, then a file), or None when only the core can say
-    what is wrong with it."""
-    text = _core.builtin_toml("experiment", experiment)
-    folder = None
-    if text is None:
-        try:
-            text = read_regular_text(experiment, "experiment")
-        except (OSError, ValueError):
-            return None
-        folder = os.path.dirname(os.path.abspath(experiment))
-    try:
-        return tomllib.loads(text), folder
-    except ValueError:
-        return None
-
-
-def _arm_sets(doc: Mapping[str, Any]) -> List[tuple]:
-    """(what, name, its set table) for each case and arm of an experiment TOML."""
-    out = []
-    for c in doc.get("cases") or []:
-        if isinstance(c, Mapping) and isinstance(c.get("set"), Mapping):
-            out.append(("case", c.get("name"), c["set"]))
-    base = doc.get("baseline")
-    if isinstance(base, Mapping) and isinstance(base.get("set"), Mapping):
-        out.append(("baseline arm", base.get("name"), base["set"]))
-    for v in doc.get("variants") or []:
-        if isinstance(v, Mapping) and isinstance(v.get("set"), Mapping):
-            out.append(("arm", v.get("name"), v["set"]))
-    return out
+def experiment_plan(experiment: Union[str, "os.PathLike[str]"], scale: Optional[float] = None, seed: int = 0,
+                    settings: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """What ``compare`` would simulate, from the core, without simulating:
+    ``{"experiment", "scale", "seed", "cases": [{"name", "arms": [{"name",
+    "baseline", "config", "metrics"}]}]}`` (a case ``name`` of None for an
+    experiment without cases). Raises what ``compare`` would raise before
+    its first run."""
+    return json.loads(_core.experiment_plan(os.fspath(experiment), scale, seed,
+                                            json.dumps(dict(settings)) if settings else None))
 
 
 def experiment_metric_names(experiment: Union[str, "os.PathLike[str]"],
-                            settings: Optional[Mapping[str, Any]] = None) -> Optional[List[str]]:
+                            settings: Optional[Mapping[str, Any]] = None,
+                            scale: Optional[float] = None) -> Optional[List[str]]:
     """The scalar metrics an experiment's arms report, known before anything
-    runs (they depend on each arm's machine and workload kind only), or None
-    when they cannot be worked out beforehand."""
-    found = _experiment_toml(os.fspath(experiment))
-    if found is None:
-        return None
-    doc, folder = found
-    names: set = set()
-    seen: set = set()
+    runs (from the core's plan), or None when the plan cannot be made: the
+    run then says what is wrong."""
     try:
-        arms = [doc["baseline"]] + list(doc["variants"])
-        for case in list(doc.get("cases") or []) or [None]:
-            for arm in arms:
-                if case is not None and arm.get("cases") and case.get("name") not in arm["cases"]:
-                    continue  # as the core runs it: that arm is not in this case
-                cfg = json.loads(json.dumps(doc["config"]))
-                for part in (settings or {}, (case or {}).get("set") or {}, arm.get("set") or {}):
-                    for k, v in part.items():
-                        set_dotted(cfg, k, v)
-                workload = cfg.get("workload") if isinstance(cfg.get("workload"), dict) else {}
-                kind = json.dumps([cfg.get("machine"), workload.get("kind")], sort_keys=True)
-                if kind not in seen:
-                    seen.add(kind)
-                    names.update(_core.metric_names(json.dumps(cfg), "json", folder))
-    except (_core.VmsimError, AttributeError, KeyError, TypeError, ValueError):
-        # A config valid only once scaled, or a malformed experiment: the run
-        # says what is wrong, and the names come from its result.
+        plan = experiment_plan(experiment, scale, 0, settings)
+    except (_core.VmsimError, OSError, ValueError):
         return None
-    return sorted(names)
+    return sorted({m for case in plan["cases"] for arm in case["arms"] for m in arm["metrics"]})
 
 
 def check_metric_names(metrics: Sequence[str], known: Sequence[str], key: str = "metrics") -> None:

@@ -18,9 +18,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from . import _core
 
-#: Layout version of the JSON that vmsim writes. 2: provenance block added,
-#: sweep output is an object with ``rows``.
-SCHEMA_VERSION = 2
+#: Layout version of the JSON that vmsim writes, owned by the core
+#: (``api::RESULT_SCHEMA_VERSION``). 2: provenance block added, sweep output
+#: is an object with ``rows``.
+SCHEMA_VERSION = _core.RESULT_SCHEMA_VERSION
 
 
 def _machine_refs(result: Mapping[str, Any]) -> List[str]:

@@ -11,6 +11,7 @@ import stat
 from typing import Any, Dict, Mapping, Optional, Union
 
 from ._errors import config_error, cut
+from ._provenance import SCHEMA_VERSION
 
 
 def _a(value: Any) -> str:
@@ -81,6 +82,14 @@ def result_problem(result: Any) -> Optional[str]:
     ``compare --runs`` or sweep result, or None when nothing does."""
     if not isinstance(result, Mapping):
         return f"not a vmsim run, compare or sweep result: {_a(result)}, not an object"
+    prov = result.get("provenance")
+    version = prov.get("schema_version") if isinstance(prov, Mapping) else None
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            return f"'provenance.schema_version' is {_a(version)}, not a layout version (a whole number from 1)"
+        if version > SCHEMA_VERSION:
+            return (f"written by a newer vmsim (result layout {version}; this one reads up to "
+                    f"{SCHEMA_VERSION}): read it with that version")
     kind = result.get("kind")
     if kind == "sweep":
         rows = result.get("rows")

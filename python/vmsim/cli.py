@@ -250,7 +250,7 @@ def cmd_compare(args) -> int:
     metrics = _metric_list(args)
     # Checked before anything runs where the arms' configs tell the names;
     # otherwise against the result, before it is shown.
-    known = _api.experiment_metric_names(experiment, settings) if metrics else None
+    known = _api.experiment_metric_names(experiment, settings, args.scale) if metrics else None
     if known is not None:
         _api.check_metric_names(metrics, known, "--metrics")
     if args.runs == 1:

@@ -293,3 +293,38 @@ def test_pmbench_with_numa_balancing_from_python():
     assert m["numa_pages_migrated"] > 0
     assert m["tlb_shootdown_interrupts"] > 0
     assert 0 < m["try_to_unmap_cycles_share"] < 1
+
+
+def test_experiment_plan_comes_from_the_core():
+    from vmsim import _api
+    plan = _api.experiment_plan("batched-tlb-flush")
+    assert [c["name"] for c in plan["cases"]] == ["e5-2699v3-2s", "e5-4655v3-4n", "e5-1650v3-1s", "milan-7j13"]
+    milan = plan["cases"][-1]
+    # A variant that names its cases runs only there.
+    assert [a["name"] for a in milan["arms"]] == ["per-page", "batched", "broadcast"]
+    assert [a["baseline"] for a in milan["arms"]] == [True, False, False]
+    assert milan["arms"][2]["config"]["kernel"]["tlb_flush_on_unmap"] == "broadcast"
+    assert milan["arms"][0]["config"]["machine"] == "epyc-7j13-milan"
+    assert "lru_file_mmap_read_elapsed_s" in milan["arms"][0]["metrics"]
+    # The plan and the run agree on the configs and the metric names.
+    plan = _api.experiment_plan("clear-target-last", scale=1 / 16, settings={"workload.nr_task": 2})
+    assert plan["cases"][0]["name"] is None
+    arms = plan["cases"][0]["arms"]
+    assert [a["config"]["workload"]["nr_task"] for a in arms] == [2, 2]
+    names = _api.experiment_metric_names("clear-target-last", {"workload.nr_task": 2}, 1 / 16)
+    assert names == sorted(set(arms[0]["metrics"]) | set(arms[1]["metrics"]))
+    assert "throughput_bytes_per_s" in names
+
+
+def test_experiment_plan_refuses_what_compare_refuses():
+    from vmsim import _api
+    with pytest.raises(vmsim.ConfigError) as e:
+        _api.experiment_plan("clear-target-last", settings={"kernel.clear_huge_page": "sequential"})
+    assert e.value.key == "set.kernel.clear_huge_page"
+    assert "baseline arm 'sequential' sets kernel.clear_huge_page itself" in e.value.message
+    with pytest.raises(vmsim.ConfigError) as e:
+        _api.experiment_plan("clear-target-last", scale=0.0)
+    assert e.value.key == "scale"
+    with pytest.raises(vmsim.ConfigError) as e:
+        _api.experiment_plan("no-such-experiment")
+    assert e.value.key == "experiment"

@@ -163,3 +163,21 @@ def test_compare_unknown_metrics_are_refused_before_running(tmp_path, capsys):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare_results(_fake_run(1e9, 1.0), metrics=["bogus"])
     assert e.value.key == "metrics" and "bogus" in e.value.message
+
+
+def test_a_result_of_a_newer_layout_is_refused(tmp_path):
+    from vmsim import _core
+    from vmsim._results import load_result
+    doc = {"metrics": {"x": 1}, "provenance": {"schema_version": _core.RESULT_SCHEMA_VERSION}}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    assert load_result(p)["metrics"] == {"x": 1}
+    doc["provenance"]["schema_version"] = _core.RESULT_SCHEMA_VERSION + 1
+    p.write_text(json.dumps(doc))
+    with pytest.raises(vmsim.ConfigError) as e:
+        load_result(p)
+    assert "written by a newer vmsim" in e.value.message
+    doc["provenance"]["schema_version"] = "2"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(vmsim.ConfigError):
+        load_result(p)

@@ -172,8 +172,14 @@ pub fn metric_names(
     base_dir: Option<&Path>,
 ) -> Result<Vec<String>, Error> {
     let cfg = RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0)?;
-    let sim = crate::experiment::build(&cfg)?;
-    let serde_json::Value::Object(map) = crate::experiment::report(&cfg, &sim) else {
+    report_names(&cfg)
+}
+
+/// The scalar metrics a run of `cfg` reports, sorted (from the report of the
+/// built simulation before it runs).
+fn report_names(cfg: &RunConfig) -> Result<Vec<String>, Error> {
+    let sim = crate::experiment::build(cfg)?;
+    let serde_json::Value::Object(map) = crate::experiment::report(cfg, &sim) else {
         return Err(Error::Internal("a report is a JSON object".into()));
     };
     let mut names: Vec<String> = map
@@ -282,11 +288,80 @@ pub fn compare_with(
         });
     }
     if let Some(text) = set_json {
-        for (key, value) in parse_table_flat(text)? {
-            crate::config::set_dotted(&mut exp.config, &key, value, "set")?;
-        }
+        exp.apply_set(experiment, parse_table_flat(text)?)?;
     }
     let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
+    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+}
+
+/// Layout version of the result JSON the front ends write (in each result's
+/// `provenance.schema_version`); a reader refuses a newer one. 2: the
+/// provenance block, sweep output as an object with `rows`.
+pub const RESULT_SCHEMA_VERSION: u64 = 2;
+
+/// What `compare_with` would simulate, without simulating: for every case
+/// (`null` name without cases) and arm, the resolved run config and the
+/// scalar metrics its report will have, as JSON
+/// `{"experiment", "scale", "seed", "cases": [{"name", "arms": [{"name",
+/// "baseline", "config", "metrics"}]}]}`. Every error a `compare_with` of
+/// the same arguments would raise before its first run is raised here.
+pub fn experiment_plan(
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    set_json: Option<&str>,
+) -> Result<String, Error> {
+    let mut exp = Experiment::load(experiment)?;
+    let scale = scale.unwrap_or(exp.scale);
+    if !(scale > 0.0 && scale.is_finite()) {
+        return Err(Error::Config {
+            key: "scale".into(),
+            message: format!("must be a positive number, got {scale}"),
+        });
+    }
+    if let Some(text) = set_json {
+        exp.apply_set(experiment, parse_table_flat(text)?)?;
+    }
+    // Metric names depend on the machine and the workload only: one build each.
+    let mut names_of: Vec<(String, Vec<String>)> = Vec::new();
+    let mut cases: Vec<serde_json::Value> = Vec::new();
+    let mut current: Option<Option<String>> = None;
+    for (case, arm) in exp.runs() {
+        let cfg = exp.case_arm_config(case, arm, seed, scale)?;
+        let cfg_json = cfg.to_json();
+        let kind = format!("{} {}", cfg.machine, cfg_json["workload"]["kind"]);
+        let metrics = match names_of.iter().find(|(k, _)| *k == kind) {
+            Some((_, m)) => m.clone(),
+            None => {
+                let m = report_names(&cfg)?;
+                names_of.push((kind, m.clone()));
+                m
+            }
+        };
+        let case_name = case.map(|c| c.name.clone());
+        if current.as_ref() != Some(&case_name) {
+            cases.push(json!({"name": case_name, "arms": []}));
+            current = Some(case_name);
+        }
+        cases
+            .last_mut()
+            .expect("a case was pushed")
+            .get_mut("arms")
+            .and_then(|a| a.as_array_mut())
+            .expect("arms is an array")
+            .push(json!({
+                "name": arm.name,
+                "baseline": arm.name == exp.baseline.name,
+                "config": cfg_json,
+                "metrics": metrics,
+            }));
+    }
+    let out = json!({
+        "experiment": exp.name,
+        "scale": scale,
+        "seed": seed,
+        "cases": cases,
+    });
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))
 }
 

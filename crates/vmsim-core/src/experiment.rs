@@ -1,7 +1,7 @@
 //! Building and running a simulation from a run config, and comparing an
 //! experiment's baseline with its variants.
 
-use crate::config::experiment::{Arm, Experiment};
+use crate::config::experiment::Experiment;
 use crate::config::{RunConfig, MIB};
 use crate::error::Error;
 use crate::kernel::Kernel;
@@ -119,28 +119,25 @@ pub fn compare(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<Value, Error> {
-    let cases: Vec<Option<&Arm>> = if exp.cases.is_empty() {
-        vec![None]
-    } else {
-        exp.cases.iter().map(Some).collect()
-    };
     // Every configuration is checked before any runs.
     let mut jobs = Vec::new();
-    let mut arms_of_case = Vec::new();
-    for c in &cases {
-        let mut names = Vec::new();
-        for a in std::iter::once(&exp.baseline)
-            .chain(&exp.variants)
-            .filter(|a| a.runs_in(*c))
-        {
-            let label = match c {
-                None => format!("{} {}", exp.name, a.name),
-                Some(c) => format!("{} {} {}", exp.name, c.name, a.name),
-            };
-            jobs.push((label, exp.case_arm_config(*c, a, seed, scale)?));
-            names.push(a.name.clone());
+    let mut arms_of_case: Vec<Vec<String>> = Vec::new();
+    let mut current = None;
+    for (c, a) in exp.runs() {
+        let case_name = c.map(|c| c.name.clone());
+        if current.as_ref() != Some(&case_name) {
+            arms_of_case.push(Vec::new());
+            current = Some(case_name);
         }
-        arms_of_case.push(names);
+        let label = match c {
+            None => format!("{} {}", exp.name, a.name),
+            Some(c) => format!("{} {} {}", exp.name, c.name, a.name),
+        };
+        jobs.push((label, exp.case_arm_config(c, a, seed, scale)?));
+        arms_of_case
+            .last_mut()
+            .expect("a case was pushed")
+            .push(a.name.clone());
     }
     let label = format!(
         "{} ({} runs, up to {threads} at once)",

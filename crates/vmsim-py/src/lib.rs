@@ -70,6 +70,23 @@ fn compare(
     Ok(result.map_err(PyVmsimErr::from)?)
 }
 
+/// What `compare` would simulate, as JSON: every case's arms with their
+/// resolved configs and metric names; raises what `compare` would raise
+/// before its first run.
+#[pyfunction]
+#[pyo3(signature = (experiment, scale = None, seed = 0, set_json = None))]
+fn experiment_plan(
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    set_json: Option<String>,
+) -> PyResult<String> {
+    Ok(
+        api::experiment_plan(experiment, scale, seed, set_json.as_deref())
+            .map_err(PyVmsimErr::from)?,
+    )
+}
+
 /// Checks a run config (TOML or JSON text) without running it: raises the
 /// `ConfigError` that `run_config` would.
 #[pyfunction]
@@ -168,6 +185,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(experiment_plan, m)?)?;
+    m.add("RESULT_SCHEMA_VERSION", api::RESULT_SCHEMA_VERSION)?;
     m.add_function(wrap_pyfunction!(list_machines, m)?)?;
     m.add_function(wrap_pyfunction!(list_experiments, m)?)?;
     m.add_function(wrap_pyfunction!(hw_run, m)?)?;

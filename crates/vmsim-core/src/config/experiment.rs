@@ -45,6 +45,26 @@ pub struct Experiment {
     pub base_dir: Option<PathBuf>,
 }
 
+/// The dotted keys a value set at `key` fills in (a table fills its own).
+fn leaves(key: &str, value: &toml::Value) -> Vec<String> {
+    match value {
+        toml::Value::Table(t) => t
+            .iter()
+            .flat_map(|(k, v)| {
+                leaves(
+                    &if key.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{key}.{k}")
+                    },
+                    v,
+                )
+            })
+            .collect(),
+        _ => vec![key.to_string()],
+    }
+}
+
 fn arm(mut f: Fields, may_name_cases: bool) -> Result<Arm, Error> {
     let name = f.string("name")?;
     if name.is_empty() {
@@ -222,6 +242,79 @@ impl Experiment {
                 names.join(", ")
             ),
         ))
+    }
+
+    /// Applies settings given for every arm (`compare --set`) to the base
+    /// config, as `set.KEY`. A key that a case or an arm sets itself is
+    /// refused: those are applied after, so the value given would be lost.
+    /// `reference` is how the caller named the experiment.
+    pub fn apply_set(
+        &mut self,
+        reference: &str,
+        set: Vec<(String, toml::Value)>,
+    ) -> Result<(), Error> {
+        let arms = self
+            .cases
+            .iter()
+            .map(|c| ("case", c))
+            .chain(std::iter::once(("baseline arm", &self.baseline)))
+            .chain(self.variants.iter().map(|v| ("arm", v)));
+        let arms: Vec<(&str, &Arm)> = arms.collect();
+        for (key, value) in &set {
+            for (what, arm) in &arms {
+                let theirs: Vec<String> = arm.set.iter().flat_map(|(k, v)| leaves(k, v)).collect();
+                for mine in leaves(key, value) {
+                    // The same key, one inside a table the arm sets, or a
+                    // value in place of a table the arm sets keys of.
+                    let clash = theirs.iter().find(|k| {
+                        mine == **k
+                            || mine.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{mine}."))
+                    });
+                    if let Some(clash) = clash {
+                        let place = if self.base_dir.is_none() {
+                            format!(
+                                "a copy of the experiment (vmsim experiments --show {reference})"
+                            )
+                        } else {
+                            reference.to_string()
+                        };
+                        return Err(cfg_err(
+                            format!("set.{key}"),
+                            format!(
+                                "the experiment's {what} '{}' sets {clash} itself, which would win over this value; change the {} in {place} instead",
+                                arm.name,
+                                what.rsplit(' ').next().unwrap_or(what)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (key, value) in set {
+            set_dotted(&mut self.config, &key, value, "set")?;
+        }
+        Ok(())
+    }
+
+    /// Every (case, arm) the experiment runs, cases in order, the baseline
+    /// first in each: what `compare` simulates.
+    pub fn runs(&self) -> Vec<(Option<&Arm>, &Arm)> {
+        let cases: Vec<Option<&Arm>> = if self.cases.is_empty() {
+            vec![None]
+        } else {
+            self.cases.iter().map(Some).collect()
+        };
+        let mut out = Vec::new();
+        for c in cases {
+            for a in std::iter::once(&self.baseline)
+                .chain(&self.variants)
+                .filter(|a| a.runs_in(c))
+            {
+                out.push((c, a));
+            }
+        }
+        out
     }
 
     /// The run config of one arm, with its overrides applied.
