@@ -328,7 +328,7 @@ def cmd_hw(args) -> int:
         key, value = _parse_opt(text)
         set_dotted(opts, key, value)
     if args.command == "validate":
-        from .validate import validate
+        from .hw_validate import validate
 
         _check_out(args.json)
         result = validate(quiet=bool(args.quiet), **opts)
@@ -342,7 +342,7 @@ def cmd_hw(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .microbench import validate_model
+    from .model_validate import validate_model
 
     _check_out(args.json)
     result = validate_model(args.machine)

@@ -279,7 +279,7 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
     import pytest
 
     import vmsim
-    from vmsim.validate import kernel_policy, validate
+    from vmsim.hw_validate import kernel_policy, validate
 
     if platform.machine() not in ("x86_64", "AMD64") or platform.system() != "Linux":
         pytest.skip("host routines are x86-64 Linux only")

@@ -6,7 +6,7 @@ import pytest
 
 import vmsim
 from vmsim import cli
-from vmsim.microbench import validate_model
+from vmsim.model_validate import validate_model
 
 
 def test_one_preset_rows_have_sources_and_errors():

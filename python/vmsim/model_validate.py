@@ -1,4 +1,5 @@
-"""`vmsim validate`: independent microbenchmarks on the model of each preset.
+"""`vmsim validate`: independent microbenchmarks on the model of each preset
+(`vmsim hw validate`, the host against its calibrated preset, is hw_validate.py).
 
 Each row runs one microbenchmark (pointer-chase latency, likwid-style load,
 copy, update and `x += y` kernels, fills with ordinary, string and
