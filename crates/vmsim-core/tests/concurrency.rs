@@ -2,12 +2,13 @@
 //! exact simulated time, a kernel thread sleeping on a wait queue and woken
 //! by an allocation, lazy TLB on CPUs that switch to kernel threads.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
+use vmsim_core::config::{KernelConfig, Preset};
 use vmsim_core::kernel::kthread::{KthreadFn, KthreadStep};
 use vmsim_core::kernel::{KFn, Kernel, Work};
-use vmsim_core::machine::Machine;
 use vmsim_core::policy::{Thp, ThpCow};
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::usemem::Usemem;
@@ -16,11 +17,7 @@ use vmsim_core::workload::{Op, Program};
 const NODE_BYTES: u64 = 256 << 20;
 
 fn preset() -> Preset {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap();
-    Preset::parse(text, name).unwrap()
+    common::preset("xeon-e5-2699v3-2s")
 }
 
 fn sim() -> Sim {
@@ -29,9 +26,7 @@ fn sim() -> Sim {
         thp_cow: ThpCow::Copy,
         ..KernelConfig::default()
     };
-    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
-    Sim::new(m, k, 2000)
+    common::sim(&p.name, cfg, NODE_BYTES, 0)
 }
 
 /// Marks its start, sleeps `ns`, marks its end.

@@ -2,10 +2,10 @@
 //! the last mapper, content tags carried by the copy, every folio freed
 //! exactly once, injected defects detected, determinism.
 
+mod common;
+
 use vmsim_core::api::{self, Error, Format};
-use vmsim_core::config::{load_machine, KernelConfig};
-use vmsim_core::kernel::Kernel;
-use vmsim_core::machine::Machine;
+use vmsim_core::config::KernelConfig;
 use vmsim_core::policy::{Thp, ThpCow};
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::{Expect, Op, Program};
@@ -98,16 +98,12 @@ impl Program for Script {
 }
 
 fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
-    let preset = load_machine("machine", "xeon-e5-2699v3-2s", None).unwrap();
-    let node = 64 * MIB;
-    let m = Machine::new(&preset.machine_params().unwrap(), node, 1).unwrap();
     let cfg = KernelConfig {
         thp,
         thp_cow,
         ..KernelConfig::default()
     };
-    let k = Kernel::new(cfg, preset.kernel_costs(), m.topo.nr_nodes(), node);
-    Sim::new(m, k, 2000)
+    common::sim("xeon-e5-2699v3-2s", cfg, 64 * MIB, 1)
 }
 
 fn written(seed: u64) -> Expect {

@@ -1,24 +1,16 @@
 //! The page cache end to end: readers of sparse files mapped MAP_SHARED
 //! read back every page's content; a corrupted page-cache folio is caught.
 
-use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
-use vmsim_core::kernel::Kernel;
-use vmsim_core::machine::Machine;
+mod common;
+
+use vmsim_core::config::KernelConfig;
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::lrufile::FileReader;
 
 const NODE_BYTES: u64 = 64 << 20;
 
 fn sim() -> Sim {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap();
-    let p = Preset::parse(text, name).unwrap();
-    let cfg = KernelConfig::default();
-    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
-    Sim::new(m, k, 2000)
+    common::sim("xeon-e5-2699v3-2s", KernelConfig::default(), NODE_BYTES, 0)
 }
 
 #[test]

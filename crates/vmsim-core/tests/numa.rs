@@ -3,14 +3,14 @@
 //! threads faulting one page, content carried over, local pages left
 //! alone, and a pmbench run with the scanner that is byte-identical twice.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use vmsim_core::config::{embedded_machines, KernelConfig, Preset, RunConfig};
+use vmsim_core::config::{KernelConfig, Preset, RunConfig};
 use vmsim_core::experiment::simulate;
 use vmsim_core::kernel::mm::{Pte, VmaKind};
-use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::ipi::IpiCause;
-use vmsim_core::machine::Machine;
 use vmsim_core::policy::{MigrateTlbFlush, NumaHintFault};
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::{Access, Expect, Op, Pattern, Program};
@@ -22,11 +22,7 @@ const NODE1_CPU: usize = 18;
 const T_ACCESS: u64 = 50_000;
 
 fn preset() -> Preset {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap();
-    Preset::parse(text, name).unwrap()
+    common::preset("xeon-e5-2699v3-2s")
 }
 
 fn sim(hint: NumaHintFault, flush: MigrateTlbFlush) -> Sim {
@@ -36,9 +32,7 @@ fn sim(hint: NumaHintFault, flush: MigrateTlbFlush) -> Sim {
         migrate_tlb_flush: flush,
         ..KernelConfig::default()
     };
-    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
-    Sim::new(m, k, 2000)
+    common::sim(&p.name, cfg, NODE_BYTES, 0)
 }
 
 /// A thread of the test process: optionally clones a sibling first, waits

@@ -4,10 +4,11 @@
 //! PTE is gone (the TLB truth check stops the run otherwise), a batched
 //! flush IPIs each CPU at most once, and refaults get their content back.
 
+mod common;
+
 use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
 use vmsim_core::kernel::Kernel;
 use vmsim_core::machine::ipi::IpiCause;
-use vmsim_core::machine::Machine;
 use vmsim_core::policy::TlbFlushOnUnmap;
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::lrufile::FileReader;
@@ -20,18 +21,11 @@ fn sim(flush: TlbFlushOnUnmap) -> Sim {
 }
 
 fn sim_on(preset: &str, flush: TlbFlushOnUnmap) -> Sim {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == preset)
-        .unwrap();
-    let p = Preset::parse(text, name).unwrap();
     let cfg = KernelConfig {
         tlb_flush_on_unmap: flush,
         ..KernelConfig::default()
     };
-    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
-    let mut s = Sim::new(m, k, 2000);
+    let mut s = common::sim(preset, cfg, NODE_BYTES, 0);
     for n in 0..s.m.topo.nr_nodes() {
         s.kswapd_run(n);
     }

@@ -3,21 +3,18 @@
 //! (NO_HZ_IDLE), a time slice ends at the first tick after it has run out,
 //! and the seed moves timing results while the same seed repeats them.
 
+mod common;
+
 use vmsim_core::api::{run_config, Format};
-use vmsim_core::config::{embedded_machines, KernelConfig, Preset};
-use vmsim_core::kernel::{KFn, Kernel};
-use vmsim_core::machine::Machine;
+use vmsim_core::config::{KernelConfig, Preset};
+use vmsim_core::kernel::KFn;
 use vmsim_core::sim::Sim;
 use vmsim_core::workload::usemem::Usemem;
 
 const NODE_BYTES: u64 = 256 << 20;
 
 fn preset() -> Preset {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap();
-    Preset::parse(text, name).unwrap()
+    common::preset("xeon-e5-2699v3-2s")
 }
 
 fn sim(hz: u64) -> Sim {
@@ -26,9 +23,7 @@ fn sim(hz: u64) -> Sim {
         hz,
         ..KernelConfig::default()
     };
-    let m = Machine::new(&p.machine_params().unwrap(), NODE_BYTES, 0).unwrap();
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), NODE_BYTES);
-    Sim::new(m, k, 2000)
+    common::sim(&p.name, cfg, NODE_BYTES, 0)
 }
 
 fn tick_cost() -> u64 {
