@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from . import _api, _core, _provenance, runtables
 from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
-from ._io import atomic_path, atomic_write_text
+from ._io import STREAM, atomic_path, atomic_write_text, is_stream, output_target
 from ._results import load_result
 from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
 
@@ -35,9 +36,21 @@ def _dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _is_stdout(out: str) -> bool:
+    """Whether ``out`` is '-' or names what stdout is (``/dev/stdout``, the
+    terminal it prints to): then the JSON is all that is printed."""
+    if out == "-":
+        return True
+    try:
+        st, own = os.stat(out), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return not stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_rdev) == (own.st_dev, own.st_ino, own.st_rdev)
+
+
 def _write_json(obj: Any, out: str) -> None:
     text = _dump_json(obj)
-    if out == "-":
+    if _is_stdout(out):
         sys.stdout.write(text)
     else:
         atomic_write_text(out, text)
@@ -55,7 +68,13 @@ def _check_out(value: Optional[str], option: str = "--json", stdout: bool = True
     p = Path(value)
     if p.is_dir():
         raise CliError(f"{option} {value}: is a folder; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        kind, real = output_target(value)
+    except _core.ConfigError as e:
+        raise CliError(f"{option} {e}") from None
+    if kind == STREAM:
+        return
+    parent = Path(real).parent
     if not parent.is_dir():
         raise CliError(f"{option} {value}: no such folder {parent}")
 
@@ -75,7 +94,7 @@ def _run_with_progress(args, fn, *a, **kw):
 def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
     if json_out:
         _write_json(result, json_out)
-    if json_out != "-":
+    if not (json_out and _is_stdout(json_out)):
         sys.stdout.write(text)
     # Lost data fails the command, after the JSON that shows it is written.
     if isinstance(result, dict):
@@ -370,8 +389,8 @@ def _parse_grid_item(text: str) -> tuple:
 
 
 def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[Dict[str, Any]]:
-    if not out or out == "-":
-        raise CliError("--resume needs --json FILE: the sweep output to resume")
+    if not out or out == "-" or is_stream(out):
+        raise CliError("--resume needs --json FILE (a regular file): the sweep output to resume")
     p = Path(out)
     if not p.exists():
         return []  # nothing to resume yet: a fresh start
@@ -423,7 +442,7 @@ def cmd_sweep(args) -> int:
 
     def write_partial(rows: List[Dict[str, Any]]) -> None:
         # Results are on disk as each point finishes: an interrupted sweep resumes from here.
-        if args.json and args.json != "-":
+        if args.json and not is_stream(args.json):
             _write_json(document(rows, False), args.json)
 
     # Every point, and the metrics asked for, are checked before any runs,

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -415,3 +416,136 @@ def test_compare_set_and_scale_values_are_config_errors(kw, key):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("clear-target-last", **kw)
     assert e.value.key == key
+
+
+def _private_null(folder):
+    """A character device node like /dev/null (1, 3), in a private folder."""
+    node = folder / "null"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        return None
+    return node
+
+
+def test_outputs_that_are_not_regular_files(tmp_path, tiny_toml):
+    # The temporary file was renamed over whatever the path was: a device
+    # node, a FIFO, a symbolic link (exit 0 every time).
+    null = _private_null(tmp_path)
+    if null is not None:
+        proc = vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(null))
+        assert proc.returncode == 0, proc.stderr
+        assert stat.S_ISCHR(os.lstat(null).st_mode) and os.lstat(null).st_rdev == os.makedev(1, 3)
+    # A FIFO is written through, to whoever reads it.
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    proc = vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(fifo))
+    out, _ = reader.communicate(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out)["metrics"]["data_verified"] is True and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    # A link is followed: the target is replaced (beside itself), the link stays.
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "r.json"
+    target.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    assert cli.main(["run", "-q", str(tiny_toml), "--json", str(chain)]) == 0
+    assert os.path.islink(link) and os.path.islink(chain)
+    assert json.loads(target.read_text())["metrics"]["data_verified"] is True
+    assert sorted(os.listdir(tmp_path / "results")) == ["r.json"]
+    # A dangling link makes its target.
+    dangling = tmp_path / "new.json"
+    dangling.symlink_to(tmp_path / "results" / "new-target.json")
+    _io.atomic_write_text(dangling, "{}\n")
+    assert os.path.islink(dangling) and (tmp_path / "results" / "new-target.json").read_text() == "{}\n"
+    # /dev/stdout-like links (/proc/self/fd/N) are written through: a pipe here.
+    r, w = os.pipe()
+    try:
+        _io.atomic_write_text(f"/proc/self/fd/{w}", "through\n")
+        assert os.read(r, 100) == b"through\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_outputs_of_other_kinds_are_refused_before_the_work(tmp_path, tiny_toml):
+    import socket
+
+    sock = tmp_path / "sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(sock))
+    try:
+        line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(sock)))
+        assert f"--json {sock}: is a socket, not an output file; accepted: a regular file" in line
+        folder_link = tmp_path / "folder-link"
+        folder_link.symlink_to(tmp_path)
+        line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(folder_link)))
+        assert "is a folder" in line
+        with pytest.raises(vmsim.ConfigError) as e:
+            _io.atomic_write_text(sock, "{}")
+        assert e.value.key == str(sock) and "socket" in e.value.message
+        link = tmp_path / "sock-link.csv"
+        link.symlink_to(sock)
+        line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--csv", str(link)))
+        assert f"--csv {link}: is a socket" in line
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode) and os.path.islink(link)
+    finally:
+        s.close()
+    blk = tmp_path / "blk"
+    try:
+        os.mknod(blk, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    except PermissionError:
+        return
+    line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(blk)))
+    assert "is a block device" in line and stat.S_ISBLK(os.lstat(blk).st_mode)
+
+
+def test_write_errors_name_the_output(tmp_path):
+    # ENOSPC from a write named no file: "[Errno 28] No space left on device".
+    def full(tmp):
+        raise OSError(28, "No space left on device")
+    with pytest.raises(OSError) as e:
+        with _io.atomic_path(tmp_path / "r.json") as tmp:
+            full(tmp)
+    assert e.value.errno == 28 and e.value.filename == str(tmp_path / "r.json")
+    assert os.listdir(tmp_path) == []
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # as /dev/full
+    except PermissionError:
+        return
+    with pytest.raises(OSError) as e:
+        _io.atomic_write_text(node, "x" * 10000)
+    assert e.value.errno == 28 and e.value.filename == str(node)
+    proc = vmsim_cmd("machines", "--show", "xeon-e5-2699v3-2s")
+    assert proc.returncode == 0
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_TOML)
+    line = one_line_error(vmsim_cmd("run", "-q", str(cfg), "--json", str(node)))
+    assert line == f"vmsim: error: {node}: No space left on device"
+
+
+def test_a_killed_write_leaves_nothing_for_the_next_one(tmp_path):
+    # SIGKILL during a write left .r.json.XXXX.tmp.json for good.
+    code = ("import sys, time; from vmsim import _io\n"
+            "with _io.atomic_path(sys.argv[1]) as tmp:\n"
+            "    open(tmp, 'w').write('half'); print('writing', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r.json")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "writing\n"
+    proc.kill()
+    proc.wait(timeout=10)
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".r.json.") and left[0].endswith(".tmp.json")
+    # One from a writer still at work is left alone; one from before the
+    # writer's pid was in the name, only once an hour old.
+    (tmp_path / f".r.json.{os.getppid()}-abc.tmp.json").write_text("busy")
+    (tmp_path / ".r.json.old12345.tmp.json").write_text("old")
+    (tmp_path / ".r.json.new12345.tmp.json").write_text("new")
+    os.utime(tmp_path / ".r.json.old12345.tmp.json", (time.time() - 7200,) * 2)
+    (tmp_path / ".other.json.1-x.tmp.json").write_text("not ours")
+    _io.atomic_write_text(tmp_path / "r.json", "{}\n")
+    assert sorted(os.listdir(tmp_path)) == sorted([f".r.json.{os.getppid()}-abc.tmp.json", ".r.json.new12345.tmp.json",
+                                                   ".other.json.1-x.tmp.json", "r.json"])
