@@ -497,16 +497,50 @@ def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: Li
     return _provenance.attach(doc, "sweep", seeds=seeds, scale=None, host_seconds=host_seconds, base_dir=base_dir)
 
 
-def _ignore_sigint() -> None:
-    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the pool."""
+def _pool_worker_init(parent: int) -> None:
+    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the
+    pool; and the worker dies with the parent, however that ends (SIGKILL,
+    a scheduler's SIGTERM, a crash), rather than live on holding the
+    caller's pipes."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The default SIGTERM action: the parent's handler (which raises in the
+    # parent) must not run in a worker forked from it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if not _kill_on_parent_death():
+        import threading
+
+        threading.Thread(target=_watch_parent, args=(parent,), name="vmsim-parent-watch", daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the worker could ask to die with it
+
+
+def _kill_on_parent_death() -> bool:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills this process
+    when its parent exits. False where that is not available."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        return libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    """Ends the process once its parent is gone (where prctl is missing)."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 def process_pool(jobs: int) -> ProcessPoolExecutor:
-    """A process pool whose workers leave Ctrl-C to the parent (see ``stop_pool``)."""
-    return ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    """A process pool whose workers leave Ctrl-C to the parent (see
+    ``stop_pool``) and die with it."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_pool_worker_init, initargs=(os.getpid(),))
 
 
 def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:

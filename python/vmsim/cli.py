@@ -621,7 +621,50 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM (a job scheduler, ``timeout``, ``kill``) stops the command as
+    Ctrl-C does: pool workers stopped, partial outputs left whole."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _signal_handlers() -> Dict[int, Any]:
+    """Puts the command's SIGINT and SIGTERM handling in place (a signal the
+    caller ignores stays ignored); returns the handlers it replaced."""
+    old: Dict[int, Any] = {}
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, _on_sigterm)):
+        try:
+            current = signal.getsignal(sig)
+            if current is not signal.SIG_IGN:
+                old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread: left as they are
+            pass
+    return old
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    old_handlers = _signal_handlers()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
+    finally:
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    if e.args and e.args[0] == "SIGTERM":
+        # Stopped cleanly on SIGTERM: die of it, as the sender expects.
+        sys.stderr.write(f"{PROG}: terminated\n")
+        sys.stderr.flush()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 143
+    sys.stderr.write(f"\n{PROG}: interrupted\n")
+    return 130
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -657,15 +700,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # Bad values that surface below the CLI's own checks.
         return _error(str(e))
     except KeyboardInterrupt as e:
-        if e.args and e.args[0] == "SIGTERM":
-            # Stopped cleanly on SIGTERM: die of it, as the sender expects.
-            sys.stderr.write(f"{PROG}: terminated\n")
-            sys.stderr.flush()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return 143
-        sys.stderr.write(f"\n{PROG}: interrupted\n")
-        return 130
+        return _interrupted(e)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -549,3 +549,76 @@ def test_a_killed_write_leaves_nothing_for_the_next_one(tmp_path):
     _io.atomic_write_text(tmp_path / "r.json", "{}\n")
     assert sorted(os.listdir(tmp_path)) == sorted([f".r.json.{os.getppid()}-abc.tmp.json", ".r.json.new12345.tmp.json",
                                                    ".other.json.1-x.tmp.json", "r.json"])
+
+
+def _children(pid):
+    """Pids of the live processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+def test_pool_workers_die_with_the_main_process(tiny_toml, sig, command):
+    # kill PID (a scheduler, timeout) left the workers alive for good, holding
+    # the caller's pipes.
+    if command == "compare":
+        args = ["compare", "-q", "clear-target-last", "--runs", "6", "-j", "2"]
+    else:
+        args = ["sweep", "-q", str(tiny_toml), "--set", "workload.size_per_task_mib=256",
+                "--set", "seed=" + ",".join(str(i) for i in range(16)), "-j", "2"]
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2, proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t0 < 5:
+        time.sleep(0.02)
+    left = [w for w in workers if _alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left and time.monotonic() - t0 < 1.0
+    _, err = proc.communicate(timeout=10)  # the pipes are not held open
+    assert proc.returncode == -sig
+    if sig == signal.SIGTERM:
+        assert err.decode() == "vmsim: terminated\n"
+
+
+def test_ctrl_c_while_starting_prints_no_traceback():
+    # A Ctrl-C while the package and the extension were imported printed a
+    # KeyboardInterrupt traceback.
+    codes = set()
+    for i in range(12):
+        proc = subprocess.Popen([sys.executable, "-m", "vmsim", "experiments"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(0.02 * i)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+        if proc.returncode == 130:
+            assert err.strip() == "vmsim: interrupted"
+        codes.add(proc.returncode)
+    assert 130 in codes
