@@ -164,7 +164,7 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
                 clash = next((k for k in _leaves("", arm_set)
                               if mine == k or mine.startswith(k + ".") or k.startswith(mine + ".")), None)
                 if clash is not None:
-                    raise config_error(f"set.{key}", f"the experiment's {what} {name!r} sets {clash} itself, which "
+                    raise config_error(cut(f"set.{key}"), f"the experiment's {what} {name!r} sets {clash} itself, which "
                                                      f"would win over this value; change the {what.split()[-1]} in "
                                                      f"{where} instead")
     return settings or None
@@ -191,7 +191,7 @@ def _experiment_toml(experiment: str) -> Optional[tuple]:
         folder = os.path.dirname(os.path.abspath(experiment))
     try:
         return tomllib.loads(text), folder
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -268,19 +268,28 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def check_threads(threads: Any) -> int:
-    """A host thread count: ``None`` (one per host CPU) or an integer of at least 1."""
+#: Most host threads asked for: far beyond any host's CPUs (the core uses
+#: no more threads than it has arms or sockets to run).
+MAX_THREADS = 1 << 16
+
+#: Largest seed: a run config's ``seed`` is a TOML integer (at most 2^63-1),
+#: and every seed of a ``compare --runs`` or a sweep is one.
+MAX_SEED = 2**63 - 1
+
+
+def check_threads(threads: Any, key: str = "threads") -> int:
+    """A host thread count: ``None`` (one per host CPU) or an integer in 1..``MAX_THREADS``."""
     if threads is None:
         return default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise config_error("threads", f"{cut(repr(threads))} is not accepted; accepted: an integer of at least 1")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise config_error(key, f"{cut(repr(threads))} is not accepted; accepted: an integer in 1..{MAX_THREADS}")
     return threads
 
 
 def check_seed(seed: Any) -> int:
-    """A seed as the core takes it: an integer in 0..2^64-1."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{2**64 - 1}")
+    """A seed as the core takes it: an integer in 0..2^63-1 (``MAX_SEED``)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{MAX_SEED}")
     return seed
 
 
@@ -459,6 +468,13 @@ def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:
 def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any], base_dir: Optional[str]):
     """The grid's points and their config texts, each checked by the core."""
     keys = list(grid)
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise config_error("grid", f"the key {cut(repr(key))} is not a dotted config key (e.g. 'workload.nr_task')")
+        for other in keys[:i]:
+            if key.startswith(other + ".") or other.startswith(key + "."):
+                raise config_error(cut(key), f"overlaps the grid key {cut(other)} (one is inside the other); "
+                                             "give each key once")
     value_lists = []
     for key in keys:
         values = grid[key]
@@ -467,7 +483,7 @@ def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any]
         else:
             values = list(values)
         if not values:
-            raise config_error(key, "expected a non-empty list of values to sweep")
+            raise config_error(cut(str(key)), "expected a non-empty list of values to sweep")
         value_lists.append(values)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
     configs = []

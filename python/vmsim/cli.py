@@ -27,8 +27,17 @@ EXIT_USAGE = 2
 EXIT_DATA_LOST = 1
 
 
+#: Most seeds of one ``compare --runs``: every run's result is kept in memory.
+MAX_RUNS = 10_000
+
+
 class CliError(Exception):
     """A user error reported as one line, exit code 2."""
+
+
+def _check_count(value: Optional[int], option: str, most: int) -> None:
+    if value is not None and not 1 <= value <= most:
+        raise CliError(f"{option} must be in 1..{most}, not {cut(str(value))}")
 
 
 def _dump_json(obj: Any) -> str:
@@ -143,8 +152,7 @@ def _config_path(value: str) -> Path:
 def cmd_run(args) -> int:
     path = _config_path(args.config)
     _check_out(args.json)
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
     _emit(result, format_run(result), args.json)
     return 0
@@ -164,6 +172,7 @@ def _compare_settings(args) -> Optional[Dict[str, Any]]:
         if not sep or not key.strip():
             raise CliError(f"--set expects KEY=VALUE, not {cut(repr(text))}")
         key, value = _parse_opt(text)
+        _no_key_twice([*settings, key])
         settings[key] = value
     return settings or None
 
@@ -257,12 +266,9 @@ def cmd_compare(args) -> int:
         raise CliError(f"{experiment}: no such experiment file")
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
-    if args.runs < 1:
-        raise CliError(f"--runs must be at least 1, not {args.runs}")
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.runs, "--runs", MAX_RUNS)
+    _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     _check_out(args.json)
     seed = _api.check_seed(0 if args.seed is None else args.seed)
     settings = _api.check_set(experiment, _compare_settings(args))
@@ -322,8 +328,7 @@ def cmd_compare(args) -> int:
 def cmd_reproduce(args) -> int:
     from .reproduce import reproduce
 
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
                                  threads=args.threads)
     sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
@@ -333,11 +338,13 @@ def cmd_reproduce(args) -> int:
 def _parse_opt(text: str) -> tuple:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise CliError(f"--opt expects KEY=VALUE, not {text!r}")
+        raise CliError(f"--opt expects KEY=VALUE, not {cut(repr(text))}")
     try:
         parsed = json.loads(value)
     except ValueError:
         parsed = value
+    except RecursionError:
+        raise CliError(f"{cut(key.strip())}: {cut(value)} is nested too deep; no config value is") from None
     return key.strip(), parsed
 
 
@@ -372,20 +379,34 @@ def cmd_validate(args) -> int:
 def _parse_grid_item(text: str) -> tuple:
     key, sep, values = text.partition("=")
     if not sep or not key:
-        raise CliError(f"--set expects KEY=V1,V2,..., not {text!r}")
+        raise CliError(f"--set expects KEY=V1,V2,..., not {cut(repr(text))}")
     values = values.strip()
     if values.startswith("["):
         try:
             parsed = json.loads(values)
         except ValueError:
-            raise CliError(f"--set {key}: not a JSON list: {values}") from None
+            raise CliError(f"--set {cut(key)}: not a JSON list: {cut(values)}") from None
+        except RecursionError:
+            raise CliError(f"--set {cut(key)}: {cut(values)} is nested too deep; no config value is") from None
         if not isinstance(parsed, list):
-            raise CliError(f"--set {key}: not a JSON list: {values}")
+            raise CliError(f"--set {cut(key)}: not a JSON list: {cut(values)}")
     else:
-        parsed = [_parse_opt(f"v={v}")[1] for v in values.split(",")]
+        parsed = [_parse_opt(f"{key}={v}")[1] for v in values.split(",")]
     if not parsed:
-        raise CliError(f"--set {key}: no values")
+        raise CliError(f"--set {cut(key)}: no values")
     return key.strip(), parsed
+
+
+def _no_key_twice(keys: Sequence[str], option: str = "--set") -> None:
+    """Refuses a key given twice (or a key and a table holding it): the last
+    would win without a word."""
+    seen: List[str] = []
+    for key in keys:
+        for other in seen:
+            if key == other or key.startswith(other + ".") or other.startswith(key + "."):
+                same = "is given twice" if key == other else f"and {cut(other)} overlap (one is inside the other)"
+                raise CliError(f"{option} {cut(key)}: {same}; give each key once")
+        seen.append(key)
 
 
 def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[Dict[str, Any]]:
@@ -398,6 +419,8 @@ def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[D
         doc = json.loads(p.read_text(encoding="utf-8"))
     except ValueError as e:
         raise CliError(f"--resume {out}: not a sweep result ({cut(str(e), 120)})") from None
+    except RecursionError:
+        raise CliError(f"--resume {out}: not a sweep result (nested too deep)") from None
     if not isinstance(doc, dict) or doc.get("kind") != "sweep":
         raise CliError(f"--resume {out}: not a sweep result")
     base, _ = load_dict(path)
@@ -424,12 +447,13 @@ def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
 
 def cmd_sweep(args) -> int:
     path = _config_path(args.config)
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
     _check_out(args.json)
     _check_out(args.csv, "--csv", stdout=False)
     _check_out(args.parquet, "--parquet", stdout=False)
-    grid = dict(_parse_grid_item(item) for item in args.set)
+    items = [_parse_grid_item(item) for item in args.set]
+    _no_key_twice([k for k, _ in items])
+    grid = dict(items)
     done = _load_resume(args.json, grid, path) if args.resume else []
     jobs = args.jobs or _api.default_threads()
     progress = _progress(args)
@@ -447,7 +471,8 @@ def cmd_sweep(args) -> int:
 
     # Every point, and the metrics asked for, are checked before any runs,
     # so a bad value stops nothing half-way.
-    _api.sweep_points(grid, path)
+    points = _api.sweep_points(grid, path)
+    jobs = min(jobs, max(1, len(points)))  # a worker per point at most
     metrics = [m for m in (args.metrics or "").split(",") if m] or ["throughput_bytes_per_s", "elapsed_s"]
     _api.check_metric_names(metrics, _api.sweep_metric_names(grid, path), "--metrics")
     executor = _api.process_pool(jobs)
@@ -665,6 +690,12 @@ def _interrupted(e: KeyboardInterrupt) -> int:
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
+    if sys.stdout is None or sys.stderr is None:
+        # Started with a closed stdout or stderr (>&-): a file opened now
+        # could take its descriptor, and output meant for it would land there.
+        if sys.stderr is not None:
+            sys.stderr.write(f"{PROG}: error: started with stdout closed; give it one (e.g. >/dev/null)\n")
+        return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

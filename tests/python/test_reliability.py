@@ -622,3 +622,137 @@ def test_ctrl_c_while_starting_prints_no_traceback():
             assert err.strip() == "vmsim: interrupted"
         codes.add(proc.returncode)
     assert 130 in codes
+
+
+def _deep(depth, leaf=1):
+    d = leaf
+    for _ in range(depth):
+        d = {"a": d}
+    return d
+
+
+@pytest.mark.parametrize("depth", [40, 200, 1000, 5000])
+def test_deeply_nested_values_are_refused_naming_the_key(tiny_config, depth):
+    # ~1000 deep: an untyped RecursionError; 129-999: refused naming only "config".
+    tiny_config["workload"] = dict(tiny_config["workload"], extra=_deep(depth))
+    for call in (lambda: vmsim.run(tiny_config), lambda: vmsim.sweep_rows({"seed": [1]}, tiny_config),
+                 lambda: vmsim.compare("clear-target-last", set={"workload.extra": _deep(depth)})):
+        with pytest.raises(vmsim.ConfigError) as e:
+            call()
+        assert e.value.key.startswith(("workload.extra.a.a", "set.workload.extra.a.a")), e.value.key
+        assert "nested more than 32" in e.value.message and len(e.value.key) < 100
+    deep_list = "[" * depth + "]" * depth
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(TINY_TOML.replace("[kernel]", f"extra = {deep_list}\n[kernel]"))
+    assert e.value.key in ("config", "extra")
+
+
+def test_deep_input_on_the_command_line_is_one_line(tmp_path, tiny_toml):
+    deep = "[" * 3000 + "]" * 3000
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", f"seed={deep}"))
+    assert line.startswith("vmsim: error: --set seed: [[[[") and "nested too deep" in line and len(line) < 300
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", f"workload.x=[{deep[:200]}{deep[-200:]}]"))
+    assert "workload.x" in line and "nested more than 32" in line
+    line = one_line_error(vmsim_cmd("compare", "-q", "clear-target-last", "--set", f"workload.x={deep}"))
+    assert "nested too deep" in line and len(line) < 300
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text(TINY_TOML + f"\nextra = {deep}\n")
+    for args in (["sweep", "-q", str(cfg), "--set", "seed=1"], ["run", "-q", str(cfg)]):
+        line = one_line_error(vmsim_cmd(*args))
+        assert "deep" in line or "recursion" in line, line
+    exp = tmp_path / "exp.toml"
+    exp.write_text(vmsim._core.builtin_toml("experiment", "clear-target-last") + f"\n[deep]\nx = {deep}\n")
+    line = one_line_error(vmsim_cmd("compare", "-q", str(exp), "--set", "seed=1"))
+    assert str(exp) in line or "exp.toml" in line or "config" in line, line
+
+
+def test_counts_too_large_for_the_core_are_one_line():
+    # --threads 99999999999999999999: an OverflowError traceback.
+    for args, named in ((["run", PRESET, "--threads", "99999999999999999999"], "--threads must be in 1..65536"),
+                        (["compare", "clear-target-last", "--threads", "99999999999999999999"], "--threads"),
+                        (["compare", "clear-target-last", "--runs", "99999999999999999999"], "--runs must be in 1..10000"),
+                        (["compare", "clear-target-last", "-j", "99999999999999999999", "--runs", "2"], "-j/--jobs"),
+                        (["reproduce", "--threads", "99999999999999999999"], "--threads")):
+        line = one_line_error(vmsim_cmd(*args))
+        assert named in line, line
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(dict(TINY_CONFIG_FOR_THREADS), threads=10**20)
+    assert e.value.key == "threads"
+
+
+TINY_CONFIG_FOR_THREADS = {"machine": "xeon-e5-2699v3-2s",
+                           "workload": {"kind": "usemem", "nr_task": 1, "size_per_task_mib": 2}}
+
+
+def test_closed_stdout_descriptor_is_one_line():
+    # stdout closed (>&-): AttributeError: 'NoneType' object has no attribute 'write'.
+    proc = subprocess.run([sys.executable, "-m", "vmsim", "machines"], stderr=subprocess.PIPE, text=True,
+                          timeout=60, preexec_fn=lambda: os.close(1))
+    line = one_line_error(proc)
+    assert "stdout closed" in line
+
+
+def test_one_seed_range_everywhere(tiny_config):
+    # compare(seed=2**64-1) passed the Python check, then the core said "got -1".
+    for bad in (2**64 - 1, 2**63):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", seed=bad)
+        assert e.value.key == "seed" and "0..9223372036854775807" in e.value.message
+        tiny_config["seed"] = bad
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.run(tiny_config)
+        assert e.value.key == "seed"
+    line = one_line_error(vmsim_cmd("compare", "clear-target-last", "--seed", str(2**63 - 1), "--runs", "2"))
+    assert "seed" in line and "0..9223372036854775807" in line
+
+
+def test_a_key_set_twice_is_refused(tiny_toml):
+    # sweep kept the last --set of a key without a word.
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--set", "seed=2,3"))
+    assert line == "vmsim: error: --set seed: is given twice; give each key once"
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "kernel.thp=always",
+                                    "--set", 'kernel={"thp": "never"}'))
+    assert "--set kernel: and kernel.thp overlap" in line
+    line = one_line_error(vmsim_cmd("compare", "-q", "clear-target-last", "--set", "workload.nr_task=2",
+                                    "--set", "workload.nr_task=3"))
+    assert "--set workload.nr_task: is given twice" in line
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep_rows({"kernel": [{"thp": "never"}], "kernel.thp": ["always"]}, str(tiny_toml))
+    assert e.value.key == "kernel.thp"
+
+
+def test_long_keys_are_cut_in_errors(tiny_config):
+    long = "k" * 5000
+    tiny_config["workload"] = dict(tiny_config["workload"], **{long: 1})
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(tiny_config)
+    assert len(str(e.value)) < 1000 and "5000 characters" in e.value.key
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep_rows({f"seed.{long}": [1]}, tiny_config)
+    assert len(str(e.value)) < 1000
+
+
+def test_a_toml_integer_too_large_names_key_and_line(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_TOML.replace("nr_task = 2", "nr_task = 9223372036854775808"))
+    line = one_line_error(vmsim_cmd("run", "-q", str(cfg)))
+    assert line.startswith("vmsim: error: workload.nr_task: ") and "line 10" in line
+    text = open(PRESET).read().replace("fill_buffers = { value = 10,", "fill_buffers = { value = 99999999999999999999,")
+    assert "99999999999999999999" in text
+    (tmp_path / "m.toml").write_text(text)
+    cfg.write_text(TINY_TOML.replace('"xeon-e5-2699v3-2s"', '"m.toml"'))
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(str(cfg))
+    assert e.value.key == "l1d.fill_buffers" and "line " in e.value.message
+
+
+def test_skip_copy_subpage_without_prefault_is_refused(tiny_config):
+    tiny_config["kernel"] = {"thp": "always", "thp_cow": "copy"}
+    tiny_config["workload"] = dict(tiny_config["workload"], prealloc=True)
+    tiny_config["sim"] = {"fault_injection": {"skip_copy_subpage": 3}}
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(tiny_config)
+    assert e.value.key == "sim.fault_injection.skip_copy_subpage" and "prefault = true" in e.value.message
+    tiny_config["workload"]["prefault"] = True
+    with pytest.raises(vmsim.DataVerificationError):
+        vmsim.run(tiny_config)
