@@ -99,17 +99,23 @@ def _temp_prefix(name: str) -> str:
 
 def _stale_temp(folder: str, name: str, suffix: str) -> None:
     """Removes temporary files that an earlier write of ``name`` left in
-    ``folder`` when killed (SIGKILL, power loss): those of a process that is
-    gone, and those older than an hour whose writer cannot be told."""
-    prefix, end = _temp_prefix(name), f".tmp{suffix}"
+    ``folder`` when killed (SIGKILL, power loss)."""
+    remove_stale(folder, _temp_prefix(name), f".tmp{suffix}")
+
+
+def remove_stale(folder: str, prefix: str, end: str = "", folders: bool = False) -> None:
+    """Removes the entries of ``folder`` named ``PREFIX<pid>-…END`` whose
+    writer (process ``pid``) is gone, and those named ``PREFIX…END`` without a
+    pid (written before the pid was in the name) once an hour old: what a
+    killed writer left. ``folders``: they are folders, removed whole."""
     try:
         entries = os.listdir(folder)
     except OSError:
         return
     for entry in entries:
-        if not (entry.startswith(prefix) and entry.endswith(end)):
+        if not (entry.startswith(prefix) and entry.endswith(end)) or len(entry) <= len(prefix) + len(end):
             continue
-        middle = entry[len(prefix):-len(end)]
+        middle = entry[len(prefix):len(entry) - len(end)]
         pid, sep, _ = middle.partition("-")
         full = os.path.join(folder, entry)
         with contextlib.suppress(OSError):
@@ -118,7 +124,10 @@ def _stale_temp(folder: str, name: str, suffix: str) -> None:
                     continue
             elif time.time() - os.lstat(full).st_mtime < 3600:
                 continue
-            if stat.S_ISREG(os.lstat(full).st_mode):
+            mode = os.lstat(full).st_mode
+            if folders and stat.S_ISDIR(mode):
+                shutil.rmtree(full)
+            elif not folders and stat.S_ISREG(mode):
                 os.unlink(full)
 
 

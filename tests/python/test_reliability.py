@@ -756,3 +756,46 @@ def test_skip_copy_subpage_without_prefault_is_refused(tiny_config):
     tiny_config["workload"]["prefault"] = True
     with pytest.raises(vmsim.DataVerificationError):
         vmsim.run(tiny_config)
+
+
+def test_a_killed_reproduce_leaves_nothing_for_the_next_one(tmp_path):
+    # SIGTERM left .repdir.partial-*; SIGKILL still can, and the next run to
+    # the same folder removes it.
+    out = tmp_path / "repdir"
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = vmsim_proc("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--threads", "1")
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(".repdir.partial-") for n in os.listdir(tmp_path)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        assert proc.returncode == -sig
+        left = [n for n in os.listdir(tmp_path) if n.startswith(".repdir.")]
+        assert left == [] if sig == signal.SIGTERM else len(left) == 1, left
+    # An old-style leftover (no pid in its name) goes once an hour old.
+    old = tmp_path / ".repdir.partial-abc12345"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200,) * 2)
+    proc = vmsim_cmd("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--scale", "1/8192")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["repdir"]
+
+
+def test_hw_pf_test_acts_on_sigterm_within_a_second():
+    # A 1 GiB step of 4 KiB faults ran to its end first (7 s on a slow host).
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", "hw", "pf-test", "--opt", "size_mib=4096",
+                             "--opt", 'kinds=["4k"]', "--opt", "reps=3"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    if "pf-test 4k" not in line:
+        proc.kill()
+        proc.communicate()
+        pytest.skip(f"host measurement unavailable: {line.strip()}")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert time.monotonic() - t0 < 1.0
