@@ -478,12 +478,13 @@ def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any]
     value_lists = []
     for key in keys:
         values = grid[key]
-        if isinstance(values, (str, bytes, Mapping)):
-            values = None
+        if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__iter__"):
+            values = None  # a single value (5, True, None) is no list of values either
         else:
             values = list(values)
         if not values:
-            raise config_error(cut(str(key)), "expected a non-empty list of values to sweep")
+            raise config_error(cut(str(key)), f"{cut(repr(grid[key]))} is not accepted; expected a non-empty list "
+                                              "of values to sweep")
         value_lists.append(values)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
     configs = []

@@ -799,3 +799,20 @@ def test_hw_pf_test_acts_on_sigterm_within_a_second():
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM
     assert time.monotonic() - t0 < 1.0
+
+
+def test_fuzz_finds_are_typed_one_line_errors(tiny_config):
+    # Found by tools/fuzz.py: a grid value that is not a list was a TypeError;
+    # TOML errors ran over two lines; a null under a 5000-character key was
+    # echoed whole.
+    for values in (5, True, None, 1.5):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.sweep_rows({"seed": values}, tiny_config)
+        assert e.value.key == "seed"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(TINY_TOML + "\nextra = [1, 2\n")
+    assert "\n" not in str(e.value) and "line 14" in str(e.value)
+    text = json.dumps(dict(tiny_config, workload=dict(tiny_config["workload"], **{"k" * 5000: None})))
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim._core.check_config(text, "json")
+    assert len(e.value.key) < 300

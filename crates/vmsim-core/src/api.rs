@@ -106,7 +106,7 @@ fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
         if k.is_empty() {
             "config".to_string()
         } else {
-            k.to_string()
+            crate::config::fields::cut(k, 200)
         }
     };
     Ok(match v {

@@ -247,23 +247,29 @@ pub fn as_f64(key: &str, v: &Value) -> Result<f64, Error> {
 /// or more) is keyed by the dotted key it is given to, where the line is a
 /// plain `key = value` one; anything else by `origin`.
 pub fn toml_error(text: &str, e: &toml::de::Error, origin: &str) -> Error {
+    // The parser's message runs over lines ("invalid array\nexpected `]`"):
+    // an error is one line.
+    let message = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
     let Some(start) = e
         .span()
         .map(|s| s.start)
         .filter(|&s| text.is_char_boundary(s))
     else {
-        return cfg_err(origin, format!("not valid TOML: {}", e.message()));
+        return cfg_err(origin, format!("not valid TOML: {message}"));
     };
     let before = &text[..start];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before[line_start..].chars().count() + 1;
-    let at = format!(
-        "not valid TOML (line {line}, column {column}): {}",
-        e.message()
-    );
+    let at = format!("not valid TOML (line {line}, column {column}): {message}");
     match key_on_line(&text[..line_start], &before[line_start..]) {
-        Some(key) if e.message().contains("too large") => cfg_err(cut(&key, 200), at),
+        Some(key) if message.contains("too large") => cfg_err(cut(&key, 200), at),
         _ => cfg_err(origin, at),
     }
 }
