@@ -63,6 +63,10 @@ fn a_long_unknown_key_is_cut() {
     let text = usemem(&format!("{long} = 1\n"));
     let (k, _) = config_err(check_config(&text, Format::Toml, None));
     assert!(k.starts_with("workload.kkk") && k.len() < 100, "{k}");
+    // An empty key is named, not left out (the error was keyed by nothing).
+    let text = "machine = \"xeon-e5-2699v3-2s\"\n\"\" = 1\n";
+    let (k, _) = config_err(check_config(text, Format::Toml, None));
+    assert_eq!(k, "\"\"");
 }
 
 #[test]

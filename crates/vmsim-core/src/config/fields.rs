@@ -47,7 +47,7 @@ impl Fields {
             acc.sort();
             acc.dedup();
             return Err(cfg_err(
-                self.key(&cut(k, 60)),
+                self.key(&shown_key(k)),
                 format!("unknown key; accepted keys here: {}", acc.join(", ")),
             ));
         }
@@ -178,11 +178,21 @@ impl Fields {
             acc.sort();
             acc.dedup();
             return Err(cfg_err(
-                self.key(&cut(k, 60)),
+                self.key(&shown_key(k)),
                 format!("unknown key; accepted keys here: {}", acc.join(", ")),
             ));
         }
         Ok(())
+    }
+}
+
+/// A key as an error names it: cut as values are, and `""` for the empty one
+/// (an error keyed by nothing would name no key).
+fn shown_key(k: &str) -> String {
+    if k.is_empty() {
+        "\"\"".to_string()
+    } else {
+        cut(k, 60)
     }
 }
 
