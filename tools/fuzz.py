@@ -241,7 +241,8 @@ def _norm(key: str) -> str:
     return key[:-len(".value")] if key.endswith(".value") else key
 
 
-def check_error(e: BaseException, known: set, touched: List[str], extra: Tuple[str, ...] = ()) -> str:
+def check_error(e: BaseException, known: set, touched: List[str], extra: Tuple[str, ...] = (),
+                text: str = "") -> str:
     """The outcome of a refusal: "refused" when it is a one-line ConfigError
     keyed by a key of the input; raises Failure otherwise."""
     if not isinstance(e, vmsim.ConfigError):
@@ -263,6 +264,9 @@ def check_error(e: BaseException, known: set, touched: List[str], extra: Tuple[s
         return "refused"
     if any(k.startswith(x + ".") for x in known):
         return "refused"  # a key inside one the input gives (a preset's leaf)
+    if text and all(part in text for part in k.split(".")):
+        return "refused"  # a broken text's key, as its (odd) text wrote it
+
     raise Failure(f"error keyed {key!r}, not a key of the input: {str(e)[:300]}")
 
 
@@ -371,7 +375,7 @@ class Fuzz:
         except Failure:
             raise
         except Exception as e:  # noqa: BLE001 - the oracle judges it
-            return form, check_error(e, known, touched)
+            return form, check_error(e, known, touched, text=text if form == "toml-broken" else "")
 
     def preset_input(self) -> Tuple[str, str]:
         rng = self.rng
@@ -388,7 +392,8 @@ class Fuzz:
             lines[i] = f"{head}= {{ value = {v}{rest[cut:] if cut >= 0 else ' }'}"
             touched.append(head.strip())
         text = "\n".join(lines) + "\n"
-        if rng.random() < 0.1:
+        broken = rng.random() < 0.1
+        if broken:
             text = break_text(rng, text)
         path = os.path.join(self.folder, "m.toml")
         with open(path, "w", encoding="utf-8") as f:
@@ -412,7 +417,7 @@ class Fuzz:
         except Failure:
             raise
         except Exception as e:  # noqa: BLE001
-            return "preset", check_error(e, known | {"machine"}, touched)
+            return "preset", check_error(e, known | {"machine"}, touched, text=text if broken else "")
 
     def experiment_input(self) -> Tuple[str, str]:
         rng = self.rng
@@ -440,7 +445,8 @@ class Fuzz:
                 doc[key] = value(rng)
                 touched.append(key)
         text = to_toml(doc)
-        if rng.random() < 0.1:
+        broken = rng.random() < 0.1
+        if broken:
             text = break_text(rng, text)
         path = os.path.join(self.folder, "exp.toml")
         with open(path, "w", encoding="utf-8") as f:
@@ -457,7 +463,8 @@ class Fuzz:
                     known |= {".".join(k.split(".")[:i]) for i in range(1, k.count(".") + 1)}
         if "scale" in touched:
             touched.append("workload")  # a scale too small or too large is a workload size's error
-        return "experiment", self._compare(path, known, touched, scale=None, settings=None)
+        return "experiment", self._compare(path, known, touched, scale=None, settings=None,
+                                           text=text if broken else "")
 
     def compare_input(self) -> Tuple[str, str]:
         rng = self.rng
@@ -483,7 +490,8 @@ class Fuzz:
         return "compare", self._compare(name, known, touched + ["scale", "seed"], scale=scale, settings=settings,
                                         seed=seed)
 
-    def _compare(self, exp: str, known: set, touched: List[str], scale: Any, settings: Any, seed: Any = 0) -> str:
+    def _compare(self, exp: str, known: set, touched: List[str], scale: Any, settings: Any, seed: Any = 0,
+                 text: str = "") -> str:
         class Stop(Exception):
             pass
 
@@ -498,7 +506,7 @@ class Fuzz:
         except Failure:
             raise
         except Exception as e:  # noqa: BLE001
-            return check_error(e, known, touched, extra=("experiment",))
+            return check_error(e, known, touched, extra=("experiment",), text=text)
 
     def sweep_input(self) -> Tuple[str, str]:
         rng = self.rng
