@@ -816,3 +816,53 @@ def test_fuzz_finds_are_typed_one_line_errors(tiny_config):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim._core.check_config(text, "json")
     assert len(e.value.key) < 300
+
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+
+
+def _stopped_compare(name, scale):
+    """None when compare accepts the scale (stopped at its first progress
+    call, before anything runs), else the ConfigError."""
+    class Stop(Exception):
+        pass
+
+    def stop(label, fraction):
+        raise Stop()
+    try:
+        vmsim.compare(name, scale=scale, progress=stop, threads=1)
+    except Stop:
+        return None
+    except vmsim.ConfigError as e:
+        return e
+    raise AssertionError("compare ran without reporting progress")
+
+
+def test_docs_state_what_the_code_accepts():
+    # docs/config.md was silent on the minimum task size, non-integer
+    # read_ratio, the seed range, skip_clear_subpage on 1 GiB pages and each
+    # experiment's minimum scale.
+    text = open(os.path.join(DOCS, "config.md"), encoding="utf-8").read()
+    assert str(vmsim._api.MAX_SEED) in text and "at least 4 KiB per task after scaling" in text
+    assert "`50.5` is refused" in text and "0–262143 for 1 GiB" in text
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| `") and "smallest" not in line]
+    scales = {r[1].strip(" `"): r[2].strip() for r in rows if r[1].strip(" `") in vmsim.experiments()}
+    assert sorted(scales) == sorted(vmsim.experiments())
+    for name, smallest in scales.items():
+        if smallest == "any":
+            assert _stopped_compare(name, 1e-9) is None
+            continue
+        num, den = smallest.split("/") if "/" in smallest else (smallest, "1")
+        s = int(num) / int(den)
+        assert _stopped_compare(name, s) is None, name
+        e = _stopped_compare(name, s * 0.999)
+        assert e is not None and e.key.startswith("workload."), name
+    # read_ratio: a whole number, as documented.
+    cfg = {"machine": "xeon-e5-2699v3-2s",
+           "workload": {"kind": "pmbench", "mapsize_mib": 4, "duration_s": 0.001, "node_memory_mib": 16,
+                        "read_ratio": 50.5}}
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim._core.check_config(json.dumps(cfg), "json")
+    assert e.value.key == "workload.read_ratio"
+    cfg["workload"]["read_ratio"] = 50.0
+    vmsim._core.check_config(json.dumps(cfg), "json")
