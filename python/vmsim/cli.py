@@ -722,9 +722,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except FileNotFoundError as e:
-        return _error(f"{e.filename or e}: no such file")
+        return _error(f"{cut(str(e.filename or e), 300)}: no such file")
     except OSError as e:
-        return _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+        return _error(f"{cut(str(e.filename), 300)}: {e.strerror}" if e.filename and e.strerror else cut(str(e), 300))
     except ImportError as e:
         return _error(str(e))
     except ValueError as e:

@@ -494,6 +494,14 @@ def test_outputs_of_other_kinds_are_refused_before_the_work(tmp_path, tiny_toml)
         assert stat.S_ISSOCK(os.lstat(sock).st_mode) and os.path.islink(link)
     finally:
         s.close()
+    # A path too long for the system is named cut, on one line.
+    line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(tmp_path / ("x" * 5000))))
+    assert "File name too long" in line and len(line) < 500
+    # A sweep's partial results go to files only; --resume needs one.
+    fifo = tmp_path / "sweep-fifo"
+    os.mkfifo(fifo)
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--json", str(fifo), "--resume"))
+    assert "--resume needs --json FILE (a regular file)" in line
     blk = tmp_path / "blk"
     try:
         os.mknod(blk, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
