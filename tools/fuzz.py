@@ -336,6 +336,7 @@ class Fuzz:
         self.run_every = run_every  # simulate one cheap accepted input in this many
         self.accepted = 0
         self.presets = {m: open(os.path.join(PRESET_DIR, f"{m}.toml"), encoding="utf-8").read() for m in MACHINES}
+        self.schema = {m: dotted_keys(_config.tomllib.loads(t)) for m, t in self.presets.items()}
 
     def _accepted(self, cfg: Any, base_dir: Optional[str]) -> str:
         self.accepted += 1
@@ -404,7 +405,9 @@ class Fuzz:
             doc = _config.tomllib.loads(text)
         except Exception:  # noqa: BLE001 - a broken preset: only "machine" can be named
             doc = {}
-        known = dotted_keys(doc) | keys_in_text(text)
+        # A broken text may lose a table or key: the error names it as the
+        # schema (the stock preset) has it.
+        known = dotted_keys(doc) | keys_in_text(text) | self.schema[name]
         # Sections' keys as the core names them (l1d.fill_buffers).
         touched = [f"{sec}.{k}" for sec, t in doc.items() if isinstance(t, dict) for k in t if k in touched] or touched
         try:
