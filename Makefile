@@ -3,6 +3,7 @@
 #   make test   set up and run all tests (Rust and Python) after the lint checks
 #   make bench  simulator-speed benchmarks
 #   make clean  remove the virtualenv and build products
+#   make fuzz   seeded fuzzing of every input (N=100000 SEED=0), outside make test
 #
 # Set-up is a Python virtualenv in $(VENV) holding the package, built by
 # maturin (installed as editable: Python sources are used in place; the
@@ -24,7 +25,7 @@ BUILD_INPUTS := Cargo.toml pyproject.toml $(wildcard Cargo.lock) \
 	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null) \
 	tools/pgo/profile $(wildcard tools/pgo/train/*.toml bench/prof/*.toml)
 
-.PHONY: run test lint test-rust test-python bench setup clean
+.PHONY: run test lint test-rust test-python bench setup clean fuzz
 
 run: $(STAMP)
 	$(BIN)/vmsim compare clear-target-last
@@ -76,3 +77,11 @@ clean:
 	rm -rf $(VENV) python/vmsim/_core*.so
 	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
 	$(CARGO) clean
+
+# Seeded fuzzing of configs, presets, experiment files, sweep grids and
+# command lines against the documented oracle (tools/fuzz.py); not part of
+# `make test`, which runs a short pass (tests/python/test_fuzz.py).
+N    ?= 10000
+SEED ?= 0
+fuzz: $(STAMP)
+	$(BIN)/python tools/fuzz.py -n $(N) --seed $(SEED)

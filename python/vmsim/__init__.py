@@ -8,6 +8,10 @@
     >>> vmsim.to_dataframe(c)                             # doctest: +SKIP
 """
 
+from ._startup import install as _install_startup_handlers
+
+_install_startup_handlers()
+
 from ._api import compare, compare_results, experiments, hw, machines, run, sweep, sweep_rows, to_dataframe
 from ._core import (
     ConfigError,

@@ -211,19 +211,28 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def check_threads(threads: Any) -> int:
-    """A host thread count: ``None`` (one per host CPU) or an integer of at least 1."""
+#: Most host threads asked for: far beyond any host's CPUs (the core uses
+#: no more threads than it has arms or sockets to run).
+MAX_THREADS = 1 << 16
+
+#: Largest seed: a run config's ``seed`` is a TOML integer (at most 2^63-1),
+#: and every seed of a ``compare --runs`` or a sweep is one.
+MAX_SEED = 2**63 - 1
+
+
+def check_threads(threads: Any, key: str = "threads") -> int:
+    """A host thread count: ``None`` (one per host CPU) or an integer in 1..``MAX_THREADS``."""
     if threads is None:
         return default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise config_error("threads", f"{cut(repr(threads))} is not accepted; accepted: an integer of at least 1")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise config_error(key, f"{cut(repr(threads))} is not accepted; accepted: an integer in 1..{MAX_THREADS}")
     return threads
 
 
 def check_seed(seed: Any) -> int:
-    """A seed as the core takes it: an integer in 0..2^64-1."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{2**64 - 1}")
+    """A seed as the core takes it: an integer in 0..2^63-1 (``MAX_SEED``)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise config_error("seed", f"{cut(repr(seed))} is not accepted; accepted: an integer in 0..{MAX_SEED}")
     return seed
 
 
@@ -402,15 +411,23 @@ def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:
 def _sweep_points(grid: Mapping[str, Sequence[Any]], base_config: Dict[str, Any], base_dir: Optional[str]):
     """The grid's points and their config texts, each checked by the core."""
     keys = list(grid)
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise config_error("grid", f"the key {cut(repr(key))} is not a dotted config key (e.g. 'workload.nr_task')")
+        for other in keys[:i]:
+            if key.startswith(other + ".") or other.startswith(key + "."):
+                raise config_error(cut(key), f"overlaps the grid key {cut(other)} (one is inside the other); "
+                                             "give each key once")
     value_lists = []
     for key in keys:
         values = grid[key]
-        if isinstance(values, (str, bytes, Mapping)):
-            values = None
+        if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__iter__"):
+            values = None  # a single value (5, True, None) is no list of values either
         else:
             values = list(values)
         if not values:
-            raise config_error(key, "expected a non-empty list of values to sweep")
+            raise config_error(cut(str(key)), f"{cut(repr(grid[key]))} is not accepted; expected a non-empty list "
+                                              "of values to sweep")
         value_lists.append(values)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*value_lists)]
     configs = []
@@ -440,16 +457,50 @@ def sweep_document(grid: Mapping[str, Sequence[Any]], base: ConfigLike, rows: Li
     return _provenance.attach(doc, "sweep", seeds=seeds, scale=None, host_seconds=host_seconds, base_dir=base_dir)
 
 
-def _ignore_sigint() -> None:
-    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the pool."""
+def _pool_worker_init(parent: int) -> None:
+    """Pool worker initialiser: Ctrl-C goes to the parent, which stops the
+    pool; and the worker dies with the parent, however that ends (SIGKILL,
+    a scheduler's SIGTERM, a crash), rather than live on holding the
+    caller's pipes."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The default SIGTERM action: the parent's handler (which raises in the
+    # parent) must not run in a worker forked from it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if not _kill_on_parent_death():
+        import threading
+
+        threading.Thread(target=_watch_parent, args=(parent,), name="vmsim-parent-watch", daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the worker could ask to die with it
+
+
+def _kill_on_parent_death() -> bool:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills this process
+    when its parent exits. False where that is not available."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        return libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    """Ends the process once its parent is gone (where prctl is missing)."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 def process_pool(jobs: int) -> ProcessPoolExecutor:
-    """A process pool whose workers leave Ctrl-C to the parent (see ``stop_pool``)."""
-    return ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    """A process pool whose workers leave Ctrl-C to the parent (see
+    ``stop_pool``) and die with it."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_pool_worker_init, initargs=(os.getpid(),))
 
 
 def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:

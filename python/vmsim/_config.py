@@ -94,25 +94,48 @@ def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+def parse_toml(text: str, key: str = "config", where: str = "") -> Dict[str, Any]:
+    """TOML text as a dict; ``ConfigError`` keyed ``key`` when it is not TOML
+    (nesting too deep for the parser included)."""
+    try:
+        return tomllib.loads(text)
+    except ValueError as e:
+        raise config_error(key, f"{where}not valid TOML: {cut(str(e), 200)}") from None
+    except RecursionError:
+        raise config_error(key, f"{where}not valid TOML: nested too deep (no config key is more "
+                                "than a few tables deep)") from None
+
+
+def parse_json(text: str, key: str = "config", where: str = "") -> Any:
+    """JSON text (no object giving a key twice); ``ConfigError`` keyed ``key``
+    when it is not JSON (nesting too deep for the parser included)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except ValueError as e:
+        raise config_error(key, f"{where}not valid JSON: {cut(str(e), 200)}") from None
+    except RecursionError:
+        raise config_error(key, f"{where}not valid JSON: nested too deep (no config key is more "
+                                "than a few tables deep)") from None
+
+
 def load_dict(config: ConfigLike) -> Tuple[Dict[str, Any], Optional[str]]:
     """Returns (config as a new dict, base_dir) for editing, e.g. in sweeps."""
     if isinstance(config, Mapping):
+        check_json_values(config)  # before deepcopy, which recursion would stop
         return copy.deepcopy(dict(config)), None
     path = _as_path(config)
     if path is not None:
         text = _read(path)
-        try:
-            data = json.loads(text, object_pairs_hook=_unique_keys) if _format_of(path) == "json" else tomllib.loads(text)
-        except ValueError as e:
-            raise config_error("config", f"{path}: not valid {_format_of(path).upper()}: {cut(str(e), 200)}") from None
+        where = f"{path}: "
+        data = parse_json(text, where=where) if _format_of(path) == "json" else parse_toml(text, where=where)
         if not isinstance(data, dict):
             raise config_error("config", f"{path}: expected a JSON object of config keys, not a {type(data).__name__}")
+        check_json_values(data)
         return data, os.fspath(path.resolve().parent)
     if isinstance(config, str):
-        try:
-            return tomllib.loads(config), None
-        except ValueError as e:
-            raise config_error("config", f"not valid TOML: {cut(str(e), 200)}") from None
+        data = parse_toml(config)
+        check_json_values(data)
+        return data, None
     raise TypeError(f"config must be a dict, a path or TOML text, not {type(config).__name__}")
 
 
@@ -127,6 +150,6 @@ def set_dotted(config: Dict[str, Any], key: str, value: Any) -> None:
         if child is None:
             child = node[part] = {}
         elif not isinstance(child, dict):
-            raise config_error(key, f"{'.'.join(parts[: i + 1])} is not a table, so it has no keys to set")
+            raise config_error(cut(key), f"{cut('.'.join(parts[: i + 1]))} is not a table, so it has no keys to set")
         node = child
     node[parts[-1]] = value

@@ -26,20 +26,32 @@ def config_error(key: str, message: str) -> Exception:
     return err
 
 
-def check_json_values(config: Mapping[str, Any], prefix: str = "") -> None:
+#: Deepest nesting of tables and lists in a config: no config key is more
+#: than a few levels deep; far deeper input would exhaust recursion limits.
+MAX_DEPTH = 32
+
+
+def check_json_values(config: Mapping[str, Any], prefix: str = "", depth: int = 1) -> None:
     """Refuses values JSON (and so the core) cannot take, naming their key:
-    NaN and infinities, and objects that are not JSON types."""
+    NaN and infinities, objects that are not JSON types, and nesting deeper
+    than ``MAX_DEPTH`` tables and lists."""
+    if depth > MAX_DEPTH:
+        raise config_error(cut(prefix) or "config", f"nested more than {MAX_DEPTH} tables or lists deep; "
+                                                    "no config key is")
     for k, v in config.items():
         key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            check_json_values(v, key)
-        elif isinstance(v, float) and not math.isfinite(v):
-            raise config_error(key, f"{v} is not accepted: give a finite number")
-        elif isinstance(v, (list, tuple)):
-            for i, x in enumerate(v):
-                if isinstance(x, Mapping):
-                    check_json_values(x, f"{key}[{i}]")
-                elif isinstance(x, float) and not math.isfinite(x):
-                    raise config_error(f"{key}[{i}]", f"{x} is not accepted: give a finite number")
-        elif v is not None and not isinstance(v, (str, int, float, bool)):
-            raise config_error(key, f"a {type(v).__name__} is not a config value ({cut(repr(v))})")
+        _check_value(key, v, depth)
+
+
+def _check_value(key: str, v: Any, depth: int) -> None:
+    if isinstance(v, Mapping):
+        check_json_values(v, key, depth + 1)
+    elif isinstance(v, float) and not math.isfinite(v):
+        raise config_error(cut(key), f"{v} is not accepted: give a finite number")
+    elif isinstance(v, (list, tuple)):
+        if depth + 1 > MAX_DEPTH:
+            raise config_error(cut(key), f"nested more than {MAX_DEPTH} tables or lists deep; no config key is")
+        for i, x in enumerate(v):
+            _check_value(f"{key}[{i}]", x, depth + 1)
+    elif v is not None and not isinstance(v, (str, int, float, bool)):
+        raise config_error(cut(key), f"a {type(v).__name__} is not a config value ({cut(repr(v))})")

@@ -144,5 +144,7 @@ def load_result(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
             doc = json.load(f)
     except ValueError as e:  # bad JSON or bad UTF-8
         raise config_error(p, f"not a JSON result ({cut(str(e), 120)})") from None
+    except RecursionError:
+        raise config_error(p, "not a JSON result (nested too deep)") from None
     check_result(doc, p)
     return doc

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from . import _api, _core, _provenance, runtables
 from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
-from ._io import atomic_path, atomic_write_text
+from ._io import STREAM, atomic_path, atomic_write_text, is_stream, output_target
 from ._results import load_result
 from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
 
@@ -26,8 +27,17 @@ EXIT_USAGE = 2
 EXIT_DATA_LOST = 1
 
 
+#: Most seeds of one ``compare --runs``: every run's result is kept in memory.
+MAX_RUNS = 10_000
+
+
 class CliError(Exception):
     """A user error reported as one line, exit code 2."""
+
+
+def _check_count(value: Optional[int], option: str, most: int) -> None:
+    if value is not None and not 1 <= value <= most:
+        raise CliError(f"{option} must be in 1..{most}, not {cut(str(value))}")
 
 
 def _dump_json(obj: Any) -> str:
@@ -35,9 +45,21 @@ def _dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _is_stdout(out: str) -> bool:
+    """Whether ``out`` is '-' or names what stdout is (``/dev/stdout``, the
+    terminal it prints to): then the JSON is all that is printed."""
+    if out == "-":
+        return True
+    try:
+        st, own = os.stat(out), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return not stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_rdev) == (own.st_dev, own.st_ino, own.st_rdev)
+
+
 def _write_json(obj: Any, out: str) -> None:
     text = _dump_json(obj)
-    if out == "-":
+    if _is_stdout(out):
         sys.stdout.write(text)
     else:
         atomic_write_text(out, text)
@@ -55,7 +77,13 @@ def _check_out(value: Optional[str], option: str = "--json", stdout: bool = True
     p = Path(value)
     if p.is_dir():
         raise CliError(f"{option} {value}: is a folder; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        kind, real = output_target(value)
+    except _core.ConfigError as e:
+        raise CliError(f"{option} {e}") from None
+    if kind == STREAM:
+        return
+    parent = Path(real).parent
     if not parent.is_dir():
         raise CliError(f"{option} {value}: no such folder {parent}")
 
@@ -75,7 +103,7 @@ def _run_with_progress(args, fn, *a, **kw):
 def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
     if json_out:
         _write_json(result, json_out)
-    if json_out != "-":
+    if not (json_out and _is_stdout(json_out)):
         sys.stdout.write(text)
     # Lost data fails the command, after the JSON that shows it is written.
     if isinstance(result, dict):
@@ -124,8 +152,7 @@ def _config_path(value: str) -> Path:
 def cmd_run(args) -> int:
     path = _config_path(args.config)
     _check_out(args.json)
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
     _emit(result, format_run(result), args.json)
     return 0
@@ -145,6 +172,7 @@ def _compare_settings(args) -> Optional[Dict[str, Any]]:
         if not sep or not key.strip():
             raise CliError(f"--set expects KEY=VALUE, not {cut(repr(text))}")
         key, value = _parse_opt(text)
+        _no_key_twice([*settings, key])
         settings[key] = value
     return settings or None
 
@@ -238,12 +266,9 @@ def cmd_compare(args) -> int:
         raise CliError(f"{experiment}: no such experiment file")
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
-    if args.runs < 1:
-        raise CliError(f"--runs must be at least 1, not {args.runs}")
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.runs, "--runs", MAX_RUNS)
+    _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     _check_out(args.json)
     seed = _api.check_seed(0 if args.seed is None else args.seed)
     settings = _api.check_set(experiment, _compare_settings(args))
@@ -303,8 +328,7 @@ def cmd_compare(args) -> int:
 def cmd_reproduce(args) -> int:
     from .reproduce import reproduce
 
-    if args.threads is not None and args.threads < 1:
-        raise CliError(f"--threads must be at least 1, not {args.threads}")
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
     results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
                                  threads=args.threads)
     sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
@@ -314,11 +338,13 @@ def cmd_reproduce(args) -> int:
 def _parse_opt(text: str) -> tuple:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise CliError(f"--opt expects KEY=VALUE, not {text!r}")
+        raise CliError(f"--opt expects KEY=VALUE, not {cut(repr(text))}")
     try:
         parsed = json.loads(value)
     except ValueError:
         parsed = value
+    except RecursionError:
+        raise CliError(f"{cut(key.strip())}: {cut(value)} is nested too deep; no config value is") from None
     return key.strip(), parsed
 
 
@@ -353,25 +379,39 @@ def cmd_validate(args) -> int:
 def _parse_grid_item(text: str) -> tuple:
     key, sep, values = text.partition("=")
     if not sep or not key:
-        raise CliError(f"--set expects KEY=V1,V2,..., not {text!r}")
+        raise CliError(f"--set expects KEY=V1,V2,..., not {cut(repr(text))}")
     values = values.strip()
     if values.startswith("["):
         try:
             parsed = json.loads(values)
         except ValueError:
-            raise CliError(f"--set {key}: not a JSON list: {values}") from None
+            raise CliError(f"--set {cut(key)}: not a JSON list: {cut(values)}") from None
+        except RecursionError:
+            raise CliError(f"--set {cut(key)}: {cut(values)} is nested too deep; no config value is") from None
         if not isinstance(parsed, list):
-            raise CliError(f"--set {key}: not a JSON list: {values}")
+            raise CliError(f"--set {cut(key)}: not a JSON list: {cut(values)}")
     else:
-        parsed = [_parse_opt(f"v={v}")[1] for v in values.split(",")]
+        parsed = [_parse_opt(f"{key}={v}")[1] for v in values.split(",")]
     if not parsed:
-        raise CliError(f"--set {key}: no values")
+        raise CliError(f"--set {cut(key)}: no values")
     return key.strip(), parsed
 
 
+def _no_key_twice(keys: Sequence[str], option: str = "--set") -> None:
+    """Refuses a key given twice (or a key and a table holding it): the last
+    would win without a word."""
+    seen: List[str] = []
+    for key in keys:
+        for other in seen:
+            if key == other or key.startswith(other + ".") or other.startswith(key + "."):
+                same = "is given twice" if key == other else f"and {cut(other)} overlap (one is inside the other)"
+                raise CliError(f"{option} {cut(key)}: {same}; give each key once")
+        seen.append(key)
+
+
 def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[Dict[str, Any]]:
-    if not out or out == "-":
-        raise CliError("--resume needs --json FILE: the sweep output to resume")
+    if not out or out == "-" or is_stream(out):
+        raise CliError("--resume needs --json FILE (a regular file): the sweep output to resume")
     p = Path(out)
     if not p.exists():
         return []  # nothing to resume yet: a fresh start
@@ -379,6 +419,8 @@ def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[D
         doc = json.loads(p.read_text(encoding="utf-8"))
     except ValueError as e:
         raise CliError(f"--resume {out}: not a sweep result ({cut(str(e), 120)})") from None
+    except RecursionError:
+        raise CliError(f"--resume {out}: not a sweep result (nested too deep)") from None
     if not isinstance(doc, dict) or doc.get("kind") != "sweep":
         raise CliError(f"--resume {out}: not a sweep result")
     base, _ = load_dict(path)
@@ -405,12 +447,13 @@ def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
 
 def cmd_sweep(args) -> int:
     path = _config_path(args.config)
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"-j/--jobs must be at least 1, not {args.jobs}")
+    _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
     _check_out(args.json)
     _check_out(args.csv, "--csv", stdout=False)
     _check_out(args.parquet, "--parquet", stdout=False)
-    grid = dict(_parse_grid_item(item) for item in args.set)
+    items = [_parse_grid_item(item) for item in args.set]
+    _no_key_twice([k for k, _ in items])
+    grid = dict(items)
     done = _load_resume(args.json, grid, path) if args.resume else []
     jobs = args.jobs or _api.default_threads()
     progress = _progress(args)
@@ -423,12 +466,13 @@ def cmd_sweep(args) -> int:
 
     def write_partial(rows: List[Dict[str, Any]]) -> None:
         # Results are on disk as each point finishes: an interrupted sweep resumes from here.
-        if args.json and args.json != "-":
+        if args.json and not is_stream(args.json):
             _write_json(document(rows, False), args.json)
 
     # Every point, and the metrics asked for, are checked before any runs,
     # so a bad value stops nothing half-way.
-    _api.sweep_points(grid, path)
+    points = _api.sweep_points(grid, path)
+    jobs = min(jobs, max(1, len(points)))  # a worker per point at most
     metrics = [m for m in (args.metrics or "").split(",") if m] or ["throughput_bytes_per_s", "elapsed_s"]
     _api.check_metric_names(metrics, _api.sweep_metric_names(grid, path), "--metrics")
     executor = _api.process_pool(jobs)
@@ -602,7 +646,56 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM (a job scheduler, ``timeout``, ``kill``) stops the command as
+    Ctrl-C does: pool workers stopped, partial outputs left whole."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _signal_handlers() -> Dict[int, Any]:
+    """Puts the command's SIGINT and SIGTERM handling in place (a signal the
+    caller ignores stays ignored); returns the handlers it replaced."""
+    old: Dict[int, Any] = {}
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, _on_sigterm)):
+        try:
+            current = signal.getsignal(sig)
+            if current is not signal.SIG_IGN:
+                old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread: left as they are
+            pass
+    return old
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    old_handlers = _signal_handlers()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
+    finally:
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    if e.args and e.args[0] == "SIGTERM":
+        # Stopped cleanly on SIGTERM: die of it, as the sender expects.
+        sys.stderr.write(f"{PROG}: terminated\n")
+        sys.stderr.flush()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 143
+    sys.stderr.write(f"\n{PROG}: interrupted\n")
+    return 130
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    if sys.stdout is None or sys.stderr is None:
+        # Started with a closed stdout or stderr (>&-): a file opened now
+        # could take its descriptor, and output meant for it would land there.
+        if sys.stderr is not None:
+            sys.stderr.write(f"{PROG}: error: started with stdout closed; give it one (e.g. >/dev/null)\n")
+        return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -629,24 +722,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except FileNotFoundError as e:
-        return _error(f"{e.filename or e}: no such file")
+        return _error(f"{cut(str(e.filename or e), 300)}: no such file")
     except OSError as e:
-        return _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+        return _error(f"{cut(str(e.filename), 300)}: {e.strerror}" if e.filename and e.strerror else cut(str(e), 300))
     except ImportError as e:
         return _error(str(e))
     except ValueError as e:
         # Bad values that surface below the CLI's own checks.
         return _error(str(e))
     except KeyboardInterrupt as e:
-        if e.args and e.args[0] == "SIGTERM":
-            # Stopped cleanly on SIGTERM: die of it, as the sender expects.
-            sys.stderr.write(f"{PROG}: terminated\n")
-            sys.stderr.flush()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return 143
-        sys.stderr.write(f"\n{PROG}: interrupted\n")
-        return 130
+        return _interrupted(e)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _api
 from ._errors import config_error
+from ._io import remove_stale
 
 #: Marks a folder as written by ``reproduce``, so a re-run may replace it.
 MARKER = ".vmsim-reproduce"
@@ -64,22 +65,31 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
     os.makedirs(parent, exist_ok=True)
     # Everything goes to a fresh folder that replaces out_dir only once complete,
     # so an interrupted run leaves the previous results whole and two runs never mix.
-    work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-", dir=parent)
+    base = os.path.basename(out_dir)
+    # What a killed earlier run to the same folder left (SIGKILL, power loss).
+    for kind in ("partial", "old"):
+        remove_stale(parent, f".{base}.{kind}-", folders=True)
+    work = tempfile.mkdtemp(prefix=f".{base}.partial-{os.getpid()}-", dir=parent)
     try:
         results = _reproduce_into(work, names, scale, seed, progress, threads)
         with open(os.path.join(work, MARKER), "w") as f:
             f.write("written by vmsim reproduce; a re-run replaces this folder\n")
         os.chmod(work, 0o755)
         if os.path.exists(out_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.old-", dir=parent)
+            old = tempfile.mkdtemp(prefix=f".{base}.old-{os.getpid()}-", dir=parent)
             os.rmdir(old)
             os.rename(out_dir, old)
             os.rename(work, out_dir)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(work, out_dir)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno is not None and (e.filename is None or
+                                                               os.fspath(e.filename).startswith(work)):
+            # A failed write (ENOSPC) names the folder asked for, not the
+            # temporary one (or nothing).
+            raise OSError(e.errno, e.strerror, out_dir) from None
         raise
     # Lost data fails the command, once the files that show it are in place.
     for result in results.values():

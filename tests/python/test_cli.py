@@ -137,7 +137,7 @@ def test_run_threads_spread_a_windowed_run(tmp_path, capsys):
     same_result_bytes(a, b)
     assert json.loads(b.read_text())["provenance"]["host_threads"] == 2
     assert cli.main(["run", "-q", str(cfg), "--threads", "0"]) == 2
-    assert "--threads must be at least 1, not 0" in capsys.readouterr().err
+    assert "--threads must be in 1..65536, not 0" in capsys.readouterr().err
 
 
 def test_compare_table_and_json(tmp_path, capsys):
@@ -169,7 +169,7 @@ def test_compare_json_deterministic_across_processes_and_threads(tmp_path):
 def test_compare_threads_must_be_positive(capsys):
     for cmd in (["compare", "clear-target-last"], ["reproduce", "--out", "unused"]):
         assert cli.main([*cmd, "-q", "--threads", "0"]) == 2
-        assert "--threads must be at least 1, not 0" in capsys.readouterr().err
+        assert "--threads must be in 1..65536, not 0" in capsys.readouterr().err
 
 
 def test_hw_validate_bad_option(capsys):

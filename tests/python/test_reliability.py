@@ -5,6 +5,7 @@ import json
 import math
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -415,3 +416,461 @@ def test_compare_set_and_scale_values_are_config_errors(kw, key):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("clear-target-last", **kw)
     assert e.value.key == key
+
+
+def _private_null(folder):
+    """A character device node like /dev/null (1, 3), in a private folder."""
+    node = folder / "null"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        return None
+    return node
+
+
+def test_outputs_that_are_not_regular_files(tmp_path, tiny_toml):
+    # The temporary file was renamed over whatever the path was: a device
+    # node, a FIFO, a symbolic link (exit 0 every time).
+    null = _private_null(tmp_path)
+    if null is not None:
+        proc = vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(null))
+        assert proc.returncode == 0, proc.stderr
+        assert stat.S_ISCHR(os.lstat(null).st_mode) and os.lstat(null).st_rdev == os.makedev(1, 3)
+    # A FIFO is written through, to whoever reads it.
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    proc = vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(fifo))
+    out, _ = reader.communicate(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out)["metrics"]["data_verified"] is True and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    # A link is followed: the target is replaced (beside itself), the link stays.
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "r.json"
+    target.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    assert cli.main(["run", "-q", str(tiny_toml), "--json", str(chain)]) == 0
+    assert os.path.islink(link) and os.path.islink(chain)
+    assert json.loads(target.read_text())["metrics"]["data_verified"] is True
+    assert sorted(os.listdir(tmp_path / "results")) == ["r.json"]
+    # A dangling link makes its target.
+    dangling = tmp_path / "new.json"
+    dangling.symlink_to(tmp_path / "results" / "new-target.json")
+    _io.atomic_write_text(dangling, "{}\n")
+    assert os.path.islink(dangling) and (tmp_path / "results" / "new-target.json").read_text() == "{}\n"
+    # /dev/stdout-like links (/proc/self/fd/N) are written through: a pipe here.
+    r, w = os.pipe()
+    try:
+        _io.atomic_write_text(f"/proc/self/fd/{w}", "through\n")
+        assert os.read(r, 100) == b"through\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_outputs_of_other_kinds_are_refused_before_the_work(tmp_path, tiny_toml):
+    import socket
+
+    sock = tmp_path / "sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(sock))
+    try:
+        line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(sock)))
+        assert f"--json {sock}: is a socket, not an output file; accepted: a regular file" in line
+        folder_link = tmp_path / "folder-link"
+        folder_link.symlink_to(tmp_path)
+        line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(folder_link)))
+        assert "is a folder" in line
+        with pytest.raises(vmsim.ConfigError) as e:
+            _io.atomic_write_text(sock, "{}")
+        assert e.value.key == str(sock) and "socket" in e.value.message
+        link = tmp_path / "sock-link.csv"
+        link.symlink_to(sock)
+        line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--csv", str(link)))
+        assert f"--csv {link}: is a socket" in line
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode) and os.path.islink(link)
+    finally:
+        s.close()
+    # A path too long for the system is named cut, on one line.
+    line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(tmp_path / ("x" * 5000))))
+    assert "File name too long" in line and len(line) < 500
+    # A sweep's partial results go to files only; --resume needs one.
+    fifo = tmp_path / "sweep-fifo"
+    os.mkfifo(fifo)
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--json", str(fifo), "--resume"))
+    assert "--resume needs --json FILE (a regular file)" in line
+    blk = tmp_path / "blk"
+    try:
+        os.mknod(blk, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    except PermissionError:
+        return
+    line = one_line_error(vmsim_cmd("run", "-q", str(tiny_toml), "--json", str(blk)))
+    assert "is a block device" in line and stat.S_ISBLK(os.lstat(blk).st_mode)
+
+
+def test_write_errors_name_the_output(tmp_path):
+    # ENOSPC from a write named no file: "[Errno 28] No space left on device".
+    def full(tmp):
+        raise OSError(28, "No space left on device")
+    with pytest.raises(OSError) as e:
+        with _io.atomic_path(tmp_path / "r.json") as tmp:
+            full(tmp)
+    assert e.value.errno == 28 and e.value.filename == str(tmp_path / "r.json")
+    assert os.listdir(tmp_path) == []
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # as /dev/full
+    except PermissionError:
+        return
+    with pytest.raises(OSError) as e:
+        _io.atomic_write_text(node, "x" * 10000)
+    assert e.value.errno == 28 and e.value.filename == str(node)
+    proc = vmsim_cmd("machines", "--show", "xeon-e5-2699v3-2s")
+    assert proc.returncode == 0
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_TOML)
+    line = one_line_error(vmsim_cmd("run", "-q", str(cfg), "--json", str(node)))
+    assert line == f"vmsim: error: {node}: No space left on device"
+
+
+def test_a_killed_write_leaves_nothing_for_the_next_one(tmp_path):
+    # SIGKILL during a write left .r.json.XXXX.tmp.json for good.
+    code = ("import sys, time; from vmsim import _io\n"
+            "with _io.atomic_path(sys.argv[1]) as tmp:\n"
+            "    open(tmp, 'w').write('half'); print('writing', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r.json")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "writing\n"
+    proc.kill()
+    proc.wait(timeout=10)
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".r.json.") and left[0].endswith(".tmp.json")
+    # One from a writer still at work is left alone; one from before the
+    # writer's pid was in the name, only once an hour old.
+    (tmp_path / f".r.json.{os.getppid()}-abc.tmp.json").write_text("busy")
+    (tmp_path / ".r.json.old12345.tmp.json").write_text("old")
+    (tmp_path / ".r.json.new12345.tmp.json").write_text("new")
+    os.utime(tmp_path / ".r.json.old12345.tmp.json", (time.time() - 7200,) * 2)
+    (tmp_path / ".other.json.1-x.tmp.json").write_text("not ours")
+    _io.atomic_write_text(tmp_path / "r.json", "{}\n")
+    assert sorted(os.listdir(tmp_path)) == sorted([f".r.json.{os.getppid()}-abc.tmp.json", ".r.json.new12345.tmp.json",
+                                                   ".other.json.1-x.tmp.json", "r.json"])
+
+
+def _children(pid):
+    """Pids of the live processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+def test_pool_workers_die_with_the_main_process(tiny_toml, sig, command):
+    # kill PID (a scheduler, timeout) left the workers alive for good, holding
+    # the caller's pipes.
+    if command == "compare":
+        args = ["compare", "-q", "clear-target-last", "--runs", "6", "-j", "2"]
+    else:
+        args = ["sweep", "-q", str(tiny_toml), "--set", "workload.size_per_task_mib=256",
+                "--set", "seed=" + ",".join(str(i) for i in range(16)), "-j", "2"]
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2, proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t0 < 5:
+        time.sleep(0.02)
+    left = [w for w in workers if _alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left and time.monotonic() - t0 < 1.0
+    _, err = proc.communicate(timeout=10)  # the pipes are not held open
+    assert proc.returncode == -sig
+    if sig == signal.SIGTERM:
+        assert err.decode() == "vmsim: terminated\n"
+
+
+def test_ctrl_c_while_starting_prints_no_traceback():
+    # A Ctrl-C while the package and the extension were imported printed a
+    # KeyboardInterrupt traceback.
+    codes = set()
+    for i in range(12):
+        proc = subprocess.Popen([sys.executable, "-m", "vmsim", "experiments"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(0.02 * i)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+        if proc.returncode == 130:
+            assert err.strip() == "vmsim: interrupted"
+        codes.add(proc.returncode)
+    assert 130 in codes
+
+
+def _deep(depth, leaf=1):
+    d = leaf
+    for _ in range(depth):
+        d = {"a": d}
+    return d
+
+
+@pytest.mark.parametrize("depth", [40, 200, 1000, 5000])
+def test_deeply_nested_values_are_refused_naming_the_key(tiny_config, depth):
+    # ~1000 deep: an untyped RecursionError; 129-999: refused naming only "config".
+    tiny_config["workload"] = dict(tiny_config["workload"], extra=_deep(depth))
+    for call in (lambda: vmsim.run(tiny_config), lambda: vmsim.sweep_rows({"seed": [1]}, tiny_config),
+                 lambda: vmsim.compare("clear-target-last", set={"workload.extra": _deep(depth)})):
+        with pytest.raises(vmsim.ConfigError) as e:
+            call()
+        assert e.value.key.startswith(("workload.extra.a.a", "set.workload.extra.a.a")), e.value.key
+        assert "nested more than 32" in e.value.message and len(e.value.key) < 100
+    deep_list = "[" * depth + "]" * depth
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(TINY_TOML.replace("[kernel]", f"extra = {deep_list}\n[kernel]"))
+    assert e.value.key in ("config", "extra")
+
+
+def test_deep_input_on_the_command_line_is_one_line(tmp_path, tiny_toml):
+    deep = "[" * 3000 + "]" * 3000
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", f"seed={deep}"))
+    assert line.startswith("vmsim: error: --set seed: [[[[") and "nested too deep" in line and len(line) < 300
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", f"workload.x=[{deep[:200]}{deep[-200:]}]"))
+    assert "workload.x" in line and "nested more than 32" in line
+    line = one_line_error(vmsim_cmd("compare", "-q", "clear-target-last", "--set", f"workload.x={deep}"))
+    assert "nested too deep" in line and len(line) < 300
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text(TINY_TOML + f"\nextra = {deep}\n")
+    for args in (["sweep", "-q", str(cfg), "--set", "seed=1"], ["run", "-q", str(cfg)]):
+        line = one_line_error(vmsim_cmd(*args))
+        assert "deep" in line or "recursion" in line, line
+    exp = tmp_path / "exp.toml"
+    exp.write_text(vmsim._core.builtin_toml("experiment", "clear-target-last") + f"\n[deep]\nx = {deep}\n")
+    line = one_line_error(vmsim_cmd("compare", "-q", str(exp), "--set", "seed=1"))
+    assert str(exp) in line or "exp.toml" in line or "config" in line, line
+
+
+def test_counts_too_large_for_the_core_are_one_line():
+    # --threads 99999999999999999999: an OverflowError traceback.
+    for args, named in ((["run", PRESET, "--threads", "99999999999999999999"], "--threads must be in 1..65536"),
+                        (["compare", "clear-target-last", "--threads", "99999999999999999999"], "--threads"),
+                        (["compare", "clear-target-last", "--runs", "99999999999999999999"], "--runs must be in 1..10000"),
+                        (["compare", "clear-target-last", "-j", "99999999999999999999", "--runs", "2"], "-j/--jobs"),
+                        (["reproduce", "--threads", "99999999999999999999"], "--threads")):
+        line = one_line_error(vmsim_cmd(*args))
+        assert named in line, line
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(dict(TINY_CONFIG_FOR_THREADS), threads=10**20)
+    assert e.value.key == "threads"
+
+
+TINY_CONFIG_FOR_THREADS = {"machine": "xeon-e5-2699v3-2s",
+                           "workload": {"kind": "usemem", "nr_task": 1, "size_per_task_mib": 2}}
+
+
+def test_closed_stdout_descriptor_is_one_line():
+    # stdout closed (>&-): AttributeError: 'NoneType' object has no attribute 'write'.
+    proc = subprocess.run([sys.executable, "-m", "vmsim", "machines"], stderr=subprocess.PIPE, text=True,
+                          timeout=60, preexec_fn=lambda: os.close(1))
+    line = one_line_error(proc)
+    assert "stdout closed" in line
+
+
+def test_one_seed_range_everywhere(tiny_config):
+    # compare(seed=2**64-1) passed the Python check, then the core said "got -1".
+    for bad in (2**64 - 1, 2**63):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", seed=bad)
+        assert e.value.key == "seed" and "0..9223372036854775807" in e.value.message
+        tiny_config["seed"] = bad
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.run(tiny_config)
+        assert e.value.key == "seed"
+    line = one_line_error(vmsim_cmd("compare", "clear-target-last", "--seed", str(2**63 - 1), "--runs", "2"))
+    assert "seed" in line and "0..9223372036854775807" in line
+
+
+def test_a_key_set_twice_is_refused(tiny_toml):
+    # sweep kept the last --set of a key without a word.
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "seed=1", "--set", "seed=2,3"))
+    assert line == "vmsim: error: --set seed: is given twice; give each key once"
+    line = one_line_error(vmsim_cmd("sweep", "-q", str(tiny_toml), "--set", "kernel.thp=always",
+                                    "--set", 'kernel={"thp": "never"}'))
+    assert "--set kernel: and kernel.thp overlap" in line
+    line = one_line_error(vmsim_cmd("compare", "-q", "clear-target-last", "--set", "workload.nr_task=2",
+                                    "--set", "workload.nr_task=3"))
+    assert "--set workload.nr_task: is given twice" in line
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep_rows({"kernel": [{"thp": "never"}], "kernel.thp": ["always"]}, str(tiny_toml))
+    assert e.value.key == "kernel.thp"
+
+
+def test_long_keys_are_cut_in_errors(tiny_config):
+    long = "k" * 5000
+    tiny_config["workload"] = dict(tiny_config["workload"], **{long: 1})
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(tiny_config)
+    assert len(str(e.value)) < 1000 and "5000 characters" in e.value.key
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.sweep_rows({f"seed.{long}": [1]}, tiny_config)
+    assert len(str(e.value)) < 1000
+
+
+def test_a_toml_integer_too_large_names_key_and_line(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_TOML.replace("nr_task = 2", "nr_task = 9223372036854775808"))
+    line = one_line_error(vmsim_cmd("run", "-q", str(cfg)))
+    assert line.startswith("vmsim: error: workload.nr_task: ") and "line 10" in line
+    text = open(PRESET).read().replace("fill_buffers = { value = 10,", "fill_buffers = { value = 99999999999999999999,")
+    assert "99999999999999999999" in text
+    (tmp_path / "m.toml").write_text(text)
+    cfg.write_text(TINY_TOML.replace('"xeon-e5-2699v3-2s"', '"m.toml"'))
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(str(cfg))
+    assert e.value.key == "l1d.fill_buffers" and "line " in e.value.message
+
+
+def test_skip_copy_subpage_without_prefault_is_refused(tiny_config):
+    tiny_config["kernel"] = {"thp": "always", "thp_cow": "copy"}
+    tiny_config["workload"] = dict(tiny_config["workload"], prealloc=True)
+    tiny_config["sim"] = {"fault_injection": {"skip_copy_subpage": 3}}
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(tiny_config)
+    assert e.value.key == "sim.fault_injection.skip_copy_subpage" and "prefault = true" in e.value.message
+    tiny_config["workload"]["prefault"] = True
+    with pytest.raises(vmsim.DataVerificationError):
+        vmsim.run(tiny_config)
+
+
+def test_a_killed_reproduce_leaves_nothing_for_the_next_one(tmp_path):
+    # SIGTERM left .repdir.partial-*; SIGKILL still can, and the next run to
+    # the same folder removes it.
+    out = tmp_path / "repdir"
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = vmsim_proc("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--threads", "1")
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(".repdir.partial-") for n in os.listdir(tmp_path)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        assert proc.returncode == -sig
+        left = [n for n in os.listdir(tmp_path) if n.startswith(".repdir.")]
+        assert left == [] if sig == signal.SIGTERM else len(left) == 1, left
+    # An old-style leftover (no pid in its name) goes once an hour old.
+    old = tmp_path / ".repdir.partial-abc12345"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200,) * 2)
+    proc = vmsim_cmd("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--scale", "1/8192")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["repdir"]
+
+
+def test_hw_pf_test_acts_on_sigterm_within_a_second():
+    # A 1 GiB step of 4 KiB faults ran to its end first (7 s on a slow host).
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", "hw", "pf-test", "--opt", "size_mib=4096",
+                             "--opt", 'kinds=["4k"]', "--opt", "reps=3"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    if "pf-test 4k" not in line:
+        proc.kill()
+        proc.communicate()
+        pytest.skip(f"host measurement unavailable: {line.strip()}")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_fuzz_finds_are_typed_one_line_errors(tiny_config):
+    # Found by tools/fuzz.py: a grid value that is not a list was a TypeError;
+    # TOML errors ran over two lines; a null under a 5000-character key was
+    # echoed whole.
+    for values in (5, True, None, 1.5):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.sweep_rows({"seed": values}, tiny_config)
+        assert e.value.key == "seed"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.run(TINY_TOML + "\nextra = [1, 2\n")
+    assert "\n" not in str(e.value) and "line 14" in str(e.value)
+    text = json.dumps(dict(tiny_config, workload=dict(tiny_config["workload"], **{"k" * 5000: None})))
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim._core.check_config(text, "json")
+    assert len(e.value.key) < 300
+
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+
+
+def _stopped_compare(name, scale):
+    """None when compare accepts the scale (stopped at its first progress
+    call, before anything runs), else the ConfigError."""
+    class Stop(Exception):
+        pass
+
+    def stop(label, fraction):
+        raise Stop()
+    try:
+        vmsim.compare(name, scale=scale, progress=stop, threads=1)
+    except Stop:
+        return None
+    except vmsim.ConfigError as e:
+        return e
+    raise AssertionError("compare ran without reporting progress")
+
+
+def test_docs_state_what_the_code_accepts():
+    # docs/config.md was silent on the minimum task size, non-integer
+    # read_ratio, the seed range, skip_clear_subpage on 1 GiB pages and each
+    # experiment's minimum scale.
+    text = open(os.path.join(DOCS, "config.md"), encoding="utf-8").read()
+    assert str(vmsim._api.MAX_SEED) in text and "at least 4 KiB per task after scaling" in text
+    assert "`50.5` is refused" in text and "0–262143 for 1 GiB" in text
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| `") and "smallest" not in line]
+    scales = {r[1].strip(" `"): r[2].strip() for r in rows if r[1].strip(" `") in vmsim.experiments()}
+    assert sorted(scales) == sorted(vmsim.experiments())
+    for name, smallest in scales.items():
+        if smallest == "any":
+            assert _stopped_compare(name, 1e-9) is None
+            continue
+        num, den = smallest.split("/") if "/" in smallest else (smallest, "1")
+        s = int(num) / int(den)
+        assert _stopped_compare(name, s) is None, name
+        e = _stopped_compare(name, s * 0.999)
+        assert e is not None and e.key.startswith("workload."), name
+    # read_ratio: a whole number, as documented.
+    cfg = {"machine": "xeon-e5-2699v3-2s",
+           "workload": {"kind": "pmbench", "mapsize_mib": 4, "duration_s": 0.001, "node_memory_mib": 16,
+                        "read_ratio": 50.5}}
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim._core.check_config(json.dumps(cfg), "json")
+    assert e.value.key == "workload.read_ratio"
+    cfg["workload"]["read_ratio"] = 50.0
+    vmsim._core.check_config(json.dumps(cfg), "json")

@@ -79,10 +79,9 @@ fn strict_json(text: &str) -> Result<serde_json::Value, serde_json::Error> {
 
 fn parse_table(text: &str, format: Format) -> Result<toml::Table, Error> {
     match format {
-        Format::Toml => text.parse().map_err(|e: toml::de::Error| Error::Config {
-            key: "config".into(),
-            message: format!("not valid TOML: {}", e.message()),
-        }),
+        Format::Toml => text
+            .parse()
+            .map_err(|e: toml::de::Error| crate::config::fields::toml_error(text, &e, "config")),
         Format::Json => {
             let v: serde_json::Value = strict_json(text).map_err(|e| Error::Config {
                 key: "config".into(),
@@ -107,7 +106,7 @@ fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
         if k.is_empty() {
             "config".to_string()
         } else {
-            k.to_string()
+            crate::config::fields::cut(k, 200)
         }
     };
     Ok(match v {
@@ -279,6 +278,13 @@ pub fn compare_with(
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
     check_threads(threads)?;
+    if seed > i64::MAX as u64 {
+        // A run config's seed is a TOML integer: the arms could not hold it.
+        return Err(Error::Config {
+            key: "seed".into(),
+            message: format!("{seed} is out of range; accepted: 0..={}", i64::MAX),
+        });
+    }
     let mut exp = Experiment::load(experiment)?;
     let scale = scale.unwrap_or(exp.scale);
     if !(scale > 0.0 && scale.is_finite()) {

@@ -17,6 +17,38 @@ pub const MAX_CACHE_KIB: u64 = 4 << 20;
 /// The model keeps ~17 bytes per 64-byte line, so this is ~1.1 GB of host memory.
 pub const MAX_MODELED_CACHE_BYTES: u64 = 4 << 30;
 
+/// Smallest bandwidth (memory, interconnect): 0.1 GB/s, below any DRAM
+/// channel or socket link ever built; smaller values once rounded to nothing.
+pub const MIN_BANDWIDTH_GBS: f64 = 0.1;
+/// A kernel path taken once per call (a fault, a system call, an IPI, a
+/// context switch, a tick): at most 10^7 cycles (a few ms).
+pub const MAX_CALL_CYCLES: u64 = 10_000_000;
+/// A step taken per page or per PTE (allocation, mapping, rmap, migration):
+/// at most 10^5 cycles (tens of µs, far above any measured).
+pub const MAX_PAGE_CYCLES: u64 = 100_000;
+/// An IPI's delivery: 10 ns (below a cycle-accurate cache-to-cache hop) to
+/// 100 µs (a de-scheduled virtual CPU); smaller values rounded to 0 cycles.
+pub const MIN_IPI_NS: f64 = 10.0;
+pub const MAX_IPI_NS: f64 = 100_000.0;
+
+/// `range_f`, saying that 0 is accepted where the machine has one socket.
+fn range_or_none(
+    key: &str,
+    v: f64,
+    lo: f64,
+    hi: f64,
+    unit: &str,
+    single: bool,
+) -> Result<(), Error> {
+    range_f(key, v, lo, hi, unit).map_err(|e| match e {
+        Error::Config { key, message } if single => Error::Config {
+            key,
+            message: format!("{message}, or 0 (one socket: none)"),
+        },
+        e => e,
+    })
+}
+
 fn range_u(key: &str, v: u64, lo: u64, hi: u64, unit: &str) -> Result<(), Error> {
     if (lo..=hi).contains(&v) {
         return Ok(());
@@ -117,6 +149,19 @@ pub fn check(p: &Preset) -> Result<(), Error> {
                 format!("{ways} ways exceed the {entries} entries"),
             ));
         }
+        // A TLB is absent with 0 entries and 0 ways: one without the other
+        // left the other number unused.
+        if (entries == 0) != (ways == 0) {
+            let (zero, other) = if ways == 0 {
+                ("ways", format!("{entries} entries"))
+            } else {
+                ("entries", format!("{ways} ways"))
+            };
+            return Err(cfg_err(
+                format!("tlb.{name}_{zero}.value"),
+                format!("0 {zero} with {other}; accepted: 0 entries and 0 ways (no such TLB), or at least 1 of each"),
+            ));
+        }
     }
     range_u(
         "tlb.stlb_latency_cycles",
@@ -134,17 +179,27 @@ pub fn check(p: &Preset) -> Result<(), Error> {
     range_f(
         "memory.peak_bandwidth_gbs",
         m.peak_bandwidth_gbs,
-        0.0,
+        MIN_BANDWIDTH_GBS,
         100_000.0,
         " GB/s",
     )?;
     range_f(
         "memory.sustained_bandwidth_gbs",
         m.sustained_bandwidth_gbs,
-        0.001,
+        MIN_BANDWIDTH_GBS,
         100_000.0,
         " GB/s",
     )?;
+    if m.sustained_bandwidth_gbs > m.peak_bandwidth_gbs {
+        return Err(cfg_err(
+            "memory.sustained_bandwidth_gbs.value",
+            format!(
+                "{} GB/s exceed memory.peak_bandwidth_gbs ({} GB/s): no memory sustains more than its peak",
+                show_f64(m.sustained_bandwidth_gbs),
+                show_f64(m.peak_bandwidth_gbs)
+            ),
+        ));
+    }
     range_f(
         "memory.local_latency_ns",
         m.local_latency_ns,
@@ -152,26 +207,32 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         10_000.0,
         " ns",
     )?;
+    // One socket has no remote memory and no link: 0 there means "none".
+    let single = p.sockets == 1;
+    for (key, v) in [
+        ("memory.remote_latency_ns", m.remote_latency_ns),
+        ("memory.remote_cache_latency_ns", m.remote_cache_latency_ns),
+    ] {
+        if !(single && v == 0.0) {
+            range_or_none(key, v, 1.0, 10_000.0, " ns", single)?;
+        }
+    }
+    if !(single && m.interconnect_bandwidth_gbs == 0.0) {
+        range_or_none(
+            "memory.interconnect_bandwidth_gbs",
+            m.interconnect_bandwidth_gbs,
+            MIN_BANDWIDTH_GBS,
+            100_000.0,
+            " GB/s",
+            single,
+        )?;
+    }
     range_f(
-        "memory.remote_latency_ns",
-        m.remote_latency_ns,
+        "memory.posted_write_ns",
+        m.posted_write_ns,
         0.0,
         10_000.0,
         " ns",
-    )?;
-    range_f(
-        "memory.remote_cache_latency_ns",
-        m.remote_cache_latency_ns,
-        0.0,
-        10_000.0,
-        " ns",
-    )?;
-    range_f(
-        "memory.interconnect_bandwidth_gbs",
-        m.interconnect_bandwidth_gbs,
-        0.0,
-        100_000.0,
-        " GB/s",
     )?;
 
     range_u(
@@ -190,36 +251,56 @@ pub fn check(p: &Preset) -> Result<(), Error> {
     )?;
 
     let c = &p.costs;
-    let cycles = 100_000_000; // 0.1 s at 1 GHz: far beyond any kernel fast path
+    // 0 charges nothing for the step (a calibration can measure that).
     for (name, v) in [
         ("exception_entry_exit_cycles", c.exception_entry_exit_cycles),
         ("syscall_entry_exit_cycles", c.syscall_entry_exit_cycles),
         ("page_fault_handler_cycles", c.page_fault_handler_cycles),
         ("thp_fault_handler_cycles", c.thp_fault_handler_cycles),
-        ("page_alloc_cycles", c.page_alloc_cycles),
-        ("page_free_cycles", c.page_free_cycles),
         ("ipi_send_cycles", c.ipi_send_cycles),
         ("ipi_handle_cycles", c.ipi_handle_cycles),
         ("tlb_flush_full_cycles", c.tlb_flush_full_cycles),
-        ("invlpg_cycles", c.invlpg_cycles),
         ("context_switch_cycles", c.context_switch_cycles),
+        ("task_numa_work_cycles", c.task_numa_work_cycles),
+        ("tick_handler_cycles", c.tick_handler_cycles),
+    ] {
+        range_u(&format!("costs.{name}"), v, 0, MAX_CALL_CYCLES, " cycles")?;
+    }
+    for (name, v) in [
+        ("page_alloc_cycles", c.page_alloc_cycles),
+        ("page_free_cycles", c.page_free_cycles),
+        ("invlpg_cycles", c.invlpg_cycles),
         ("page_cache_add_cycles", c.page_cache_add_cycles),
         ("map_pages_per_pte_cycles", c.map_pages_per_pte_cycles),
         ("shrink_folio_cycles", c.shrink_folio_cycles),
         ("rmap_pte_cycles", c.rmap_pte_cycles),
         ("migrate_folio_cycles", c.migrate_folio_cycles),
         ("change_pte_cycles", c.change_pte_cycles),
-        ("task_numa_work_cycles", c.task_numa_work_cycles),
-        ("tick_handler_cycles", c.tick_handler_cycles),
     ] {
-        range_u(&format!("costs.{name}"), v, 0, cycles, " cycles")?;
+        range_u(&format!("costs.{name}"), v, 0, MAX_PAGE_CYCLES, " cycles")?;
     }
-    range_f("costs.ipi_latency_ns", c.ipi_latency_ns, 0.0, 1e8, " ns")?;
+    range_f(
+        "costs.ipi_latency_ns",
+        c.ipi_latency_ns,
+        MIN_IPI_NS,
+        MAX_IPI_NS,
+        " ns",
+    )?;
     if let Some(v) = c.invlpgb_cycles {
-        range_u("costs.invlpgb_cycles", v, 0, cycles, " cycles")?;
+        range_u("costs.invlpgb_cycles", v, 0, MAX_PAGE_CYCLES, " cycles")?;
     }
     if let Some(v) = c.tlbsync_latency_ns {
-        range_f("costs.tlbsync_latency_ns", v, 0.0, 1e8, " ns")?;
+        range_f("costs.tlbsync_latency_ns", v, 1.0, MAX_IPI_NS, " ns")?;
+    }
+
+    // The streamer's numbers, whether it is on or not (an off streamer's
+    // were taken unread).
+    for (name, v, hi) in [
+        ("l2_streams", p.prefetch.l2_streams, 256),
+        ("l2_distance_lines", p.prefetch.l2_distance_lines, 63),
+        ("l2_degree", p.prefetch.l2_degree, 64),
+    ] {
+        range_u(&format!("prefetch.{name}"), v, 1, hi, "")?;
     }
 
     // Host-memory guard: L1d and L2 per hardware thread, the LLC per instance.

@@ -123,9 +123,9 @@ fn arm(mut f: Fields, may_name_cases: bool) -> Result<Arm, Error> {
 
 impl Experiment {
     pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Experiment, Error> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            cfg_err(origin, format!("not valid TOML: {}", e.message()))
-        })?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| super::fields::toml_error(text, &e, origin))?;
         let mut top = Fields::new("", table);
         let name = top.string("name")?;
         let description = top.string("description")?;
@@ -280,7 +280,7 @@ impl Experiment {
                             reference.to_string()
                         };
                         return Err(cfg_err(
-                            format!("set.{key}"),
+                            super::fields::cut(&format!("set.{key}"), 60),
                             format!(
                                 "the experiment's {what} '{}' sets {clash} itself, which would win over this value; change the {} in {place} instead",
                                 arm.name,

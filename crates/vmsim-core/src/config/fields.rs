@@ -47,7 +47,7 @@ impl Fields {
             acc.sort();
             acc.dedup();
             return Err(cfg_err(
-                self.key(k),
+                self.key(&shown_key(k)),
                 format!("unknown key; accepted keys here: {}", acc.join(", ")),
             ));
         }
@@ -178,11 +178,21 @@ impl Fields {
             acc.sort();
             acc.dedup();
             return Err(cfg_err(
-                self.key(k),
+                self.key(&shown_key(k)),
                 format!("unknown key; accepted keys here: {}", acc.join(", ")),
             ));
         }
         Ok(())
+    }
+}
+
+/// A key as an error names it: cut as values are, and `""` for the empty one
+/// (an error keyed by nothing would name no key).
+fn shown_key(k: &str) -> String {
+    if k.is_empty() {
+        "\"\"".to_string()
+    } else {
+        cut(k, 60)
     }
 }
 
@@ -240,4 +250,72 @@ pub fn as_f64(key: &str, v: &Value) -> Result<f64, Error> {
         Value::Float(f) if f.is_finite() => Ok(*f),
         o => Err(cfg_err(key, format!("expected a number, got {}", show(o)))),
     }
+}
+
+/// A document that is not TOML, as a config error with the line (and the
+/// column) of the fault. A value the parser cannot hold (an integer of 2^63
+/// or more) is keyed by the dotted key it is given to, where the line is a
+/// plain `key = value` one; anything else by `origin`.
+pub fn toml_error(text: &str, e: &toml::de::Error, origin: &str) -> Error {
+    // The parser's message runs over lines ("invalid array\nexpected `]`"):
+    // an error is one line.
+    let message = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let Some(start) = e
+        .span()
+        .map(|s| s.start)
+        .filter(|&s| text.is_char_boundary(s))
+    else {
+        return cfg_err(origin, format!("not valid TOML: {message}"));
+    };
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let at = format!("not valid TOML (line {line}, column {column}): {message}");
+    match key_on_line(&text[..line_start], &before[line_start..]) {
+        Some(key) if message.contains("too large") => cfg_err(cut(&key, 200), at),
+        _ => cfg_err(origin, at),
+    }
+}
+
+/// The dotted key a `key = ` line (`head`, up to the fault) sets, under
+/// the last `[table]` header of `above`; None when the line is not one.
+fn key_on_line(above: &str, head: &str) -> Option<String> {
+    let (name, _) = head.split_once('=')?;
+    let name = name.trim();
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.split('.').all(|p| {
+                let p = p.trim();
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
+    if !bare(name) {
+        return None;
+    }
+    let name: Vec<&str> = name.split('.').map(str::trim).collect();
+    let table = above.lines().rev().find_map(|l| {
+        let l = l.trim();
+        let inner = l
+            .strip_prefix("[[")
+            .and_then(|r| r.split_once("]]"))
+            .or_else(|| l.strip_prefix('[').and_then(|r| r.split_once(']')))?;
+        Some(inner.0.trim().to_string())
+    });
+    Some(match table {
+        Some(t) if bare(&t) => format!(
+            "{}.{}",
+            t.split('.').map(str::trim).collect::<Vec<_>>().join("."),
+            name.join(".")
+        ),
+        _ => name.join("."),
+    })
 }

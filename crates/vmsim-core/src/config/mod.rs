@@ -500,13 +500,15 @@ fn check_fault_injection(
     }
     if let Some(i) = fi.skip_copy_subpage {
         let key = "sim.fault_injection.skip_copy_subpage";
-        let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc)
+        // Without prefault the parent populates nothing before the fork:
+        // each child's first write faults in a page of its own, no copy.
+        let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc && u.prefault)
             && kernel.thp == Thp::Always
             && kernel.thp_cow == ThpCow::Copy;
         if !copies {
             return Err(cfg_err(
                 key,
-                "no huge page is copied in this run; needs a usemem workload with prealloc = true, kernel.thp = \"always\" and kernel.thp_cow = \"copy\"",
+                "no huge page is copied in this run; needs a usemem workload with prealloc = true and prefault = true, kernel.thp = \"always\" and kernel.thp_cow = \"copy\"",
             ));
         }
         if i >= 512 {

@@ -304,9 +304,9 @@ fn cache<'a>(
 
 impl Preset {
     pub fn parse(text: &str, origin: &str) -> Result<Preset, Error> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            cfg_err(origin, format!("not valid TOML: {}", e.message()))
-        })?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| super::fields::toml_error(text, &e, origin))?;
         let mut top = Fields::new("", table);
         let name = top.string("name")?;
         let description = top.string("description")?;
