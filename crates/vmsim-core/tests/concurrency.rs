@@ -81,12 +81,12 @@ fn a_timer_fires_at_its_exact_simulated_time() {
         let start = s.tasks[t].start.unwrap();
         let woken = s.sched.last_wakeup(t).expect("woken by its timer");
         // The sleep begins after the system-call entry; the timer is armed for exactly `ns` after it.
-        let expiry = start + p.costs.syscall_entry_exit_cycles + cycles(ns);
+        let expiry = start + p.costs.kernel.syscall_entry_exit_cycles + cycles(ns);
         assert_eq!(woken, expiry, "task {t}");
         // Its CPU was idle: it runs again at the expiry, after the context switch.
         assert_eq!(
             s.tasks[t].end.unwrap(),
-            expiry + p.costs.context_switch_cycles + flush,
+            expiry + p.costs.kernel.context_switch_cycles + flush,
             "task {t}"
         );
     }

@@ -115,28 +115,17 @@ pub struct PrefetchPreset {
     pub l2_degree: u64,
 }
 
+/// `[costs]`: the kernel's software costs (declared in kernel/costs.rs) and
+/// the hardware's IPI and TLB-flush costs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Costs {
-    pub exception_entry_exit_cycles: u64,
-    pub syscall_entry_exit_cycles: u64,
-    pub page_fault_handler_cycles: u64,
-    pub thp_fault_handler_cycles: u64,
-    pub page_alloc_cycles: u64,
-    pub page_free_cycles: u64,
+    #[serde(flatten)]
+    pub kernel: KernelCosts,
     pub ipi_send_cycles: u64,
     pub ipi_latency_ns: f64,
     pub ipi_handle_cycles: u64,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
-    pub context_switch_cycles: u64,
-    pub page_cache_add_cycles: u64,
-    pub map_pages_per_pte_cycles: u64,
-    pub shrink_folio_cycles: u64,
-    pub rmap_pte_cycles: u64,
-    pub migrate_folio_cycles: u64,
-    pub change_pte_cycles: u64,
-    pub task_numa_work_cycles: u64,
-    pub tick_handler_cycles: u64,
     /// Present when `tlb.invlpgb` is true.
     pub invlpgb_cycles: Option<u64>,
     pub tlbsync_latency_ns: Option<f64>,
@@ -445,26 +434,12 @@ impl Preset {
             sources: &mut sources,
         };
         let costs = Costs {
-            exception_entry_exit_cycles: c.u("exception_entry_exit_cycles")?,
-            syscall_entry_exit_cycles: c.u("syscall_entry_exit_cycles")?,
-            page_fault_handler_cycles: c.u("page_fault_handler_cycles")?,
-            thp_fault_handler_cycles: c.u("thp_fault_handler_cycles")?,
-            page_alloc_cycles: c.u("page_alloc_cycles")?,
-            page_free_cycles: c.u("page_free_cycles")?,
+            kernel: KernelCosts::read(|name| c.u(name))?,
             ipi_send_cycles: c.u("ipi_send_cycles")?,
             ipi_latency_ns: c.fl("ipi_latency_ns")?,
             ipi_handle_cycles: c.u("ipi_handle_cycles")?,
             tlb_flush_full_cycles: c.u("tlb_flush_full_cycles")?,
             invlpg_cycles: c.u("invlpg_cycles")?,
-            context_switch_cycles: c.u("context_switch_cycles")?,
-            page_cache_add_cycles: c.u("page_cache_add_cycles")?,
-            map_pages_per_pte_cycles: c.u("map_pages_per_pte_cycles")?,
-            shrink_folio_cycles: c.u("shrink_folio_cycles")?,
-            rmap_pte_cycles: c.u("rmap_pte_cycles")?,
-            migrate_folio_cycles: c.u("migrate_folio_cycles")?,
-            change_pte_cycles: c.u("change_pte_cycles")?,
-            task_numa_work_cycles: c.u("task_numa_work_cycles")?,
-            tick_handler_cycles: c.u("tick_handler_cycles")?,
             invlpgb_cycles: None,
             tlbsync_latency_ns: None,
         };
@@ -649,24 +624,7 @@ impl Preset {
     /// The kernel's software costs (the hardware's IPI and TLB-flush costs go
     /// to [`Preset::machine_params`]).
     pub fn kernel_costs(&self) -> KernelCosts {
-        let c = &self.costs;
-        KernelCosts {
-            exception_entry_exit_cycles: c.exception_entry_exit_cycles,
-            syscall_entry_exit_cycles: c.syscall_entry_exit_cycles,
-            page_fault_handler_cycles: c.page_fault_handler_cycles,
-            thp_fault_handler_cycles: c.thp_fault_handler_cycles,
-            page_alloc_cycles: c.page_alloc_cycles,
-            page_free_cycles: c.page_free_cycles,
-            context_switch_cycles: c.context_switch_cycles,
-            page_cache_add_cycles: c.page_cache_add_cycles,
-            map_pages_per_pte_cycles: c.map_pages_per_pte_cycles,
-            shrink_folio_cycles: c.shrink_folio_cycles,
-            rmap_pte_cycles: c.rmap_pte_cycles,
-            migrate_folio_cycles: c.migrate_folio_cycles,
-            change_pte_cycles: c.change_pte_cycles,
-            task_numa_work_cycles: c.task_numa_work_cycles,
-            tick_handler_cycles: c.tick_handler_cycles,
-        }
+        self.costs.kernel.clone()
     }
 
     pub fn summary(&self) -> String {
