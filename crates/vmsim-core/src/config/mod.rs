@@ -2,7 +2,6 @@
 //! every error naming its dotted key. Presets and experiments shipped with
 //! the project are embedded at build time (see build.rs).
 
-pub mod bounds;
 pub mod experiment;
 pub mod fields;
 pub mod lrufile;

@@ -5,7 +5,7 @@
 //!
 //! Each cost is declared once, below: its field, its preset key under
 //! `[costs]` (the field's name), and whether it is charged per call or per
-//! page or entry (which bounds its range, config/bounds.rs). The preset
+//! page or entry (which bounds its range, config/preset/bounds.rs). The preset
 //! parser reads exactly these keys, so a new kernel cost is one line here,
 //! a value with its source in every preset, and its entry in
 //! docs/machines.md.

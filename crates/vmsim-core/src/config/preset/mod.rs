@@ -16,6 +16,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use toml::Value;
 
+mod bounds;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct CacheParams {
     pub size_kib: u64,
@@ -262,7 +264,7 @@ fn cache<'a>(
         sustained_bytes_per_cycle: 0.0,
         writebacks_share_sustained: false,
     };
-    super::bounds::check_cache(
+    bounds::check_cache(
         p.f.path(),
         c.size_kib,
         c.latency_cycles,
@@ -492,7 +494,7 @@ impl Preset {
             costs,
             sources,
         };
-        super::bounds::check(&preset)?;
+        bounds::check(&preset)?;
         let cpus = sockets * cores_per_socket * threads_per_core;
         if cpus > crate::machine::topology::MAX_CPUS as u64 {
             return Err(cfg_err(

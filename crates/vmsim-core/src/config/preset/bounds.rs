@@ -7,8 +7,8 @@
 //! ranges are generous (about ten times beyond any shipped or announced part)
 //! and exist to refuse nonsense, not to judge a plausible design.
 
-use super::fields::{cfg_err, show_f64};
-use super::preset::Preset;
+use super::super::fields::{cfg_err, show_f64};
+use super::Preset;
 use crate::error::Error;
 use crate::kernel::costs::{KernelCosts, Per};
 
