@@ -4,6 +4,15 @@
 //! values all come from that table). Each variant says which kernel
 //! behaviour it models.
 
+/// What every policy enum offers: its accepted names, its default, and
+/// parsing and naming (config/kernel.rs reads any policy key through it).
+pub trait Policy: Copy + Sized {
+    const NAMES: &'static [&'static str];
+    const DEFAULT: Self;
+    fn parse(s: &str) -> Option<Self>;
+    fn name(self) -> &'static str;
+}
+
 /// Declares a policy enum from one table: `Variant = "config-name"`, and its default.
 macro_rules! policy_enum {
     ($(#[$m:meta])* pub enum $name:ident (default $def:ident) { $($(#[$vm:meta])* $v:ident = $s:literal,)* }) => {
@@ -25,6 +34,16 @@ macro_rules! policy_enum {
                 match self {
                     $(Self::$v => $s,)*
                 }
+            }
+        }
+        impl Policy for $name {
+            const NAMES: &'static [&'static str] = $name::NAMES;
+            const DEFAULT: $name = $name::DEFAULT;
+            fn parse(s: &str) -> Option<Self> {
+                $name::parse(s)
+            }
+            fn name(self) -> &'static str {
+                $name::name(self)
             }
         }
         impl serde::Serialize for $name {

@@ -4,6 +4,7 @@
 
 pub mod experiment;
 pub mod fields;
+mod kernel;
 pub mod lrufile;
 pub mod pftest;
 pub mod pmbench;
@@ -11,7 +12,7 @@ pub mod preset;
 
 use crate::error::Error;
 pub use crate::kernel::config::KernelConfig;
-use crate::policy::{ClearHugePage, ClearPage, CopyHugePage, Preempt, Thp, ThpCow};
+use crate::policy::{Thp, ThpCow};
 pub use crate::workload::usemem::UsememConfig;
 pub use crate::workload::{WorkloadConfig, MIB};
 use fields::{cfg_err, Fields};
@@ -148,276 +149,9 @@ impl RunConfig {
         let preset = load_machine("machine", &machine, base_dir)?;
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
-        let mut k = top
-            .sub_opt("kernel")?
-            .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-        k.declare(&[
-            "thp",
-            "clear_huge_page",
-            "clear_page",
-            "preempt",
-            "copy_huge_page",
-            "thp_cow",
-            "page_alloc_shuffle",
-            "tlb_flush_on_unmap",
-            "numa_balancing",
-            "numa_hint_fault",
-            "migrate_tlb_flush",
-            "numa_balancing_scan_delay_ms",
-            "numa_balancing_scan_period_min_ms",
-            "numa_balancing_scan_period_max_ms",
-            "numa_balancing_scan_size_mb",
-            "hz",
-            "skew_tick",
-        ])?;
-        let thp = Thp::parse(
-            &k.choice_opt("thp", Thp::NAMES)?
-                .unwrap_or_else(|| Thp::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let clear_huge_page = ClearHugePage::parse(
-            &k.choice_opt("clear_huge_page", ClearHugePage::NAMES)?
-                .unwrap_or_else(|| ClearHugePage::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let default_cp = if preset.string.erms {
-            ClearPage::DEFAULT.name()
-        } else {
-            ClearPage::Orig.name()
-        };
-        let clear_page = ClearPage::parse(
-            &k.choice_opt("clear_page", ClearPage::NAMES)?
-                .unwrap_or_else(|| default_cp.into()),
-        )
-        .unwrap();
-        if clear_page == ClearPage::Erms && !preset.string.erms {
-            return Err(cfg_err(
-                "kernel.clear_page",
-                format!(
-                    "\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"",
-                    preset.name
-                ),
-            ));
-        }
-        let preempt = Preempt::parse(
-            &k.choice_opt("preempt", Preempt::NAMES)?
-                .unwrap_or_else(|| Preempt::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let copy_huge_page = CopyHugePage::parse(
-            &k.choice_opt("copy_huge_page", CopyHugePage::NAMES)?
-                .unwrap_or_else(|| CopyHugePage::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let thp_cow = ThpCow::parse(
-            &k.choice_opt("thp_cow", ThpCow::NAMES)?
-                .unwrap_or_else(|| ThpCow::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
-        use crate::policy::TlbFlushOnUnmap;
-        let tlb_flush_on_unmap = TlbFlushOnUnmap::parse(
-            &k.choice_opt("tlb_flush_on_unmap", TlbFlushOnUnmap::NAMES)?
-                .unwrap_or_else(|| TlbFlushOnUnmap::DEFAULT.name().into()),
-        )
-        .unwrap();
-        use crate::policy::{MigrateTlbFlush, NumaHintFault};
-        let numa_balancing = k.bool_opt("numa_balancing")?.unwrap_or(false);
-        let numa_hint_fault = NumaHintFault::parse(
-            &k.choice_opt("numa_hint_fault", NumaHintFault::NAMES)?
-                .unwrap_or_else(|| NumaHintFault::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let migrate_tlb_flush = MigrateTlbFlush::parse(
-            &k.choice_opt("migrate_tlb_flush", MigrateTlbFlush::NAMES)?
-                .unwrap_or_else(|| MigrateTlbFlush::DEFAULT.name().into()),
-        )
-        .unwrap();
-        let d = crate::kernel::sched::numa::ScanKnobs::default();
-        let mut knob = |key: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, Error> {
-            let v = k.u64_opt(key)?.unwrap_or(default);
-            if !(lo..=hi).contains(&v) {
-                return Err(cfg_err(
-                    format!("kernel.{key}"),
-                    format!("{v} is out of range; accepted: {lo} to {hi}"),
-                ));
-            }
-            Ok(v)
-        };
-        let numa_scan = crate::kernel::sched::numa::ScanKnobs {
-            scan_delay_ms: knob(
-                "numa_balancing_scan_delay_ms",
-                d.scan_delay_ms,
-                0,
-                3_600_000,
-            )?,
-            scan_period_min_ms: knob(
-                "numa_balancing_scan_period_min_ms",
-                d.scan_period_min_ms,
-                1,
-                3_600_000,
-            )?,
-            scan_period_max_ms: knob(
-                "numa_balancing_scan_period_max_ms",
-                d.scan_period_max_ms,
-                1,
-                3_600_000,
-            )?,
-            scan_size_mb: knob("numa_balancing_scan_size_mb", d.scan_size_mb, 1, 1 << 20)?,
-            scale,
-        };
-        if numa_scan.scan_period_max_ms < numa_scan.scan_period_min_ms {
-            return Err(cfg_err(
-                "kernel.numa_balancing_scan_period_max_ms",
-                "must not be below numa_balancing_scan_period_min_ms",
-            ));
-        }
-        if tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast && !preset.tlb.invlpgb {
-            return Err(cfg_err(
-                "kernel.tlb_flush_on_unmap",
-                format!(
-                    "\"broadcast\" needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: \"per-page\", \"batched\"",
-                    preset.name, preset.model
-                ),
-            ));
-        }
-        // CONFIG_HZ's choices (kernel/Kconfig.hz).
-        let hz = k.u64_opt("hz")?.unwrap_or(1000);
-        if ![100, 250, 300, 1000].contains(&hz) {
-            return Err(cfg_err(
-                "kernel.hz",
-                format!("{hz} is not a CONFIG_HZ value; accepted: 100, 250, 300, 1000"),
-            ));
-        }
-        let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
-        k.finish()?;
-        let kernel = KernelConfig {
-            thp,
-            clear_huge_page,
-            clear_page,
-            preempt,
-            copy_huge_page,
-            thp_cow,
-            page_alloc_shuffle,
-            tlb_flush_on_unmap,
-            numa_balancing,
-            numa_hint_fault,
-            migrate_tlb_flush,
-            numa_scan,
-            hz,
-            skew_tick,
-        };
-
-        let mut w = top.sub("workload")?;
-        w.declare(
-            &[
-                &[
-                    "kind",
-                    "nr_task",
-                    "size_per_task_mib",
-                    "prealloc",
-                    "prefault",
-                    "child_start_skew_us",
-                    "warmup",
-                ][..],
-                pftest::KEYS,
-                lrufile::KEYS,
-                pmbench::KEYS,
-            ]
-            .concat(),
-        )?;
-        let kind = w
-            .choice_opt(
-                "kind",
-                &["usemem", "pf-test", "lru-file-mmap-read", "pmbench"],
-            )?
-            .ok_or_else(|| {
-                cfg_err(
-                    "workload.kind",
-                    "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\"",
-                )
-            })?;
-        let workload = match kind.as_str() {
-            "usemem" => {
-                let nr_task = w.u64("nr_task")?;
-                if nr_task == 0 || nr_task > 4096 {
-                    return Err(cfg_err("workload.nr_task", "must be between 1 and 4096"));
-                }
-                let mib = w
-                    .f64_opt("size_per_task_mib")?
-                    .ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
-                let bytes = (mib * scale * MIB as f64) as u64 & !4095;
-                if mib.is_nan() || mib <= 0.0 || bytes < 4096 {
-                    return Err(cfg_err("workload.size_per_task_mib", format!("must give at least 4 KiB per task after scaling (got {mib} MiB x scale {scale})")));
-                }
-                if bytes > (64u64 << 30) {
-                    return Err(cfg_err(
-                        "workload.size_per_task_mib",
-                        "at most 65536 MiB per task",
-                    ));
-                }
-                let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
-                let prefault = w.bool_opt("prefault")?.unwrap_or(false);
-                let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
-                let warmup = w.bool_opt("warmup")?.unwrap_or(false);
-                if child_start_skew_us > 1_000_000 {
-                    return Err(cfg_err(
-                        "workload.child_start_skew_us",
-                        format!("{child_start_skew_us} is out of range; accepted: 0 to 1000000"),
-                    ));
-                }
-                WorkloadConfig::Usemem(UsememConfig {
-                    nr_task,
-                    size_per_task: bytes,
-                    size_per_task_mib: bytes as f64 / MIB as f64,
-                    prealloc,
-                    prefault,
-                    child_start_skew_us,
-                    warmup,
-                })
-            }
-            "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
-            "lru-file-mmap-read" => {
-                WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?)
-            }
-            "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, &preset, scale)?),
-            _ => unreachable!(),
-        };
-        w.finish()?;
-
-        let mut s = top
-            .sub_opt("sim")?
-            .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
-        s.declare(&[
-            "quantum_cycles",
-            "node_memory_mib",
-            "fault_injection",
-            "window_cycles",
-        ])?;
-        let quantum_cycles = s
-            .u64_opt("quantum_cycles")?
-            .unwrap_or(DEFAULT_QUANTUM_CYCLES);
-        if !(10..=10_000_000).contains(&quantum_cycles) {
-            return Err(cfg_err(
-                "sim.quantum_cycles",
-                "must be between 10 and 10000000",
-            ));
-        }
-        let window_cycles = parse_window(&mut s, &preset)?;
-        let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
-        let max_mib = MAX_SIMULATED_MEMORY / MIB;
-        if node_memory_mib > max_mib {
-            return Err(cfg_err("sim.node_memory_mib", format!("{node_memory_mib} MiB is out of range; accepted: 0 (sized from the workload) or up to {max_mib}")));
-        }
-        let mut fault_injection = FaultInjection::default();
-        if let Some(mut fi) = s.sub_opt("fault_injection")? {
-            fi.declare(&["skip_clear_subpage", "skip_copy_subpage"])?;
-            fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
-            fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
-            fi.finish()?;
-            check_fault_injection(&fault_injection, &kernel, &workload)?;
-        }
-        s.finish()?;
+        let kernel = kernel::parse(&mut top, &preset, scale)?;
+        let workload = parse_workload(&mut top, &preset, scale)?;
+        let sim = parse_sim(&mut top, &preset, &kernel, &workload)?;
         top.finish()?;
         Ok(RunConfig {
             machine,
@@ -425,18 +159,142 @@ impl RunConfig {
             seed,
             kernel,
             workload,
-            sim: SimConfig {
-                quantum_cycles,
-                node_memory_mib,
-                fault_injection,
-                window_cycles,
-            },
+            sim,
         })
     }
 
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("config serialises")
     }
+}
+
+/// `[workload]`: its kind, and the kind's own keys (each parsed by its file).
+fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<WorkloadConfig, Error> {
+    let mut w = top.sub("workload")?;
+    w.declare(
+        &[
+            &[
+                "kind",
+                "nr_task",
+                "size_per_task_mib",
+                "prealloc",
+                "prefault",
+                "child_start_skew_us",
+                "warmup",
+            ][..],
+            pftest::KEYS,
+            lrufile::KEYS,
+            pmbench::KEYS,
+        ]
+        .concat(),
+    )?;
+    let kind = w
+        .choice_opt(
+            "kind",
+            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench"],
+        )?
+        .ok_or_else(|| {
+            cfg_err(
+                "workload.kind",
+                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\"",
+            )
+        })?;
+    let workload = match kind.as_str() {
+        "usemem" => {
+            let nr_task = w.u64("nr_task")?;
+            if nr_task == 0 || nr_task > 4096 {
+                return Err(cfg_err("workload.nr_task", "must be between 1 and 4096"));
+            }
+            let mib = w
+                .f64_opt("size_per_task_mib")?
+                .ok_or_else(|| cfg_err("workload.size_per_task_mib", "missing required key"))?;
+            let bytes = (mib * scale * MIB as f64) as u64 & !4095;
+            if mib.is_nan() || mib <= 0.0 || bytes < 4096 {
+                return Err(cfg_err("workload.size_per_task_mib", format!("must give at least 4 KiB per task after scaling (got {mib} MiB x scale {scale})")));
+            }
+            if bytes > (64u64 << 30) {
+                return Err(cfg_err(
+                    "workload.size_per_task_mib",
+                    "at most 65536 MiB per task",
+                ));
+            }
+            let prealloc = w.bool_opt("prealloc")?.unwrap_or(false);
+            let prefault = w.bool_opt("prefault")?.unwrap_or(false);
+            let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
+            let warmup = w.bool_opt("warmup")?.unwrap_or(false);
+            if child_start_skew_us > 1_000_000 {
+                return Err(cfg_err(
+                    "workload.child_start_skew_us",
+                    format!("{child_start_skew_us} is out of range; accepted: 0 to 1000000"),
+                ));
+            }
+            WorkloadConfig::Usemem(UsememConfig {
+                nr_task,
+                size_per_task: bytes,
+                size_per_task_mib: bytes as f64 / MIB as f64,
+                prealloc,
+                prefault,
+                child_start_skew_us,
+                warmup,
+            })
+        }
+        "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
+        "lru-file-mmap-read" => {
+            WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?)
+        }
+        "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, &preset, scale)?),
+        _ => unreachable!(),
+    };
+    w.finish()?;
+    Ok(workload)
+}
+
+/// `[sim]`: the quantum, the memory per node, the window and fault injection.
+fn parse_sim(
+    top: &mut Fields,
+    preset: &Preset,
+    kernel: &KernelConfig,
+    workload: &WorkloadConfig,
+) -> Result<SimConfig, Error> {
+    let mut s = top
+        .sub_opt("sim")?
+        .unwrap_or_else(|| Fields::new("sim", toml::Table::new()));
+    s.declare(&[
+        "quantum_cycles",
+        "node_memory_mib",
+        "fault_injection",
+        "window_cycles",
+    ])?;
+    let quantum_cycles = s
+        .u64_opt("quantum_cycles")?
+        .unwrap_or(DEFAULT_QUANTUM_CYCLES);
+    if !(10..=10_000_000).contains(&quantum_cycles) {
+        return Err(cfg_err(
+            "sim.quantum_cycles",
+            "must be between 10 and 10000000",
+        ));
+    }
+    let window_cycles = parse_window(&mut s, &preset)?;
+    let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
+    let max_mib = MAX_SIMULATED_MEMORY / MIB;
+    if node_memory_mib > max_mib {
+        return Err(cfg_err("sim.node_memory_mib", format!("{node_memory_mib} MiB is out of range; accepted: 0 (sized from the workload) or up to {max_mib}")));
+    }
+    let mut fault_injection = FaultInjection::default();
+    if let Some(mut fi) = s.sub_opt("fault_injection")? {
+        fi.declare(&["skip_clear_subpage", "skip_copy_subpage"])?;
+        fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
+        fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
+        fi.finish()?;
+        check_fault_injection(&fault_injection, &kernel, &workload)?;
+    }
+    s.finish()?;
+    Ok(SimConfig {
+        quantum_cycles,
+        node_memory_mib,
+        fault_injection,
+        window_cycles,
+    })
 }
 
 /// `sim.window_cycles`: absent or 0 for the ordinary run loop; `"auto"`
