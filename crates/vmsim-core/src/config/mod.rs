@@ -238,11 +238,11 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 warmup,
             })
         }
-        "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, &preset, scale)?),
+        "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, preset, scale)?),
         "lru-file-mmap-read" => {
-            WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, &preset, scale)?)
+            WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, preset, scale)?)
         }
-        "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, &preset, scale)?),
+        "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, preset, scale)?),
         _ => unreachable!(),
     };
     w.finish()?;
@@ -274,7 +274,7 @@ fn parse_sim(
             "must be between 10 and 10000000",
         ));
     }
-    let window_cycles = parse_window(&mut s, &preset)?;
+    let window_cycles = parse_window(&mut s, preset)?;
     let node_memory_mib = s.u64_opt("node_memory_mib")?.unwrap_or(0);
     let max_mib = MAX_SIMULATED_MEMORY / MIB;
     if node_memory_mib > max_mib {
@@ -286,7 +286,7 @@ fn parse_sim(
         fault_injection.skip_clear_subpage = fi.u64_opt("skip_clear_subpage")?;
         fault_injection.skip_copy_subpage = fi.u64_opt("skip_copy_subpage")?;
         fi.finish()?;
-        check_fault_injection(&fault_injection, &kernel, &workload)?;
+        check_fault_injection(&fault_injection, kernel, workload)?;
     }
     s.finish()?;
     Ok(SimConfig {
