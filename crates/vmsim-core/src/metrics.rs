@@ -6,7 +6,7 @@ use crate::sim::Sim;
 use serde_json::{json, Map, Value};
 
 pub fn report(sim: &Sim) -> Value {
-    let m = &sim.m;
+    let m = &sim.machine;
     let hz = m.freq_mhz as f64 * 1e6;
     let mut throughput = 0.0;
     let mut elapsed: u64 = 0;
@@ -82,7 +82,7 @@ pub fn report(sim: &Sim) -> Value {
     }
     let instructions = tot.user_instructions + tot.sys_instructions;
     let cycles = tot.user_cycles + tot.sys_cycles;
-    let v = &sim.k.vmstat;
+    let v = &sim.kernel.vmstat;
     let verified = sim.tasks.iter().any(|t| !t.is_kthread())
         && sim
             .tasks

@@ -141,7 +141,7 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
         5,
     );
     if let Some(d) = low_below_start {
-        s.k.pgdat[0].wmark_low = s.k.alloc.nr_free[0] - d;
+        s.kernel.pgdat[0].wmark_low = s.kernel.alloc.nr_free[0] - d;
     }
     s.spawn(Box::new(Usemem::new(8 << 20, 7)), 0);
     s.run(&mut |_| {}).unwrap();
@@ -153,7 +153,7 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
 fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
     // The low watermark lies between the second and third huge-page allocation.
     let (s, woken, kt) = run_waiter(Some(2 * 512));
-    assert!(s.k.pgdat[0].nr_kswapd_wakeups >= 1);
+    assert!(s.kernel.pgdat[0].nr_kswapd_wakeups >= 1);
     assert!(!woken.is_empty(), "the kernel thread ran after being woken");
     let first = s.sched.last_wakeup(kt).expect("woken");
     let user = &s.tasks[1];
@@ -162,16 +162,16 @@ fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
         "woken during the writes"
     );
     // It ran on its own CPU once per wake-up, after it, in kernel mode.
-    assert_eq!(woken.len() as u64, s.k.pgdat[0].nr_kswapd_wakeups);
+    assert_eq!(woken.len() as u64, s.kernel.pgdat[0].nr_kswapd_wakeups);
     assert!(woken[0] >= first || woken.len() > 1);
     assert_eq!(s.sched.task_cpu(kt), 5);
     assert!(
-        s.m.cpus[5].stats.sys_cycles >= 1000 * woken.len() as u64
-            && s.m.cpus[5].stats.user_cycles == 0
+        s.machine.cpus[5].stats.sys_cycles >= 1000 * woken.len() as u64
+            && s.machine.cpus[5].stats.user_cycles == 0
     );
     // Without crossing the watermark it sleeps for good, and the run still ends.
     let (s, woken, kt) = run_waiter(None);
-    assert_eq!(s.k.pgdat[0].nr_kswapd_wakeups, 0);
+    assert_eq!(s.kernel.pgdat[0].nr_kswapd_wakeups, 0);
     assert!(woken.is_empty());
     assert_eq!(s.sched.last_wakeup(kt), None);
     assert!(s.tasks[1].exited);
@@ -204,12 +204,12 @@ fn a_cpu_running_a_kernel_thread_keeps_the_mm_lazily_in_its_cpumask() {
     assert_eq!(s.tlbstate[4].loaded_mm, Some(mm));
     assert!(s.tlbstate[4].is_lazy);
     assert!(
-        s.k.mms[mm].cpumask.test(4),
+        s.kernel.mms[mm].cpumask.test(4),
         "a lazy CPU stays in mm_cpumask"
     );
     // Switching from the kernel thread back to the same mm needed no flush:
     // the only full flush on CPU 4 is the first switch to the mm (a CR3 write).
-    assert_eq!(s.m.cpus[4].stats.tlb_flush_full, 1);
+    assert_eq!(s.machine.cpus[4].stats.tlb_flush_full, 1);
 }
 
 /// A process that clones one thread; both sleep until T1 and then T2 (so
@@ -277,8 +277,8 @@ impl Program for Racer {
 
 fn race(thp: Thp) -> Sim {
     let mut s = sim();
-    s.k.cfg.thp = thp;
-    let free = s.k.alloc.nr_free.clone();
+    s.kernel.cfg.thp = thp;
+    let free = s.kernel.alloc.nr_free.clone();
     let leader = s.spawn(
         Box::new(Racer {
             step: 0,
@@ -303,28 +303,28 @@ fn race(thp: Thp) -> Sim {
     );
     assert_eq!((s.sched.task_cpu(leader), s.sched.task_cpu(thread)), (0, 1));
     let faults = if thp == Thp::Always { 2 } else { 3 }; // 4 KiB pages: page 1 is a fault of its own
-    assert_eq!(s.k.vmstat.pgfault, faults, "both threads faulted");
+    assert_eq!(s.kernel.vmstat.pgfault, faults, "both threads faulted");
     assert_eq!(
-        s.k.vmstat.fault_race_backouts, 1,
+        s.kernel.vmstat.fault_race_backouts, 1,
         "the second install found the entry taken and backed out"
     );
     let t = &s.tasks[leader];
     assert_eq!((t.pages_checked, t.bad_pages), (1, 0), "{:?}", t.first_bad);
     // Nothing leaked: after the last user's exit (exit_mmap) every frame is free again.
-    assert_eq!(s.k.alloc.nr_free, free);
-    assert_eq!(s.k.vmstat.pgalloc, s.k.vmstat.pgfree);
-    assert_eq!(s.k.mms[s.tasks[leader].mm.unwrap()].mm_users, 0);
+    assert_eq!(s.kernel.alloc.nr_free, free);
+    assert_eq!(s.kernel.vmstat.pgalloc, s.kernel.vmstat.pgfree);
+    assert_eq!(s.kernel.mms[s.tasks[leader].mm.unwrap()].mm_users, 0);
     s
 }
 
 #[test]
 fn two_threads_faulting_one_address_map_exactly_one_folio() {
     let s = race(Thp::Always);
-    assert_eq!(s.k.vmstat.thp_fault_alloc, 2);
-    assert_eq!(s.k.vmstat.pgalloc, 2 * 512);
+    assert_eq!(s.kernel.vmstat.thp_fault_alloc, 2);
+    assert_eq!(s.kernel.vmstat.pgalloc, 2 * 512);
     let s = race(Thp::Never);
-    assert_eq!(s.k.vmstat.pgfault_anon_4k, 3);
-    assert_eq!(s.k.vmstat.pgalloc, 3);
+    assert_eq!(s.kernel.vmstat.pgfault_anon_4k, 3);
+    assert_eq!(s.kernel.vmstat.pgalloc, 3);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -430,7 +430,7 @@ fn shoot(inject: bool) -> (Sim, Result<(), vmsim_core::api::Error>) {
         0,
     );
     let mm = s.tasks[leader].mm.unwrap();
-    s.k.mms[mm].inject_no_shootdown = inject;
+    s.kernel.mms[mm].inject_no_shootdown = inject;
     let r = s.run(&mut |_| {});
     (s, r)
 }
@@ -441,8 +441,11 @@ fn the_tlb_truth_check_catches_a_missing_shootdown() {
     let (s, r) = shoot(false);
     r.expect("with every shootdown sent, no TLB entry is stale");
     // The thread's CPU got the fork's full flush and the copy-on-write fault's flush of P.
-    assert!(s.m.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] >= 2);
-    assert!(s.k.vmstat.thp_cow_copies >= 1, "P moved to a new frame");
+    assert!(s.machine.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] >= 2);
+    assert!(
+        s.kernel.vmstat.thp_cow_copies >= 1,
+        "P moved to a new frame"
+    );
     let (s, r) = shoot(true);
     match r {
         Err(vmsim_core::api::Error::Internal(m)) => {
@@ -450,7 +453,7 @@ fn the_tlb_truth_check_catches_a_missing_shootdown() {
         }
         other => panic!("a missing flush must fail the run, got {other:?}"),
     }
-    assert_eq!(s.m.cpus[1].stats.ipis_received, 0);
+    assert_eq!(s.machine.cpus[1].stats.ipis_received, 0);
 }
 
 #[test]

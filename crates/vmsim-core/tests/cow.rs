@@ -141,7 +141,7 @@ fn cow_script() -> Script {
 
 fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
     let mut s = sim(thp, thp_cow);
-    let free0: Vec<u64> = s.k.alloc.nr_free.clone();
+    let free0: Vec<u64> = s.kernel.alloc.nr_free.clone();
     s.spawn(Box::new(cow_script()), 0);
     s.run(&mut |_| {}).unwrap();
     assert_eq!(s.tasks.len(), 2);
@@ -151,8 +151,8 @@ fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
         assert!(t.pages_checked > 0);
     }
     // Every folio freed exactly once: all memory is back on the free lists.
-    assert_eq!(s.k.alloc.nr_free, free0, "{thp:?} {thp_cow:?}");
-    let v = &s.k.vmstat;
+    assert_eq!(s.kernel.alloc.nr_free, free0, "{thp:?} {thp_cow:?}");
+    let v = &s.kernel.vmstat;
     assert_eq!(
         v.pgfault,
         v.pgfault_anon_4k + v.pgfault_thp + v.pgfault_cow_4k + v.pgfault_cow_thp
@@ -164,7 +164,7 @@ fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
 #[test]
 fn cow_thp_copy() {
     let s = run_cow(Thp::Always, ThpCow::Copy);
-    let v = &s.k.vmstat;
+    let v = &s.kernel.vmstat;
     assert_eq!(v.pgfault_thp, 2);
     assert_eq!(
         v.thp_cow_copies, 1,
@@ -182,7 +182,7 @@ fn cow_thp_copy() {
 #[test]
 fn cow_thp_split() {
     let s = run_cow(Thp::Always, ThpCow::Split);
-    let v = &s.k.vmstat;
+    let v = &s.kernel.vmstat;
     assert_eq!(v.thp_cow_copies, 0);
     assert_eq!(v.thp_split_pmd, 1);
     assert_eq!(
@@ -199,7 +199,7 @@ fn cow_thp_split() {
 #[test]
 fn cow_4k() {
     let s = run_cow(Thp::Never, ThpCow::Copy);
-    let v = &s.k.vmstat;
+    let v = &s.kernel.vmstat;
     assert_eq!(v.pgfault_anon_4k, 1024);
     assert_eq!(v.subpage_copies, 1);
     assert_eq!(v.pgfault_cow_4k, 1 + 1024);
@@ -375,7 +375,7 @@ fn the_children_start_together_on_the_parents_go() {
     );
     s.run(&mut |_| {}).unwrap();
     let starts: Vec<u64> = s.tasks[1..].iter().map(|t| t.start.unwrap()).collect();
-    let us = s.m.freq_mhz;
+    let us = s.machine.freq_mhz;
     for (k, st) in starts.iter().enumerate() {
         assert_eq!(st - starts[0], k as u64 * us, "{starts:?}");
     }

@@ -17,7 +17,7 @@ fn sim() -> Sim {
 fn readers_read_back_every_page_of_their_files() {
     let mut s = sim();
     let size = 1 << 20;
-    let files: Vec<usize> = (0..3).map(|_| s.k.create_sparse_file(size)).collect();
+    let files: Vec<usize> = (0..3).map(|_| s.kernel.create_sparse_file(size)).collect();
     let pids: Vec<usize> = files
         .iter()
         .enumerate()
@@ -36,32 +36,32 @@ fn readers_read_back_every_page_of_their_files() {
     }
     for &f in &files {
         assert_eq!(
-            s.k.pagecache.inodes[f].pages.len(),
+            s.kernel.pagecache.inodes[f].pages.len(),
             256,
             "the page cache keeps the file after munmap"
         );
-        assert!(s.k.pagecache.inodes[f].i_mmap.is_empty());
+        assert!(s.kernel.pagecache.inodes[f].i_mmap.is_empty());
     }
     // Most pages came from readahead and fault-around, not one fault each.
     assert!(
-        s.k.filemap.pgfault_file < 3 * 256 / 8,
+        s.kernel.filemap.pgfault_file < 3 * 256 / 8,
         "{} faults",
-        s.k.filemap.pgfault_file
+        s.kernel.filemap.pgfault_file
     );
-    assert_eq!(s.k.filemap.nr_page_cache_add, 3 * 256);
+    assert_eq!(s.kernel.filemap.nr_page_cache_add, 3 * 256);
 }
 
 #[test]
 fn a_corrupted_page_cache_folio_is_caught_by_the_reader() {
     let mut s = sim();
     let size = 256 << 10;
-    let f = s.k.create_sparse_file(size);
+    let f = s.kernel.create_sparse_file(size);
     let a = s.spawn(Box::new(FileReader::new(f, size)), 0);
     s.run(&mut |_| {}).unwrap();
     assert_eq!(s.tasks[a].bad_pages, 0);
     // A second reader maps the cached folios; one of them no longer holds the file's bytes.
-    let pfn = s.k.find_get_page(f, 5).unwrap();
-    s.k.alloc.tags[pfn as usize] ^= 1;
+    let pfn = s.kernel.find_get_page(f, 5).unwrap();
+    s.kernel.alloc.tags[pfn as usize] ^= 1;
     let b = s.spawn(Box::new(FileReader::new(f, size)), 1);
     s.run(&mut |_| {}).unwrap();
     assert_eq!((s.tasks[b].pages_checked, s.tasks[b].bad_pages), (64, 1));

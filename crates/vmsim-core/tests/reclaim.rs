@@ -26,7 +26,7 @@ fn sim_on(preset: &str, flush: TlbFlushOnUnmap) -> Sim {
         ..KernelConfig::default()
     };
     let mut s = common::sim(preset, cfg, NODE_BYTES, 0);
-    for n in 0..s.m.topo.nr_nodes() {
+    for n in 0..s.machine.topo.nr_nodes() {
         s.kswapd_run(n);
     }
     s
@@ -37,7 +37,7 @@ fn run_readers(flush: TlbFlushOnUnmap, readers: usize, file_bytes: u64) -> (Sim,
     let mut s = sim(flush);
     let pids: Vec<usize> = (0..readers)
         .map(|i| {
-            let f = s.k.create_sparse_file(file_bytes);
+            let f = s.kernel.create_sparse_file(file_bytes);
             s.spawn(Box::new(FileReader::new(f, file_bytes)), 1 + i)
         })
         .collect();
@@ -59,19 +59,32 @@ fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies
                 task.first_bad
             );
         }
-        let r = &s.k.reclaim;
+        let r = &s.kernel.reclaim;
         assert!(
             r.pgsteal_kswapd > 0 && r.pgscan_kswapd >= r.pgsteal_kswapd,
             "{flush:?}: {r:?}"
         );
-        assert!(s.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum::<u64>() > 0);
+        assert!(
+            s.kernel
+                .pgdat
+                .iter()
+                .map(|p| p.nr_kswapd_wakeups)
+                .sum::<u64>()
+                > 0
+        );
         // Every freed folio left the cache; what is cached is on an LRU list.
-        let cached: usize = s.k.pagecache.inodes.iter().map(|i| i.pages.len()).sum();
-        let on_lru: usize = (0..2).map(|n| s.k.nr_file_lru(n)).sum();
+        let cached: usize = s
+            .kernel
+            .pagecache
+            .inodes
+            .iter()
+            .map(|i| i.pages.len())
+            .sum();
+        let on_lru: usize = (0..2).map(|n| s.kernel.nr_file_lru(n)).sum();
         assert_eq!(cached, on_lru, "{flush:?}");
         // Each remote flush IPIs a CPU at most once.
-        let flushes = s.k.vmstat.nr_tlb_remote_flush;
-        for (c, cpu) in s.m.cpus.iter().enumerate() {
+        let flushes = s.kernel.vmstat.nr_tlb_remote_flush;
+        for (c, cpu) in s.machine.cpus.iter().enumerate() {
             assert!(
                 cpu.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize] <= flushes,
                 "{flush:?}: CPU {c}"
@@ -80,7 +93,7 @@ fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies
         // Batched unmaps leave the readers' mms marked; each reader's munmap
         // (zap_pte_range → flush_tlb_batched_pending) caught up once.
         for &t in &pids {
-            let mm = &s.k.mms[s.tasks[t].mm.unwrap()];
+            let mm = &s.kernel.mms[s.tasks[t].mm.unwrap()];
             let pending = mm.tlb_flush_batched & 0x7fff;
             assert_eq!(mm.tlb_flush_batched >> 16, pending, "{flush:?}");
             assert_eq!(pending > 0, flush == TlbFlushOnUnmap::Batched, "{flush:?}");
@@ -102,7 +115,8 @@ fn batching_sends_fewer_shootdowns_than_flushing_each_page() {
     let (per_page, _) = run_readers(TlbFlushOnUnmap::PerPage, 4, 16 << 20);
     let (batched, _) = run_readers(TlbFlushOnUnmap::Batched, 4, 16 << 20);
     let ipis = |s: &Sim| {
-        s.m.cpus
+        s.machine
+            .cpus
             .iter()
             .map(|c| c.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize])
             .sum::<u64>()
@@ -164,13 +178,13 @@ impl Program for TwoPasses {
 fn reclaimed_pages_refault_with_their_content() {
     let mut s = sim(TlbFlushOnUnmap::Batched);
     let size = 48 << 20;
-    let f = s.k.create_sparse_file(size);
+    let f = s.kernel.create_sparse_file(size);
     s.spawn(Box::new(FileReader::new(f, size)), 1);
     s.run(&mut |_| {}).unwrap();
     // Frames not in the page cache now hold other data, as reused memory would.
-    for pfn in 0..s.k.alloc.tags.len() as u64 {
-        if !s.k.pagecache.owner.contains_key(&pfn) {
-            s.k.alloc.tags[pfn as usize] = 0xBAD0_0000 ^ pfn;
+    for pfn in 0..s.kernel.alloc.tags.len() as u64 {
+        if !s.kernel.pagecache.owner.contains_key(&pfn) {
+            s.kernel.alloc.tags[pfn as usize] = 0xBAD0_0000 ^ pfn;
         }
     }
     let t = s.spawn(
@@ -191,9 +205,9 @@ fn reclaimed_pages_refault_with_their_content() {
         task.first_bad
     );
     assert!(
-        s.k.reclaim.workingset_refault_file > size / 4096,
+        s.kernel.reclaim.workingset_refault_file > size / 4096,
         "{:?}",
-        s.k.reclaim
+        s.kernel.reclaim
     );
 }
 
@@ -297,7 +311,7 @@ fn reclaim_under_a_running_reader_on(
     inject: bool,
 ) -> (Sim, Result<(), vmsim_core::api::Error>) {
     let mut s = sim_on(preset, flush);
-    let f = s.k.create_sparse_file(64 * 4096);
+    let f = s.kernel.create_sparse_file(64 * 4096);
     let t = s.spawn(
         Box::new(ReadBusyReread {
             ino: f,
@@ -307,7 +321,7 @@ fn reclaim_under_a_running_reader_on(
         1,
     );
     let mm = s.tasks[t].mm.unwrap();
-    s.k.mms[mm].inject_no_shootdown = inject;
+    s.kernel.mms[mm].inject_no_shootdown = inject;
     // 1 ms in: the first pass is done, the anonymous writes are under way.
     s.kthread_run(
         Box::new(Shrinker {
@@ -324,13 +338,17 @@ fn reclaim_under_a_running_reader_on(
 fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
     let (s, r) = reclaim_under_a_running_reader(false);
     r.expect("with the batch's IPIs sent, no TLB entry is stale");
-    assert!(s.k.reclaim.pgsteal_direct >= 32, "{:?}", s.k.reclaim);
     assert!(
-        s.k.reclaim.tlb_ubc_ipis >= 1,
+        s.kernel.reclaim.pgsteal_direct >= 32,
+        "{:?}",
+        s.kernel.reclaim
+    );
+    assert!(
+        s.kernel.reclaim.tlb_ubc_ipis >= 1,
         "the reader's CPU was running its mm: IPI'd"
     );
     assert!(
-        s.k.reclaim.workingset_refault_file >= 32,
+        s.kernel.reclaim.workingset_refault_file >= 32,
         "the second pass refaulted"
     );
     let (_, r) = reclaim_under_a_running_reader(true);
@@ -345,27 +363,27 @@ fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
 #[test]
 fn per_page_flushing_sends_a_round_per_page_and_batching_one_ipi_per_batch() {
     let shootdowns =
-        |s: &Sim| s.m.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize];
+        |s: &Sim| s.machine.cpus[1].stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize];
     let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::PerPage, false);
     r.unwrap();
     // Every reclaimed page was mapped by the reader running on CPU 1: one IPI each.
-    let stolen = s.k.reclaim.pgsteal_direct;
+    let stolen = s.kernel.reclaim.pgsteal_direct;
     assert!(stolen >= 32);
     assert_eq!(
-        (s.k.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
+        (s.kernel.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
         (stolen, stolen)
     );
     let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::Batched, false);
     r.unwrap();
     // One flush per batch that unmapped anything, one IPI to CPU 1 in each.
-    let batches = s.k.reclaim.tlb_ubc_flushes;
+    let batches = s.kernel.reclaim.tlb_ubc_flushes;
     assert!(
-        batches >= 1 && batches * 32 >= s.k.reclaim.pgsteal_direct,
+        batches >= 1 && batches * 32 >= s.kernel.reclaim.pgsteal_direct,
         "{:?}",
-        s.k.reclaim
+        s.kernel.reclaim
     );
     assert_eq!(
-        (s.k.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
+        (s.kernel.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
         (batches, batches)
     );
 }
@@ -395,7 +413,8 @@ file_ram_ratio = 2
 }
 
 fn shootdowns_received(s: &Sim) -> u64 {
-    s.m.cpus
+    s.machine
+        .cpus
         .iter()
         .map(|c| c.stats.ipis_received_by_cause[IpiCause::TlbShootdown as usize])
         .sum()
@@ -409,7 +428,7 @@ fn broadcast_invalidation_sends_no_shootdown_and_leaves_no_stale_entry() {
     let (s, r) =
         reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Broadcast, false);
     r.expect("every TLB was invalidated by the broadcast before the folios were freed");
-    let rc = &s.k.reclaim;
+    let rc = &s.kernel.reclaim;
     assert!(rc.pgsteal_direct >= 32, "{rc:?}");
     assert!(
         rc.workingset_refault_file >= 32,
@@ -418,17 +437,20 @@ fn broadcast_invalidation_sends_no_shootdown_and_leaves_no_stale_entry() {
     assert!(rc.tlb_ubc_invlpgb >= 1, "{rc:?}");
     assert_eq!((rc.tlb_ubc_flushes, rc.tlb_ubc_ipis), (0, 0));
     assert_eq!(shootdowns_received(&s), 0);
-    assert_eq!(s.k.vmstat.nr_tlb_remote_flush, 0);
+    assert_eq!(s.kernel.vmstat.nr_tlb_remote_flush, 0);
     // The shrinker on CPU 0 issued every broadcast; it reached the reader's CPU 1 and all others.
-    assert_eq!(s.m.cpus[0].stats.invlpgb_issued, rc.tlb_ubc_invlpgb);
+    assert_eq!(s.machine.cpus[0].stats.invlpgb_issued, rc.tlb_ubc_invlpgb);
     for cpu in [0, 1, 255] {
-        assert_eq!(s.m.cpus[cpu].stats.tlb_flush_broadcast, rc.tlb_ubc_invlpgb);
+        assert_eq!(
+            s.machine.cpus[cpu].stats.tlb_flush_broadcast,
+            rc.tlb_ubc_invlpgb
+        );
     }
     // The same run batched through IPIs does send shootdowns.
     let (b, r) =
         reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Batched, false);
     r.unwrap();
-    assert!(shootdowns_received(&b) >= 1 && b.k.reclaim.tlb_ubc_invlpgb == 0);
+    assert!(shootdowns_received(&b) >= 1 && b.kernel.reclaim.tlb_ubc_invlpgb == 0);
 }
 
 #[test]
@@ -436,7 +458,7 @@ fn readers_beyond_memory_read_everything_back_with_broadcast_invalidation() {
     let mut s = sim_on("epyc-7j13-milan", TlbFlushOnUnmap::Broadcast);
     let pids: Vec<usize> = (0..4)
         .map(|i| {
-            let f = s.k.create_sparse_file(16 << 20);
+            let f = s.kernel.create_sparse_file(16 << 20);
             s.spawn(Box::new(FileReader::new(f, 16 << 20)), 1 + i)
         })
         .collect();
@@ -444,7 +466,7 @@ fn readers_beyond_memory_read_everything_back_with_broadcast_invalidation() {
     for &t in &pids {
         assert_eq!((s.tasks[t].pages_checked, s.tasks[t].bad_pages), (4096, 0));
     }
-    assert!(s.k.reclaim.tlb_ubc_invlpgb > 0);
+    assert!(s.kernel.reclaim.tlb_ubc_invlpgb > 0);
     assert_eq!(shootdowns_received(&s), 0);
 }
 

@@ -40,7 +40,7 @@ fn a_busy_cpu_takes_one_tick_per_period_and_idle_cpus_none() {
         s.spawn(Box::new(Usemem::new(48 << 20, 1)), 5);
         s.run(&mut |_| {}).unwrap();
         let period = preset().freq_mhz * 1_000_000 / hz;
-        let busy = s.m.cpus[5].clock;
+        let busy = s.machine.cpus[5].clock;
         let ticks = s.sched.stats.nr_ticks;
         // Grid from 0 (no seed given): ticks at period, 2 period, ... up to the end.
         assert!(
@@ -49,7 +49,7 @@ fn a_busy_cpu_takes_one_tick_per_period_and_idle_cpus_none() {
         );
         assert!(ticks >= 2, "hz {hz}: the run must span ticks, got {ticks}");
         assert_eq!(s.kfn_cycles[KFn::Tick as usize], ticks * tick_cost());
-        for (c, cpu) in s.m.cpus.iter().enumerate() {
+        for (c, cpu) in s.machine.cpus.iter().enumerate() {
             if c != 5 {
                 assert_eq!(cpu.stats.sys_cycles, 0, "idle CPU {c} did kernel work");
             }

@@ -11,12 +11,12 @@ impl Kernel {
     /// `exit_mm()` → `mmput()` on `hw.cpu`: the last user of `mm_id` releases
     /// every mapping (`exit_mmap()`); the CPU keeps the mm loaded lazily.
     pub fn exit_mm(&mut self, hw: &mut Hw, mm_id: usize) {
-        hw.m.set_mode(hw.cpu, Mode::Kernel);
+        hw.machine.set_mode(hw.cpu, Mode::Kernel);
         if self.mmput(mm_id) {
             for (start, end, zapped) in self.exit_mmap_ranges(mm_id) {
                 self.zap(hw, mm_id, start, end, &zapped);
             }
         }
-        hw.m.set_mode(hw.cpu, Mode::User);
+        hw.machine.set_mode(hw.cpu, Mode::User);
     }
 }

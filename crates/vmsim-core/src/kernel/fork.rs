@@ -137,7 +137,7 @@ impl Kernel {
         hw.charge(copy.cycles);
         hw.settle(KFn::Fork);
         flush_tlb_mm_range(
-            hw.m,
+            hw.machine,
             &mut self.vmstat,
             hw.cpu,
             &mut self.mms[parent_mm],

@@ -23,7 +23,7 @@ impl Kernel {
         mut pos: u64,
         work: &mut VecDeque<Work>,
     ) -> Result<Option<u64>, FaultError> {
-        hw.m.set_mode(hw.cpu, Mode::Kernel);
+        hw.machine.set_mode(hw.cpu, Mode::Kernel);
         while pos < len {
             let va = start + pos;
             let mapped = match self.mms[mm].lookup(va) {
@@ -35,14 +35,14 @@ impl Kernel {
                     }
                 }
                 None => {
-                    let node = hw.m.topo.node_of(hw.cpu);
+                    let node = hw.machine.topo.node_of(hw.cpu);
                     let m = self.faultin_page(mm, va, true, node, work)?;
                     return Ok(Some(next_page(start, pos, m)));
                 }
             };
             pos = next_page(start, pos, mapped);
         }
-        hw.m.set_mode(hw.cpu, Mode::User);
+        hw.machine.set_mode(hw.cpu, Mode::User);
         Ok(None)
     }
 }

@@ -21,7 +21,7 @@ pub type KfnCycles = [u64; KFn::ALL.len()];
 pub struct Hw<'a> {
     /// The CPU the path runs on.
     pub cpu: usize,
-    pub(crate) m: &'a mut Machine,
+    pub(crate) machine: &'a mut Machine,
     /// Every CPU's `cpu_tlbstate` (a flush reads its targets').
     pub(crate) tlbstate: &'a mut [TlbState],
     /// This CPU's system cycles already attributed.
@@ -39,7 +39,7 @@ impl<'a> Hw<'a> {
     ) -> Hw<'a> {
         Hw {
             cpu,
-            m,
+            machine: m,
             tlbstate,
             settled,
             kfn_cycles,
@@ -48,12 +48,12 @@ impl<'a> Hw<'a> {
 
     /// The path's own software: `cycles` of kernel time and as many instructions.
     pub fn charge(&mut self, cycles: u64) {
-        self.m.advance(self.cpu, cycles, cycles);
+        self.machine.advance(self.cpu, cycles, cycles);
     }
 
     /// Attributes this CPU's system cycles since the last settlement to `what`.
     pub fn settle(&mut self, what: KFn) {
-        settle(self.m, self.cpu, self.settled, self.kfn_cycles, what);
+        settle(self.machine, self.cpu, self.settled, self.kfn_cycles, what);
     }
 }
 

@@ -17,10 +17,10 @@ impl Kernel {
         };
         self.unlink_file_vma(mm_id, &vma);
         let zapped = self.hugetlb_unmap(&vma, zapped);
-        hw.m.set_mode(hw.cpu, Mode::Kernel);
+        hw.machine.set_mode(hw.cpu, Mode::Kernel);
         hw.charge(self.costs.syscall_entry_exit_cycles);
         self.zap(hw, mm_id, vma.start, vma.end, &zapped);
-        hw.m.set_mode(hw.cpu, Mode::User);
+        hw.machine.set_mode(hw.cpu, Mode::User);
         true
     }
 
@@ -37,7 +37,7 @@ impl Kernel {
         }
         hw.settle(KFn::FreePages);
         flush_tlb_mm_range(
-            hw.m,
+            hw.machine,
             &mut self.vmstat,
             hw.cpu,
             &mut self.mms[mm_id],

@@ -77,7 +77,7 @@ impl Kernel {
             return false;
         }
         flush_tlb_mm_range(
-            hw.m,
+            hw.machine,
             &mut self.vmstat,
             hw.cpu,
             &mut self.mms[mm_id],

@@ -352,7 +352,7 @@ impl Kernel {
             } else {
                 // ptep_clear_flush() → flush_tlb_page().
                 flush_tlb_mm_range(
-                    hw.m,
+                    hw.machine,
                     &mut self.vmstat,
                     cpu,
                     &mut self.mms[mm],
@@ -378,7 +378,7 @@ impl Kernel {
         // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
         // not, this one's included, and no IPI is sent.
         if self.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
-            && invlpgb_flush_all_nonglobals(hw.m, cpu, hw.tlbstate, &self.mms)
+            && invlpgb_flush_all_nonglobals(hw.machine, cpu, hw.tlbstate, &self.mms)
         {
             self.reclaim.tlb_ubc_invlpgb += 1;
             hw.settle(KFn::FlushTlb);
@@ -399,7 +399,7 @@ impl Kernel {
             vs.nr_tlb_remote_flush_received += n;
             self.reclaim.tlb_ubc_flushes += 1;
             self.reclaim.tlb_ubc_ipis += n;
-            hw.m.send_tlb_flush_ipis(cpu, &targets, 0, None);
+            hw.machine.send_tlb_flush_ipis(cpu, &targets, 0, None);
         }
         if ubc.cpumask.test(cpu) {
             let ts = &mut hw.tlbstate[cpu];
@@ -408,12 +408,12 @@ impl Kernel {
                     // flush_tlb_func() on a lazy CPU switches it to init_mm.
                     self.mms[mm].cpumask.clear(cpu);
                     *ts = TlbState::default();
-                    hw.m.flush_tlb_local_all(cpu);
+                    hw.machine.flush_tlb_local_all(cpu);
                 }
                 Some(_) => {
                     catch_up(ts, &self.mms);
                     self.vmstat.nr_tlb_local_flush_all += 1;
-                    hw.m.flush_tlb_local_all(cpu);
+                    hw.machine.flush_tlb_local_all(cpu);
                 }
                 None => {}
             }

@@ -135,19 +135,22 @@ impl AccessRun {
 impl Sim {
     pub(crate) fn exec_access(&mut self, cpu: usize, t: usize, deadline: u64, mut r: AccessRun) {
         let mm = self.tasks[t].user_mm();
-        let asid = self.k.mms[mm].asid;
-        let issue = r.a.instr_per_access.div_ceil(self.m.issue_width).max(1);
+        let asid = self.kernel.mms[mm].asid;
+        let issue =
+            r.a.instr_per_access
+                .div_ceil(self.machine.issue_width)
+                .max(1);
         let stream = r.a.pattern == Pattern::Sequential && !r.a.dependent;
         if r.until.is_none() {
-            let now = self.m.cpus[cpu].clock;
+            let now = self.machine.cpus[cpu].clock;
             r.until = Some(
                 r.a.until_ns
-                    .map_or(u64::MAX, |ns| now + ns * self.m.freq_mhz / 1000),
+                    .map_or(u64::MAX, |ns| now + ns * self.machine.freq_mhz / 1000),
             );
         }
         let until = r.until.unwrap_or(u64::MAX);
-        while r.done < r.a.count && self.m.cpus[cpu].clock < deadline {
-            if self.m.cpus[cpu].clock >= until {
+        while r.done < r.a.count && self.machine.cpus[cpu].clock < deadline {
+            if self.machine.cpus[cpu].clock >= until {
                 r.done = r.a.count;
                 break;
             }
@@ -160,7 +163,8 @@ impl Sim {
                 }
             };
             let vpage = va >> 12;
-            if vpage != r.page || r.gen != self.k.mms[mm].generation || (write && !r.writable) {
+            if vpage != r.page || r.gen != self.kernel.mms[mm].generation || (write && !r.writable)
+            {
                 if self.win_part.is_some() && vpage != r.page && !write && self.is_file_page(mm, va)
                 {
                     // The reader's check of a file page reads the page cache: not in phase 1.
@@ -168,11 +172,12 @@ impl Sim {
                     self.parked = Some(window::Park::FilePage);
                     return;
                 }
-                match self.k.mms[mm].walk(va, write) {
+                match self.kernel.mms[mm].walk(va, write) {
                     Some(tr) if tr.writable || !write => {
                         let size = tr.page_size();
                         let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                        if let Some(cached) = self.m.tlb_translate(cpu, asid, va, size, base) {
+                        if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base)
+                        {
                             if cached != base {
                                 self.error = Some(Error::Internal(format!(
                                     "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
@@ -184,7 +189,7 @@ impl Sim {
                             self.check_file_page(t, mm, va, tr.pfn);
                         }
                         (r.pfn, r.page, r.gen, r.writable) =
-                            (tr.pfn, vpage, self.k.mms[mm].generation, tr.writable);
+                            (tr.pfn, vpage, self.kernel.mms[mm].generation, tr.writable);
                     }
                     _ => {
                         r.page = u64::MAX;
@@ -199,26 +204,27 @@ impl Sim {
                 }
             }
             let lip = (va >> 6) & 63;
-            if self.win_part.is_some() && !self.m.is_local(cpu, (r.pfn << 6) | lip) {
+            if self.win_part.is_some() && !self.machine.is_local(cpu, (r.pfn << 6) | lip) {
                 self.tasks[t].cur = Some(Cur::Access(r));
                 self.parked = Some(window::Park::RemoteLine);
                 return;
             }
-            let t0 = self.m.cpus[cpu].clock;
+            let t0 = self.machine.cpus[cpu].clock;
             let kind = if write {
                 AccessKind::Store
             } else {
                 AccessKind::Load
             };
-            self.m.access(cpu, (r.pfn << 6) | lip, kind, stream, issue);
-            self.m.advance(cpu, 0, r.a.instr_per_access);
+            self.machine
+                .access(cpu, (r.pfn << 6) | lip, kind, stream, issue);
+            self.machine.advance(cpu, 0, r.a.instr_per_access);
             let st = &mut self.tasks[t].access;
-            st.latency.record(self.m.cpus[cpu].clock - t0);
+            st.latency.record(self.machine.cpus[cpu].clock - t0);
             if write {
                 st.writes += 1;
                 let v = store_value(r.a.seed, vpage);
-                self.k.alloc.store_line(r.pfn, lip, v);
-                self.k.mms[mm].shadow_store(va, lip, v);
+                self.kernel.alloc.store_line(r.pfn, lip, v);
+                self.kernel.mms[mm].shadow_store(va, lip, v);
             } else {
                 st.reads += 1;
             }
@@ -235,7 +241,7 @@ impl Sim {
 impl Sim {
     /// Whether `va` lies in a file mapping of `mm`.
     fn is_file_page(&self, mm: usize, va: u64) -> bool {
-        self.k.mms[mm]
+        self.kernel.mms[mm]
             .find_vma(va)
             .is_some_and(|v| matches!(v.kind, crate::kernel::mm::VmaKind::FileShared { .. }))
     }
@@ -244,7 +250,7 @@ impl Sim {
     /// it: the frame must be the page cache's folio for (file, index) and
     /// hold that page's content (`file_page_tag`). Untimed bookkeeping.
     fn check_file_page(&mut self, t: usize, mm: usize, va: u64, pfn: u64) {
-        let Some(vma) = self.k.mms[mm].find_vma(va) else {
+        let Some(vma) = self.kernel.mms[mm].find_vma(va) else {
             return;
         };
         let crate::kernel::mm::VmaKind::FileShared { ino, pgoff } = vma.kind else {
@@ -252,8 +258,8 @@ impl Sim {
         };
         let index = pgoff + ((va - vma.start) >> 12);
         let want = crate::kernel::filemap::file_page_tag(ino, index);
-        let cached = self.k.find_get_page(ino, index);
-        let got = self.k.alloc.tag(pfn);
+        let cached = self.kernel.find_get_page(ino, index);
+        let got = self.kernel.alloc.tag(pfn);
         let task = &mut self.tasks[t];
         task.pages_checked += 1;
         if cached != Some(pfn) || got != want {

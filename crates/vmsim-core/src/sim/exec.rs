@@ -14,15 +14,15 @@ impl Sim {
                 instructions,
                 ..
             } => {
-                self.m.advance(cpu, cycles, instructions);
+                self.machine.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {
                 let i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
                     // One string store over more bytes than the chip's threshold elides cache allocation.
                     StoreHow::String
-                        if self.m.nocache_threshold > 0
-                            && nlines * 64 > self.m.nocache_threshold =>
+                        if self.machine.nocache_threshold > 0
+                            && nlines * 64 > self.machine.nocache_threshold =>
                     {
                         (AccessKind::NtStore, self.string_issue)
                     }
@@ -37,7 +37,7 @@ impl Sim {
                 };
                 let n = nlines.min(self.bulk_limit);
                 let i = self
-                    .m
+                    .machine
                     .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
@@ -62,7 +62,7 @@ impl Sim {
                 // The load's issue slots are covered by the store's: the
                 // copy is bound by one store (string width) per line.
                 let n = nlines.min(self.bulk_limit);
-                let i = self.m.bulk_run(
+                let i = self.machine.bulk_run(
                     cpu,
                     dst_line,
                     Some(src_line),
@@ -83,9 +83,9 @@ impl Sim {
                 end,
                 stride_shift,
             } => {
-                let k = &mut self.k;
+                let k = &mut self.kernel;
                 flush_tlb_mm_range_stride(
-                    &mut self.m,
+                    &mut self.machine,
                     &mut k.vmstat,
                     cpu,
                     &mut k.mms[mm],
@@ -96,9 +96,9 @@ impl Sim {
                 );
             }
             Work::PutPage { pfn } => {
-                if self.k.put_page(pfn) > 0 {
-                    let c = self.k.costs.page_free_cycles;
-                    self.m.advance(cpu, c, c);
+                if self.kernel.put_page(pfn) > 0 {
+                    let c = self.kernel.costs.page_free_cycles;
+                    self.machine.advance(cpu, c, c);
                 }
             }
             Work::InstallPmd {
@@ -107,7 +107,7 @@ impl Sim {
                 pfn,
                 orig,
             } => {
-                if !self.k.install_pmd(mm, haddr, pfn, orig) {
+                if !self.kernel.install_pmd(mm, haddr, pfn, orig) {
                     self.drop_put_of_replaced(cpu);
                 }
             }
@@ -118,7 +118,7 @@ impl Sim {
                 writable,
                 orig,
             } => {
-                if !self.k.install_pte(mm, addr, pfn, writable, orig) {
+                if !self.kernel.install_pte(mm, addr, pfn, writable, orig) {
                     self.drop_put_of_replaced(cpu);
                 }
             }
@@ -129,12 +129,12 @@ impl Sim {
                 index,
                 pfn,
             } => {
-                self.k.install_file_pte(mm, addr, ino, index, pfn);
+                self.kernel.install_file_pte(mm, addr, ino, index, pfn);
             }
             Work::InstallPud { mm, haddr, pfn } => {
-                self.k.install_pud(mm, haddr, pfn);
+                self.kernel.install_pud(mm, haddr, pfn);
             }
-            Work::ReturnToUser => self.m.set_mode(cpu, Mode::User),
+            Work::ReturnToUser => self.machine.set_mode(cpu, Mode::User),
             Work::ShrinkNode { node, kswapd } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.shrink_node(&mut hw, node, kswapd);
@@ -151,16 +151,16 @@ impl Sim {
                 }
             }
             Work::DecTlbFlushPending { mm } => {
-                let p = &mut self.k.mms[mm].tlb_flush_pending;
+                let p = &mut self.kernel.mms[mm].tlb_flush_pending;
                 *p = p.saturating_sub(1);
             }
             Work::MigrateRemap { mm, addr, old, new } => {
-                self.k.migrate_remap(mm, addr, old, new);
-                let c = self.k.costs.rmap_pte_cycles + self.k.costs.page_free_cycles;
-                self.m.advance(cpu, c, c);
+                self.kernel.migrate_remap(mm, addr, old, new);
+                let c = self.kernel.costs.rmap_pte_cycles + self.kernel.costs.page_free_cycles;
+                self.machine.advance(cpu, c, c);
             }
             Work::WaitMigration { mm, addr, pfn } => {
-                let still = self.k.mms[mm]
+                let still = self.kernel.mms[mm]
                     .entry(addr)
                     .is_some_and(|p| p.migration && p.pfn == pfn);
                 if let (true, Some(t)) = (still, self.sched.current(cpu)) {
@@ -172,9 +172,9 @@ impl Sim {
                     }
                     self.account_runtime(cpu, t);
                     self.sched.sleep_current(cpu);
-                    let q = self.k.folio_waitqueue(pfn);
-                    self.k.waitq.wait(q, t);
-                    self.m.set_mode(cpu, Mode::User);
+                    let q = self.kernel.folio_waitqueue(pfn);
+                    self.kernel.waitq.wait(q, t);
+                    self.machine.set_mode(cpu, Mode::User);
                     return;
                 }
             }
@@ -188,7 +188,7 @@ impl Sim {
         if !self.cpus[cpu].started {
             self.cpus[cpu].started = true;
             if how == StoreHow::String {
-                self.m.string_start(cpu);
+                self.machine.string_start(cpu);
             }
         }
         self.cpus[cpu].pos
@@ -219,27 +219,27 @@ impl Sim {
     /// if its PTE was accessible: `flush_tlb_page` (per-page) or the
     /// unmap batch's full flush (batched). False if the migration was abandoned.
     fn migrate_unmap(&mut self, cpu: usize, mm: usize, addr: u64, old: u64, new: u64) -> bool {
-        let c = self.k.costs.rmap_pte_cycles;
-        self.m.advance(cpu, c, c);
+        let c = self.kernel.costs.rmap_pte_cycles;
+        self.machine.advance(cpu, c, c);
         self.settle(cpu, KFn::TryToUnmap);
-        let Some(accessible) = self.k.migrate_unmap(mm, addr, old, new) else {
+        let Some(accessible) = self.kernel.migrate_unmap(mm, addr, old, new) else {
             return false;
         };
         if !accessible {
             self.settle(cpu, KFn::TryToUnmap);
             return true;
         }
-        let others = self.k.mms[mm].cpumask.any_but(cpu);
+        let others = self.kernel.mms[mm].cpumask.any_but(cpu);
         if others {
-            self.k.numa.migrate_unmap_flushes += 1;
+            self.kernel.numa.migrate_unmap_flushes += 1;
         }
         // should_defer_flush(): a batch only when another CPU may hold the entry.
-        if others && self.k.cfg.migrate_tlb_flush == crate::policy::MigrateTlbFlush::Batched {
+        if others && self.kernel.cfg.migrate_tlb_flush == crate::policy::MigrateTlbFlush::Batched {
             let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
             // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
             // entry was present (accessible) and the batch is flushed here,
             // so whether it was dirty does not matter.
-            ubc.set_tlb_ubc_flush_pending(&mut self.k.mms[mm], true, false);
+            ubc.set_tlb_ubc_flush_pending(&mut self.kernel.mms[mm], true, false);
             self.settle(cpu, KFn::TryToUnmap);
             // migrate_pages_batch() calls try_to_unmap_flush() itself, after
             // the unmaps: its time is not under try_to_unmap.
@@ -248,9 +248,9 @@ impl Sim {
             return true;
         }
         // ptep_clear_flush() -> flush_tlb_page().
-        let k = &mut self.k;
+        let k = &mut self.kernel;
         crate::kernel::tlbflush::flush_tlb_mm_range(
-            &mut self.m,
+            &mut self.machine,
             &mut k.vmstat,
             cpu,
             &mut k.mms[mm],

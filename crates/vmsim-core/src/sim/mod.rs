@@ -158,8 +158,8 @@ pub struct CpuCtx {
 }
 
 pub struct Sim {
-    pub m: Machine,
-    pub k: Kernel,
+    pub machine: Machine,
+    pub kernel: Kernel,
     pub tasks: Vec<Task>,
     pub cpus: Vec<CpuCtx>,
     pub sched: Scheduler,
@@ -249,8 +249,8 @@ impl Sim {
             sched: Scheduler::new(n, slice),
             engine: Engine::default(),
             tlbstate: vec![TlbState::default(); n],
-            m,
-            k,
+            machine: m,
+            kernel: k,
             tasks: Vec::new(),
             quantum,
             stores_per_cycle,
@@ -311,7 +311,7 @@ impl Sim {
     fn tick_after(&self, cpu: usize, now: u64) -> u64 {
         let p = self.tick_period;
         let mut base = self.tick_phase;
-        if self.k.cfg.skew_tick {
+        if self.kernel.cfg.skew_tick {
             base += (p / 2) / self.cpus.len() as u64 * cpu as u64;
         }
         if now < base {
@@ -326,15 +326,16 @@ impl Sim {
     /// the current task's tick work is flagged. An idle CPU has no tick;
     /// it restarts on the grid when the CPU next has work.
     fn scheduler_tick(&mut self, cpu: usize) {
-        let now = self.m.cpus[cpu].clock;
+        let now = self.machine.cpus[cpu].clock;
         if self.cpus[cpu].tick_stopped {
             self.cpus[cpu].tick_stopped = false;
             self.cpus[cpu].next_tick = self.tick_after(cpu, now);
             return;
         }
-        let cost = self.k.costs.exception_entry_exit_cycles + self.k.costs.tick_handler_cycles;
-        while self.m.cpus[cpu].clock >= self.cpus[cpu].next_tick {
-            self.m.interrupt(cpu, cost);
+        let cost =
+            self.kernel.costs.exception_entry_exit_cycles + self.kernel.costs.tick_handler_cycles;
+        while self.machine.cpus[cpu].clock >= self.cpus[cpu].next_tick {
+            self.machine.interrupt(cpu, cost);
             // Charged straight to the tick, so cycles not yet settled keep their path.
             self.kfn_cycles[KFn::Tick as usize] += cost;
             self.cpus[cpu].sys_settled += cost;
@@ -365,21 +366,21 @@ impl Sim {
         use crate::stats::Counters;
         let mut cpu = Counters::default();
         let mut tlb = Counters::default();
-        for (i, c) in self.m.cpus.iter().enumerate() {
+        for (i, c) in self.machine.cpus.iter().enumerate() {
             cpu.add(&Counters::of(&c.stats));
-            tlb.add(&Counters::of(&self.m.tlb_stats(i)));
+            tlb.add(&Counters::of(&self.machine.tlb_stats(i)));
         }
         let mut dram = Counters::default();
-        for d in &self.m.hier.dram {
+        for d in &self.machine.hier.dram {
             dram.add(&Counters::of(&d.stats));
         }
-        let kswapd: u64 = self.k.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
+        let kswapd: u64 = self.kernel.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
         Counters(serde_json::json!({
-            "vmstat": Counters::of(&self.k.vmstat).0,
-            "filemap": Counters::of(&self.k.filemap).0,
-            "reclaim": Counters::of(&self.k.reclaim).0,
+            "vmstat": Counters::of(&self.kernel.vmstat).0,
+            "filemap": Counters::of(&self.kernel.filemap).0,
+            "reclaim": Counters::of(&self.kernel.reclaim).0,
             "sched": Counters::of(&self.sched.stats).0,
-            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.k.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
             "cpu": cpu.0,
             "tlb": tlb.0,
             "dram": dram.0,
@@ -388,7 +389,7 @@ impl Sim {
 
     /// Creates a task with a new mm on `cpu`'s run queue.
     pub fn spawn(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
-        let mm = self.k.new_mm();
+        let mm = self.kernel.new_mm();
         self.total_bytes += prog.total_bytes();
         let pid = self.add_task(Body::User(prog), Some(mm), None);
         self.sched.add_task(pid, cpu);
@@ -410,8 +411,8 @@ impl Sim {
     /// `kthread_run` bound to `cpu` (`kthread_create_on_cpu` + `wake_up_process`).
     /// `kswapd_run(nid)`: starts node `node`'s kswapd on the first CPU of the node.
     pub fn kswapd_run(&mut self, node: usize) -> usize {
-        let cpu = (0..self.m.topo.nr_cpus())
-            .find(|&c| self.m.topo.node_of(c) == node)
+        let cpu = (0..self.machine.topo.nr_cpus())
+            .find(|&c| self.machine.topo.node_of(c) == node)
             .expect("a node has CPUs");
         self.kthread_run(Box::new(crate::kernel::vmscan::Kswapd { node }), cpu)
     }
@@ -419,10 +420,10 @@ impl Sim {
     /// The kernel and the hardware context of `cpu` for a kernel path run there.
     pub(crate) fn kernel_hw(&mut self, cpu: usize) -> (&mut Kernel, Hw<'_>) {
         (
-            &mut self.k,
+            &mut self.kernel,
             Hw::new(
                 cpu,
-                &mut self.m,
+                &mut self.machine,
                 &mut self.tlbstate,
                 &mut self.cpus[cpu].sys_settled,
                 &mut self.kfn_cycles,
@@ -484,7 +485,7 @@ impl Sim {
         let mut queued = vec![false; self.cpus.len()];
         for (cpu, q) in queued.iter_mut().enumerate() {
             if self.busy(cpu) {
-                heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
+                heap.push(Reverse((self.machine.cpus[cpu].clock, cpu)));
                 *q = true;
             }
         }
@@ -511,14 +512,14 @@ impl Sim {
                 return Err(e.clone());
             }
             if self.busy(cpu) {
-                let clock = self.m.cpus[cpu].clock;
+                let clock = self.machine.cpus[cpu].clock;
                 *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
             } else {
                 heap.pop();
                 queued[cpu] = false;
             }
-            if self.k.waitq.has_woken() {
-                self.wake_woken(self.m.cpus[cpu].clock);
+            if self.kernel.waitq.has_woken() {
+                self.wake_woken(self.machine.cpus[cpu].clock);
             }
             self.kick(&mut heap, &mut queued);
             quanta += 1;
@@ -528,7 +529,7 @@ impl Sim {
                     progress(done as f64 / self.total_bytes as f64);
                 } else if self.progress_horizon > 0 {
                     // Workloads that run for a time: the simulated time reached.
-                    let now = self.m.cpus[cpu].clock as f64;
+                    let now = self.machine.cpus[cpu].clock as f64;
                     progress((now / self.progress_horizon as f64).min(0.99));
                 }
             }
@@ -541,7 +542,7 @@ impl Sim {
     fn kick(&mut self, heap: &mut BinaryHeap<Reverse<(u64, usize)>>, queued: &mut [bool]) {
         for (w, now) in self.sched.take_wakeups() {
             if !queued[w] {
-                let c = &mut self.m.cpus[w].clock;
+                let c = &mut self.machine.cpus[w].clock;
                 *c = (*c).max(now);
                 heap.push(Reverse((*c, w)));
                 queued[w] = true;
@@ -556,7 +557,7 @@ impl Sim {
                 self.sched.wake_up_process(pid, t);
             }
             Event::WakeQueue(q) => {
-                self.k.waitq.wake_up(q);
+                self.kernel.waitq.wake_up(q);
             }
         }
         self.wake_woken(t);
@@ -564,7 +565,7 @@ impl Sim {
 
     /// Hands the tasks woken from wait queues to the scheduler.
     fn wake_woken(&mut self, now: u64) {
-        for pid in self.k.waitq.take_woken() {
+        for pid in self.kernel.waitq.take_woken() {
             self.sched.wake_up_process(pid, now);
         }
     }
@@ -576,11 +577,13 @@ impl Sim {
     }
 
     fn run_quantum(&mut self, cpu: usize) {
-        let deadline = self.m.cpus[cpu].clock + self.quantum;
-        self.m.take_interrupts(cpu);
+        let deadline = self.machine.cpus[cpu].clock + self.quantum;
+        self.machine.take_interrupts(cpu);
         self.settle(cpu, KFn::Interrupt);
-        while self.m.cpus[cpu].clock < deadline {
-            if self.cpus[cpu].tick_stopped || self.m.cpus[cpu].clock >= self.cpus[cpu].next_tick {
+        while self.machine.cpus[cpu].clock < deadline {
+            if self.cpus[cpu].tick_stopped
+                || self.machine.cpus[cpu].clock >= self.cpus[cpu].next_tick
+            {
                 self.scheduler_tick(cpu);
             }
             if let Some(what) = self.cpus[cpu].work.front().map(Work::kfn) {
@@ -608,7 +611,7 @@ impl Sim {
             // The tick's work for the current task: `task_tick_fair`'s slice
             // check (`check_preempt_tick`) and `task_tick_numa`.
             let ticked = std::mem::take(&mut self.cpus[cpu].ticked);
-            if ticked && self.sched.tick(cpu, self.m.cpus[cpu].clock) {
+            if ticked && self.sched.tick(cpu, self.machine.cpus[cpu].clock) {
                 // Time slice over: round-robin to the next task.
                 self.account_runtime(cpu, t);
                 continue;
@@ -616,7 +619,7 @@ impl Sim {
             if self.tasks[t].is_kthread() {
                 self.exec_kthread(cpu, t);
             } else {
-                if self.k.cfg.numa_balancing && ticked {
+                if self.kernel.cfg.numa_balancing && ticked {
                     self.task_tick_numa(cpu, t);
                     if !self.cpus[cpu].work.is_empty() {
                         continue; // the scan runs before the task's next operation
@@ -638,7 +641,7 @@ impl Sim {
     /// Attributes the system cycles `cpu` spent since the last settle to `what`.
     pub(crate) fn settle(&mut self, cpu: usize, what: KFn) {
         crate::kernel::hw::settle(
-            &self.m,
+            &self.machine,
             cpu,
             &mut self.cpus[cpu].sys_settled,
             &mut self.kfn_cycles,
@@ -649,36 +652,36 @@ impl Sim {
     /// `context_switch()` to `t` on `cpu`: `switch_mm_irqs_off` for a user
     /// task, lazy TLB for a kernel thread; a fresh slice.
     fn context_switch(&mut self, cpu: usize, t: usize) {
-        self.m.set_mode(cpu, Mode::Kernel);
-        self.m.advance(
+        self.machine.set_mode(cpu, Mode::Kernel);
+        self.machine.advance(
             cpu,
-            self.k.costs.context_switch_cycles,
-            self.k.costs.context_switch_cycles,
+            self.kernel.costs.context_switch_cycles,
+            self.kernel.costs.context_switch_cycles,
         );
         match self.tasks[t].mm {
             Some(mm) => {
                 switch_mm_irqs_off(
-                    &mut self.m,
+                    &mut self.machine,
                     &mut self.tlbstate[cpu],
-                    &mut self.k.mms[mm],
+                    &mut self.kernel.mms[mm],
                     cpu,
                 );
-                self.m.set_mode(cpu, Mode::User);
+                self.machine.set_mode(cpu, Mode::User);
             }
             None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
         }
-        self.sched.start_slice(cpu, self.m.cpus[cpu].clock);
-        self.cpus[cpu].curr_since = self.m.cpus[cpu].clock;
+        self.sched.start_slice(cpu, self.machine.cpus[cpu].clock);
+        self.cpus[cpu].curr_since = self.machine.cpus[cpu].clock;
     }
 
     /// One step of a kernel thread: its queued work runs before the next step.
     fn exec_kthread(&mut self, cpu: usize, t: usize) {
-        let now = self.m.cpus[cpu].clock;
+        let now = self.machine.cpus[cpu].clock;
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
         let Body::Kernel(f) = &mut self.tasks[t].body else {
             unreachable!("a kernel thread")
         };
-        let step = f.step(&mut self.k, cpu, now, &mut work);
+        let step = f.step(&mut self.kernel, cpu, now, &mut work);
         let queued = !work.is_empty();
         self.cpus[cpu].work = work;
         match step {
@@ -691,7 +694,7 @@ impl Sim {
             }
             KthreadStep::Wait(q) => {
                 let t = self.sched.sleep_current(cpu);
-                self.k.waitq.wait(q, t);
+                self.kernel.waitq.wait(q, t);
             }
             KthreadStep::SleepUntil(until) => self.sleep_until(cpu, until),
             KthreadStep::Exit => {

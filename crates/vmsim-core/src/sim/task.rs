@@ -36,7 +36,7 @@ impl Sim {
         };
         self.settle(cpu, KFn::Fork);
         let mm = self.tasks[t].user_mm();
-        self.k.mmget(mm);
+        self.kernel.mmget(mm);
         self.wake_up_new_child(cpu, t, prog, mm);
     }
 
@@ -50,9 +50,9 @@ impl Sim {
             )));
             return None;
         };
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
-        self.m.advance(cpu, c, c);
+        self.machine.set_mode(cpu, Mode::Kernel);
+        let c = self.kernel.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
+        self.machine.advance(cpu, c, c);
         Some(prog)
     }
 
@@ -76,8 +76,8 @@ impl Sim {
         self.tasks[t].live_children += 1;
         self.tasks[t].ret = pid as u64;
         self.sched
-            .wake_up_new_task(pid, target, self.m.cpus[cpu].clock);
-        self.m.set_mode(cpu, Mode::User);
+            .wake_up_new_task(pid, target, self.machine.cpus[cpu].clock);
+        self.machine.set_mode(cpu, Mode::User);
     }
 
     /// exit(): the mm dropped (`exit_mm`, kernel/exit.rs), the task marked
@@ -87,7 +87,7 @@ impl Sim {
         let mm_id = self.tasks[t].user_mm();
         let (k, mut hw) = self.kernel_hw(cpu);
         k.exit_mm(&mut hw, mm_id);
-        let now = self.m.cpus[cpu].clock;
+        let now = self.machine.cpus[cpu].clock;
         let task = &mut self.tasks[t];
         task.exited = true;
         task.exit = Some(now);
@@ -131,19 +131,23 @@ impl Sim {
 
     /// `se.sum_exec_runtime` of task `t`, current on `cpu`.
     fn runtime(&self, cpu: usize, t: usize) -> u64 {
-        let base = self.k.task_numa.get(t).map_or(0, |n| n.sum_exec_runtime);
-        base + self.m.cpus[cpu]
+        let base = self
+            .kernel
+            .task_numa
+            .get(t)
+            .map_or(0, |n| n.sum_exec_runtime);
+        base + self.machine.cpus[cpu]
             .clock
             .saturating_sub(self.cpus[cpu].curr_since)
     }
 
     /// Task `t` leaves `cpu`: its run time so far is added up.
     pub(crate) fn account_runtime(&mut self, cpu: usize, t: usize) {
-        let d = self.m.cpus[cpu]
+        let d = self.machine.cpus[cpu]
             .clock
             .saturating_sub(self.cpus[cpu].curr_since);
-        self.k.task_numa(t).sum_exec_runtime += d;
-        self.cpus[cpu].curr_since = self.m.cpus[cpu].clock;
+        self.kernel.task_numa(t).sum_exec_runtime += d;
+        self.cpus[cpu].curr_since = self.machine.cpus[cpu].clock;
     }
 
     /// `task_tick_numa` (kernel/sched/numa.rs) for user task `t` on `cpu`.

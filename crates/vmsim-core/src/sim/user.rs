@@ -11,15 +11,17 @@ use crate::kernel::vmscan::SWAP_CLUSTER_MAX;
 impl Sim {
     pub(crate) fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
         let mm = self.tasks[t].user_mm();
-        let node = self.m.topo.node_of(cpu);
-        self.m.set_mode(cpu, Mode::Kernel);
-        if (0..self.k.alloc.nr_nodes).any(|n| self.k.nr_file_lru(n) > 0) {
+        let node = self.machine.topo.node_of(cpu);
+        self.machine.set_mode(cpu, Mode::Kernel);
+        if (0..self.kernel.alloc.nr_nodes).any(|n| self.kernel.nr_file_lru(n) > 0) {
             let (k, mut hw) = self.kernel_hw(cpu);
             k.direct_reclaim_if_needed(&mut hw, node);
         }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
-        self.k.current = (cpu, t);
-        let mut r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
+        self.kernel.current = (cpu, t);
+        let mut r = self
+            .kernel
+            .handle_mm_fault(mm, addr, write, node, &mut work);
         self.cpus[cpu].work = work;
         // __alloc_pages_slowpath(): an allocation that found no free page
         // reclaims and retries; it gives up once rounds that freed nothing
@@ -29,12 +31,12 @@ impl Sim {
         // folios it added) stays: the retry finds those folios cached.
         let mut scanned_no_progress = 0u64;
         while matches!(r, Err(FaultError::Oom)) {
-            let n = self.k.alloc.nr_nodes;
-            let lru: u64 = (0..n).map(|nd| self.k.nr_file_lru(nd) as u64).sum();
+            let n = self.kernel.alloc.nr_nodes;
+            let lru: u64 = (0..n).map(|nd| self.kernel.nr_file_lru(nd) as u64).sum();
             if scanned_no_progress > 2 * lru {
                 break;
             }
-            self.k.reclaim.allocstall += 1;
+            self.kernel.reclaim.allocstall += 1;
             let got: u64 = (0..n)
                 .map(|i| (node + i) % n)
                 .map(|nd| {
@@ -48,7 +50,9 @@ impl Sim {
                 scanned_no_progress + (n * SWAP_CLUSTER_MAX) as u64
             };
             let mut work = std::mem::take(&mut self.cpus[cpu].work);
-            r = self.k.handle_mm_fault(mm, addr, write, node, &mut work);
+            r = self
+                .kernel
+                .handle_mm_fault(mm, addr, write, node, &mut work);
             self.cpus[cpu].work = work;
         }
         match r {
@@ -61,10 +65,10 @@ impl Sim {
     }
 
     pub(crate) fn syscall(&mut self, cpu: usize, cycles: u64) {
-        self.m.set_mode(cpu, Mode::Kernel);
-        let c = self.k.costs.syscall_entry_exit_cycles + cycles;
-        self.m.advance(cpu, c, c);
-        self.m.set_mode(cpu, Mode::User);
+        self.machine.set_mode(cpu, Mode::Kernel);
+        let c = self.kernel.costs.syscall_entry_exit_cycles + cycles;
+        self.machine.advance(cpu, c, c);
+        self.machine.set_mode(cpu, Mode::User);
     }
 
     /// usemem's `ready()` in child `t`: its ready byte (waking a parent that
@@ -77,7 +81,7 @@ impl Sim {
             return;
         };
         self.syscall(cpu, 0);
-        let now = self.m.cpus[cpu].clock;
+        let now = self.machine.cpus[cpu].clock;
         let pipes = &mut self.tasks[p].pipes;
         pipes.ready += 1;
         if pipes.reading.is_some_and(|n| pipes.ready >= n) {
@@ -97,7 +101,7 @@ impl Sim {
             let op = self.tasks[t].prog().next(ret);
             self.tasks[t].ret = 0;
             match op {
-                Op::MarkStart => self.tasks[t].start = Some(self.m.cpus[cpu].clock),
+                Op::MarkStart => self.tasks[t].start = Some(self.machine.cpus[cpu].clock),
                 Op::RoiBegin => self.roi = Some((self.counters(), None)),
                 Op::RoiEnd => {
                     let end = self.counters();
@@ -119,12 +123,15 @@ impl Sim {
                         }
                     }
                 }
-                Op::MarkEnd => self.tasks[t].end = Some(self.m.cpus[cpu].clock),
+                Op::MarkEnd => self.tasks[t].end = Some(self.machine.cpus[cpu].clock),
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();
-                    let start =
-                        self.k.mms[mm].mmap(len, crate::kernel::mm::VmaKind::AnonPrivate, true);
+                    let start = self.kernel.mms[mm].mmap(
+                        len,
+                        crate::kernel::mm::VmaKind::AnonPrivate,
+                        true,
+                    );
                     self.tasks[t].ret = start;
                     if populate {
                         self.tasks[t].cur = Some(Cur::Populate { start, len, pos: 0 });
@@ -133,14 +140,14 @@ impl Sim {
                 Op::MmapFile { ino, len } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();
-                    self.tasks[t].ret = self.k.mmap_file(mm, ino, len);
+                    self.tasks[t].ret = self.kernel.mmap_file(mm, ino, len);
                 }
                 Op::Fork => self.fork(cpu, t),
                 Op::Clone => self.clone_thread(cpu, t),
                 Op::ClockNanosleepAbs { ns } => {
                     self.syscall(cpu, 0);
-                    let until = ns * self.m.freq_mhz / 1000;
-                    if until > self.m.cpus[cpu].clock {
+                    let until = ns * self.machine.freq_mhz / 1000;
+                    if until > self.machine.cpus[cpu].clock {
                         self.sleep_until(cpu, until);
                     }
                 }
@@ -160,7 +167,7 @@ impl Sim {
                 }
                 Op::Go => {
                     self.syscall(cpu, 0);
-                    let now = self.m.cpus[cpu].clock;
+                    let now = self.machine.cpus[cpu].clock;
                     let p = &mut self.tasks[t].pipes;
                     p.go = true;
                     for c in std::mem::take(&mut p.pollers) {
@@ -170,14 +177,14 @@ impl Sim {
                 Op::MmapHugetlb { len, page_shift } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();
-                    self.tasks[t].ret = self.k.mms[mm].mmap_hugetlb(len, page_shift);
+                    self.tasks[t].ret = self.kernel.mms[mm].mmap_hugetlb(len, page_shift);
                 }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
                 Op::Access(a) => self.tasks[t].cur = Some(Cur::Access(access::AccessRun::new(a))),
                 Op::Nanosleep { ns } => {
                     self.syscall(cpu, 0);
                     // hrtimer_start(): expiry relative to the time of the call.
-                    let until = self.m.cpus[cpu].clock + ns * self.m.freq_mhz / 1000;
+                    let until = self.machine.cpus[cpu].clock + ns * self.machine.freq_mhz / 1000;
                     self.sleep_until(cpu, until);
                 }
                 Op::WriteSeq {
@@ -188,7 +195,7 @@ impl Sim {
                 } => {
                     // Scalar stores retire at one per cycle per 32 B of store width.
                     let issue = (8 * instr_per_word)
-                        .div_ceil(self.m.issue_width)
+                        .div_ceil(self.machine.issue_width)
                         .max(8 / self.stores_per_cycle);
                     self.tasks[t].cur = Some(Cur::Write {
                         start,
@@ -227,17 +234,18 @@ impl Sim {
                 None => unreachable!(),
             };
         let mm = self.tasks[t].user_mm();
-        let asid = self.k.mms[mm].asid;
-        while pos < len && self.m.cpus[cpu].clock < deadline {
+        let asid = self.kernel.mms[mm].asid;
+        while pos < len && self.machine.cpus[cpu].clock < deadline {
             let va = start + pos;
             let vpage = va >> 12;
-            if vpage != page || gen != self.k.mms[mm].generation {
-                match self.k.mms[mm].walk(va, true) {
+            if vpage != page || gen != self.kernel.mms[mm].generation {
+                match self.kernel.mms[mm].walk(va, true) {
                     Some(tr) if tr.writable => {
                         let size = tr.page_size();
                         // The TLB truth check: a hit must translate to what the page tables say.
                         let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                        if let Some(cached) = self.m.tlb_translate(cpu, asid, va, size, base) {
+                        if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base)
+                        {
                             if cached != base {
                                 self.error = Some(Error::Internal(format!(
                                     "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
@@ -247,7 +255,7 @@ impl Sim {
                         }
                         pfn = tr.pfn;
                         page = vpage;
-                        gen = self.k.mms[mm].generation;
+                        gen = self.kernel.mms[mm].generation;
                     }
                     _ => {
                         self.tasks[t].cur = Some(Cur::Write {
@@ -271,15 +279,17 @@ impl Sim {
                 }
             }
             let lip = (va >> 6) & 63;
-            if self.win_part.is_some() && !self.m.is_local(cpu, (pfn << 6) | lip) {
+            if self.win_part.is_some() && !self.machine.is_local(cpu, (pfn << 6) | lip) {
                 // Parked before the line: the loop's state is kept below.
                 self.parked = Some(window::Park::RemoteLine);
                 break;
             }
-            self.m
+            self.machine
                 .access(cpu, (pfn << 6) | lip, AccessKind::Store, true, issue);
-            self.m.advance(cpu, 0, instr);
-            self.k.alloc.store_line(pfn, lip, store_value(seed, vpage));
+            self.machine.advance(cpu, 0, instr);
+            self.kernel
+                .alloc
+                .store_line(pfn, lip, store_value(seed, vpage));
             pos += 64;
             self.tasks[t].bytes += 64;
         }
@@ -300,7 +310,7 @@ impl Sim {
 
     /// Untimed data check: every 4 KiB page of the range must carry the expected tag.
     fn check(&mut self, t: usize, start: u64, len: u64, expect: Expect) {
-        let mm = &self.k.mms[self.tasks[t].user_mm()];
+        let mm = &self.kernel.mms[self.tasks[t].user_mm()];
         let mut bad = 0;
         let mut first = None;
         let mut va = start;
@@ -326,7 +336,7 @@ impl Sim {
                 }
             };
             let got = match mm.lookup(va) {
-                Some(tr) => Some(self.k.alloc.tag(tr.pfn)),
+                Some(tr) => Some(self.kernel.alloc.tag(tr.pfn)),
                 // A private anonymous page never touched reads as zeros.
                 None if want == TAG_ZERO
                     && matches!(expect, Expect::Zero | Expect::AccessWrites)

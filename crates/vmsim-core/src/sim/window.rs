@@ -203,7 +203,7 @@ impl Program for StandIn {
 impl Sim {
     /// Demand line accesses of `cpu` so far.
     fn demand_accesses(&self, cpu: usize) -> u64 {
-        let c = &self.m.cpus[cpu].stats.cache;
+        let c = &self.machine.cpus[cpu].stats.cache;
         c.l1d_loads + c.l1d_stores
     }
 
@@ -212,13 +212,13 @@ impl Sim {
     /// one socket's state for phase 1.
     fn shell(&self) -> Sim {
         let mut k = Kernel::new(
-            self.k.cfg.clone(),
-            self.k.costs.clone(),
-            self.k.alloc.nr_nodes,
+            self.kernel.cfg.clone(),
+            self.kernel.costs.clone(),
+            self.kernel.alloc.nr_nodes,
             0,
         );
         k.alloc.line_log = Some(Vec::new());
-        let mut s = Sim::new(self.m.shell(), k, self.quantum);
+        let mut s = Sim::new(self.machine.shell(), k, self.quantum);
         s.window = self.window;
         s.win_task = vec![Err(Park::Schedule); self.cpus.len()];
         s
@@ -229,7 +229,7 @@ impl Sim {
     /// current task phase 1 may run (a user task in an access loop, in an
     /// address space only `p`'s CPUs ran) the task's loop and its address space.
     fn lend(&mut self, sh: &mut Sim, p: usize, members: &[usize], mask: &CpuMask, queued: &[bool]) {
-        self.m.lend(&mut sh.m, p);
+        self.machine.lend(&mut sh.machine, p);
         sh.win_queued.clear();
         sh.win_lent.clear();
         for &cpu in members {
@@ -249,8 +249,8 @@ impl Sim {
                 sh.add_task(Body::User(Box::new(StandIn)), None, None);
                 sh.tasks[id].exited = true;
             }
-            while sh.k.mms.len() <= mm {
-                sh.k.new_mm();
+            while sh.kernel.mms.len() <= mm {
+                sh.kernel.new_mm();
             }
             let (a, b) = (&mut self.tasks[t], &mut sh.tasks[t]);
             std::mem::swap(&mut a.cur, &mut b.cur);
@@ -258,7 +258,7 @@ impl Sim {
             std::mem::swap(&mut a.access, &mut b.access);
             b.mm = a.mm;
             if !sh.win_lent.iter().any(|&(_, m)| m == mm) {
-                std::mem::swap(&mut self.k.mms[mm], &mut sh.k.mms[mm]);
+                std::mem::swap(&mut self.kernel.mms[mm], &mut sh.kernel.mms[mm]);
             }
             sh.win_lent.push((t, mm));
         }
@@ -276,7 +276,7 @@ impl Sim {
         {
             return Err(Park::Schedule);
         }
-        if !self.k.mms[self.tasks[t].user_mm()]
+        if !self.kernel.mms[self.tasks[t].user_mm()]
             .cpumask
             .is_subset_of(mask)
         {
@@ -295,15 +295,15 @@ impl Sim {
                 self.win_task[cpu] = self.phase1_task(cpu, mask);
             }
         }
-        self.m.hier.set_defer(true);
+        self.machine.hier.set_defer(true);
         self.phase1(p);
-        self.m.hier.set_defer(false);
+        self.machine.hier.set_defer(false);
     }
 
     /// Moves partition `p`'s state back from `sh` after phase 1, with what
     /// it counted and logged; the CPUs that parked are added to `parked`.
     fn take_back(&mut self, sh: &mut Sim, p: usize, members: &[usize], parked: &mut Vec<usize>) {
-        self.m.take_back(&mut sh.m, p);
+        self.machine.take_back(&mut sh.machine, p);
         for &cpu in members {
             std::mem::swap(&mut self.cpus[cpu], &mut sh.cpus[cpu]);
         }
@@ -314,13 +314,13 @@ impl Sim {
             std::mem::swap(&mut a.bytes, &mut b.bytes);
             std::mem::swap(&mut a.access, &mut b.access);
             if !mms_back.contains(&mm) {
-                std::mem::swap(&mut self.k.mms[mm], &mut sh.k.mms[mm]);
+                std::mem::swap(&mut self.kernel.mms[mm], &mut sh.kernel.mms[mm]);
                 mms_back.push(mm);
             }
         }
-        if let Some(log) = &mut sh.k.alloc.line_log {
+        if let Some(log) = &mut sh.kernel.alloc.line_log {
             for (pfn, line, v) in log.drain(..) {
-                self.k.alloc.store_line(pfn, line, v);
+                self.kernel.alloc.store_line(pfn, line, v);
             }
         }
         for (a, b) in self.kfn_cycles.iter_mut().zip(sh.kfn_cycles.iter_mut()) {
@@ -346,7 +346,7 @@ impl Sim {
         let mut heap: BinaryHeap<Reverse<(u64, usize)>> = self
             .win_queued
             .iter()
-            .map(|&c| (self.m.cpus[c].clock, c))
+            .map(|&c| (self.machine.cpus[c].clock, c))
             .filter(|&(clock, _)| clock < end)
             .map(Reverse)
             .collect();
@@ -357,7 +357,7 @@ impl Sim {
             }
             self.window_stats.quanta_partitioned += 1;
             self.win_quanta += 1;
-            let clock = self.m.cpus[cpu].clock;
+            let clock = self.machine.cpus[cpu].clock;
             if !ran {
                 self.win_parked.push(cpu);
                 heap.pop();
@@ -367,17 +367,21 @@ impl Sim {
                 *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
             }
         }
-        self.win_min = self.win_queued.iter().map(|&c| self.m.cpus[c].clock).min();
+        self.win_min = self
+            .win_queued
+            .iter()
+            .map(|&c| self.machine.cpus[c].clock)
+            .min();
         self.win_part = None;
     }
 
     pub(super) fn run_windowed(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
         let n = self.cpus.len();
-        let sockets = self.m.topo.sockets;
+        let sockets = self.machine.topo.sockets;
         let mut masks = vec![CpuMask::empty(); sockets];
         let mut members: Vec<Vec<usize>> = vec![Vec::new(); sockets];
         for cpu in 0..n {
-            let s = self.m.socket_of_cpu(cpu);
+            let s = self.machine.socket_of_cpu(cpu);
             masks[s].set(cpu);
             members[s].push(cpu);
         }
@@ -459,7 +463,7 @@ impl Sim {
             } else {
                 (0..n)
                     .filter(|&c| queued[c])
-                    .map(|c| self.m.cpus[c].clock)
+                    .map(|c| self.machine.cpus[c].clock)
                     .min()
             };
             let start = match (first_cpu, self.engine.next_time()) {
@@ -470,7 +474,7 @@ impl Sim {
                         for (p, m) in members.iter().enumerate() {
                             self.take_back(&mut lock(p), p, m, &mut parked);
                         }
-                        self.m.hier.apply_deferred();
+                        self.machine.hier.apply_deferred();
                     }
                     break;
                 }
@@ -559,12 +563,12 @@ impl Sim {
             if let Some(e) = &self.error {
                 return Err(e.clone());
             }
-            self.m.hier.apply_deferred();
+            self.machine.hier.apply_deferred();
 
             // Phase 2: the parked CPUs and the window's timers, in order.
             heap.clear();
             for cpu in parked.drain(..) {
-                heap.push(Reverse((self.m.cpus[cpu].clock, cpu)));
+                heap.push(Reverse((self.machine.cpus[cpu].clock, cpu)));
             }
             loop {
                 if let Some(te) = self.engine.next_time().filter(|&te| te < end) {
@@ -585,7 +589,7 @@ impl Sim {
                 }
                 self.window_stats.quanta_serial += 1;
                 self.window_stats.accesses_serial += self.demand_accesses(cpu) - a0;
-                let clock = self.m.cpus[cpu].clock;
+                let clock = self.machine.cpus[cpu].clock;
                 if !self.busy(cpu) {
                     heap.pop();
                     queued[cpu] = false;
@@ -594,7 +598,7 @@ impl Sim {
                 } else {
                     *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
                 }
-                if self.k.waitq.has_woken() {
+                if self.kernel.waitq.has_woken() {
                     self.wake_woken(clock);
                 }
                 self.kick_window(&mut heap, &mut queued, end);
@@ -647,7 +651,7 @@ impl Sim {
     ) {
         for (w, now) in self.sched.take_wakeups() {
             if !queued[w] {
-                let c = &mut self.m.cpus[w].clock;
+                let c = &mut self.machine.cpus[w].clock;
                 *c = (*c).max(now);
                 queued[w] = true;
                 if *c < end {
@@ -665,13 +669,15 @@ impl Sim {
     /// One quantum of `cpu` in phase 1, as `run_quantum` runs it, up to the
     /// first step phase 1 may not take. False if the CPU parked there.
     fn run_quantum_local(&mut self, cpu: usize) -> bool {
-        if self.m.cpus[cpu].irq_pending > 0 {
+        if self.machine.cpus[cpu].irq_pending > 0 {
             return self.park(Park::Interrupt);
         }
-        let deadline = self.m.cpus[cpu].clock + self.quantum;
+        let deadline = self.machine.cpus[cpu].clock + self.quantum;
         self.settle(cpu, KFn::Interrupt);
-        while self.m.cpus[cpu].clock < deadline {
-            if self.cpus[cpu].tick_stopped || self.m.cpus[cpu].clock >= self.cpus[cpu].next_tick {
+        while self.machine.cpus[cpu].clock < deadline {
+            if self.cpus[cpu].tick_stopped
+                || self.machine.cpus[cpu].clock >= self.cpus[cpu].next_tick
+            {
                 return self.park(Park::Interrupt);
             }
             if let Some(w) = self.cpus[cpu].work.front() {
@@ -728,8 +734,8 @@ impl Sim {
         // region ends.
         let mut upto = from;
         while upto < nlines {
-            let ok = self.m.is_local(cpu, dst + upto)
-                && src.is_none_or(|s| self.m.is_local(cpu, s + upto));
+            let ok = self.machine.is_local(cpu, dst + upto)
+                && src.is_none_or(|s| self.machine.is_local(cpu, s + upto));
             if !ok {
                 break;
             }
@@ -747,7 +753,7 @@ impl Sim {
         self.exec_work(cpu, deadline);
         self.bulk_limit = u64::MAX;
         // Stopped at the limit with time left: the next line is not local.
-        !(upto < nlines && self.cpus[cpu].pos == upto && self.m.cpus[cpu].clock < deadline)
+        !(upto < nlines && self.cpus[cpu].pos == upto && self.machine.cpus[cpu].clock < deadline)
     }
 }
 

@@ -94,11 +94,11 @@ impl Workload for LruFileWorkload<'_> {
     /// readers on CPUs 0.., and kswapd on every node.
     fn spawn(&self, sim: &mut Sim, _seed: u64) -> Result<(), Error> {
         let c = self.0;
-        for n in 0..sim.m.topo.nr_nodes() {
+        for n in 0..sim.machine.topo.nr_nodes() {
             sim.kswapd_run(n);
         }
         for cpu in 0..c.nr_task as usize {
-            let ino = sim.k.create_sparse_file(c.file_size);
+            let ino = sim.kernel.create_sparse_file(c.file_size);
             sim.spawn(Box::new(FileReader::new(ino, c.file_size)), cpu);
         }
         Ok(())
@@ -118,7 +118,7 @@ impl Workload for LruFileWorkload<'_> {
     /// As mmtests reports the case: elapsed time per reader (mean, range,
     /// standard deviation), interrupts per second, and the reclaim counters.
     fn report(&self, sim: &Sim, r: &mut Value) {
-        let hz = sim.m.freq_mhz as f64 * 1e6;
+        let hz = sim.machine.freq_mhz as f64 * 1e6;
         let el: Vec<f64> = sim
             .tasks
             .iter()
@@ -134,14 +134,14 @@ impl Workload for LruFileWorkload<'_> {
         r["lru_file_mmap_read_time_range_s"] = json!(if el.is_empty() { 0.0 } else { max - min });
         r["lru_file_mmap_read_time_stddev_s"] = json!(sd);
         r["reader_elapsed_s"] = json!(el);
-        let ipis: u64 = sim.m.cpus.iter().map(|c| c.stats.ipis_received).sum();
+        let ipis: u64 = sim.machine.cpus.iter().map(|c| c.stats.ipis_received).sum();
         let elapsed = r["elapsed_s"].as_f64().unwrap_or(0.0);
         r["ipis_per_s"] = json!(if elapsed > 0.0 {
             ipis as f64 / elapsed
         } else {
             0.0
         });
-        let st = &sim.k.reclaim;
+        let st = &sim.kernel.reclaim;
         for (k, v) in [
             ("pgscan_kswapd", st.pgscan_kswapd),
             ("pgsteal_kswapd", st.pgsteal_kswapd),
@@ -151,7 +151,7 @@ impl Workload for LruFileWorkload<'_> {
             ("pgdeactivate", st.pgdeactivate),
             ("pgrefill", st.pgrefill),
             ("workingset_refault_file", st.workingset_refault_file),
-            ("pgmajfault", sim.k.filemap.pgmajfault),
+            ("pgmajfault", sim.kernel.filemap.pgmajfault),
         ] {
             r[k] = json!(v);
         }

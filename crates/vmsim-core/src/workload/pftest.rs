@@ -118,9 +118,9 @@ impl Workload for PfTestWorkload<'_> {
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
         let p = self.0;
         let cpu = p.cpu as usize;
-        let node = sim.m.topo.node_of(cpu);
+        let node = sim.machine.topo.node_of(cpu);
         let want = p.size >> p.page_shift;
-        let got = sim.k.hugetlb_reserve(node, p.page_shift, want);
+        let got = sim.kernel.hugetlb_reserve(node, p.page_shift, want);
         if got < want {
             return Err(Error::Config {
                 key: "sim.node_memory_mib".into(),

@@ -230,8 +230,8 @@ impl Program for Eater {
 pub struct PmbenchWorkload<'a>(pub &'a PmbenchConfig);
 
 fn node_cpus(sim: &Sim, node: usize) -> (Vec<usize>, CpuMask) {
-    let cpus: Vec<usize> = (0..sim.m.topo.nr_cpus())
-        .filter(|&c| sim.m.topo.node_of(c) == node)
+    let cpus: Vec<usize> = (0..sim.machine.topo.nr_cpus())
+        .filter(|&c| sim.machine.topo.node_of(c) == node)
         .collect();
     let mut mask = CpuMask::empty();
     for &c in &cpus {
@@ -247,7 +247,7 @@ impl Workload for PmbenchWorkload<'_> {
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
         let c = self.0;
-        for n in 0..sim.m.topo.nr_nodes() {
+        for n in 0..sim.machine.topo.nr_nodes() {
             sim.kswapd_run(n);
         }
         let ready = Arc::new(AtomicBool::new(c.eater == 0));
@@ -264,7 +264,7 @@ impl Workload for PmbenchWorkload<'_> {
         }
         // Progress: the eater's set-up, a warm-up and the run, roughly.
         let run_ns = c.duration_ns + c.duration_ns / 4 + c.eater / 4096 * 2000;
-        sim.progress_horizon = run_ns * sim.m.freq_mhz / 1000;
+        sim.progress_horizon = run_ns * sim.machine.freq_mhz / 1000;
         let (cpus, mask) = node_cpus(sim, c.bind_node as usize);
         for p in 0..c.nr_processes {
             let prog = Pmbench {
@@ -305,7 +305,7 @@ impl Workload for PmbenchWorkload<'_> {
     /// pmbench's throughput as LKP computes it, NUMA balancing's counters,
     /// TLB-shootdown interrupts and the share of cycles in `try_to_unmap`.
     fn report(&self, sim: &Sim, r: &mut Value) {
-        let hz = sim.m.freq_mhz as f64 * 1e6;
+        let hz = sim.machine.freq_mhz as f64 * 1e6;
         let warm = if self.0.cold {
             0
         } else {
@@ -325,8 +325,8 @@ impl Workload for PmbenchWorkload<'_> {
         }
         r["pmbench_throughput_aps"] = json!(aps);
         r["pmbench_accesses"] = json!(accesses);
-        let v = &sim.k.vmstat;
-        let n = &sim.k.numa;
+        let v = &sim.kernel.vmstat;
+        let n = &sim.kernel.numa;
         for (k, x) in [
             ("numa_pte_updates", v.numa_pte_updates),
             ("numa_huge_pte_updates", v.numa_huge_pte_updates),
@@ -346,14 +346,14 @@ impl Workload for PmbenchWorkload<'_> {
         // The TLB line of /proc/interrupts counts shootdown IPIs received.
         let i = crate::machine::ipi::IpiCause::TlbShootdown as usize;
         let tlb: u64 = sim
-            .m
+            .machine
             .cpus
             .iter()
             .map(|c| c.stats.ipis_received_by_cause[i])
             .sum();
         r["tlb_shootdown_interrupts"] = json!(tlb);
         let total: u64 = sim
-            .m
+            .machine
             .cpus
             .iter()
             .map(|c| c.stats.user_cycles + c.stats.sys_cycles)

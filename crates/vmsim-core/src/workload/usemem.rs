@@ -469,7 +469,7 @@ impl Workload for UsememWorkload<'_> {
                 0,
             );
         } else {
-            let nr_cpus = sim.m.topo.nr_cpus();
+            let nr_cpus = sim.machine.topo.nr_cpus();
             for i in 0..u.nr_task as usize {
                 let seed = base ^ (i as u64 + 1);
                 sim.spawn(

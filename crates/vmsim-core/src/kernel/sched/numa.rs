@@ -187,7 +187,7 @@ impl Kernel {
 impl Kernel {
     /// Milliseconds of (unscaled) kernel time as cycles of this run.
     pub(crate) fn numa_ms_cycles(&self, hw: &Hw, ms: f64) -> u64 {
-        (ms * self.cfg.numa_scan.scale * hw.m.freq_mhz as f64 * 1000.0) as u64
+        (ms * self.cfg.numa_scan.scale * hw.machine.freq_mhz as f64 * 1000.0) as u64
     }
 
     /// `task_tick_numa(rq, curr)` for user task `t` of `mm`, current on
@@ -202,7 +202,7 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) {
         let cpu = hw.cpu;
-        let now = hw.m.cpus[cpu].clock;
+        let now = hw.machine.cpus[cpu].clock;
         let knobs = self.cfg.numa_scan;
         if self.mms[mm].numa.next_scan.is_none() {
             // init_numa_balancing(): the first scan waits scan_delay.
@@ -243,7 +243,7 @@ impl Kernel {
     /// `numa_scan_seq++` at the end of the address space.
     fn task_numa_work(&mut self, hw: &mut Hw, t: usize, mm: usize, work: &mut VecDeque<Work>) {
         let cpu = hw.cpu;
-        let now = hw.m.cpus[cpu].clock;
+        let now = hw.machine.cpus[cpu].clock;
         let knobs = self.cfg.numa_scan;
         let rss = self.mms[mm].rss_pages;
         {
@@ -263,7 +263,7 @@ impl Kernel {
         // change_pte_range() calls flush_tlb_batched_pending() per PTE table:
         // a batched unmap of this mm not yet flushed is flushed first.
         self.flush_tlb_batched_pending(hw, mm);
-        let node = hw.m.topo.node_of(cpu);
+        let node = hw.machine.topo.node_of(cpu);
         let before = work.len();
         let c = self.costs.task_numa_work_cycles;
         work.push_back(Work::Cycles {
