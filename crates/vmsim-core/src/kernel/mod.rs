@@ -29,6 +29,7 @@ pub mod mm;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
+pub mod policy;
 pub mod rmap;
 pub mod sched;
 pub mod swap;
