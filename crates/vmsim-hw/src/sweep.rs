@@ -9,12 +9,15 @@
 //! calls over half the L2 (start-up only) beside one call over the same
 //! bytes, to set against the DRAM-sized 4 KiB row (start-up plus drain).
 //!
-//! Invariants: every case runs once per round and the rounds interleave the
-//! cases, so a slow spell of a shared host falls on all of them rather than
-//! on one; a pass during which the measuring thread was switched out is
-//! dropped and run again (up to 4 tries per round, [`crate::reps`]); each
-//! case reports the median of its kept passes and their spread. The buffer is
-//! checked to read back zero after each kind's first pass. A hugetlb pool is
+//! Invariants: every case clears its whole span (the buffer, or half the
+//! L2) once per round, and the rounds interleave the cases, so a slow spell
+//! of a shared host falls on all of them rather than on one. A round's span
+//! is timed in segments of [`SEGMENT`] bytes or one call, whichever is
+//! larger (a few milliseconds each, short enough that most run between two
+//! preemptions); a segment during which the measuring thread was switched
+//! out ([`crate::reps::switches`]) is dropped, the others are the samples.
+//! Each case reports the median of its samples and their spread. The
+//! buffer is checked to read back zero after each case's first round. A hugetlb pool is
 //! raised only for the run and restored (the guard of `pf-test`). What the
 //! host cannot give (a pool it cannot reserve, a chunk larger than the
 //! buffer, a CPU without `clzero`) is a skipped row with its reason.
@@ -40,10 +43,15 @@ const BACKINGS: [&str; 4] = ["hugetlb-2m", "hugetlb-1g", "thp", "4k"];
 const KINDS: [&str; 3] = ["stosb", "movnti", "clzero"];
 /// Arora's chunk sizes (KiB): 4K / 64K / 2M / 8M / 32M / 128M / 1G.
 pub const CHUNKS_KIB: [u64; 7] = [4, 64, 2048, 8192, 32768, 131072, 1048576];
-/// Bytes of stores per repetition of the L2-resident cases: passes over the
-/// half-L2 buffer are repeated until this much is written, so a repetition
-/// lasts milliseconds, not microseconds (timer cost under 0.01%).
-const L2_BYTES_PER_REP: usize = 64 << 20;
+/// Bytes of a timed segment of a DRAM-sized case: twice a 32 MiB LLC, so a
+/// segment streams to memory, and 2-6 ms at 10-30 GB/s.
+pub const SEGMENT: usize = 64 << 20;
+/// Bytes of stores per sample of the L2-resident cases: passes over the
+/// half-L2 span are repeated until this much is written, so a sample lasts
+/// milliseconds, not microseconds (timer cost under 0.01%).
+const L2_BYTES_PER_SAMPLE: usize = 64 << 20;
+/// Samples per round of an L2-resident case.
+const L2_SAMPLES_PER_ROUND: usize = 4;
 
 /// How one call clears its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,30 +144,69 @@ pub fn clear_in_chunks(kind: StoreKind, buf: &mut [u8], chunk: usize, descending
 }
 
 /// One measured case: a store kind in calls of `chunk` bytes over the
-/// first `bytes` of the buffer, `passes` times per repetition.
+/// first `span` bytes of the buffer, timed in `segment`-byte pieces, each
+/// cleared `passes` times per sample.
 #[derive(Clone, Debug)]
 struct Case {
     name: String,
     kind: StoreKind,
     chunk: usize,
-    bytes: usize,
+    span: usize,
+    segment: usize,
     descending: bool,
     passes: usize,
     what: &'static str,
 }
 
 impl Case {
-    fn calls_per_rep(&self) -> usize {
-        self.bytes.div_ceil(self.chunk) * self.passes
+    /// A DRAM-sized case over `span` bytes: segments of [`SEGMENT`] or one
+    /// call, whichever is larger.
+    fn dram(
+        name: String,
+        kind: StoreKind,
+        chunk: usize,
+        span: usize,
+        descending: bool,
+        what: &'static str,
+    ) -> Case {
+        let segment = SEGMENT.max(chunk).min(span);
+        Case {
+            name,
+            kind,
+            chunk,
+            span,
+            segment,
+            descending,
+            passes: 1,
+            what,
+        }
     }
 
-    fn run_once(&self, buf: &mut [u8]) -> f64 {
-        let b = &mut buf[..self.bytes];
+    /// Where each sample of a round starts (in the order of the calls).
+    fn segments(&self) -> Vec<usize> {
+        if self.passes > 1 {
+            return vec![0; L2_SAMPLES_PER_ROUND];
+        }
+        let mut v: Vec<usize> = (0..self.span).step_by(self.segment).collect();
+        if self.descending {
+            v.reverse();
+        }
+        v
+    }
+
+    fn calls_per_sample(&self) -> usize {
+        self.segment.div_ceil(self.chunk) * self.passes
+    }
+
+    /// GB/s of one sample: the segment at `off`, `passes` times.
+    fn run_segment(&self, buf: &mut [u8], off: usize) -> f64 {
+        let end = (off + self.segment).min(self.span);
+        let b = &mut buf[off..end];
         let t0 = Instant::now();
         for _ in 0..self.passes {
             clear_in_chunks(self.kind, b, self.chunk, self.descending);
         }
-        (self.bytes * self.passes) as f64 / t0.elapsed().as_secs_f64() / 1e9
+        (b.len() * self.passes) as f64 / t0.elapsed().as_secs_f64() / 1e9
     }
 }
 
@@ -202,31 +249,29 @@ fn plan(kinds: &[StoreKind], chunks: &[usize], buf_bytes: usize, l2: bool, clzer
                 );
                 continue;
             }
-            cases.push(Case {
+            cases.push(Case::dram(
                 name,
                 kind,
                 chunk,
-                bytes: buf_bytes,
-                descending: false,
-                passes: 1,
-                what: "ascending calls over the whole buffer",
-            });
+                buf_bytes,
+                false,
+                "ascending calls over the whole buffer",
+            ));
         }
         if chunks.contains(&SUBPAGE) {
-            cases.push(Case {
-                name: format!("{} 4K descending", kind.name()),
+            cases.push(Case::dram(
+                format!("{} 4K descending", kind.name()),
                 kind,
-                chunk: SUBPAGE,
-                bytes: buf_bytes,
-                descending: true,
-                passes: 1,
-                what: "4 KiB calls over the whole buffer, last page first",
-            });
+                SUBPAGE,
+                buf_bytes,
+                true,
+                "4 KiB calls over the whole buffer, last page first",
+            ));
         }
     }
     if l2 && kinds.contains(&StoreKind::Stosb) {
         let half = l2_half().min(buf_bytes);
-        let passes = (L2_BYTES_PER_REP / half).max(1);
+        let passes = (L2_BYTES_PER_SAMPLE / half).max(2);
         for (chunk, what) in [
             (
                 SUBPAGE,
@@ -241,7 +286,8 @@ fn plan(kinds: &[StoreKind], chunks: &[usize], buf_bytes: usize, l2: bool, clzer
                 name: format!("stosb {} L2-resident", chunk_label(chunk)),
                 kind: StoreKind::Stosb,
                 chunk,
-                bytes: half,
+                span: half,
+                segment: half,
                 descending: false,
                 passes,
                 what,
@@ -251,9 +297,10 @@ fn plan(kinds: &[StoreKind], chunks: &[usize], buf_bytes: usize, l2: bool, clzer
     Plan { cases, skipped }
 }
 
-/// Runs every case once per round, `reps` rounds; a pass during which the
-/// thread was switched out is retried up to 4 times in its round. Returns
-/// per case its samples and whether its first pass left the buffer zero.
+/// Runs every case once per round, `reps` rounds, each round a case's
+/// samples back to back; a sample during which the thread was switched out
+/// is dropped (counted). Returns per case its samples and whether its first
+/// round left the span zero.
 fn measure(
     cases: &[Case],
     buf: &mut Mapping,
@@ -265,31 +312,27 @@ fn measure(
     for round in 0..reps {
         crate::ctl::note(&format!("store-sweep: round {} of {reps}", round + 1));
         for (i, c) in cases.iter().enumerate() {
-            for _try in 0..4 {
-                crate::ctl::check()?;
-                let b = buf.as_mut_slice();
-                if refill || verified[i].is_none() {
-                    // Junk in the bytes to be cleared, as a freed page holds;
-                    // always before the first pass so the check means something.
-                    b[..c.bytes].fill(0xA5);
-                }
+            crate::ctl::check()?;
+            let b = buf.as_mut_slice();
+            if refill || verified[i].is_none() {
+                // Junk in the bytes to be cleared, as a freed page holds;
+                // always before the first round so the check means something.
+                b[..c.span].fill(0xA5);
+            }
+            for off in c.segments() {
                 let s0 = switches();
-                let gbps = c.run_once(b);
-                let switched = switches() != s0;
-                if verified[i].is_none() {
-                    verified[i] = Some(b[..c.bytes].iter().all(|&x| x == 0));
-                }
-                attempts[i].push((gbps, switched));
-                if !switched {
-                    break;
-                }
+                let gbps = c.run_segment(b, off);
+                attempts[i].push((gbps, switches() != s0));
+            }
+            if verified[i].is_none() {
+                verified[i] = Some(b[..c.span].iter().all(|&x| x == 0));
             }
         }
     }
     Ok(attempts
         .into_iter()
         .zip(verified)
-        .map(|(a, v)| (Samples::from_attempts(reps, a), v.unwrap_or(false)))
+        .map(|(a, v)| (Samples::from_attempts(usize::MAX, a), v.unwrap_or(false)))
         .collect())
 }
 
@@ -353,10 +396,10 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "refill": refill, "kinds": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "chunks_kib": chunks.iter().map(|c| c >> 10).collect::<Vec<_>>(), "buffer_bytes": bytes});
     let method = json!({
-        "gbps": "bytes cleared / wall time (Instant) of one pass over the buffer (L2-resident cases: many passes over half the L2); memory pre-faulted and written once before the first round",
-        "rounds": "each round runs every case once, in the order listed, so load on a shared host spreads over all cases; a pass during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and retried, at most 4 tries per round; the median of the kept passes and their spread (max/min - 1)",
+        "gbps": format!("bytes cleared / wall time (Instant) of one sample: a segment of {} MiB of the buffer or one call, whichever is larger (L2-resident cases: {} MiB of passes over half the L2); memory pre-faulted and written before the first round", SEGMENT >> 20, L2_BYTES_PER_SAMPLE >> 20),
+        "rounds": "each round clears every case's whole span once, cases in the order listed, so load on a shared host spreads over all of them; a sample during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped (switched_out counts them; if none is clean all are kept and all_switched_out says so); the median of the kept samples and their spread (max/min - 1)",
         "calls": "stosb: one rep stosb per call; movnti: 8 B movnti stores then sfence per call; clzero: one clzero per 64 B line then sfence per call (CPUID Fn8000_0008 EBX bit 0)",
-        "contents": if refill {"every pass clears bytes just filled with 0xA5 (the fill is not timed)"} else {"passes clear bytes the previous pass zeroed (as Arora's user-space loop); the first pass of each case clears 0xA5"},
+        "contents": if refill {"every round clears bytes just filled with 0xA5 (the fill is not timed)"} else {"rounds clear bytes the previous round zeroed (as Arora's user-space loop); the first round of each case clears 0xA5"},
         "pinning": "measuring thread pinned to CPU 0",
     });
     let skipped_all = |why: String| {
@@ -406,14 +449,14 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         .zip(&samples)
         .map(|(c, (s, verified))| {
             let m = s.summary();
-            let calls = c.calls_per_rep() as f64;
-            let pass_ns = (c.bytes * c.passes) as f64 / m.median;
+            let calls = c.calls_per_sample() as f64;
+            let sample_ns = (c.segment * c.passes) as f64 / m.median;
             json!({
                 "case": c.name, "kind": c.kind.name(), "chunk_bytes": c.chunk,
                 "order": if c.descending {"descending"} else {"ascending"},
-                "bytes_per_pass": c.bytes, "passes_per_rep": c.passes,
-                "calls_per_rep": c.calls_per_rep(), "what": c.what,
-                "gbps": m.json(), "ns_per_call": round3(pass_ns / calls),
+                "span_bytes": c.span, "sample_bytes": c.segment, "passes_per_sample": c.passes,
+                "calls_per_sample": c.calls_per_sample(), "what": c.what,
+                "gbps": m.json(), "ns_per_call": round3(sample_ns / calls),
                 "verified": verified,
             })
         })
@@ -440,7 +483,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
 /// One line per case: GB/s median, the kept range, kept/dropped, ns per call.
 pub fn format_table(backing: &str, bytes: usize, results: &[Value]) -> String {
     let mut out = format!(
-        "store-sweep: one core clearing a {} {backing} buffer (GB/s: median of kept passes)\n  {:<26} {:>8} {:>17} {:>7} {:>8} {:>11}\n",
+        "store-sweep: one core clearing a {} {backing} buffer (GB/s: median of kept samples)\n  {:<26} {:>8} {:>17} {:>7} {:>8} {:>11}\n",
         chunk_label(bytes),
         "case",
         "GB/s",
@@ -523,6 +566,20 @@ mod tests {
         assert_eq!(why, ["stosb 1G", "clzero"]);
         assert_eq!(chunk_label(1 << 30), "1G");
         assert_eq!(chunk_label(64 << 10), "64K");
-        assert_eq!(p.cases[2].calls_per_rep(), 1024);
+        // 4 MiB spans are one segment each; descending segments run last first.
+        assert_eq!(p.cases[2].calls_per_sample(), 1024);
+        assert_eq!(p.cases[2].segments(), vec![0]);
+        let c = Case::dram("x".into(), StoreKind::Stosb, SUBPAGE, 3 * SEGMENT, true, "");
+        assert_eq!(c.segments(), vec![2 * SEGMENT, SEGMENT, 0]);
+        let big = Case::dram(
+            "y".into(),
+            StoreKind::Stosb,
+            2 * SEGMENT,
+            4 * SEGMENT,
+            false,
+            "",
+        );
+        assert_eq!((big.segment, big.calls_per_sample()), (2 * SEGMENT, 1));
+        assert_eq!(p.cases[3].segments().len(), L2_SAMPLES_PER_ROUND);
     }
 }

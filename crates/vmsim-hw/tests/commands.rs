@@ -74,6 +74,24 @@ fn clear_runs_every_strategy() {
 }
 
 #[test]
+fn clear_on_hugetlb_restores_pools() {
+    let before = nr_hugepages();
+    match run_json(
+        "clear",
+        r#"{"pages": 2, "reps": 1, "corunner": false, "huge": "hugetlb", "strategies": ["seq-stosb", "contiguous-7.0"]}"#,
+    ) {
+        Ok(text) => {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let results = v["results"].as_array().unwrap();
+            assert!(results.iter().all(|r| r["verified"] == true), "{v}");
+        }
+        // Not root, or the pool could not grow: said, naming the option.
+        Err(e) => assert_eq!(config_key(Err(e)), "huge"),
+    }
+    assert_eq!(nr_hugepages(), before);
+}
+
+#[test]
 fn copy_runs_every_strategy() {
     let v = json(
         "copy",
