@@ -5,7 +5,9 @@
 //! docs/calibration-sources.md): `rep stosb`, `movnti` (with `sfence` after
 //! each call, as a kernel clear would) and, where CPUID says the core has
 //! it, `clzero` (also fenced per call), in calls of 4 KiB .. 1 GiB; 4 KiB
-//! calls in ascending and in descending page order; and 4 KiB `rep stosb`
+//! calls in ascending and in descending page order, with a `mov` loop per
+//! 4 KiB page (ordinary stores, no string boundary) in both orders beside
+//! them; and 4 KiB `rep stosb`
 //! calls over half the L2 (start-up only) beside one call over the same
 //! bytes, to set against the DRAM-sized 4 KiB row (start-up plus drain).
 //!
@@ -23,7 +25,7 @@
 //! buffer, a CPU without `clzero`) is a skipped row with its reason.
 
 use crate::opts::{round3, Opts};
-use crate::prim::{nt_clear, rep_stosb, sfence};
+use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::reps::{switches, Samples};
 use crate::sys::{self, Backing, Mapping, SUBPAGE};
 use crate::{config_err, host, HwError};
@@ -40,7 +42,7 @@ const ACCEPTED: [&str; 7] = [
     "refill",
 ];
 const BACKINGS: [&str; 4] = ["hugetlb-2m", "hugetlb-1g", "thp", "4k"];
-const KINDS: [&str; 3] = ["stosb", "movnti", "clzero"];
+const KINDS: [&str; 4] = ["stosb", "movnti", "clzero", "mov"];
 /// Arora's chunk sizes (KiB): 4K / 64K / 2M / 8M / 32M / 128M / 1G.
 pub const CHUNKS_KIB: [u64; 7] = [4, 64, 2048, 8192, 32768, 131072, 1048576];
 /// Bytes of a timed segment of a DRAM-sized case: twice a 32 MiB LLC, so a
@@ -62,6 +64,9 @@ pub enum StoreKind {
     Movnti,
     /// `clzero` per 64 B line, `sfence` at the end of the call.
     Clzero,
+    /// Eight 8 B `mov` stores per line (`clear_page_orig`): ordinary stores,
+    /// no string boundary, set beside `rep stosb` in the same page order.
+    Mov,
 }
 
 impl StoreKind {
@@ -70,11 +75,12 @@ impl StoreKind {
             Self::Stosb => "stosb",
             Self::Movnti => "movnti",
             Self::Clzero => "clzero",
+            Self::Mov => "mov",
         }
     }
 
     fn from_name(s: &str) -> Option<Self> {
-        [Self::Stosb, Self::Movnti, Self::Clzero]
+        [Self::Stosb, Self::Movnti, Self::Clzero, Self::Mov]
             .into_iter()
             .find(|k| k.name() == s)
     }
@@ -121,6 +127,7 @@ pub unsafe fn clear_call(kind: StoreKind, dst: *mut u8, len: usize) {
             clzero_clear(dst, len);
             sfence();
         }
+        StoreKind::Mov => mov_clear(dst, len),
     }
 }
 
@@ -239,7 +246,17 @@ fn plan(kinds: &[StoreKind], chunks: &[usize], buf_bytes: usize, l2: bool, clzer
                 "skipped": "this CPU has no clzero (CPUID Fn8000_0008 EBX bit 0)"}));
             continue;
         }
-        for &chunk in chunks {
+        // A mov loop has no call boundary to speak of: only its page order
+        // is measured (4 KiB "calls" ascending and descending).
+        let kind_chunks: &[usize] = if kind == StoreKind::Mov {
+            &[SUBPAGE]
+        } else {
+            chunks
+        };
+        if kind == StoreKind::Mov && !chunks.contains(&SUBPAGE) {
+            continue;
+        }
+        for &chunk in kind_chunks {
             let name = format!("{} {}", kind.name(), chunk_label(chunk));
             if chunk > buf_bytes {
                 skipped.push(

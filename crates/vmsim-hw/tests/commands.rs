@@ -151,8 +151,8 @@ fn store_sweep_small_runs_every_case_and_restores_pools() {
         let run: Vec<&Value> = results.iter().filter(|r| r["skipped"].is_null()).collect();
         let clzero = v["clzero"] == true;
         // Per kind: 4K, 64K and 4K descending; 8M is larger than the buffer;
-        // two L2-resident stosb cases.
-        assert_eq!(run.len(), 3 * (2 + usize::from(clzero)) + 2, "{v}");
+        // mov 4K in both orders; two L2-resident stosb cases.
+        assert_eq!(run.len(), 3 * (2 + usize::from(clzero)) + 2 + 2, "{v}");
         for r in &run {
             assert_eq!(r["verified"], true, "{r}");
             assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
