@@ -10,6 +10,9 @@
 //! them; and 4 KiB `rep stosb`
 //! calls over half the L2 (start-up only) beside one call over the same
 //! bytes, to set against the DRAM-sized 4 KiB row (start-up plus drain).
+//! The clearing strategies of `vmsim hw clear` (per 2 MiB page, target
+//! sub-page 0) run in the same rounds, so their figures are taken under the
+//! same conditions as the sweep's.
 //!
 //! Invariants: every case clears its whole span (the buffer, or half the
 //! L2) once per round, and the rounds interleave the cases, so a slow spell
@@ -24,15 +27,17 @@
 //! host cannot give (a pool it cannot reserve, a chunk larger than the
 //! buffer, a CPU without `clzero`) is a skipped row with its reason.
 
+use crate::clear::{clear_huge, ClearStrategy};
 use crate::opts::{round3, Opts};
 use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::reps::{switches, Samples};
-use crate::sys::{self, Backing, Mapping, SUBPAGE};
+use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::{config_err, host, HwError};
 use serde_json::{json, Value};
 use std::time::Instant;
 
-const ACCEPTED: [&str; 7] = [
+const ACCEPTED: [&str; 8] = [
+    "strategies",
     "size_mib",
     "backing",
     "chunks_kib",
@@ -40,6 +45,14 @@ const ACCEPTED: [&str; 7] = [
     "reps",
     "l2",
     "refill",
+];
+/// The strategies `vmsim hw validate` compares (its clearing rows).
+const DEFAULT_STRATEGIES: [ClearStrategy; 5] = [
+    ClearStrategy::SeqStosb,
+    ClearStrategy::TargetLast,
+    ClearStrategy::Multipage2023,
+    ClearStrategy::Contiguous70,
+    ClearStrategy::NontemporalFar,
 ];
 const BACKINGS: [&str; 4] = ["hugetlb-2m", "hugetlb-1g", "thp", "4k"];
 const KINDS: [&str; 4] = ["stosb", "movnti", "clzero", "mov"];
@@ -163,9 +176,30 @@ struct Case {
     descending: bool,
     passes: usize,
     what: &'static str,
+    /// A kernel clearing strategy run per 2 MiB page (target sub-page 0)
+    /// instead of `kind` in `chunk` calls.
+    strategy: Option<ClearStrategy>,
 }
 
 impl Case {
+    /// Strategy `s` of `vmsim hw clear` over `span` bytes of 2 MiB pages,
+    /// each cleared for a fault on its first sub-page, in segments of
+    /// [`SEGMENT`] bytes.
+    fn strategy(s: ClearStrategy, span: usize) -> Case {
+        let span = span / HPAGE * HPAGE;
+        Case {
+            name: format!("{} per 2M", s.name()),
+            kind: StoreKind::Stosb,
+            chunk: HPAGE,
+            span,
+            segment: SEGMENT.min(span),
+            descending: false,
+            passes: 1,
+            what: "a kernel clearing strategy (vmsim hw clear) per 2 MiB page, target sub-page 0",
+            strategy: Some(s),
+        }
+    }
+
     /// A DRAM-sized case over `span` bytes: segments of [`SEGMENT`] or one
     /// call, whichever is larger.
     fn dram(
@@ -186,6 +220,7 @@ impl Case {
             descending,
             passes: 1,
             what,
+            strategy: None,
         }
     }
 
@@ -211,7 +246,12 @@ impl Case {
         let b = &mut buf[off..end];
         let t0 = Instant::now();
         for _ in 0..self.passes {
-            clear_in_chunks(self.kind, b, self.chunk, self.descending);
+            match self.strategy {
+                Some(s) => b
+                    .chunks_exact_mut(HPAGE)
+                    .for_each(|page| clear_huge(s, page, 0)),
+                None => clear_in_chunks(self.kind, b, self.chunk, self.descending),
+            }
         }
         (b.len() * self.passes) as f64 / t0.elapsed().as_secs_f64() / 1e9
     }
@@ -308,6 +348,7 @@ fn plan(kinds: &[StoreKind], chunks: &[usize], buf_bytes: usize, l2: bool, clzer
                 descending: false,
                 passes,
                 what,
+                strategy: None,
             });
         }
     }
@@ -405,13 +446,24 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             ))
         }
     };
+    let strategies: Vec<ClearStrategy> = match opts.get("strategies") {
+        Some(Value::Array(a)) if a.is_empty() => vec![],
+        _ => opts
+            .names("strategies", &ClearStrategy::ALL.map(|s| s.name()))?
+            .map_or(DEFAULT_STRATEGIES.to_vec(), |v| {
+                v.iter()
+                    .map(|n| ClearStrategy::from_name(n).expect("checked"))
+                    .collect()
+            }),
+    };
     let (backing, pool_kib) = backing_of(&backing_name);
     let page = pool_kib.map_or(SUBPAGE, |k| (k as usize) << 10);
     let bytes = ((size_mib as usize) << 20).div_ceil(page) * page;
     let clzero = has_clzero();
     let options = json!({"size_mib": size_mib, "backing": backing_name, "reps": reps, "l2": l2,
         "refill": refill, "kinds": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
-        "chunks_kib": chunks.iter().map(|c| c >> 10).collect::<Vec<_>>(), "buffer_bytes": bytes});
+        "chunks_kib": chunks.iter().map(|c| c >> 10).collect::<Vec<_>>(), "buffer_bytes": bytes,
+        "strategies": strategies.iter().map(|s| s.name()).collect::<Vec<_>>()});
     let method = json!({
         "gbps": format!("bytes cleared / wall time (Instant) of one sample: a segment of {} MiB of the buffer or one call, whichever is larger (L2-resident cases: {} MiB of passes over half the L2); memory pre-faulted and written before the first round", SEGMENT >> 20, L2_BYTES_PER_SAMPLE >> 20),
         "rounds": "each round clears every case's whole span once, cases in the order listed, so load on a shared host spreads over all of them; a sample during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped (switched_out counts them; if none is clean all are kept and all_switched_out says so); the median of the kept samples and their spread (max/min - 1)",
@@ -449,7 +501,10 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let thp_kib = (backing == Backing::Thp)
         .then(|| buf.anon_huge_kib())
         .flatten();
-    let Plan { cases, skipped } = plan(&kinds, &chunks, bytes, l2, clzero);
+    let Plan { mut cases, skipped } = plan(&kinds, &chunks, bytes, l2, clzero);
+    if bytes >= HPAGE {
+        cases.extend(strategies.iter().map(|&s| Case::strategy(s, bytes)));
+    }
 
     let (samples, pin) = std::thread::scope(|scope| {
         scope
@@ -469,7 +524,8 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             let calls = c.calls_per_sample() as f64;
             let sample_ns = (c.segment * c.passes) as f64 / m.median;
             json!({
-                "case": c.name, "kind": c.kind.name(), "chunk_bytes": c.chunk,
+                "case": c.name, "kind": c.strategy.map_or(c.kind.name(), |_| "strategy"),
+                "strategy": c.strategy.map(|s| s.name()), "chunk_bytes": c.chunk,
                 "order": if c.descending {"descending"} else {"ascending"},
                 "span_bytes": c.span, "sample_bytes": c.segment, "passes_per_sample": c.passes,
                 "calls_per_sample": c.calls_per_sample(), "what": c.what,

@@ -49,6 +49,7 @@ fn bad_values_are_config_errors() {
         (r#"{"chunks_kib": [6]}"#, "chunks_kib"),
         (r#"{"chunks_kib": []}"#, "chunks_kib"),
         (r#"{"kinds": ["memset"]}"#, "kinds"),
+        (r#"{"strategies": ["memset"]}"#, "strategies"),
         (r#"{"size_mib": 0}"#, "size_mib"),
     ] {
         assert_eq!(config_key(run_json("store-sweep", opts)), key, "{opts}");
@@ -152,7 +153,8 @@ fn store_sweep_small_runs_every_case_and_restores_pools() {
         let clzero = v["clzero"] == true;
         // Per kind: 4K, 64K and 4K descending; 8M is larger than the buffer;
         // mov 4K in both orders; two L2-resident stosb cases.
-        assert_eq!(run.len(), 3 * (2 + usize::from(clzero)) + 2 + 2, "{v}");
+        // And the five clearing strategies of `vmsim hw validate`.
+        assert_eq!(run.len(), 3 * (2 + usize::from(clzero)) + 2 + 2 + 5, "{v}");
         for r in &run {
             assert_eq!(r["verified"], true, "{r}");
             assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
