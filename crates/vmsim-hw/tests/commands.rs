@@ -286,6 +286,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "erms",
                 "fsrm",
                 "startup_cycles",
+                "drain_at_boundary",
                 "no_rfo_full_lines",
                 "no_rfo_grant",
                 "nocache_threshold_kib",
