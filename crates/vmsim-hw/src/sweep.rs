@@ -483,7 +483,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             Ok(g) => Some(g),
             Err(why) => {
                 return skipped_all(format!(
-                    "{backing_name} buffer of {} MiB: {why}",
+                    "{backing_name} buffer of {} MiB: {why} (backing=thp needs no pool)",
                     bytes >> 20
                 ))
             }
