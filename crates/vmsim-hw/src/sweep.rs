@@ -7,12 +7,11 @@
 //! it, `clzero` (also fenced per call), in calls of 4 KiB .. 1 GiB; 4 KiB
 //! calls in ascending and in descending page order, with a `mov` loop per
 //! 4 KiB page (ordinary stores, no string boundary) in both orders beside
-//! them; and 4 KiB `rep stosb`
-//! calls over half the L2 (start-up only) beside one call over the same
-//! bytes, to set against the DRAM-sized 4 KiB row (start-up plus drain).
-//! The clearing strategies of `vmsim hw clear` (per 2 MiB page, target
-//! sub-page 0) run in the same rounds, so their figures are taken under the
-//! same conditions as the sweep's.
+//! them; and 4 KiB `rep stosb` calls over half the L2 (start-up only) beside
+//! one call over the same bytes, to set against the DRAM-sized 4 KiB row
+//! (start-up plus any drain). The clearing strategies of `vmsim hw clear`
+//! (per 2 MiB page, target sub-page 0) run in the same rounds, so their
+//! figures are taken under the same conditions as the sweep's.
 //!
 //! Invariants: every case clears its whole span (the buffer, or half the
 //! L2) once per round, and the rounds interleave the cases, so a slow spell
@@ -22,10 +21,11 @@
 //! preemptions); a segment during which the measuring thread was switched
 //! out ([`crate::reps::switches`]) is dropped, the others are the samples.
 //! Each case reports the median of its samples and their spread. The
-//! buffer is checked to read back zero after each case's first round. A hugetlb pool is
-//! raised only for the run and restored (the guard of `pf-test`). What the
-//! host cannot give (a pool it cannot reserve, a chunk larger than the
-//! buffer, a CPU without `clzero`) is a skipped row with its reason.
+//! buffer is checked to read back zero after each case's first round. A
+//! hugetlb pool is raised only for the run and restored (the guard of
+//! `pf-test`). What the host cannot give (a pool it cannot reserve, a chunk
+//! larger than the buffer, a CPU without `clzero`) is a skipped row with
+//! its reason.
 
 use crate::clear::{clear_huge, ClearStrategy};
 use crate::opts::{round3, Opts};
