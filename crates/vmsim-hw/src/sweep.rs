@@ -482,10 +482,16 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         Some(kib) => match crate::pftest::reserve(kib, (bytes / page) as u64) {
             Ok(g) => Some(g),
             Err(why) => {
+                // Without root the pool cannot grow, but THP needs none.
+                let hint = if sys::is_root() {
+                    ""
+                } else {
+                    " (backing=thp needs no pool)"
+                };
                 return skipped_all(format!(
-                    "{backing_name} buffer of {} MiB: {why} (backing=thp needs no pool)",
+                    "{backing_name} buffer of {} MiB: {why}{hint}",
                     bytes >> 20
-                ))
+                ));
             }
         },
         None => {
