@@ -605,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")
-    p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "microbench", "validate"])
+    p.add_argument("command", choices=["clear", "copy", "pf-test", "calibrate", "microbench", "store-sweep", "validate"])
     p.add_argument("--opt", action="append", metavar="KEY=VALUE",
                    help="option for the measurement (VALUE parsed as JSON if it parses); repeatable")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")

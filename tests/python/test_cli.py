@@ -196,6 +196,14 @@ def test_hw_microbench_bad_values_name_the_option(capsys):
         assert key in err.splitlines()[0] and err.count("\n") == 1, (opt, err)
 
 
+def test_hw_store_sweep_bad_values_name_the_option(capsys):
+    for opt, key in [("backing=1g", "backing"), ("chunks_kib=[5]", "chunks_kib"), ("kinds=memset", "kinds"),
+                     ("reps=0", "reps")]:
+        assert cli.main(["hw", "store-sweep", "--opt", opt]) == 2, opt
+        err = capsys.readouterr().err
+        assert key in err.splitlines()[0] and err.count("\n") == 1, (opt, err)
+
+
 def test_hw_bad_opt(capsys):
     assert cli.main(["hw", "clear", "--opt", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err

@@ -1061,6 +1061,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                 for i in 0..lines {
                     m.access(0, i, kind, true, store_issue);
                 }
+                m.string_end(0);
             };
             for _ in 0..warm_lines(p, kib, 1) {
                 pass(&mut m);

@@ -90,6 +90,92 @@ fn a_no_rfo_stream_is_bound_by_fill_buffers_over_the_grant_latency() {
     );
 }
 
+/// One 4 KiB `rep stosb` as the kernel issues it: start-up, 64 line stores
+/// (one issue cycle each), end.
+fn string_4k(m: &mut Machine, first_line: u64) {
+    m.string_start(0);
+    for i in first_line..first_line + 64 {
+        m.access(0, i, AccessKind::StringStore, true, 1);
+    }
+    m.string_end(0);
+}
+
+#[test]
+fn a_string_instruction_starts_once_the_previous_ones_lines_are_granted() {
+    // Ice Lake-SP as shipped: drain at the boundary (Intel SDM Vol. 3A 8.2.4.1),
+    // ownership-only line stores granted at the home's round trip D, F fill buffers.
+    let (p, mut m) = icx(NoRfoGrant::Memory);
+    assert!(p.string_drain && p.no_rfo_full_lines);
+    let (s, d, f) = (
+        p.string_startup_cycles,
+        p.dram_local_cycles,
+        p.l1d.outstanding,
+    );
+    assert!(f <= p.l2.outstanding && f < 64);
+    string_4k(&mut m, 0);
+    // Line k issues once the fill buffer of line k - F frees: the last line (63)
+    // issues at S + 63 % F + (63 / F) * D and is granted D later.
+    let last_issue = s + 63 % f + (63 / f) * d;
+    assert_eq!(m.cpus[0].clock, last_issue + 1);
+    let granted = last_issue + d;
+    assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(granted));
+    // The next instruction waits (stalled) for that grant, then pays its start-up.
+    let stalled = m.cpus[0].stats.stall_cycles;
+    m.string_start(0);
+    assert_eq!(m.cpus[0].clock, granted + s);
+    assert_eq!(
+        m.cpus[0].stats.stall_cycles - stalled,
+        granted - (last_issue + 1)
+    );
+    // Its first line issues right away: every fill buffer is free again.
+    m.access(0, 64, AccessKind::StringStore, true, 1);
+    assert_eq!(m.cpus[0].clock, granted + s + 1);
+    assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(granted + s + d));
+    m.string_end(0);
+}
+
+#[test]
+fn without_the_drain_the_start_up_overlaps_the_grants() {
+    let (mut p, _) = icx(NoRfoGrant::Memory);
+    p.string_drain = false;
+    let mut m = Machine::new(&p, 1 << 30, 0).unwrap();
+    let (s, d, f) = (
+        p.string_startup_cycles,
+        p.dram_local_cycles,
+        p.l1d.outstanding,
+    );
+    string_4k(&mut m, 0);
+    let last_issue = s + 63 % f + (63 / f) * d;
+    assert_eq!(m.cpus[0].clock, last_issue + 1);
+    // The start-up runs while the last F lines are still being granted.
+    m.string_start(0);
+    assert_eq!(m.cpus[0].clock, last_issue + 1 + s);
+    // Ordinary stores between string instructions do not hold the next one back,
+    // and a drained instruction waits only for string stores.
+    let (p, mut m) = icx(NoRfoGrant::Memory);
+    string_4k(&mut m, 0);
+    let granted = m.cores[0].lfb.iter().copied().max().unwrap();
+    m.access(0, 1000, AccessKind::Store, true, 1);
+    let after_store = m.cores[0].lfb.iter().copied().max().unwrap();
+    assert!(after_store > granted);
+    m.string_start(0);
+    assert_eq!(m.cpus[0].clock, granted + p.string_startup_cycles);
+}
+
+#[test]
+fn the_drain_is_on_for_the_intel_presets_only() {
+    for (name, drain) in [
+        ("xeon-e5-2699v3-2s", true),
+        ("xeon-e5-1650v3-1s", true),
+        ("xeon-e5-4655v3-4s", true),
+        ("xeon-6238m-clx", true),
+        ("xeon-8358-icx", true),
+        ("epyc-7j13-milan", false),
+    ] {
+        assert_eq!(params(name).string_drain, drain, "{name}");
+    }
+}
+
 #[test]
 fn exact_latencies_of_a_dependent_load() {
     let (p, mut m) = e5();

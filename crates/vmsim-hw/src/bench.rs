@@ -316,10 +316,11 @@ pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
     let backing = match huge.as_str() {
         "thp" => Backing::Thp,
         "none" => Backing::Small,
+        "hugetlb" => Backing::Hugetlb(21),
         _ => {
             return Err(config_err(
                 "huge",
-                format!("expected \"thp\" or \"none\", got \"{huge}\""),
+                format!("expected \"thp\", \"hugetlb\" or \"none\", got \"{huge}\""),
             ))
         }
     };
@@ -345,6 +346,20 @@ pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
     };
     let src_bytes = if kind == Kind::Copy { bytes } else { 0 };
     crate::ctl::guard_memory("pages", (bytes + src_bytes) as u64 + co_bytes)?;
+    // hugetlb: the destination's (and a copy's source's) 2 MiB pages come
+    // from the pool, raised for the run and restored when the guard drops.
+    let _pool = match backing {
+        Backing::Hugetlb(_) => {
+            let need = (bytes + src_bytes.max(HPAGE)) / HPAGE;
+            Some(crate::pftest::reserve(2048, need as u64).map_err(|why| {
+                config_err(
+                    "huge",
+                    format!("hugetlb pages for {} MiB: {why}", bytes >> 20),
+                )
+            })?)
+        }
+        _ => None,
+    };
     let mut dst = Mapping::anon(bytes, backing)?;
     sys::prefault(dst.as_mut_slice(), SUBPAGE, 0xA5);
     let mut src = Mapping::anon(if kind == Kind::Copy { bytes } else { SUBPAGE }, backing)?;

@@ -6,11 +6,13 @@
 //! a measurement of the kernel's own fault-time clearing (`pftest`), and the
 //! calibration that measures the host and writes a machine preset for it
 //! (`calibrate`), and the microbenchmarks of `vmsim validate` run for real
-//! beside the model's figure on a preset (`micro`). Everything is reached through [`run_json`], which takes and
-//! returns JSON so that the Python front end can drive it.
+//! beside the model's figure on a preset (`micro`), and the store sweep by
+//! call size, page order and store kind (`sweep`). Everything is reached
+//! through [`run_json`], which takes and returns JSON so that the Python
+//! front end can drive it.
 //!
 //! x86-64 Linux only: the routines are `rep stosb`/`rep movsb`, `mov` loops
-//! and `movnti`, as in arch/x86/lib.
+//! and `movnti`, as in arch/x86/lib (and `clzero`, where the CPU has it).
 
 pub mod bench;
 pub mod calibrate;
@@ -26,6 +28,7 @@ pub mod pftest;
 mod preset;
 pub mod prim;
 pub mod reps;
+pub mod sweep;
 pub mod sys;
 
 use std::fmt;
@@ -63,10 +66,17 @@ pub(crate) fn config_err(key: &str, message: impl Into<String>) -> HwError {
     }
 }
 
-pub const COMMANDS: [&str; 5] = ["clear", "copy", "pf-test", "calibrate", "microbench"];
+pub const COMMANDS: [&str; 6] = [
+    "clear",
+    "copy",
+    "pf-test",
+    "calibrate",
+    "microbench",
+    "store-sweep",
+];
 
 /// Runs one host command. `command` is one of "clear", "copy", "pf-test",
-/// "calibrate", "microbench"; `opts_json` is a JSON object of options (unknown keys are an
+/// "calibrate", "microbench", "store-sweep"; `opts_json` is a JSON object of options (unknown keys are an
 /// error naming the key and the accepted ones). Returns the results as JSON.
 pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
     run_json_with(command, opts_json, false)
@@ -82,6 +92,7 @@ pub fn run_json_with(command: &str, opts_json: &str, quiet: bool) -> Result<Stri
         "pf-test" => pftest::run(opts_json)?,
         "calibrate" => calibrate::run(opts_json)?,
         "microbench" => micro::run(opts_json)?,
+        "store-sweep" => sweep::run(opts_json)?,
         other => {
             return Err(config_err(
                 "command",

@@ -14,7 +14,7 @@ const ACCEPTED: [&str; 3] = ["size_mib", "kinds", "reps"];
 
 /// Restores a hugetlb pool size when dropped, so an error or early return
 /// never leaves the host's reservation changed.
-struct PoolGuard {
+pub(crate) struct PoolGuard {
     path: String,
     original: u64,
 }
@@ -39,8 +39,9 @@ fn read_u64(path: &str) -> Option<u64> {
     read_trim(path)?.parse().ok()
 }
 
-/// Makes `needed` free pages of `kib` KiB available; the guard undoes it.
-fn reserve(kib: u64, needed: u64) -> Result<PoolGuard, String> {
+/// Makes `needed` free pages of `kib` KiB available; the guard undoes it
+/// (`store-sweep` reserves its buffer the same way).
+pub(crate) fn reserve(kib: u64, needed: u64) -> Result<PoolGuard, String> {
     if !sys::is_root() {
         return Err("not root: cannot change the hugetlb pool".into());
     }

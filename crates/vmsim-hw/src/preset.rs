@@ -511,6 +511,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default("startup_cycles", Val::I(35), "");
     w.default(
+        "drain_at_boundary",
+        Val::B(!amd_vendor()),
+        "chosen by vendor: on Intel a string instruction's stores wait for the previous one's to complete (Intel SDM Vol. 3A 8.2.4.1); on a Zen 4 host 4 KiB rep stosb calls cleared DRAM as fast as 64 KiB to 28 MiB calls (vmsim hw store-sweep, docs/hw.md), so not on AMD",
+    );
+    w.default(
         "no_rfo_full_lines",
         Val::B(host::has_flag("erms")),
         "assumed with ERMS, as the vendor optimisation manuals describe for fast strings",

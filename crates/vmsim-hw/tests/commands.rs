@@ -20,7 +20,7 @@ fn config_key(r: Result<String, HwError>) -> String {
 
 #[test]
 fn unknown_option_keys_are_named() {
-    for cmd in ["clear", "copy", "pf-test", "calibrate"] {
+    for cmd in ["clear", "copy", "pf-test", "calibrate", "store-sweep"] {
         let r = run_json(cmd, r#"{"bogus_key": 1}"#);
         let msg = r.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(config_key(r), "bogus_key", "{cmd}");
@@ -44,6 +44,16 @@ fn bad_values_are_config_errors() {
         "kinds"
     );
     assert_eq!(config_key(run_json("clear", r#"{"pages": -1}"#)), "pages");
+    for (opts, key) in [
+        (r#"{"backing": "1g"}"#, "backing"),
+        (r#"{"chunks_kib": [6]}"#, "chunks_kib"),
+        (r#"{"chunks_kib": []}"#, "chunks_kib"),
+        (r#"{"kinds": ["memset"]}"#, "kinds"),
+        (r#"{"strategies": ["memset"]}"#, "strategies"),
+        (r#"{"size_mib": 0}"#, "size_mib"),
+    ] {
+        assert_eq!(config_key(run_json("store-sweep", opts)), key, "{opts}");
+    }
     assert_eq!(config_key(run_json("clear", "[1]")), "<options>");
     assert_eq!(config_key(run_json("frobnicate", "{}")), "command");
 }
@@ -62,6 +72,24 @@ fn clear_runs_every_strategy() {
         assert!(r["touch_4k_ns"]["min"].as_f64().unwrap() > 0.0);
     }
     assert!(v["host"]["flags"]["erms"].is_boolean());
+}
+
+#[test]
+fn clear_on_hugetlb_restores_pools() {
+    let before = nr_hugepages();
+    match run_json(
+        "clear",
+        r#"{"pages": 2, "reps": 1, "corunner": false, "huge": "hugetlb", "strategies": ["seq-stosb", "contiguous-7.0"]}"#,
+    ) {
+        Ok(text) => {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let results = v["results"].as_array().unwrap();
+            assert!(results.iter().all(|r| r["verified"] == true), "{v}");
+        }
+        // Not root, or the pool could not grow: said, naming the option.
+        Err(e) => assert_eq!(config_key(Err(e)), "huge"),
+    }
+    assert_eq!(nr_hugepages(), before);
 }
 
 #[test]
@@ -103,6 +131,39 @@ fn pf_test_small_restores_pools() {
         if r.get("skipped").is_none() {
             assert_eq!(r["warm"], true);
         }
+    }
+}
+
+#[test]
+fn store_sweep_small_runs_every_case_and_restores_pools() {
+    let before = nr_hugepages();
+    for backing in ["hugetlb-2m", "thp"] {
+        let opts = serde_json::json!({"size_mib": 4, "reps": 1, "backing": backing,
+                                      "chunks_kib": [4, 64, 8192]})
+        .to_string();
+        let v = json("store-sweep", &opts);
+        assert_eq!(nr_hugepages(), before, "{backing}");
+        if let Some(why) = v["skipped"].as_str() {
+            // Not root, or no pages to be had: said, not failed.
+            assert!(!why.is_empty());
+            continue;
+        }
+        let results = v["results"].as_array().unwrap();
+        let run: Vec<&Value> = results.iter().filter(|r| r["skipped"].is_null()).collect();
+        let clzero = v["clzero"] == true;
+        // Per kind: 4K, 64K and 4K descending; 8M is larger than the buffer;
+        // mov 4K in both orders; two L2-resident stosb cases.
+        // And the five clearing strategies of `vmsim hw validate`.
+        assert_eq!(run.len(), 3 * (2 + usize::from(clzero)) + 2 + 2 + 5, "{v}");
+        for r in &run {
+            assert_eq!(r["verified"], true, "{r}");
+            assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["ns_per_call"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        let skipped = results.len() - run.len();
+        // The three 8M calls, or two and the clzero row on a CPU without it.
+        assert_eq!(skipped, 3, "{v}");
+        assert!(v["table"].as_str().unwrap().contains("stosb 4K descending"));
     }
 }
 
@@ -225,6 +286,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "erms",
                 "fsrm",
                 "startup_cycles",
+                "drain_at_boundary",
                 "no_rfo_full_lines",
                 "no_rfo_grant",
                 "nocache_threshold_kib",

@@ -146,7 +146,7 @@ fn list_experiments() -> Vec<(String, String)> {
 }
 
 /// Runs a host measurement (`clear`, `copy`, `pf-test`, `calibrate`,
-/// `microbench`) with options given as a JSON object; returns the result as
+/// `microbench`, `store-sweep`) with options given as a JSON object; returns the result as
 /// JSON text.
 /// `quiet` silences the progress notes on stderr. SIGINT and SIGTERM stop
 /// the measurement (after the host's state is restored) and raise

@@ -19,12 +19,24 @@
 //! a lone line is not delayed (its own transfer is in the level's latency), a
 //! stream is spread at the path's bandwidth.
 //!
+//! A thread's string instructions are ordered among themselves: where the
+//! preset says so (`string.drain_at_boundary`, after Intel SDM Vol. 3A
+//! §8.2.4.1: "all the stores from an earlier string operation will complete
+//! before any store from a later string operation"), a string instruction's
+//! first store issues, and its start-up begins, only once every line store
+//! of the thread's previous string instruction is granted: the time its fill
+//! buffer frees (an ownership grant, a fill, or a posted write's acceptance).
+//! Per thread, as the rule is per logical processor.
+//!
 //! The core's prefetchers (machine/prefetch.rs) are trained by both threads'
 //! requests, as the L2 they watch is the core's, and their requests take the
 //! same fill buffers and superqueue entries as demand misses.
 //!
 //! Invariants: no epoch issues for more than `ISSUE_EPOCH` cycles; a lone
 //! thread (no sibling reservations) is never delayed: `reserve(t, c) == t + c`.
+//! A thread's string grant time only grows while its string instruction runs
+//! and is consumed (reset) when its next string instruction begins; without
+//! the drain, beginning a string instruction never moves its start.
 
 use super::cache::INVALID;
 use super::hierarchy::Served;
@@ -160,6 +172,10 @@ pub struct CoreResources {
     /// Whether dirty L1 / L2 victims take their share of those paths.
     l1_victims_on_path: bool,
     l2_victims_on_path: bool,
+    /// Per SMT thread: when the last line store of its current (or latest)
+    /// string instruction is granted, and whether one is executing.
+    string_granted: Vec<u64>,
+    in_string: Vec<bool>,
 }
 
 /// Bytes per cycle of a core's two fill paths (0: no limit), and whether
@@ -194,7 +210,48 @@ impl CoreResources {
             issue: IssueSlots::new(threads),
             next_line: NextLine::default(),
             streamer: Streamer::new(pf),
+            string_granted: vec![0; threads.max(1)],
+            in_string: vec![false; threads.max(1)],
         }
+    }
+
+    /// Thread `thread` begins a string instruction at `now`; returns when
+    /// its start-up may begin. With `drain`, that is once every line store
+    /// of the thread's previous string instruction is granted; without it,
+    /// `now`. From here the thread's string stores are counted
+    /// ([`CoreResources::string_store`]) until [`CoreResources::string_end`].
+    pub fn string_begin(&mut self, thread: usize, now: u64, drain: bool) -> u64 {
+        let t = if drain {
+            now.max(self.string_granted[thread])
+        } else {
+            now
+        };
+        // Every store of the new instruction is granted after `t`.
+        self.string_granted[thread] = t;
+        self.in_string[thread] = true;
+        t
+    }
+
+    /// A line store of thread `thread` is granted at `t` (its fill buffer
+    /// frees then); counted if it belongs to a string instruction.
+    #[inline(always)]
+    pub fn string_store(&mut self, thread: usize, t: u64) {
+        if self.in_string[thread] {
+            let g = &mut self.string_granted[thread];
+            *g = (*g).max(t);
+        }
+    }
+
+    /// Thread `thread`'s string instruction has issued its last store; its
+    /// grant time stays for the next [`CoreResources::string_begin`].
+    pub fn string_end(&mut self, thread: usize) {
+        self.in_string[thread] = false;
+    }
+
+    /// When every line store of thread `thread`'s latest string instruction
+    /// is granted (as far as they have issued).
+    pub fn string_granted(&self, thread: usize) -> u64 {
+        self.string_granted[thread]
     }
 
     /// When a line served from `served` whose data is ready at its source at
@@ -566,6 +623,51 @@ mod tests {
                 prop_assert_eq!(&m[..], &plain[..]);
             }
         }
+    }
+
+    fn resources() -> CoreResources {
+        let pf = PrefetchParams::off();
+        CoreResources::new(10, 16, 2, &pf, FillBandwidth::default())
+    }
+
+    #[test]
+    fn a_string_instruction_waits_for_the_previous_ones_grants() {
+        let mut r = resources();
+        // First instruction at 100: nothing outstanding, no wait.
+        assert_eq!(r.string_begin(0, 100, true), 100);
+        // Its line stores are granted at 350, 900 and 420 (out of order).
+        for t in [350, 900, 420] {
+            r.string_store(0, t);
+        }
+        r.string_end(0);
+        assert_eq!(r.string_granted(0), 900);
+        // Stores outside a string instruction do not count.
+        r.string_store(0, 5000);
+        // The next instruction, asked for at 400, starts at 900 exactly.
+        assert_eq!(r.string_begin(0, 400, true), 900);
+        // Its own grants (all before the previous ones') end at 950; asked
+        // for later than that, the third starts when asked.
+        r.string_store(0, 950);
+        r.string_end(0);
+        assert_eq!(r.string_begin(0, 1000, true), 1000);
+    }
+
+    #[test]
+    fn the_drain_is_per_thread_and_off_without_the_preset_rule() {
+        let mut r = resources();
+        r.string_begin(1, 0, true);
+        r.string_store(1, 700);
+        r.string_end(1);
+        // The sibling's grants do not hold thread 0 back.
+        assert_eq!(r.string_begin(0, 10, true), 10);
+        // Thread 1 waits for its own.
+        assert_eq!(r.string_begin(1, 20, true), 700);
+        // Without the drain a string instruction starts when asked.
+        let mut r = resources();
+        r.string_begin(0, 0, false);
+        r.string_store(0, 700);
+        r.string_end(0);
+        assert_eq!(r.string_begin(0, 30, false), 30);
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct Machine {
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
     pub string_startup: u64,
+    /// String instructions drain at their boundary (`string.drain_at_boundary`).
+    string_drain: bool,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
     pub ipi: IpiCosts,
@@ -197,6 +199,7 @@ impl Machine {
             issue_width: p.issue_width,
             store_bytes_per_cycle: p.store_bytes_per_cycle,
             string_startup: p.string_startup_cycles,
+            string_drain: p.string_drain,
             nocache_threshold: p.nocache_threshold_bytes,
             ipi: p.ipi.clone(),
             tlb_flush_full_cycles: p.tlb_flush_full_cycles,
@@ -390,6 +393,12 @@ impl Machine {
                 r.writebacks(l1_wbs, l2_wbs, done);
                 r.lfb.set(li, done);
                 r.lfb_line[li] = INVALID;
+                if self.string_drain
+                    && matches!(kind, AccessKind::StringStore | AccessKind::NtStore)
+                {
+                    // A string instruction's line is granted when its fill buffer frees.
+                    r.string_store(thread, done);
+                }
                 if !matches!(served, Served::L1 | Served::L2) {
                     r.sq.set(qi, done);
                     r.sq_line[qi] = INVALID;
@@ -498,9 +507,27 @@ impl Machine {
         }
     }
 
-    /// Fixed start-up cost of one string instruction (`rep stosb`/`rep movsb`).
+    /// One string instruction (`rep stosb`/`rep movsb`) begins: where the
+    /// preset drains at the boundary, the CPU first waits (stalled) until
+    /// every line store of its previous string instruction is granted, and
+    /// only then pays the fixed start-up, which therefore does not overlap
+    /// those grants; otherwise the start-up alone.
     pub fn string_start(&mut self, cpu: usize) {
+        let (core, thread) = self.cpu_core[cpu];
+        let now = self.cpus[cpu].clock;
+        let t = self.cores[core as usize].string_begin(thread as usize, now, self.string_drain);
+        if t > now {
+            self.cpus[cpu].stats.stall_cycles += t - now;
+            self.advance(cpu, t - now, 0);
+        }
         self.advance(cpu, self.string_startup, 1);
+    }
+
+    /// The string instruction begun by [`Machine::string_start`] has issued
+    /// its last store (its grants may still be outstanding).
+    pub fn string_end(&mut self, cpu: usize) {
+        let (core, thread) = self.cpu_core[cpu];
+        self.cores[core as usize].string_end(thread as usize);
     }
 
     /// Translates `vaddr` through the CPU's TLB; on a miss the walk is

@@ -67,6 +67,10 @@ pub struct MachineParams {
     /// Bandwidth of the inter-socket link.
     pub link_bytes_per_cycle: f64,
     pub string_startup_cycles: u64,
+    /// No store of a string instruction issues before every line store of
+    /// the thread's previous one is granted, and its start-up runs after
+    /// that (Intel SDM Vol. 3A §8.2.4.1; `string.drain_at_boundary`).
+    pub string_drain: bool,
     /// Full-line string stores take ownership without reading the line.
     pub no_rfo_full_lines: bool,
     pub no_rfo_grant: NoRfoGrant,

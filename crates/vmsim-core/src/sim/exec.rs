@@ -202,6 +202,8 @@ impl Sim {
         }
         self.cpus[cpu].pos = 0;
         self.cpus[cpu].started = false;
+        // A string instruction's stores have all issued (no-op for other kinds).
+        self.m.string_end(cpu);
         true
     }
 

@@ -97,6 +97,9 @@ pub struct StringParams {
     pub erms: bool,
     pub fsrm: bool,
     pub startup_cycles: u64,
+    /// Whether a string instruction's stores wait until every line store of
+    /// the previous one is granted (the drain at a string-instruction boundary).
+    pub drain_at_boundary: bool,
     pub no_rfo_full_lines: bool,
     /// Where ownership without data is granted to a no-RFO full-line store that misses
     /// the LLC: "llc" (at LLC latency) or "memory" (only once the home has ruled out
@@ -398,6 +401,7 @@ impl Preset {
             erms: s.b("erms")?,
             fsrm: s.b("fsrm")?,
             startup_cycles: s.u("startup_cycles")?,
+            drain_at_boundary: s.b("drain_at_boundary")?,
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
             no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
@@ -578,6 +582,7 @@ impl Preset {
             dram_bytes_per_cycle: bpc(m.sustained_bandwidth_gbs / m.nodes_per_socket as f64),
             link_bytes_per_cycle: bpc(m.interconnect_bandwidth_gbs.max(0.001)),
             string_startup_cycles: s.startup_cycles,
+            string_drain: s.drain_at_boundary,
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
