@@ -203,7 +203,7 @@ impl Sim {
         self.cpus[cpu].pos = 0;
         self.cpus[cpu].started = false;
         // A string instruction's stores have all issued (no-op for other kinds).
-        self.m.string_end(cpu);
+        self.machine.string_end(cpu);
         true
     }
 
