@@ -1,9 +1,15 @@
 //! Huge-page clearing strategies, each a faithful replay of one kernel
-//! generation's `clear_huge_page()`/`folio_zero_user()` over real memory.
+//! generation's `clear_huge_page()`/`folio_zero_user()` over real memory:
+//! the steps are the simulator's own clear plan (vmsim-core's
+//! `kernel::policy::clear`), so the host runs exactly what the model
+//! simulates, with the kernel's default (voluntary) preemption model.
 
-use crate::order::{for_each_process_huge_page, regions_2023, regions_7_0};
 use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
+use std::cell::RefCell;
+use vmsim_core::kernel::policy::clear::{builtin, ClearCtx, ClearStep};
+use vmsim_core::kernel::StoreHow;
+use vmsim_core::policy::ClearHugePage;
 
 /// Width of the neighbourhood the multi-page clears hold back for last
 /// (the 2023 `width` and 7.0 `FOLIO_ZERO_LOCALITY_RADIUS`): the simulator's.
@@ -49,6 +55,55 @@ impl ClearStrategy {
     pub fn from_name(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|x| x.name() == s)
     }
+
+    /// The simulator's clear plan this strategy replays, and how the
+    /// arch's `clear_page`/`clear_pages` stores.
+    pub fn plan(self) -> (ClearHugePage, StoreHow) {
+        match self {
+            Self::SeqMov => (ClearHugePage::Sequential, StoreHow::MovLoop),
+            Self::SeqStosb => (ClearHugePage::Sequential, StoreHow::String),
+            Self::TargetLast => (ClearHugePage::TargetLast, StoreHow::String),
+            Self::Multipage2023 => (ClearHugePage::Multipage2023, StoreHow::String),
+            Self::Contiguous70 => (ClearHugePage::Contiguous70, StoreHow::String),
+            Self::NontemporalFar => (ClearHugePage::NontemporalFar, StoreHow::String),
+        }
+    }
+}
+
+/// A plan by the (strategy, sub-pages, target) it was made for.
+type Planned = ((ClearStrategy, usize, usize), Vec<ClearStep>);
+
+thread_local! {
+    /// The last plan made, by (strategy, sub-pages, target): the timed loops
+    /// clear the same shape over and over, and allocate nothing after the first.
+    static PLAN: RefCell<Option<Planned>> =
+        const { RefCell::new(None) };
+}
+
+/// The steps of strategy `s` for `nr` sub-pages and target `n`.
+pub fn plan_steps(s: ClearStrategy, nr: usize, n: usize) -> Vec<ClearStep> {
+    let (policy, string) = s.plan();
+    let ctx = ClearCtx {
+        nr_pages: nr as u64,
+        target: n as u64,
+        preemptible: false,
+        string,
+    };
+    let mut steps = Vec::new();
+    builtin(policy).plan(&ctx, &mut steps);
+    steps
+}
+
+/// Stores zeros over `len` bytes at `p`, as `how` says.
+///
+/// # Safety
+/// `p..p+len` must be writable memory, 8-byte aligned.
+unsafe fn store(how: StoreHow, p: *mut u8, len: usize) {
+    match how {
+        StoreHow::String => rep_stosb(p, len),
+        StoreHow::MovLoop => mov_clear(p, len),
+        StoreHow::NonTemporal => nt_clear(p, len),
+    }
 }
 
 /// Zeroes `page` (a whole number of 4 KiB sub-pages) as strategy `s` would
@@ -72,33 +127,74 @@ pub fn clear_huge(s: ClearStrategy, page: &mut [u8], n: usize) {
     }
     assert!(n < nr, "target {n} outside {nr} sub-pages");
     let base = page.as_mut_ptr();
-    let sub = |i: usize| unsafe { base.add(i * SUBPAGE) };
-    // SAFETY: every range below lies within `page` (sub-page and region indices are < nr).
-    unsafe {
-        match s {
-            ClearStrategy::SeqMov => (0..nr).for_each(|i| mov_clear(sub(i), SUBPAGE)),
-            ClearStrategy::SeqStosb => (0..nr).for_each(|i| rep_stosb(sub(i), SUBPAGE)),
-            ClearStrategy::TargetLast => {
-                for_each_process_huge_page(n, nr, |i| rep_stosb(sub(i), SUBPAGE))
-            }
-            ClearStrategy::Multipage2023 => {
-                for r in regions_2023(n, nr) {
-                    rep_stosb(sub(r.start), r.len() * SUBPAGE);
+    let string = s.plan().1;
+    PLAN.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        if cached.as_ref().map(|(key, _)| *key) != Some((s, nr, n)) {
+            *cached = Some(((s, nr, n), plan_steps(s, nr, n)));
+        }
+        let steps = &cached.as_ref().expect("just made").1;
+        // SAFETY: the plan's sub-pages and regions lie within `page` (its
+        // steps cover sub-pages 0..nr exactly once: vmsim-core's tests).
+        unsafe {
+            for &step in steps {
+                match step {
+                    ClearStep::Subpage(i) => store(string, base.add(i as usize * SUBPAGE), SUBPAGE),
+                    ClearStep::Region { start, len, how } => store(
+                        how,
+                        base.add(start as usize * SUBPAGE),
+                        len as usize * SUBPAGE,
+                    ),
+                    ClearStep::Fence => sfence(),
                 }
             }
-            ClearStrategy::Contiguous70 => {
-                for r in regions_7_0(n, nr) {
-                    rep_stosb(sub(r.start), r.len() * SUBPAGE);
-                }
-            }
-            ClearStrategy::NontemporalFar => {
-                let regions = regions_7_0(n, nr);
-                let (hot, far) = regions.split_last().expect("neighbourhood is never empty");
-                for r in far {
-                    nt_clear(sub(r.start), r.len() * SUBPAGE);
-                }
-                sfence();
-                rep_stosb(sub(hot.start), hot.len() * SUBPAGE);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_replays_the_models_plans() {
+        let giga = 1 << 18; // 1 GiB of 4 KiB sub-pages
+                            // clear_gigantic_page(): ascending, not the target-last order.
+        let s = plan_steps(ClearStrategy::TargetLast, giga, 1000);
+        assert_eq!(
+            (s[0], s[giga - 1]),
+            (ClearStep::Subpage(0), ClearStep::Subpage(giga as u64 - 1))
+        );
+        // The 2023 series clears a gigantic folio straight.
+        assert_eq!(
+            plan_steps(ClearStrategy::Multipage2023, giga, 1000),
+            vec![ClearStep::Region {
+                start: 0,
+                len: giga as u64,
+                how: StoreHow::String
+            }]
+        );
+        // 7.0 with voluntary preemption: 32 MiB clear_pages() calls.
+        let s = plan_steps(ClearStrategy::Contiguous70, giga, 1000);
+        assert!(s
+            .iter()
+            .all(|st| matches!(st, ClearStep::Region { len, .. } if *len <= 8192)));
+        // A 2 MiB page's 7.0 regions are whole.
+        assert_eq!(plan_steps(ClearStrategy::Contiguous70, 512, 100).len(), 3);
+    }
+
+    #[test]
+    fn every_strategy_zeroes_every_byte() {
+        let nr = 16;
+        let mut buf = vec![0xa5u64; nr * SUBPAGE / 8];
+        for s in ClearStrategy::ALL {
+            for n in [0, 7, nr - 1] {
+                buf.iter_mut().for_each(|w| *w = 0xa5a5_a5a5_a5a5_a5a5);
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut u8, nr * SUBPAGE)
+                };
+                clear_huge(s, bytes, n);
+                assert!(buf.iter().all(|&w| w == 0), "{} n {n}", s.name());
             }
         }
     }

@@ -76,6 +76,7 @@ fn clear_runs_every_strategy() {
 
 #[test]
 fn clear_on_hugetlb_restores_pools() {
+    let _pools = pools();
     let before = nr_hugepages();
     match run_json(
         "clear",
@@ -103,6 +104,15 @@ fn copy_runs_every_strategy() {
     assert!(results.iter().all(|r| r["verified"] == true));
 }
 
+/// The hugetlb pools are the whole system's: tests that raise them and
+/// check they are restored take this lock, so that one does not read the
+/// pool while another holds it raised (the test threads run at once).
+static POOLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn pools() -> std::sync::MutexGuard<'static, ()> {
+    POOLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn nr_hugepages() -> Vec<Option<String>> {
     ["2048", "1048576"]
         .iter()
@@ -117,6 +127,7 @@ fn nr_hugepages() -> Vec<Option<String>> {
 
 #[test]
 fn pf_test_small_restores_pools() {
+    let _pools = pools();
     let before = nr_hugepages();
     let v = json(
         "pf-test",
@@ -136,6 +147,7 @@ fn pf_test_small_restores_pools() {
 
 #[test]
 fn store_sweep_small_runs_every_case_and_restores_pools() {
+    let _pools = pools();
     let before = nr_hugepages();
     for backing in ["hugetlb-2m", "thp"] {
         let opts = serde_json::json!({"size_mib": 4, "reps": 1, "backing": backing,
