@@ -25,8 +25,12 @@
 //! is isolated by at most one migration at a time; the old page is freed
 //! only after the new one is mapped.
 
+use super::hw::Hw;
 use super::mm::Pte;
+use super::policy::tlb as unmap_flush;
 use super::sched::wait::WaitQueueId;
+use super::tlbflush::flush_tlb_mm_range;
+use super::vmscan::TlbflushUnmapBatch;
 use super::{KFn, Kernel, StoreHow, Work};
 use crate::policy::ClearPage;
 use std::collections::VecDeque;
@@ -214,5 +218,61 @@ impl Kernel {
         self.numa.pgmigrate_success += 1;
         let q = self.folio_waitqueue(old);
         self.waitq.wake_up(q);
+    }
+}
+
+impl Kernel {
+    /// `try_to_migrate()` of a page being migrated, on `hw.cpu`: its PTE
+    /// replaced by a migration entry (`migrate_unmap`), and the TLB flush it
+    /// needs if the PTE was accessible — at once (`flush_tlb_page()`) or
+    /// through the unmap batch, as `kernel.migrate_tlb_flush` decides
+    /// (kernel/policy/tlb.rs). False if the migration was abandoned.
+    pub fn try_to_migrate(
+        &mut self,
+        hw: &mut Hw,
+        mm: usize,
+        addr: u64,
+        old: u64,
+        new: u64,
+    ) -> bool {
+        let cpu = hw.cpu;
+        hw.charge(self.costs.rmap_pte_cycles);
+        hw.settle(KFn::TryToUnmap);
+        let Some(accessible) = self.migrate_unmap(mm, addr, old, new) else {
+            return false;
+        };
+        if !accessible {
+            hw.settle(KFn::TryToUnmap);
+            return true;
+        }
+        let others = self.mms[mm].cpumask.any_but(cpu);
+        if others {
+            self.numa.migrate_unmap_flushes += 1;
+        }
+        // should_defer_flush(): a batch only when another CPU may hold the entry.
+        if unmap_flush::migration(self.cfg.migrate_tlb_flush).should_defer(others) {
+            let mut ubc = TlbflushUnmapBatch::default();
+            // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
+            // entry was present (accessible) and the batch is flushed here,
+            // so whether it was dirty does not matter.
+            ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], true, false);
+            hw.settle(KFn::TryToUnmap);
+            // migrate_pages_batch() calls try_to_unmap_flush() itself, after
+            // the unmaps: its time is not under try_to_unmap.
+            self.try_to_unmap_flush(hw, &mut ubc);
+            return true;
+        }
+        // ptep_clear_flush() -> flush_tlb_page().
+        flush_tlb_mm_range(
+            hw.machine,
+            &mut self.vmstat,
+            cpu,
+            &mut self.mms[mm],
+            hw.tlbstate,
+            addr,
+            addr + 4096,
+        );
+        hw.settle(KFn::TryToUnmap);
+        true
     }
 }

@@ -48,11 +48,11 @@
 use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
 use super::mm::Mm;
+use super::policy::tlb::{self as unmap_flush, BatchFlush};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
 use super::tlbflush::{flush_tlb_mm_range, invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
-use crate::policy::TlbFlushOnUnmap;
 use std::collections::VecDeque;
 
 /// `SWAP_CLUSTER_MAX`: folios per reclaim batch.
@@ -344,9 +344,9 @@ impl Kernel {
             let pte = self.try_to_unmap_one(mm, va).expect("the walk found it");
             hw.charge(self.costs.rmap_pte_cycles);
             hw.settle(KFn::RmapWalk);
-            // arch_tlbbatch_should_defer(): the same test with or without INVLPGB.
-            let defer = self.cfg.tlb_flush_on_unmap != TlbFlushOnUnmap::PerPage
-                && self.mms[mm].cpumask.any_but(cpu);
+            // should_defer_flush() → arch_tlbbatch_should_defer() (kernel/policy/tlb.rs).
+            let defer = unmap_flush::reclaim(self.cfg.tlb_flush_on_unmap)
+                .should_defer(self.mms[mm].cpumask.any_but(cpu));
             if defer {
                 ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
             } else {
@@ -377,7 +377,7 @@ impl Kernel {
         // broadcast TLB flushing for page reclaim TLB flushing"):
         // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
         // not, this one's included, and no IPI is sent.
-        if self.cfg.tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast
+        if unmap_flush::reclaim(self.cfg.tlb_flush_on_unmap).batch_flush() == BatchFlush::Broadcast
             && invlpgb_flush_all_nonglobals(hw.machine, cpu, hw.tlbstate, &self.mms)
         {
             self.reclaim.tlb_ubc_invlpgb += 1;

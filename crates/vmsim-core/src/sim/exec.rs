@@ -140,7 +140,8 @@ impl Sim {
                 k.shrink_node(&mut hw, node, kswapd);
             }
             Work::MigrateUnmap { mm, addr, old, new } => {
-                if !self.migrate_unmap(cpu, mm, addr, old, new) {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                if !k.try_to_migrate(&mut hw, mm, addr, old, new) {
                     // Abandoned: the copy and the remap that follow go too.
                     self.cpus[cpu].work.pop_front();
                     self.cpus[cpu].work.retain(|w| {
@@ -213,54 +214,5 @@ impl Sim {
         if let Some(Work::PutPage { .. }) = self.cpus[cpu].work.get(1) {
             self.cpus[cpu].work.remove(1);
         }
-    }
-}
-
-impl Sim {
-    /// `try_to_unmap` of a page being migrated, and the TLB flush it needs
-    /// if its PTE was accessible: `flush_tlb_page` (per-page) or the
-    /// unmap batch's full flush (batched). False if the migration was abandoned.
-    fn migrate_unmap(&mut self, cpu: usize, mm: usize, addr: u64, old: u64, new: u64) -> bool {
-        let c = self.kernel.costs.rmap_pte_cycles;
-        self.machine.advance(cpu, c, c);
-        self.settle(cpu, KFn::TryToUnmap);
-        let Some(accessible) = self.kernel.migrate_unmap(mm, addr, old, new) else {
-            return false;
-        };
-        if !accessible {
-            self.settle(cpu, KFn::TryToUnmap);
-            return true;
-        }
-        let others = self.kernel.mms[mm].cpumask.any_but(cpu);
-        if others {
-            self.kernel.numa.migrate_unmap_flushes += 1;
-        }
-        // should_defer_flush(): a batch only when another CPU may hold the entry.
-        if others && self.kernel.cfg.migrate_tlb_flush == crate::policy::MigrateTlbFlush::Batched {
-            let mut ubc = crate::kernel::vmscan::TlbflushUnmapBatch::default();
-            // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
-            // entry was present (accessible) and the batch is flushed here,
-            // so whether it was dirty does not matter.
-            ubc.set_tlb_ubc_flush_pending(&mut self.kernel.mms[mm], true, false);
-            self.settle(cpu, KFn::TryToUnmap);
-            // migrate_pages_batch() calls try_to_unmap_flush() itself, after
-            // the unmaps: its time is not under try_to_unmap.
-            let (k, mut hw) = self.kernel_hw(cpu);
-            k.try_to_unmap_flush(&mut hw, &mut ubc);
-            return true;
-        }
-        // ptep_clear_flush() -> flush_tlb_page().
-        let k = &mut self.kernel;
-        crate::kernel::tlbflush::flush_tlb_mm_range(
-            &mut self.machine,
-            &mut k.vmstat,
-            cpu,
-            &mut k.mms[mm],
-            &mut self.tlbstate,
-            addr,
-            addr + 4096,
-        );
-        self.settle(cpu, KFn::TryToUnmap);
-        true
     }
 }

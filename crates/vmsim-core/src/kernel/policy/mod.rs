@@ -6,9 +6,11 @@
 //! (`arch_tlbbatch_should_defer` / `add_pending` / `flush`, `migrate_pages()`
 //! taking its allocation policy as callbacks, BPF `struct_ops`).
 //!
-//! Hooks so far: the huge-page clear plan (clear.rs). A policy cannot switch
+//! Hooks so far: the huge-page clear plan (clear.rs) and the unmap TLB
+//! flush of reclaim and migration (tlb.rs). A policy cannot switch
 //! off what the kernel guarantees: a plan is checked before it is carried
 //! out (every sub-page cleared exactly once), and the content tags and the
 //! data checks stay the kernel's.
 
 pub mod clear;
+pub mod tlb;

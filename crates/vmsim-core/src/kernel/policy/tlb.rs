@@ -1,0 +1,123 @@
+//! The unmap TLB-flush hook, one seam for reclaim and migration, shaped
+//! like x86's `arch_tlbbatch_should_defer()` / `arch_tlbbatch_add_pending()`
+//! / `arch_tlbbatch_flush()`: a policy decides whether the flush of an entry
+//! just cleared is deferred into the task's batch (or done at once with
+//! `flush_tlb_page()`), and how a batch is flushed; the kernel adds the
+//! entry to the batch (`set_tlb_ubc_flush_pending`, kernel/vmscan.rs) and
+//! carries the flush out (`try_to_unmap_flush`).
+//!
+//! Invariant: whatever the policy decides, no folio is freed while a TLB
+//! may hold it: a deferred entry is in the batch, and the batch is flushed
+//! before the folios go (the TLB truth check stops a run otherwise).
+
+use crate::policy::{MigrateTlbFlush, TlbFlushOnUnmap};
+
+/// How `arch_tlbbatch_flush()` empties the TLBs of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchFlush {
+    /// One IPI per CPU of the batch that is not lazy, each flushing its whole TLB.
+    Ipis,
+    /// One INVLPGB of every non-global translation and a TLBSYNC, no IPI,
+    /// where the CPU has it (else as `Ipis`).
+    Broadcast,
+}
+
+/// An unmap TLB-flush policy: decides, does nothing itself.
+pub trait UnmapFlush: Send + Sync {
+    /// The name a config gives it.
+    fn name(&self) -> &str;
+    /// `should_defer_flush()`: defer the flush of an entry just cleared into
+    /// the batch; `others` says whether a CPU other than this one may hold
+    /// it (the mm has run elsewhere).
+    fn should_defer(&self, others: bool) -> bool;
+    /// `arch_tlbbatch_flush()`: how a batch is flushed.
+    fn batch_flush(&self) -> BatchFlush;
+}
+
+/// Before 4.3 (reclaim) and 6.3 (migration): every entry at once, `flush_tlb_page()`.
+pub struct PerPage;
+impl UnmapFlush for PerPage {
+    fn name(&self) -> &str {
+        "per-page"
+    }
+    fn should_defer(&self, _others: bool) -> bool {
+        false
+    }
+    fn batch_flush(&self) -> BatchFlush {
+        BatchFlush::Ipis
+    }
+}
+
+/// 4.3 onwards (reclaim), 6.3 onwards (migration): deferred when another
+/// CPU may hold the entry; the batch is flushed by one IPI per CPU.
+pub struct Batched;
+impl UnmapFlush for Batched {
+    fn name(&self) -> &str {
+        "batched"
+    }
+    fn should_defer(&self, others: bool) -> bool {
+        others
+    }
+    fn batch_flush(&self) -> BatchFlush {
+        BatchFlush::Ipis
+    }
+}
+
+/// 6.15 onwards on CPUs with INVLPGB: deferred as `Batched`, the batch
+/// flushed by one broadcast invalidation.
+pub struct Broadcast;
+impl UnmapFlush for Broadcast {
+    fn name(&self) -> &str {
+        "broadcast"
+    }
+    fn should_defer(&self, others: bool) -> bool {
+        others
+    }
+    fn batch_flush(&self) -> BatchFlush {
+        BatchFlush::Broadcast
+    }
+}
+
+/// The built-in policy `kernel.tlb_flush_on_unmap` names (reclaim's; its
+/// `batch_flush` is the arch's, so migration's batches follow it too).
+pub fn reclaim(policy: TlbFlushOnUnmap) -> &'static dyn UnmapFlush {
+    match policy {
+        TlbFlushOnUnmap::PerPage => &PerPage,
+        TlbFlushOnUnmap::Batched => &Batched,
+        TlbFlushOnUnmap::Broadcast => &Broadcast,
+    }
+}
+
+/// The built-in policy `kernel.migrate_tlb_flush` names (its `should_defer`).
+pub fn migration(policy: MigrateTlbFlush) -> &'static dyn UnmapFlush {
+    match policy {
+        MigrateTlbFlush::PerPage => &PerPage,
+        MigrateTlbFlush::Batched => &Batched,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_named_as_configs_name_them_and_defer_only_when_shared() {
+        for &n in TlbFlushOnUnmap::NAMES {
+            let p = reclaim(TlbFlushOnUnmap::parse(n).unwrap());
+            assert_eq!(p.name(), n);
+            assert!(!p.should_defer(false), "{n}: nothing to defer for");
+            assert_eq!(p.should_defer(true), n != "per-page", "{n}");
+        }
+        for &n in MigrateTlbFlush::NAMES {
+            assert_eq!(migration(MigrateTlbFlush::parse(n).unwrap()).name(), n);
+        }
+        assert_eq!(
+            reclaim(TlbFlushOnUnmap::Broadcast).batch_flush(),
+            BatchFlush::Broadcast
+        );
+        assert_eq!(
+            reclaim(TlbFlushOnUnmap::Batched).batch_flush(),
+            BatchFlush::Ipis
+        );
+    }
+}
