@@ -14,7 +14,7 @@ from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
 from ._results import check_result, load_result
-from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics
+from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics, show_scale
 
 ProgressCallback = Callable[[str, float], Any]
 
@@ -89,6 +89,7 @@ def compare(
     check: bool = True,
     set: Optional[Mapping[str, Any]] = None,
     threads: Optional[int] = None,
+    force_scale: bool = False,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -106,17 +107,26 @@ def compare(
     Each arm (of each case) is a simulation of its own; up to ``threads`` of
     them run at once on host threads (default: one per host CPU). The result
     is the same for any number; ``provenance.host_threads`` records it.
+
+    A scale below the experiment's smallest valid scale (its ``min_scale``,
+    where the arms stop doing what they differ in, e.g. less than a huge page
+    per task) raises ``ConfigError`` keyed ``scale`` naming it and why;
+    ``force_scale=True`` runs anyway and marks the result ``scale_forced``
+    (with ``min_scale`` and ``min_scale_why``).
     """
     exp = os.fspath(experiment)
     seed = check_seed(seed)
     threads = check_threads(threads)
     scale = check_scale(scale)
     set = check_set(exp, set)
+    forced = check_min_scale(exp, scale, set, force_scale)
     t0 = time.monotonic()
     set_json = json.dumps(set) if set else None
     result = json.loads(_core.compare(exp, scale, seed, progress, set_json, threads))
     if set:
         result["set"] = dict(set)
+    if forced:
+        result.update(forced)
     exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
     _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
                        base_dir=exp_dir, host_threads=threads)
@@ -133,6 +143,32 @@ def check_scale(scale: Any) -> Optional[float]:
         raise config_error("scale", f"{cut(repr(scale))} is not accepted; accepted: a positive number, "
                                     "or None for the experiment's own scale")
     return float(scale)
+
+
+def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[Mapping[str, Any]] = None,
+                    force_scale: Any = False) -> Optional[Dict[str, Any]]:
+    """Holds a compare's scale to the experiment's smallest valid scale (its
+    ``min_scale``, read from the core's plan). Below it: ``ConfigError``
+    keyed ``scale`` naming the smallest valid scale and why, or, with
+    ``force_scale``, the marks for the result (``scale_forced``,
+    ``scale_factor`` (the scale run), ``min_scale``, ``min_scale_why``). None when the scale is valid (or the
+    experiment cannot be planned: the run then says why)."""
+    if not isinstance(force_scale, bool):
+        raise config_error("force_scale", f"{cut(repr(force_scale))} is not accepted; accepted: True or False")
+    try:
+        plan = json.loads(_core.experiment_plan(experiment, None, 0, json.dumps(dict(settings)) if settings else None))
+    except (_core.VmsimError, OSError, ValueError):
+        return None
+    least, why = plan.get("min_scale"), plan.get("min_scale_why")
+    used = plan["scale"] if scale is None else scale
+    if least is None or used >= least * (1 - 1e-12):
+        return None
+    if not force_scale:
+        raise config_error("scale", f"{show_scale(used)} is below {plan['experiment']}'s smallest valid scale "
+                                    f"{show_scale(least)}: {why}; accepted: at least {show_scale(least)} "
+                                    "(force_scale=True, --force-scale on the command line, runs anyway and "
+                                    "marks the result)")
+    return {"scale_forced": True, "scale_factor": used, "min_scale": least, "min_scale_why": why}
 
 
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
@@ -165,9 +201,11 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
 def experiment_plan(experiment: Union[str, "os.PathLike[str]"], scale: Optional[float] = None, seed: int = 0,
                     settings: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """What ``compare`` would simulate, from the core, without simulating:
-    ``{"experiment", "scale", "seed", "cases": [{"name", "arms": [{"name",
-    "baseline", "config", "metrics"}]}]}`` (a case ``name`` of None for an
-    experiment without cases). Raises what ``compare`` would raise before
+    ``{"experiment", "scale", "seed", "min_scale", "min_scale_why", "cases":
+    [{"name", "arms": [{"name", "baseline", "config", "metrics"}]}]}`` (a case
+    ``name`` of None for an experiment without cases; ``min_scale``, the
+    smallest valid scale, and its reason None where the experiment states
+    none). Raises what ``compare`` would raise before
     its first run."""
     return json.loads(_core.experiment_plan(os.fspath(experiment), scale, seed,
                                             json.dumps(dict(settings)) if settings else None))

@@ -179,7 +179,12 @@ def format_mmtests_lru_file(result: Mapping[str, Any]) -> str:
 
 def format_compare(result: Mapping[str, Any]) -> str:
     """Baseline, then %change and value for each variant, metric name last.
-    An experiment with cases gives one such table per case."""
+    An experiment with cases gives one such table per case. A result run
+    below its experiment's smallest valid scale (``scale_forced``) starts
+    with a line that says so."""
+    if result.get("scale_forced"):
+        rest = {k: v for k, v in result.items() if k != "scale_forced"}
+        return forced_scale_line(result) + "\n" + format_compare(rest)
     if "cases" in result:
         cases = result["cases"]
         parts = []
@@ -233,6 +238,25 @@ def format_compare(result: Mapping[str, Any]) -> str:
     if mmtests:
         lines += ["", mmtests.rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def show_scale(scale: float) -> str:
+    """A scale as the docs write it: ``1/16`` where it is one over a whole number."""
+    if 0 < scale < 1:
+        inv = 1.0 / scale
+        if abs(inv - round(inv)) < 1e-9 * inv:
+            return f"1/{round(inv)}"
+    return f"{scale:g}"
+
+
+def forced_scale_line(result: Mapping[str, Any]) -> str:
+    """The warning line of a compare run below its smallest valid scale."""
+    least = result.get("min_scale")
+    shown = show_scale(least) if _is_number(least) else "?"
+    scale = result.get("scale_factor")
+    used = show_scale(scale) if _is_number(scale) else "?"
+    return (f"SCALE FORCED: {used} is below the smallest valid scale {shown} ({result.get('min_scale_why', '')}); "
+            "the changes below may not be those at full size")
 
 
 def _flatten(obj: Any, prefix: str, out: List[tuple], tables: List[tuple]) -> None:

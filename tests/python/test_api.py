@@ -146,7 +146,7 @@ def test_progress_callback_arguments(tiny_config):
 
 
 def test_compare_shape():
-    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    result = vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True)
     assert result["experiment"] == "clear-target-last"
     assert result["seed"] == 0
     assert result["baseline_name"]
@@ -187,7 +187,7 @@ def test_run_threads_and_window_are_checked():
 def test_compare_threads_are_checked():
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(vmsim.ConfigError, match="threads"):
-            vmsim.compare("clear-target-last", scale=1 / 256, threads=bad)
+            vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True, threads=bad)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
@@ -235,7 +235,7 @@ def test_progress_callback_exception_stops_run():
         raise Stop(label)
 
     with pytest.raises(Stop):
-        vmsim.compare("clear-target-last", scale=1 / 256, progress=progress)
+        vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True, progress=progress)
 
 
 @pytest.mark.sim
@@ -252,7 +252,7 @@ def test_tiny_run_results_are_plausible(tiny_config):
 
 def test_to_dataframe():
     pd = pytest.importorskip("pandas")
-    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    result = vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True)
     df = vmsim.to_dataframe(result)
     assert isinstance(df, pd.DataFrame)
     assert list(df.index) == [result["baseline_name"]] + result["variant_order"]
@@ -328,3 +328,34 @@ def test_experiment_plan_refuses_what_compare_refuses():
     with pytest.raises(vmsim.ConfigError) as e:
         _api.experiment_plan("no-such-experiment")
     assert e.value.key == "experiment"
+
+
+def test_compare_refuses_a_scale_below_the_smallest_valid_one():
+    # At 1/32 each clear-target-last task is under a huge page: both arms do
+    # the same work and every change reads 0. The scale is refused before
+    # anything runs, naming the smallest valid scale and why.
+    from vmsim import _api
+    plan = _api.experiment_plan("clear-target-last")
+    assert plan["min_scale"] == 1 / 16 and "huge page" in plan["min_scale_why"]
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", scale=1 / 32, set={"workload.nr_task": 2})
+    assert e.value.key == "scale"
+    assert "smallest valid scale 1/16" in e.value.message and "huge page" in e.value.message
+    assert "\n" not in str(e.value)
+    for bad in (1, "yes", None):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", scale=1 / 32, force_scale=bad)
+        assert e.value.key == "force_scale"
+
+
+def test_compare_forced_below_the_smallest_valid_scale_is_marked():
+    result = vmsim.compare("clear-target-last", scale=1 / 32, set={"workload.nr_task": 2}, force_scale=True)
+    assert result["scale_forced"] is True
+    assert result["scale_factor"] == 1 / 32 and result["min_scale"] == 1 / 16
+    assert "huge page" in result["min_scale_why"]
+    from vmsim.tables import format_compare
+    first = format_compare(result).splitlines()[0]
+    assert first.startswith("SCALE FORCED: 1/32 is below the smallest valid scale 1/16")
+    # At or above the smallest valid scale nothing is marked, forced or not.
+    ok = vmsim.compare("clear-target-last", scale=1 / 16, set={"workload.nr_task": 2}, force_scale=True)
+    assert "scale_forced" not in ok and not format_compare(ok).startswith("SCALE FORCED")

@@ -139,7 +139,7 @@ def test_large_counts_use_one_notation_whatever_their_runs():
 
 def test_compare_metrics_and_format_apply_without_min_change(tmp_path, capsys):
     # They were ignored unless --min-change was given too.
-    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 256)]
+    args = ["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--force-scale"]
     assert cli.main(args + ["--metrics", "elapsed_s", "--format", "lkp"]) == 0
     out = capsys.readouterr().out
     assert "%stddev" in out and "Amean" not in out

@@ -366,6 +366,8 @@ pub fn experiment_plan(
         "experiment": exp.name,
         "scale": scale,
         "seed": seed,
+        "min_scale": exp.min_scale.as_ref().map(|m| m.value),
+        "min_scale_why": exp.min_scale.as_ref().map(|m| m.why.clone()),
         "cases": cases,
     });
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))

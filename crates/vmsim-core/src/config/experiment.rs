@@ -28,6 +28,12 @@ impl Arm {
     }
 }
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct MinScale {
+    pub value: f64,
+    pub why: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct Experiment {
     pub name: String,
@@ -37,6 +43,11 @@ pub struct Experiment {
     /// The scale factor a run uses when the caller gives none (`scale`,
     /// default 1): for experiments whose config holds full-size figures.
     pub scale: f64,
+    /// The smallest scale at which the arms' comparison means what it does
+    /// at full size (`min_scale`), and why (`min_scale_why`): below it the
+    /// workload loses what the change acts on (e.g. a whole huge page per
+    /// task). `compare` refuses a smaller scale unless forced.
+    pub min_scale: Option<MinScale>,
     pub config: toml::Table,
     pub baseline: Arm,
     pub variants: Vec<Arm>,
@@ -137,6 +148,45 @@ impl Experiment {
                 format!("must be above 0 and at most 1, got {scale}"),
             ));
         }
+        let min_scale = match (top.f64_opt("min_scale")?, top.str_opt("min_scale_why")?) {
+            (None, None) => None,
+            (Some(value), Some(why)) => {
+                if !(value.is_finite() && value > 0.0 && value <= 1.0) {
+                    return Err(cfg_err(
+                        "min_scale",
+                        format!("must be above 0 and at most 1, got {value}"),
+                    ));
+                }
+                if value > scale {
+                    return Err(cfg_err(
+                        "min_scale",
+                        format!(
+                            "{value} is above the experiment's own scale {scale}, which would then be refused; \
+                             accepted: at most `scale`"
+                        ),
+                    ));
+                }
+                if why.trim().is_empty() {
+                    return Err(cfg_err(
+                        "min_scale_why",
+                        "must not be empty: say what the workload needs at the smallest scale",
+                    ));
+                }
+                Some(MinScale { value, why })
+            }
+            (Some(_), None) => {
+                return Err(cfg_err(
+                    "min_scale_why",
+                    "required with min_scale: why smaller scales mislead (e.g. less than a huge page per task)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(cfg_err(
+                    "min_scale",
+                    "required with min_scale_why: the smallest valid scale, above 0 and at most 1",
+                ))
+            }
+        };
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
@@ -215,6 +265,7 @@ impl Experiment {
             description,
             reference,
             scale,
+            min_scale,
             config,
             baseline,
             variants,
@@ -416,6 +467,62 @@ set = { "machine" = "epyc-7j13-milan" }
             "[baseline]\nname = \"per-page\"\ncases = [\"e5\"]",
         );
         assert!(Experiment::parse(&bad, "x", None).is_err());
+    }
+
+    #[test]
+    fn min_scale_is_parsed_and_checked() {
+        let with = |extra: &str| format!("scale = 0.5\n{extra}\n{BASE}");
+        let e = Experiment::parse(
+            &with("min_scale = 0.25\nmin_scale_why = \"one huge page per task\""),
+            "x",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            e.min_scale,
+            Some(MinScale {
+                value: 0.25,
+                why: "one huge page per task".into()
+            })
+        );
+        assert_eq!(Experiment::parse(BASE, "x", None).unwrap().min_scale, None);
+        for (extra, key, says) in [
+            (
+                "min_scale = 0.0\nmin_scale_why = \"w\"",
+                "min_scale",
+                "above 0",
+            ),
+            (
+                "min_scale = 2.0\nmin_scale_why = \"w\"",
+                "min_scale",
+                "at most 1",
+            ),
+            (
+                "min_scale = 0.75\nmin_scale_why = \"w\"",
+                "min_scale",
+                "own scale",
+            ),
+            (
+                "min_scale = \"1/16\"\nmin_scale_why = \"w\"",
+                "min_scale",
+                "",
+            ),
+            ("min_scale = 0.25", "min_scale_why", "required"),
+            ("min_scale_why = \"w\"", "min_scale", "required"),
+            (
+                "min_scale = 0.25\nmin_scale_why = \" \"",
+                "min_scale_why",
+                "empty",
+            ),
+        ] {
+            match Experiment::parse(&with(extra), "x", None) {
+                Err(Error::Config { key: k, message }) => {
+                    assert_eq!(k, key, "{extra}: {message}");
+                    assert!(message.contains(says), "{extra}: {message}");
+                }
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
     }
 
     #[test]
