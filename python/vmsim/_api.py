@@ -90,6 +90,8 @@ def compare(
     set: Optional[Mapping[str, Any]] = None,
     threads: Optional[int] = None,
     force_scale: bool = False,
+    runs: int = 1,
+    jobs: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -112,8 +114,22 @@ def compare(
     where the arms stop doing what they differ in, e.g. less than a huge page
     per task) raises ``ConfigError`` keyed ``scale`` naming it and why;
     ``force_scale=True`` runs anyway and marks the result ``scale_forced``
-    (with ``min_scale`` and ``min_scale_why``).
+    (with ``scale_factor``, ``min_scale`` and ``min_scale_why``).
+
+    ``runs=N`` (above 1) runs seeds ``seed`` .. ``seed+N-1`` of every arm,
+    as ``vmsim compare --runs N`` does, on up to ``jobs`` worker processes
+    (default: one per host CPU; each then runs its arms on ``threads`` host
+    threads, default its share of the CPUs), and returns that command's
+    JSON document: ``kind`` "compare-runs", ``experiment``, ``description``,
+    ``seeds`` and ``runs`` (one compare result per seed), with the same
+    marks. ``compare_results(result)`` prints its tables (mean ±stddev and
+    Welch's test at 5%, as the command prints them) and
+    ``runs_statistics(result)`` gives the same figures as records.
     """
+    if runs != 1 or isinstance(runs, bool):
+        return _compare_runs(experiment, scale, seed, runs, jobs, threads, set, progress, force_scale, check)
+    if jobs is not None:
+        check_threads(jobs, "jobs")  # worker processes matter only with runs above 1
     exp = os.fspath(experiment)
     seed = check_seed(seed)
     threads = check_threads(threads)
@@ -145,14 +161,115 @@ def check_scale(scale: Any) -> Optional[float]:
     return float(scale)
 
 
+#: Most seeds of one ``compare(runs=N)`` / ``compare --runs``: every run's result is kept in memory.
+MAX_RUNS = 10_000
+
+
+def _compare_worker(experiment: str, scale: Optional[float], seed: int,
+                    settings: Optional[Dict[str, Any]] = None, threads: int = 1,
+                    force_scale: bool = False) -> Dict[str, Any]:
+    """One seed of ``compare(runs=N)`` (module level, for the process pool)."""
+    return compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads,
+                   force_scale=force_scale)
+
+
+def _compare_runs(experiment: Union[str, "os.PathLike[str]"], scale: Any, seed: Any, runs: Any,
+                  jobs: Any, threads: Any, settings: Any,
+                  progress: Optional[ProgressCallback], force_scale: Any, check: bool) -> Dict[str, Any]:
+    """``compare(runs=N)``: N seeds of every arm on a process pool, as one
+    ``compare-runs`` document (the ``vmsim compare --runs`` JSON)."""
+    exp = os.fspath(experiment)
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
+        raise config_error("runs", f"{cut(repr(runs))} is not accepted; accepted: an integer in 1..{MAX_RUNS}")
+    seed = check_seed(seed)
+    if jobs is not None:
+        check_threads(jobs, "jobs")
+    if threads is not None:
+        check_threads(threads)
+    scale = check_scale(scale)
+    settings = check_set(exp, settings)
+    forced = check_min_scale(exp, scale, settings, force_scale)
+    seeds = [check_seed(seed + i) for i in range(runs)]
+    jobs = min(jobs or default_threads(), len(seeds))
+    # The seeds already fill the host's CPUs: each runs its arms on its share.
+    threads = threads or max(1, default_threads() // jobs)
+    t0 = time.monotonic()
+    executor = process_pool(jobs)
+    futures: List[Any] = []
+    try:
+        futures = [executor.submit(_compare_worker, exp, scale, s, settings, threads, force_scale) for s in seeds]
+        results = []
+        for i, fut in enumerate(futures):
+            results.append(fut.result())
+            if progress is not None:
+                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
+    except BaseException:
+        stop_pool(executor, futures)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    first = results[0]
+    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
+                           "description": first.get("description"), "seeds": seeds, "runs": results}
+    if settings:
+        doc["set"] = settings
+    if forced:
+        doc.update(forced)
+    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=scale, host_seconds=time.monotonic() - t0)
+    if check:
+        for r in results:
+            check_verified(r)
+    return doc
+
+
+def runs_statistics(result: Union[Mapping[str, Any], str, "os.PathLike[str]"],
+                    metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> List[Dict[str, Any]]:
+    """The statistics ``compare_results`` and ``vmsim compare --runs`` print,
+    as records: for a ``compare(runs=N)`` result (or any compare result, or
+    the path of one), one record per case and metric that changes:
+    ``case`` (None without cases), ``metric``, ``arms`` (each ``name``,
+    ``n``, ``mean``, ``stddev``, ``min``, ``max``; the baseline first),
+    ``changes`` (each variant's change of the mean in percent, None for a
+    zero baseline) and ``significant`` (Welch's two-sided t-test at 5%, as
+    stats.py decides it; None with one run per arm)."""
+    from . import runtables
+
+    if isinstance(result, (str, os.PathLike)):
+        result = load_result(result)
+    elif isinstance(result, Mapping):
+        check_result(result, "result")
+    else:
+        raise config_error("result", f"{cut(repr(result))} is not accepted; accepted: a result dict or the path "
+                                     "of a result JSON")
+    min_change = check_min_change(min_change)
+    if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
+        raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
+    groups: Dict[Optional[str], list] = {}
+    for name, arm_runs in runtables.arms_of(result):
+        case = name.split("/", 1)[0] if "/" in name else None
+        groups.setdefault(case, []).append((name, arm_runs))
+    if metrics:
+        known = metric_names(*(m for arms in groups.values() for _, rs in arms for m in rs))
+        check_metric_names(list(metrics), known)
+    out = []
+    for case, arms in groups.items():
+        for rec in runtables.rows(arms, metrics, min_change):
+            out.append({"case": case, "metric": rec["metric"],
+                        "arms": [{"name": n, "n": s.n, "mean": s.mean, "stddev": s.stddev, "min": s.min, "max": s.max}
+                                 for (n, _), s in zip(arms, rec["summaries"])],
+                        "changes": rec["changes"], "significant": rec["significant"]})
+    return out
+
+
 def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[Mapping[str, Any]] = None,
                     force_scale: Any = False) -> Optional[Dict[str, Any]]:
     """Holds a compare's scale to the experiment's smallest valid scale (its
     ``min_scale``, read from the core's plan). Below it: ``ConfigError``
     keyed ``scale`` naming the smallest valid scale and why, or, with
     ``force_scale``, the marks for the result (``scale_forced``,
-    ``scale_factor`` (the scale run), ``min_scale``, ``min_scale_why``). None when the scale is valid (or the
-    experiment cannot be planned: the run then says why)."""
+    ``scale_factor``, the scale run, ``min_scale`` and ``min_scale_why``).
+    None when the scale is valid (or the experiment cannot be planned: the
+    run then says why)."""
     if not isinstance(force_scale, bool):
         raise config_error("force_scale", f"{cut(repr(force_scale))} is not accepted; accepted: True or False")
     try:

@@ -28,7 +28,7 @@ EXIT_DATA_LOST = 1
 
 
 #: Most seeds of one ``compare --runs``: every run's result is kept in memory.
-MAX_RUNS = 10_000
+MAX_RUNS = _api.MAX_RUNS
 
 
 class CliError(Exception):
@@ -156,14 +156,6 @@ def cmd_run(args) -> int:
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
     _emit(result, format_run(result), args.json)
     return 0
-
-
-def _compare_worker(experiment: str, scale: Optional[float], seed: int,
-                    settings: Optional[Dict[str, Any]] = None, threads: int = 1,
-                    force_scale: bool = False) -> Dict[str, Any]:
-    """One seed of ``compare --runs`` (module level, for the process pool)."""
-    return _api.compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads,
-                        force_scale=force_scale)
 
 
 def _compare_settings(args) -> Optional[Dict[str, Any]]:
@@ -296,37 +288,10 @@ def cmd_compare(args) -> int:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
         return 0
-    seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
-    jobs = min(args.jobs or _api.default_threads(), len(seeds))
-    # The seeds already fill the host's CPUs: each runs its arms on its share.
-    threads = args.threads or max(1, _api.default_threads() // jobs)
-    t0 = time.monotonic()
-    executor = _api.process_pool(jobs)
-    futures: List[Any] = []
-    progress = _progress(args)
-    try:
-        futures = [executor.submit(_compare_worker, experiment, args.scale, s, settings, threads, args.force_scale)
-                   for s in seeds]
-        runs = []
-        for i, fut in enumerate(futures):
-            runs.append(fut.result())
-            if progress is not None:
-                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
-        if progress is not None:
-            progress.close()
-    except BaseException:
-        _api.stop_pool(executor, futures)
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-    first = runs[0]
-    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
-                           "description": first.get("description"), "seeds": seeds, "runs": runs}
-    if settings:
-        doc["set"] = settings
-    if forced:
-        doc.update(forced)
-    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
+    doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
+                             set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
+                             jobs=args.jobs)
+    seeds = doc["seeds"]
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
     if forced:
         head = forced_scale_line(doc) + "\n" + head
@@ -334,7 +299,7 @@ def cmd_compare(args) -> int:
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
     _emit(doc, head + _runs_text(groups, args), args.json)
-    for r in runs:
+    for r in doc["runs"]:
         _api.check_verified(r)
     return 0
 

@@ -359,3 +359,39 @@ def test_compare_forced_below_the_smallest_valid_scale_is_marked():
     # At or above the smallest valid scale nothing is marked, forced or not.
     ok = vmsim.compare("clear-target-last", scale=1 / 16, set={"workload.nr_task": 2}, force_scale=True)
     assert "scale_forced" not in ok and not format_compare(ok).startswith("SCALE FORCED")
+
+
+def test_compare_runs_gives_the_clis_statistics(tmp_path, capsys):
+    # compare(runs=N) is `vmsim compare --runs N`: the same document, the
+    # same tables (mean, stddev, Welch's test), from the same code.
+    from vmsim import cli
+    kw = dict(scale=1 / 16, set={"workload.nr_task": 2, "kernel.page_alloc_shuffle": True}, jobs=1)
+    doc = vmsim.compare("clear-target-last", runs=2, seed=5, **kw)
+    assert doc["kind"] == "compare-runs" and doc["seeds"] == [5, 6] and len(doc["runs"]) == 2
+    out = tmp_path / "runs.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "2", "--seed", "5", "-j", "1", "--scale", "1/16",
+                     "--set", "workload.nr_task=2", "--set", "kernel.page_alloc_shuffle=true", "--format", "lkp",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    def bare(runs):
+        return [{k: v for k, v in r.items() if k != "provenance"} for r in runs]
+    assert bare(saved["runs"]) == bare(doc["runs"]) and saved["seeds"] == doc["seeds"]
+    table = vmsim.compare_results(doc, layout="lkp")
+    assert table.strip() and table in printed
+    stats = vmsim.runs_statistics(doc)
+    head = next(r for r in stats if r["metric"] == "throughput_bytes_per_s")
+    assert [a["name"] for a in head["arms"]] == ["sequential", "target-last"]
+    assert all(a["n"] == 2 for a in head["arms"]) and head["significant"][0] in (True, False)
+    means = [sum(r[k]["throughput_bytes_per_s"] for r in doc["runs"]) / 2 for k in ("baseline",)]
+    assert head["arms"][0]["mean"] == pytest.approx(means[0])
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", runs=bad)
+        assert e.value.key == "runs"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", runs=2, jobs=0)
+    assert e.value.key == "jobs"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", runs=2, scale=1 / 32)
+    assert e.value.key == "scale"
