@@ -694,7 +694,9 @@ def compare_results(
     or ``compare --runs``). One result shows its own arms; several are set
     side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
     ``min_change`` keeps the metrics that change by at least that many percent;
-    ``metrics`` (a list of names) shows just those. Raises ``ConfigError`` for
+    ``metrics`` (a list of names) shows just those. Results of different
+    experiments or machines give a ``UserWarning`` (shown on stderr) that
+    says so. Raises ``ConfigError`` for
     a result that is not one (keyed by its path, or ``results[i]``), an
     unknown metric or a bad option.
     """
@@ -722,6 +724,11 @@ def compare_results(
         labelled.append((label, r))
     if not labelled:
         raise config_error("results", "give at least one result")
+    warning = runtables.mismatch_warning(labelled)
+    if warning:
+        import warnings
+
+        warnings.warn(warning, UserWarning, stacklevel=2)
     if metrics:
         known = metric_names(*(m for _, r in labelled for _, runs in runtables.arms_of(r) for m in runs))
         check_metric_names(list(metrics), known)

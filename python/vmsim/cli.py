@@ -225,6 +225,9 @@ def _compare_saved(args, files: List[str]) -> int:
         if doc.get("kind") == "sweep":
             raise CliError(f"{f}: a sweep result has no arms to compare; vmsim plot shows it")
         results.append((p.stem, doc))
+    warning = runtables.mismatch_warning(results)
+    if warning:
+        sys.stderr.write(f"{PROG}: warning: {warning}\n")
     try:
         groups = runtables.saved_arms(results)
     except ValueError as e:
@@ -466,7 +469,7 @@ def cmd_sweep(args) -> int:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
-    text = "\n".join(format_rows(shown)) + "\n"
+    text = "\n".join(format_rows(shown, metrics)) + "\n"
     _emit(sweep_doc, text, args.json)
     if args.csv:
         _write_table(rows, args.csv, "csv")

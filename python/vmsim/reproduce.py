@@ -43,6 +43,18 @@ def _headline_rows(name: str, result: Dict[str, Any]) -> List[str]:
     return rows
 
 
+def _scale_lines(result: Dict[str, Any]) -> List[str]:
+    """The README's "Scale:" of one experiment: its own line, or one line
+    per case for an experiment with cases (each case says what it ran)."""
+    cases = result.get("cases")
+    if not isinstance(cases, dict) or not cases:
+        return [f"Scale: {result.get('scale', '')}"]
+    lines = ["Scale, per case:", ""]
+    for c in result.get("case_order") or sorted(cases):
+        lines.append(f"- {c}: {cases[c].get('scale', '') if isinstance(cases.get(c), dict) else ''}")
+    return lines
+
+
 def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optional[float] = None, seed: int = 0,
               progress: Optional[Callable[[str, float], Any]] = None,
               threads: Optional[int] = None, force_scale: bool = False) -> Dict[str, Any]:
@@ -136,7 +148,7 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
         summary += _headline_rows(name, result)
         forced = [forced_scale_line(result), ""] if result.get("scale_forced") else []
         details += ["", f"## {name}", "", result.get("description", ""), "", *forced,
-                    f"Scale: {result.get('scale', '')}", "",
+                    *_scale_lines(result), "",
                     f"Reference: {result.get('reference', '')}",
                     "", f"Table: `{name}.txt`; full result: `{name}.json`."]
     with open(os.path.join(out_dir, "README.md"), "w") as f:
