@@ -281,10 +281,13 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     if least is None or used >= least * (1 - 1e-12):
         return None
     if not force_scale:
+        quick = plan.get("quick_scale")
+        hint = (f"; its quick scale is {show_scale(quick['scale'])}, measured within {quick['tolerance']:g} "
+                "percentage points of scale 1's headline change") if isinstance(quick, dict) else ""
         raise config_error("scale", f"{show_scale(used)} is below {plan['experiment']}'s smallest valid scale "
                                     f"{show_scale(least)}: {why}; accepted: at least {show_scale(least)} "
                                     "(force_scale=True, --force-scale on the command line, runs anyway and "
-                                    "marks the result)")
+                                    f"marks the result){hint}")
     return {"scale_forced": True, "scale_factor": used, "min_scale": least, "min_scale_why": why}
 
 
@@ -318,11 +321,12 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
 def experiment_plan(experiment: Union[str, "os.PathLike[str]"], scale: Optional[float] = None, seed: int = 0,
                     settings: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """What ``compare`` would simulate, from the core, without simulating:
-    ``{"experiment", "scale", "seed", "min_scale", "min_scale_why", "cases":
-    [{"name", "arms": [{"name", "baseline", "config", "metrics"}]}]}`` (a case
-    ``name`` of None for an experiment without cases; ``min_scale``, the
-    smallest valid scale, and its reason None where the experiment states
-    none). Raises what ``compare`` would raise before
+    ``{"experiment", "scale", "seed", "min_scale", "min_scale_why",
+    "quick_scale", "cases": [{"name", "arms": [{"name", "baseline", "config",
+    "metrics"}]}]}`` (a case ``name`` of None for an experiment without
+    cases; ``min_scale``, the smallest valid scale, its reason, and
+    ``quick_scale`` (``{"scale", "tolerance", "measured"}``) None where the
+    experiment states none). Raises what ``compare`` would raise before
     its first run."""
     return json.loads(_core.experiment_plan(os.fspath(experiment), scale, seed,
                                             json.dumps(dict(settings)) if settings else None))

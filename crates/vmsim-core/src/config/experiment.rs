@@ -34,6 +34,15 @@ pub struct MinScale {
     pub why: String,
 }
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuickScale {
+    pub value: f64,
+    /// Percentage points between the headline change at this scale and at scale 1.
+    pub tolerance: f64,
+    /// What was measured: the headline change at both scales, seed, date.
+    pub measured: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct Experiment {
     pub name: String,
@@ -48,6 +57,10 @@ pub struct Experiment {
     /// workload loses what the change acts on (e.g. a whole huge page per
     /// task). `compare` refuses a smaller scale unless forced.
     pub min_scale: Option<MinScale>,
+    /// A scale measured to give the headline change within `tolerance`
+    /// percentage points of scale 1's (`quick_scale`,
+    /// `quick_scale_tolerance`, and the figures in `quick_scale_measured`).
+    pub quick_scale: Option<QuickScale>,
     pub config: toml::Table,
     pub baseline: Arm,
     pub variants: Vec<Arm>,
@@ -187,6 +200,57 @@ impl Experiment {
                 ))
             }
         };
+        let quick = (
+            top.f64_opt("quick_scale")?,
+            top.f64_opt("quick_scale_tolerance")?,
+            top.str_opt("quick_scale_measured")?,
+        );
+        let quick_scale = match quick {
+            (None, None, None) => None,
+            (Some(value), Some(tolerance), Some(measured)) => {
+                let least = min_scale.as_ref().map_or(0.0, |m| m.value);
+                if !(value.is_finite() && value > 0.0 && value <= 1.0 && value >= least) {
+                    return Err(cfg_err(
+                        "quick_scale",
+                        format!(
+                            "must be above 0, at most 1 and at least min_scale ({least}), got {value}"
+                        ),
+                    ));
+                }
+                if !(tolerance.is_finite() && tolerance >= 0.0) {
+                    return Err(cfg_err(
+                        "quick_scale_tolerance",
+                        format!("must be a finite number of percentage points, at least 0, got {tolerance}"),
+                    ));
+                }
+                if measured.trim().is_empty() {
+                    return Err(cfg_err(
+                        "quick_scale_measured",
+                        "must not be empty: the headline change measured at quick_scale and at scale 1",
+                    ));
+                }
+                Some(QuickScale {
+                    value,
+                    tolerance,
+                    measured,
+                })
+            }
+            _ => {
+                let missing = [
+                    ("quick_scale", quick.0.is_none()),
+                    ("quick_scale_tolerance", quick.1.is_none()),
+                    ("quick_scale_measured", quick.2.is_none()),
+                ]
+                .into_iter()
+                .find(|(_, m)| *m)
+                .map(|(k, _)| k)
+                .unwrap_or("quick_scale");
+                return Err(cfg_err(
+                    missing,
+                    "quick_scale, quick_scale_tolerance and quick_scale_measured go together: give all three",
+                ));
+            }
+        };
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
@@ -266,6 +330,7 @@ impl Experiment {
             reference,
             scale,
             min_scale,
+            quick_scale,
             config,
             baseline,
             variants,
@@ -486,6 +551,35 @@ set = { "machine" = "epyc-7j13-milan" }
             })
         );
         assert_eq!(Experiment::parse(BASE, "x", None).unwrap().min_scale, None);
+        let quick = "min_scale = 0.25\nmin_scale_why = \"w\"\nquick_scale = 0.5\nquick_scale_tolerance = 0.6\nquick_scale_measured = \"m\"";
+        let e = Experiment::parse(&with(quick), "x", None).unwrap();
+        assert_eq!(
+            e.quick_scale,
+            Some(QuickScale {
+                value: 0.5,
+                tolerance: 0.6,
+                measured: "m".into()
+            })
+        );
+        for (from, to, key) in [
+            ("quick_scale = 0.5", "quick_scale = 0.125", "quick_scale"),
+            (
+                "quick_scale_tolerance = 0.6",
+                "quick_scale_tolerance = -1.0",
+                "quick_scale_tolerance",
+            ),
+            (
+                "quick_scale_measured = \"m\"",
+                "quick_scale_measured = \"\"",
+                "quick_scale_measured",
+            ),
+            ("quick_scale_tolerance = 0.6", "", "quick_scale_tolerance"),
+        ] {
+            match Experiment::parse(&with(&quick.replace(from, to)), "x", None) {
+                Err(Error::Config { key: k, .. }) => assert_eq!(k, key, "{to}"),
+                other => panic!("{to}: {other:?}"),
+            }
+        }
         for (extra, key, says) in [
             (
                 "min_scale = 0.0\nmin_scale_why = \"w\"",
