@@ -465,7 +465,7 @@ class Fuzz:
                     known |= {k} | dotted_keys(v, k)
                     known |= {".".join(k.split(".")[:i]) for i in range(1, k.count(".") + 1)}
         if "scale" in touched:
-            touched.append("workload")  # a scale too small or too large is a workload size's error
+            touched += ["workload", "min_scale"]  # a scale too small or too large is a workload size's error (or below min_scale)
         return "experiment", self._compare(path, known, touched, scale=None, settings=None,
                                            text=text if broken else "")
 

@@ -12,7 +12,18 @@ from ._startup import install as _install_startup_handlers
 
 _install_startup_handlers()
 
-from ._api import compare, compare_results, experiments, hw, machines, run, sweep, sweep_rows, to_dataframe
+from ._api import (
+    compare,
+    compare_results,
+    experiments,
+    hw,
+    machines,
+    run,
+    runs_statistics,
+    sweep,
+    sweep_rows,
+    to_dataframe,
+)
 from ._core import (
     ConfigError,
     DataVerificationError,
@@ -38,6 +49,7 @@ __all__ = [
     "hw",
     "machines",
     "run",
+    "runs_statistics",
     "sweep",
     "sweep_rows",
     "to_dataframe",

@@ -14,7 +14,7 @@ from . import _core, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
 from ._results import check_result, load_result
-from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics
+from .tables import iter_runs, iter_scalar_rows, metric_names, scalar_metrics, show_scale
 
 ProgressCallback = Callable[[str, float], Any]
 
@@ -89,6 +89,9 @@ def compare(
     check: bool = True,
     set: Optional[Mapping[str, Any]] = None,
     threads: Optional[int] = None,
+    force_scale: bool = False,
+    runs: int = 1,
+    jobs: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -106,17 +109,40 @@ def compare(
     Each arm (of each case) is a simulation of its own; up to ``threads`` of
     them run at once on host threads (default: one per host CPU). The result
     is the same for any number; ``provenance.host_threads`` records it.
+
+    A scale below the experiment's smallest valid scale (its ``min_scale``,
+    where the arms stop doing what they differ in, e.g. less than a huge page
+    per task) raises ``ConfigError`` keyed ``scale`` naming it and why;
+    ``force_scale=True`` runs anyway and marks the result ``scale_forced``
+    (with ``scale_factor``, ``min_scale`` and ``min_scale_why``).
+
+    ``runs=N`` (above 1) runs seeds ``seed`` .. ``seed+N-1`` of every arm,
+    as ``vmsim compare --runs N`` does, on up to ``jobs`` worker processes
+    (default: one per host CPU; each then runs its arms on ``threads`` host
+    threads, default its share of the CPUs), and returns that command's
+    JSON document: ``kind`` "compare-runs", ``experiment``, ``description``,
+    ``seeds`` and ``runs`` (one compare result per seed), with the same
+    marks. ``compare_results(result)`` prints its tables (mean ±stddev and
+    Welch's test at 5%, as the command prints them) and
+    ``runs_statistics(result)`` gives the same figures as records.
     """
+    if runs != 1 or isinstance(runs, bool):
+        return _compare_runs(experiment, scale, seed, runs, jobs, threads, set, progress, force_scale, check)
+    if jobs is not None:
+        check_threads(jobs, "jobs")  # worker processes matter only with runs above 1
     exp = os.fspath(experiment)
     seed = check_seed(seed)
     threads = check_threads(threads)
     scale = check_scale(scale)
     set = check_set(exp, set)
+    forced = check_min_scale(exp, scale, set, force_scale)
     t0 = time.monotonic()
     set_json = json.dumps(set) if set else None
     result = json.loads(_core.compare(exp, scale, seed, progress, set_json, threads))
     if set:
         result["set"] = dict(set)
+    if forced:
+        result.update(forced)
     exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
     _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
                        base_dir=exp_dir, host_threads=threads)
@@ -133,6 +159,136 @@ def check_scale(scale: Any) -> Optional[float]:
         raise config_error("scale", f"{cut(repr(scale))} is not accepted; accepted: a positive number, "
                                     "or None for the experiment's own scale")
     return float(scale)
+
+
+#: Most seeds of one ``compare(runs=N)`` / ``compare --runs``: every run's result is kept in memory.
+MAX_RUNS = 10_000
+
+
+def _compare_worker(experiment: str, scale: Optional[float], seed: int,
+                    settings: Optional[Dict[str, Any]] = None, threads: int = 1,
+                    force_scale: bool = False) -> Dict[str, Any]:
+    """One seed of ``compare(runs=N)`` (module level, for the process pool)."""
+    return compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads,
+                   force_scale=force_scale)
+
+
+def _compare_runs(experiment: Union[str, "os.PathLike[str]"], scale: Any, seed: Any, runs: Any,
+                  jobs: Any, threads: Any, settings: Any,
+                  progress: Optional[ProgressCallback], force_scale: Any, check: bool) -> Dict[str, Any]:
+    """``compare(runs=N)``: N seeds of every arm on a process pool, as one
+    ``compare-runs`` document (the ``vmsim compare --runs`` JSON)."""
+    exp = os.fspath(experiment)
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
+        raise config_error("runs", f"{cut(repr(runs))} is not accepted; accepted: an integer in 1..{MAX_RUNS}")
+    seed = check_seed(seed)
+    if jobs is not None:
+        check_threads(jobs, "jobs")
+    if threads is not None:
+        check_threads(threads)
+    scale = check_scale(scale)
+    settings = check_set(exp, settings)
+    forced = check_min_scale(exp, scale, settings, force_scale)
+    seeds = [check_seed(seed + i) for i in range(runs)]
+    jobs = min(jobs or default_threads(), len(seeds))
+    # The seeds already fill the host's CPUs: each runs its arms on its share.
+    threads = threads or max(1, default_threads() // jobs)
+    t0 = time.monotonic()
+    executor = process_pool(jobs)
+    futures: List[Any] = []
+    try:
+        futures = [executor.submit(_compare_worker, exp, scale, s, settings, threads, force_scale) for s in seeds]
+        results = []
+        for i, fut in enumerate(futures):
+            results.append(fut.result())
+            if progress is not None:
+                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
+    except BaseException:
+        stop_pool(executor, futures)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    first = results[0]
+    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
+                           "description": first.get("description"), "seeds": seeds, "runs": results}
+    if settings:
+        doc["set"] = settings
+    if forced:
+        doc.update(forced)
+    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=scale, host_seconds=time.monotonic() - t0)
+    if check:
+        for r in results:
+            check_verified(r)
+    return doc
+
+
+def runs_statistics(result: Union[Mapping[str, Any], str, "os.PathLike[str]"],
+                    metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> List[Dict[str, Any]]:
+    """The statistics ``compare_results`` and ``vmsim compare --runs`` print,
+    as records: for a ``compare(runs=N)`` result (or any compare result, or
+    the path of one), one record per case and metric that changes:
+    ``case`` (None without cases), ``metric``, ``arms`` (each ``name``,
+    ``n``, ``mean``, ``stddev``, ``min``, ``max``; the baseline first),
+    ``changes`` (each variant's change of the mean in percent, None for a
+    zero baseline) and ``significant`` (Welch's two-sided t-test at 5%, as
+    stats.py decides it; None with one run per arm)."""
+    from . import runtables
+
+    if isinstance(result, (str, os.PathLike)):
+        result = load_result(result)
+    elif isinstance(result, Mapping):
+        check_result(result, "result")
+    else:
+        raise config_error("result", f"{cut(repr(result))} is not accepted; accepted: a result dict or the path "
+                                     "of a result JSON")
+    min_change = check_min_change(min_change)
+    if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
+        raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
+    groups: Dict[Optional[str], list] = {}
+    for name, arm_runs in runtables.arms_of(result):
+        case = name.split("/", 1)[0] if "/" in name else None
+        groups.setdefault(case, []).append((name, arm_runs))
+    if metrics:
+        known = metric_names(*(m for arms in groups.values() for _, rs in arms for m in rs))
+        check_metric_names(list(metrics), known)
+    out = []
+    for case, arms in groups.items():
+        for rec in runtables.rows(arms, metrics, min_change):
+            out.append({"case": case, "metric": rec["metric"],
+                        "arms": [{"name": n, "n": s.n, "mean": s.mean, "stddev": s.stddev, "min": s.min, "max": s.max}
+                                 for (n, _), s in zip(arms, rec["summaries"])],
+                        "changes": rec["changes"], "significant": rec["significant"]})
+    return out
+
+
+def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[Mapping[str, Any]] = None,
+                    force_scale: Any = False) -> Optional[Dict[str, Any]]:
+    """Holds a compare's scale to the experiment's smallest valid scale (its
+    ``min_scale``, read from the core's plan). Below it: ``ConfigError``
+    keyed ``scale`` naming the smallest valid scale and why, or, with
+    ``force_scale``, the marks for the result (``scale_forced``,
+    ``scale_factor``, the scale run, ``min_scale`` and ``min_scale_why``).
+    None when the scale is valid (or the experiment cannot be planned: the
+    run then says why)."""
+    if not isinstance(force_scale, bool):
+        raise config_error("force_scale", f"{cut(repr(force_scale))} is not accepted; accepted: True or False")
+    try:
+        plan = json.loads(_core.experiment_plan(experiment, None, 0, json.dumps(dict(settings)) if settings else None))
+    except (_core.VmsimError, OSError, ValueError):
+        return None
+    least, why = plan.get("min_scale"), plan.get("min_scale_why")
+    used = plan["scale"] if scale is None else scale
+    if least is None or used >= least * (1 - 1e-12):
+        return None
+    if not force_scale:
+        quick = plan.get("quick_scale")
+        hint = (f"; its quick scale is {show_scale(quick['scale'])}, measured within {quick['tolerance']:g} "
+                "percentage points of scale 1's headline change") if isinstance(quick, dict) else ""
+        raise config_error("scale", f"{show_scale(used)} is below {plan['experiment']}'s smallest valid scale "
+                                    f"{show_scale(least)}: {why}; accepted: at least {show_scale(least)} "
+                                    "(force_scale=True, --force-scale on the command line, runs anyway and "
+                                    f"marks the result){hint}")
+    return {"scale_forced": True, "scale_factor": used, "min_scale": least, "min_scale_why": why}
 
 
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
@@ -165,9 +321,12 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
 def experiment_plan(experiment: Union[str, "os.PathLike[str]"], scale: Optional[float] = None, seed: int = 0,
                     settings: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """What ``compare`` would simulate, from the core, without simulating:
-    ``{"experiment", "scale", "seed", "cases": [{"name", "arms": [{"name",
-    "baseline", "config", "metrics"}]}]}`` (a case ``name`` of None for an
-    experiment without cases). Raises what ``compare`` would raise before
+    ``{"experiment", "scale", "seed", "min_scale", "min_scale_why",
+    "quick_scale", "cases": [{"name", "arms": [{"name", "baseline", "config",
+    "metrics"}]}]}`` (a case ``name`` of None for an experiment without
+    cases; ``min_scale``, the smallest valid scale, its reason, and
+    ``quick_scale`` (``{"scale", "tolerance", "measured"}``) None where the
+    experiment states none). Raises what ``compare`` would raise before
     its first run."""
     return json.loads(_core.experiment_plan(os.fspath(experiment), scale, seed,
                                             json.dumps(dict(settings)) if settings else None))
@@ -539,7 +698,9 @@ def compare_results(
     or ``compare --runs``). One result shows its own arms; several are set
     side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
     ``min_change`` keeps the metrics that change by at least that many percent;
-    ``metrics`` (a list of names) shows just those. Raises ``ConfigError`` for
+    ``metrics`` (a list of names) shows just those. Results of different
+    experiments or machines give a ``UserWarning`` (shown on stderr) that
+    says so. Raises ``ConfigError`` for
     a result that is not one (keyed by its path, or ``results[i]``), an
     unknown metric or a bad option.
     """
@@ -567,6 +728,11 @@ def compare_results(
         labelled.append((label, r))
     if not labelled:
         raise config_error("results", "give at least one result")
+    warning = runtables.mismatch_warning(labelled)
+    if warning:
+        import warnings
+
+        warnings.warn(warning, UserWarning, stacklevel=2)
     if metrics:
         known = metric_names(*(m for _, r in labelled for _, runs in runtables.arms_of(r) for m in runs))
         check_metric_names(list(metrics), known)

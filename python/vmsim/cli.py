@@ -19,7 +19,7 @@ from ._progress import StderrProgress
 from ._errors import cut
 from ._io import STREAM, atomic_path, atomic_write_text, is_stream, output_target
 from ._results import load_result
-from .tables import format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
+from .tables import forced_scale_line, format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
 
 PROG = "vmsim"
 EXIT_USAGE = 2
@@ -28,7 +28,7 @@ EXIT_DATA_LOST = 1
 
 
 #: Most seeds of one ``compare --runs``: every run's result is kept in memory.
-MAX_RUNS = 10_000
+MAX_RUNS = _api.MAX_RUNS
 
 
 class CliError(Exception):
@@ -158,12 +158,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _compare_worker(experiment: str, scale: Optional[float], seed: int,
-                    settings: Optional[Dict[str, Any]] = None, threads: int = 1) -> Dict[str, Any]:
-    """One seed of ``compare --runs`` (module level, for the process pool)."""
-    return _api.compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads)
-
-
 def _compare_settings(args) -> Optional[Dict[str, Any]]:
     """``compare --set KEY=VALUE`` options as a dict (values as JSON where they parse)."""
     settings: Dict[str, Any] = {}
@@ -231,6 +225,9 @@ def _compare_saved(args, files: List[str]) -> int:
         if doc.get("kind") == "sweep":
             raise CliError(f"{f}: a sweep result has no arms to compare; vmsim plot shows it")
         results.append((p.stem, doc))
+    warning = runtables.mismatch_warning(results)
+    if warning:
+        sys.stderr.write(f"{PROG}: warning: {warning}\n")
     try:
         groups = runtables.saved_arms(results)
     except ValueError as e:
@@ -255,6 +252,7 @@ def cmd_compare(args) -> int:
         given = [opt for opt, on in (("--runs", args.runs != 1), ("-j/--jobs", args.jobs is not None),
                                      ("--threads", args.threads is not None), ("--scale", args.scale is not None),
                                      ("--seed", args.seed is not None), ("--set", bool(args.set)),
+                                     ("--force-scale", args.force_scale),
                                      ("--json", args.json is not None)) if on]
         if given:
             raise CliError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to running an experiment, "
@@ -272,6 +270,9 @@ def cmd_compare(args) -> int:
     _check_out(args.json)
     seed = _api.check_seed(0 if args.seed is None else args.seed)
     settings = _api.check_set(experiment, _compare_settings(args))
+    # Below the experiment's smallest valid scale: refused before anything
+    # runs, or (--force-scale) run and marked.
+    forced = _api.check_min_scale(experiment, args.scale, settings, args.force_scale)
     metrics = _metric_list(args)
     # Checked before anything runs where the arms' configs tell the names;
     # otherwise against the result, before it is shown.
@@ -280,47 +281,28 @@ def cmd_compare(args) -> int:
         _api.check_metric_names(metrics, known, "--metrics")
     if args.runs == 1:
         result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
-                                    set=settings, threads=args.threads)
+                                    set=settings, threads=args.threads, force_scale=args.force_scale)
         groups = _by_case(runtables.arms_of(result))
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
         tailored = args.min_change or metrics or args.format
-        _emit(result, _runs_text(groups, args) if tailored else format_compare(result), args.json)
+        text = format_compare(result)
+        if tailored:
+            text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
+        _emit(result, text, args.json)
         return 0
-    seeds = [_api.check_seed(seed + i) for i in range(args.runs)]
-    jobs = min(args.jobs or _api.default_threads(), len(seeds))
-    # The seeds already fill the host's CPUs: each runs its arms on its share.
-    threads = args.threads or max(1, _api.default_threads() // jobs)
-    t0 = time.monotonic()
-    executor = _api.process_pool(jobs)
-    futures: List[Any] = []
-    progress = _progress(args)
-    try:
-        futures = [executor.submit(_compare_worker, experiment, args.scale, s, settings, threads) for s in seeds]
-        runs = []
-        for i, fut in enumerate(futures):
-            runs.append(fut.result())
-            if progress is not None:
-                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
-        if progress is not None:
-            progress.close()
-    except BaseException:
-        _api.stop_pool(executor, futures)
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-    first = runs[0]
-    doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
-                           "description": first.get("description"), "seeds": seeds, "runs": runs}
-    if settings:
-        doc["set"] = settings
-    doc = _provenance.attach(doc, "compare", seeds=seeds, scale=args.scale, host_seconds=time.monotonic() - t0)
+    doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
+                             set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
+                             jobs=args.jobs)
+    seeds = doc["seeds"]
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
+    if forced:
+        head = forced_scale_line(doc) + "\n" + head
     groups = _by_case(runtables.arms_of(doc))
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
     _emit(doc, head + _runs_text(groups, args), args.json)
-    for r in runs:
+    for r in doc["runs"]:
         _api.check_verified(r)
     return 0
 
@@ -330,7 +312,7 @@ def cmd_reproduce(args) -> int:
 
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
-                                 threads=args.threads)
+                                 threads=args.threads, force_scale=args.force_scale)
     sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
     return 0
 
@@ -487,7 +469,7 @@ def cmd_sweep(args) -> int:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
-    text = "\n".join(format_rows(shown)) + "\n"
+    text = "\n".join(format_rows(shown, metrics)) + "\n"
     _emit(sweep_doc, text, args.json)
     if args.csv:
         _write_table(rows, args.csv, "csv")
@@ -589,6 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="LKP or mmtests tables, or both (the default; a single run given none of --format, "
                         "--metrics and --min-change prints the plain compare table)")
     p.add_argument("--scale", type=_scale_arg, help="memory scale factor, a number or a fraction such as 1/16 (overrides the experiment's)")
+    p.add_argument("--force-scale", action="store_true",
+                   help="run even below the experiment's smallest valid scale (refused without it); "
+                        "the result is marked scale_forced")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -599,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results", metavar="DIR", help="folder to write (default: results)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="just these experiments")
     p.add_argument("--scale", type=_scale_arg, help="memory scale factor for every experiment")
+    p.add_argument("--force-scale", action="store_true",
+                   help="run even below an experiment's smallest valid scale (refused without it); "
+                        "its result is marked scale_forced")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="arms simulated at once, one host thread each (default: one per CPU)")

@@ -19,7 +19,7 @@ from ._io import remove_stale
 
 #: Marks a folder as written by ``reproduce``, so a re-run may replace it.
 MARKER = ".vmsim-reproduce"
-from .tables import format_compare, format_value, percent_change
+from .tables import forced_scale_line, format_compare, format_value, percent_change
 
 HEADLINE = ("throughput_bytes_per_s", "fault_bytes_per_s", "llc_miss_rate", "dram_bytes_read", "sys_s", "data_verified")
 
@@ -43,18 +43,36 @@ def _headline_rows(name: str, result: Dict[str, Any]) -> List[str]:
     return rows
 
 
+def _scale_lines(result: Dict[str, Any]) -> List[str]:
+    """The README's "Scale:" of one experiment: its own line, or one line
+    per case for an experiment with cases (each case says what it ran)."""
+    cases = result.get("cases")
+    if not isinstance(cases, dict) or not cases:
+        return [f"Scale: {result.get('scale', '')}"]
+    lines = ["Scale, per case:", ""]
+    for c in result.get("case_order") or sorted(cases):
+        lines.append(f"- {c}: {cases[c].get('scale', '') if isinstance(cases.get(c), dict) else ''}")
+    return lines
+
+
 def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optional[float] = None, seed: int = 0,
               progress: Optional[Callable[[str, float], Any]] = None,
-              threads: Optional[int] = None) -> Dict[str, Any]:
+              threads: Optional[int] = None, force_scale: bool = False) -> Dict[str, Any]:
     """Runs the experiments and writes their results into ``out_dir``;
     returns ``{name: result}``. Each experiment runs up to ``threads`` of its
-    arms at once (default: one per host CPU)."""
+    arms at once (default: one per host CPU). A ``scale`` below an
+    experiment's smallest valid scale raises ``ConfigError`` (keyed
+    ``scale``) before anything runs, unless ``force_scale``: then its result
+    is marked as ``compare`` marks it, and so is its section of the README."""
     threads = _api.check_threads(threads)
     names = list(only) if only else list(_api.experiments())
     known = _api.experiments()
     for n in names:
         if n not in known:
             raise config_error("experiment", f"{n!r} is not a built-in experiment; built-in: {', '.join(known)}")
+    scale = _api.check_scale(scale)
+    for n in names:
+        _api.check_min_scale(n, scale, None, force_scale)
     out_dir = os.path.normpath(out_dir)
     if os.path.exists(out_dir):
         if not os.path.isdir(out_dir):
@@ -71,7 +89,7 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
         remove_stale(parent, f".{base}.{kind}-", folders=True)
     work = tempfile.mkdtemp(prefix=f".{base}.partial-{os.getpid()}-", dir=parent)
     try:
-        results = _reproduce_into(work, names, scale, seed, progress, threads)
+        results = _reproduce_into(work, names, scale, seed, progress, threads, force_scale)
         with open(os.path.join(work, MARKER), "w") as f:
             f.write("written by vmsim reproduce; a re-run replaces this folder\n")
         os.chmod(work, 0o755)
@@ -98,7 +116,8 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
 
 
 def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed: int,
-                    progress: Optional[Callable[[str, float], Any]], threads: int) -> Dict[str, Any]:
+                    progress: Optional[Callable[[str, float], Any]], threads: int,
+                    force_scale: bool = False) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     summary = [
         "# vmsim reproduce",
@@ -112,7 +131,8 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
     ]
     details: List[str] = []
     for name in names:
-        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False, threads=threads)
+        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False, threads=threads,
+                              force_scale=force_scale)
         results[name] = result
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)
@@ -126,7 +146,9 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
         except ImportError:
             pass
         summary += _headline_rows(name, result)
-        details += ["", f"## {name}", "", result.get("description", ""), "", f"Scale: {result.get('scale', '')}", "",
+        forced = [forced_scale_line(result), ""] if result.get("scale_forced") else []
+        details += ["", f"## {name}", "", result.get("description", ""), "", *forced,
+                    *_scale_lines(result), "",
                     f"Reference: {result.get('reference', '')}",
                     "", f"Table: `{name}.txt`; full result: `{name}.json`."]
     with open(os.path.join(out_dir, "README.md"), "w") as f:

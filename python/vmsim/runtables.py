@@ -13,7 +13,7 @@ import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .stats import Summary, significant, summarise
-from .tables import iter_runs, metric_names
+from .tables import HEADLINE_METRICS, iter_runs, metric_kind, metric_names
 
 Arm = Tuple[str, List[Mapping[str, Any]]]
 
@@ -40,17 +40,15 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+#: The fixed unit of each kind of metric in these tables (LKP's columns are
+#: fixed widths): GB/s, K/s, s, GB.
+_FIXED = {"bytes_per_s": ("GB/s", 1e9), "per_s": ("K/s", 1e3), "s": ("s", 1.0), "bytes": ("GB", 1e9)}
+
+
 def unit_of(metric: str) -> Tuple[str, float]:
-    """(unit, divisor) to show a metric in."""
-    if metric.endswith("bytes_per_s"):
-        return "GB/s", 1e9
-    if metric.endswith("_per_s"):
-        return "K/s", 1e3
-    if metric.endswith("_s") or metric.startswith("sys_s_"):
-        return "s", 1.0
-    if metric.startswith("dram_bytes") or metric.endswith("_bytes"):
-        return "GB", 1e9
-    return "", 1.0
+    """(unit, divisor) to show a metric in (per-node DRAM bytes included)."""
+    kind = metric_kind(metric)
+    return _FIXED[kind] if kind else ("", 1.0)
 
 
 def show(metric: str, value: float) -> str:
@@ -107,7 +105,9 @@ def _mark(sig: Optional[bool]) -> str:
 def rows(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> List[Dict[str, Any]]:
     """One record per metric with the arms' summaries and each variant's
     change against the first arm; metrics whose every |change| is below
-    ``min_change`` percent (or that no arm changes) are left out."""
+    ``min_change`` percent (or that no arm changes) are left out, except the
+    headline metrics (``tables.HEADLINE_METRICS``) when no ``metrics`` are
+    named: a headline that does not move is worth seeing."""
     names = list(metrics) if metrics else metric_names(*(m for _, runs in arms for m in runs))
     out = []
     for name in names:
@@ -117,7 +117,9 @@ def rows(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_chang
         base = sums[0]
         changes = [_change(base, s) for s in sums[1:]]
         sigs = [significant(base, s) for s in sums[1:]]
-        if not metrics:
+        if not metrics and name in HEADLINE_METRICS:
+            pass
+        elif not metrics:
             moved = [c for c in changes if c is not None and abs(c) >= max(min_change, 1e-9)]
             if not moved:
                 continue
@@ -192,6 +194,37 @@ def format_mmtests(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None,
     lines.append("Differences in brackets are gains (+) and losses (-) as mmtests shows them: for times a lower value is a gain;"
                  " *…* marks a mean that differs beyond the noise (Welch t-test, 5%).")
     return "\n".join(lines) + "\n"
+
+
+def _machines(result: Mapping[str, Any]) -> List[str]:
+    """The machine presets a saved result ran on (one per case)."""
+    if result.get("kind") == "compare-runs":
+        runs = result.get("runs") or []
+        return _machines(runs[0]) if runs and isinstance(runs[0], Mapping) else []
+    cases = result.get("cases")
+    if isinstance(cases, Mapping):
+        return sorted({m for c in cases.values() if isinstance(c, Mapping) for m in _machines(c)})
+    machine = result.get("machine")
+    name = machine.get("name") if isinstance(machine, Mapping) else None
+    return [str(name)] if name else []
+
+
+def mismatch_warning(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> Optional[str]:
+    """A one-line warning when saved results set side by side come from
+    different experiments or ran on different machines (their changes then
+    mix two questions); None when they agree or there is one result."""
+    if len(results) < 2:
+        return None
+    problems = []
+    experiments = [(label, r.get("experiment")) for label, r in results]
+    if len({e for _, e in experiments}) > 1:
+        problems.append("different experiments (" + ", ".join(f"{lb}: {e or 'a single run'}" for lb, e in experiments) + ")")
+    machines = [(label, _machines(r)) for label, r in results]
+    if len({tuple(m) for _, m in machines}) > 1:
+        problems.append("different machines (" + ", ".join(f"{lb}: {'+'.join(m) or '?'}" for lb, m in machines) + ")")
+    if not problems:
+        return None
+    return "comparing results of " + " and of ".join(problems) + "; their changes are not one experiment's"
 
 
 def saved_arms(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> List[List[Arm]]:

@@ -8,7 +8,7 @@ breakdowns) appear only in the JSON output.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 #: Preferred order of the well-known metrics; others follow, sorted.
 PREFERRED_METRICS: Sequence[str] = (
@@ -34,6 +34,14 @@ PREFERRED_METRICS: Sequence[str] = (
 )
 
 _RANK = {name: i for i, name in enumerate(PREFERRED_METRICS)}
+
+#: The experiments' headline metrics, what their published figures are:
+#: usemem's throughput, pf-test's fault rate, pmbench's accesses per second,
+#: lru-file-mmap-read's elapsed time. The tables of arms keep their rows
+#: whatever ``--min-change`` and whether they change.
+HEADLINE_METRICS: Sequence[str] = (
+    "throughput_bytes_per_s", "fault_bytes_per_s", "pmbench_throughput_aps", "lru_file_mmap_read_elapsed_s",
+)
 
 
 def is_scalar(value: Any) -> bool:
@@ -81,6 +89,68 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+#: Units a metric is shown in, by its kind, largest first: (unit, divisor).
+_UNITS = {
+    "bytes_per_s": (("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)),
+    "per_s": (("M/s", 1e6), ("K/s", 1e3), ("/s", 1.0)),
+    "s": (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)),
+    "bytes": (("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)),
+}
+
+
+def metric_kind(metric: str) -> Optional[str]:
+    """What a metric measures, from docs/metrics.md's naming: a byte rate
+    (``*bytes_per_s``), another rate (``*_per_s``), a time (``*_s``,
+    ``sys_s_<path>``), a byte count (``bytes`` as a word of the name:
+    ``dram_bytes_read``, ``dram_node1_bytes_written``), or None (a count,
+    a ratio, a flag)."""
+    if metric.endswith("bytes_per_s"):
+        return "bytes_per_s"
+    if metric.endswith("_per_s"):
+        return "per_s"
+    if metric.endswith("_s") or metric.startswith("sys_s_"):
+        return "s"
+    if "bytes" in metric.split("_"):
+        return "bytes"
+    return None
+
+
+def unit_for(metric: str, values: Iterable[Any]) -> Tuple[str, float]:
+    """(unit, divisor) to show ``values`` of ``metric`` in: the largest unit
+    the largest of them reaches (GB, MB, ...), so one row or column shares
+    one unit; ("", 1) for a metric without a unit."""
+    kind = metric_kind(metric)
+    if kind is None:
+        return "", 1.0
+    units = _UNITS[kind]
+    top = max((abs(v) for v in values if _is_number(v) and math.isfinite(v)), default=0.0)
+    for unit, div in units:
+        if top >= div:
+            return unit, div
+    return units[0] if top == 0 else units[-1]
+
+
+def format_in(value: Any, unit: str, div: float) -> str:
+    """A value in ``unit`` (``value / div``, about four significant digits);
+    what is not a finite number, or has no unit, as ``format_value`` shows it."""
+    if not unit or not _is_number(value) or not math.isfinite(value):
+        return format_value(value)
+    x = value / div
+    a = abs(x)
+    if a == 0:
+        text = "0"
+    elif a >= 100:
+        text = f"{x:.1f}"
+    else:
+        text = f"{x:.4g}"
+    return f"{text} {unit}"
+
+
+def format_metric(metric: str, value: Any) -> str:
+    """One metric's value with its unit (``18.62 GB``, ``85.92 GB/s``)."""
+    return format_in(value, *unit_for(metric, [value]))
+
+
 def percent_change(base: Any, value: Any) -> Optional[float]:
     """(value - base) / |base| in percent; None when not defined."""
     if not (_is_number(base) and _is_number(value)):
@@ -113,7 +183,7 @@ def format_run(result: Mapping[str, Any]) -> str:
     lines.append("")
     metrics = result.get("metrics", {})
     names = metric_names(metrics)
-    cells = [format_value(metrics[n]) for n in names]
+    cells = [format_metric(n, metrics[n]) for n in names]
     nw = max((len(n) for n in names), default=0)
     vw = max((len(c) for c in cells), default=0)
     for name, cell in zip(names, cells):
@@ -179,7 +249,12 @@ def format_mmtests_lru_file(result: Mapping[str, Any]) -> str:
 
 def format_compare(result: Mapping[str, Any]) -> str:
     """Baseline, then %change and value for each variant, metric name last.
-    An experiment with cases gives one such table per case."""
+    An experiment with cases gives one such table per case. A result run
+    below its experiment's smallest valid scale (``scale_forced``) starts
+    with a line that says so."""
+    if result.get("scale_forced"):
+        rest = {k: v for k, v in result.items() if k != "scale_forced"}
+        return forced_scale_line(result) + "\n" + format_compare(rest)
     if "cases" in result:
         cases = result["cases"]
         parts = []
@@ -209,13 +284,15 @@ def format_compare(result: Mapping[str, Any]) -> str:
     names = [n for n in names if n not in zero]
     # columns: baseline, then (%change, value) per variant
     headers = [base_name]
-    columns: List[List[str]] = [[format_value(baseline.get(n)) for n in names]]
+    # One unit per row: the one its largest value reaches.
+    units = [unit_for(n, [r.get(n) for r in runs]) for n in names]
+    columns: List[List[str]] = [[format_in(baseline.get(n), *u) for n, u in zip(names, units)]]
     kinds = ["value"]
     for v in order:
         vm = variants[v]
         headers += ["%change", v]
         columns.append([format_change(baseline.get(n), vm.get(n)) for n in names])
-        columns.append([format_value(vm.get(n)) for n in names])
+        columns.append([format_in(vm.get(n), *u) for n, u in zip(names, units)])
         kinds += ["change", "value"]
     widths = []
     for h, col, kind in zip(headers, columns, kinds):
@@ -233,6 +310,25 @@ def format_compare(result: Mapping[str, Any]) -> str:
     if mmtests:
         lines += ["", mmtests.rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def show_scale(scale: float) -> str:
+    """A scale as the docs write it: ``1/16`` where it is one over a whole number."""
+    if 0 < scale < 1:
+        inv = 1.0 / scale
+        if abs(inv - round(inv)) < 1e-9 * inv:
+            return f"1/{round(inv)}"
+    return f"{scale:g}"
+
+
+def forced_scale_line(result: Mapping[str, Any]) -> str:
+    """The warning line of a compare run below its smallest valid scale."""
+    least = result.get("min_scale")
+    shown = show_scale(least) if _is_number(least) else "?"
+    scale = result.get("scale_factor")
+    used = show_scale(scale) if _is_number(scale) else "?"
+    return (f"SCALE FORCED: {used} is below the smallest valid scale {shown} ({result.get('min_scale_why', '')}); "
+            "the changes below may not be those at full size")
 
 
 def _flatten(obj: Any, prefix: str, out: List[tuple], tables: List[tuple]) -> None:
@@ -266,16 +362,18 @@ def _flat_row(row: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-def format_rows(rows: Sequence[Mapping[str, Any]]) -> List[str]:
+def format_rows(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ()) -> List[str]:
     """A list of records as a table with a header line (scalar fields, nested
-    records flattened)."""
+    records flattened). Columns named in ``metrics`` are shown with their
+    unit, one per column."""
     rows = [_flat_row(r) for r in rows]
     cols: List[str] = []
     for row in rows:
         for k, v in row.items():
             if k not in cols and is_scalar(v):
                 cols.append(k)
-    cells = [[format_value(row.get(c)) if c in row else "" for c in cols] for row in rows]
+    units = [unit_for(c, [row.get(c) for row in rows]) if c in metrics else ("", 1.0) for c in cols]
+    cells = [[format_in(row.get(c), *u) if c in row else "" for c, u in zip(cols, units)] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     text_cols = [all(isinstance(row.get(c), str) or c not in row for row in rows) for c in cols]
     out = ["  " + "  ".join(c.ljust(w) if t else c.rjust(w) for c, w, t in zip(cols, widths, text_cols)).rstrip()]

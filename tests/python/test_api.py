@@ -146,7 +146,7 @@ def test_progress_callback_arguments(tiny_config):
 
 
 def test_compare_shape():
-    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    result = vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True)
     assert result["experiment"] == "clear-target-last"
     assert result["seed"] == 0
     assert result["baseline_name"]
@@ -187,7 +187,7 @@ def test_run_threads_and_window_are_checked():
 def test_compare_threads_are_checked():
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(vmsim.ConfigError, match="threads"):
-            vmsim.compare("clear-target-last", scale=1 / 256, threads=bad)
+            vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True, threads=bad)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
@@ -235,7 +235,7 @@ def test_progress_callback_exception_stops_run():
         raise Stop(label)
 
     with pytest.raises(Stop):
-        vmsim.compare("clear-target-last", scale=1 / 256, progress=progress)
+        vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True, progress=progress)
 
 
 @pytest.mark.sim
@@ -252,7 +252,7 @@ def test_tiny_run_results_are_plausible(tiny_config):
 
 def test_to_dataframe():
     pd = pytest.importorskip("pandas")
-    result = vmsim.compare("clear-target-last", scale=1 / 256)
+    result = vmsim.compare("clear-target-last", scale=1 / 256, force_scale=True)
     df = vmsim.to_dataframe(result)
     assert isinstance(df, pd.DataFrame)
     assert list(df.index) == [result["baseline_name"]] + result["variant_order"]
@@ -328,3 +328,75 @@ def test_experiment_plan_refuses_what_compare_refuses():
     with pytest.raises(vmsim.ConfigError) as e:
         _api.experiment_plan("no-such-experiment")
     assert e.value.key == "experiment"
+
+
+def test_compare_refuses_a_scale_below_the_smallest_valid_one():
+    # At 1/32 each clear-target-last task is under a huge page: both arms do
+    # the same work and every change reads 0. The scale is refused before
+    # anything runs, naming the smallest valid scale and why.
+    from vmsim import _api
+    plan = _api.experiment_plan("clear-target-last")
+    assert plan["min_scale"] == 1 / 16 and "huge page" in plan["min_scale_why"]
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", scale=1 / 32, set={"workload.nr_task": 2})
+    assert e.value.key == "scale"
+    assert "smallest valid scale 1/16" in e.value.message and "huge page" in e.value.message
+    assert "\n" not in str(e.value)
+    # The experiment's measured quick scale is named too.
+    assert plan["quick_scale"]["scale"] == 0.5 and plan["quick_scale"]["tolerance"] > 0
+    assert "+24.03% at scale 1" in plan["quick_scale"]["measured"]
+    assert "its quick scale is 1/2, measured within 0.6 percentage points" in e.value.message
+    assert _api.experiment_plan("numa-delay-map")["quick_scale"] is None
+    for bad in (1, "yes", None):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", scale=1 / 32, force_scale=bad)
+        assert e.value.key == "force_scale"
+
+
+def test_compare_forced_below_the_smallest_valid_scale_is_marked():
+    result = vmsim.compare("clear-target-last", scale=1 / 32, set={"workload.nr_task": 2}, force_scale=True)
+    assert result["scale_forced"] is True
+    assert result["scale_factor"] == 1 / 32 and result["min_scale"] == 1 / 16
+    assert "huge page" in result["min_scale_why"]
+    from vmsim.tables import format_compare
+    first = format_compare(result).splitlines()[0]
+    assert first.startswith("SCALE FORCED: 1/32 is below the smallest valid scale 1/16")
+    # At or above the smallest valid scale nothing is marked, forced or not.
+    ok = vmsim.compare("clear-target-last", scale=1 / 16, set={"workload.nr_task": 2}, force_scale=True)
+    assert "scale_forced" not in ok and not format_compare(ok).startswith("SCALE FORCED")
+
+
+def test_compare_runs_gives_the_clis_statistics(tmp_path, capsys):
+    # compare(runs=N) is `vmsim compare --runs N`: the same document, the
+    # same tables (mean, stddev, Welch's test), from the same code.
+    from vmsim import cli
+    kw = dict(scale=1 / 16, set={"workload.nr_task": 2, "kernel.page_alloc_shuffle": True}, jobs=1)
+    doc = vmsim.compare("clear-target-last", runs=2, seed=5, **kw)
+    assert doc["kind"] == "compare-runs" and doc["seeds"] == [5, 6] and len(doc["runs"]) == 2
+    out = tmp_path / "runs.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "2", "--seed", "5", "-j", "1", "--scale", "1/16",
+                     "--set", "workload.nr_task=2", "--set", "kernel.page_alloc_shuffle=true", "--format", "lkp",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    def bare(runs):
+        return [{k: v for k, v in r.items() if k != "provenance"} for r in runs]
+    assert bare(saved["runs"]) == bare(doc["runs"]) and saved["seeds"] == doc["seeds"]
+    table = vmsim.compare_results(doc, layout="lkp")
+    assert table.strip() and table in printed
+    stats = vmsim.runs_statistics(doc)
+    head = next(r for r in stats if r["metric"] == "throughput_bytes_per_s")
+    assert [a["name"] for a in head["arms"]] == ["sequential", "target-last"]
+    assert all(a["n"] == 2 for a in head["arms"]) and head["significant"][0] in (True, False)
+    means = [sum(r[k]["throughput_bytes_per_s"] for r in doc["runs"]) / 2 for k in ("baseline",)]
+    assert head["arms"][0]["mean"] == pytest.approx(means[0])
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(vmsim.ConfigError) as e:
+            vmsim.compare("clear-target-last", runs=bad)
+        assert e.value.key == "runs"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", runs=2, jobs=0)
+    assert e.value.key == "jobs"
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("clear-target-last", runs=2, scale=1 / 32)
+    assert e.value.key == "scale"

@@ -86,7 +86,7 @@ def test_argparse_errors_exit_2_with_one_line():
 
 def test_scale_takes_a_fraction(tmp_path, capsys):
     out = tmp_path / "f.json"
-    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/256", "--json", str(out)]) == 0
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/256", "--force-scale", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["provenance"]["scale"] == 1 / 256
 
 
@@ -142,7 +142,8 @@ def test_run_threads_spread_a_windowed_run(tmp_path, capsys):
 
 def test_compare_table_and_json(tmp_path, capsys):
     out = tmp_path / "c.json"
-    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out)]) == 0
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "workload.nr_task=4",
+                     "--json", str(out)]) == 0
     text = capsys.readouterr().out
     data = json.loads(out.read_text())
     lines = text.splitlines()
@@ -158,7 +159,7 @@ def test_compare_table_and_json(tmp_path, capsys):
 def test_compare_json_deterministic_across_processes_and_threads(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for out, threads in ((a, "1"), (b, "2")):
-        proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--json", str(out),
+        proc = vmsim_cmd("compare", "clear-target-last", "--scale", str(1 / 256), "--force-scale", "--json", str(out),
                          "--threads", threads)
         assert proc.returncode == 0, proc.stderr
     same_result_bytes(a, b)
@@ -255,7 +256,7 @@ def test_progress_tty_single_line():
 def test_plot_compare(tmp_path):
     pytest.importorskip("matplotlib")
     out_json = tmp_path / "c.json"
-    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--json", str(out_json)]) == 0
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", str(1 / 256), "--force-scale", "--json", str(out_json)]) == 0
     png = tmp_path / "c.png"
     assert cli.main(["plot", str(out_json), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -328,7 +329,7 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
 def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "-q", "--out", str(out)]) == 0
+        assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "--force-scale", "-q", "--out", str(out)]) == 0
     names = sorted(p.name for p in a.iterdir())
     assert "README.md" in names and "clear-target-last.json" in names and "clear-target-last.txt" in names
     for n in ("README.md", "clear-target-last.txt"):
@@ -336,7 +337,7 @@ def test_reproduce_writes_a_results_folder_deterministically(tmp_path, capsys):
     same_result_bytes(a / "clear-target-last.json", b / "clear-target-last.json")
     # A re-run into a folder it wrote replaces it whole.
     (a / "stale.txt").write_text("from an older run")
-    assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "-q", "--out", str(a)]) == 0
+    assert cli.main(["reproduce", "--only", "clear-target-last", "--scale", "0.00390625", "--force-scale", "-q", "--out", str(a)]) == 0
     assert not (a / "stale.txt").exists()
     readme = (a / "README.md").read_text()
     assert "| clear-target-last | sequential -> target-last |" in readme
@@ -384,3 +385,24 @@ def test_saved_lru_file_compare_prints_mmtests_rows_per_case(tmp_path, capsys):
     rows = [line for line in out.splitlines() if line.startswith("Ops lru-file-mmap-read-elapsed")]
     assert len(rows) == 2 and "9.50 ( 24.00%)" in rows[0]
     assert "case: a\nmmtests compare" in out and "case: b\nmmtests compare" in out
+
+
+def test_compare_below_the_smallest_valid_scale_is_refused_unless_forced(tmp_path, capsys):
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/32", "--set", "workload.nr_task=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "scale: 1/32 is below clear-target-last's smallest valid scale 1/16" in err
+    assert "--force-scale" in err
+    out = tmp_path / "forced.json"
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/32", "--set", "workload.nr_task=2",
+                     "--force-scale", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("SCALE FORCED: 1/32 is below the smallest valid scale 1/16")
+    doc = json.loads(out.read_text())
+    assert doc["scale_forced"] is True and doc["min_scale"] == 1 / 16
+    # The tailored tables carry the mark too.
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/32", "--set", "workload.nr_task=2",
+                     "--force-scale", "--format", "lkp"]) == 0
+    assert capsys.readouterr().out.startswith("SCALE FORCED:")
+    # --force-scale means nothing for saved results.
+    assert cli.main(["compare", str(out), "--force-scale"]) == 2
+    assert "--force-scale applies to running an experiment" in capsys.readouterr().err

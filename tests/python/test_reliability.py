@@ -791,7 +791,7 @@ def test_a_killed_reproduce_leaves_nothing_for_the_next_one(tmp_path):
     old = tmp_path / ".repdir.partial-abc12345"
     old.mkdir()
     os.utime(old, (time.time() - 7200,) * 2)
-    proc = vmsim_cmd("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--scale", "1/8192")
+    proc = vmsim_cmd("reproduce", "-q", "--out", str(out), "--only", "clear-target-last", "--scale", "1/8192", "--force-scale")
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["repdir"]
 
@@ -834,7 +834,7 @@ def test_fuzz_finds_are_typed_one_line_errors(tiny_config):
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
 
 
-def _stopped_compare(name, scale):
+def _stopped_compare(name, scale, force_scale=True):
     """None when compare accepts the scale (stopped at its first progress
     call, before anything runs), else the ConfigError."""
     class Stop(Exception):
@@ -843,7 +843,7 @@ def _stopped_compare(name, scale):
     def stop(label, fraction):
         raise Stop()
     try:
-        vmsim.compare(name, scale=scale, progress=stop, threads=1)
+        vmsim.compare(name, scale=scale, progress=stop, threads=1, force_scale=force_scale)
     except Stop:
         return None
     except vmsim.ConfigError as e:
@@ -870,6 +870,17 @@ def test_docs_state_what_the_code_accepts():
         assert _stopped_compare(name, s) is None, name
         e = _stopped_compare(name, s * 0.999)
         assert e is not None and e.key.startswith("workload."), name
+    # The smallest valid scale (min_scale): accepted as it is, refused just
+    # below it without force_scale, the refusal keyed scale and naming it.
+    valid = {r[1].strip(" `"): r[4].strip() for r in rows if r[1].strip(" `") in vmsim.experiments()}
+    assert sorted(valid) == sorted(vmsim.experiments())
+    for name, smallest in valid.items():
+        num, den = smallest.split("/") if "/" in smallest else (smallest, "1")
+        s = int(num) / int(den)
+        assert vmsim._api.experiment_plan(name)["min_scale"] == s, name
+        assert _stopped_compare(name, s, force_scale=False) is None, name
+        e = _stopped_compare(name, s * 0.999, force_scale=False)
+        assert e is not None and e.key == "scale" and f"smallest valid scale {smallest}" in e.message, name
     # read_ratio: a whole number, as documented.
     cfg = {"machine": "xeon-e5-2699v3-2s",
            "workload": {"kind": "pmbench", "mapsize_mib": 4, "duration_s": 0.001, "node_memory_mib": 16,

@@ -100,8 +100,9 @@ def test_compare_table():
     assert header.split() == ["sequential", "%change", "target-last", "%change", "other"]
     assert set(dashes.replace(" ", "")) == {"-"}
     rows = {line.split()[-1]: line.split()[:-1] for line in lines[6:]}
-    assert rows["throughput_bytes_per_s"] == ["1.234e+10", "+14.6%", "1.414e+10", "-19.0%", "1.000e+10"]
-    assert rows["elapsed_s"] == ["0.5", "-20.0%", "0.4", "+0.0%", "0.5"]
+    # Units from the metric's kind, one per row (the largest its values reach).
+    assert rows["throughput_bytes_per_s"] == ["12.34", "GB/s", "+14.6%", "14.14", "GB/s", "-19.0%", "10", "GB/s"]
+    assert rows["elapsed_s"] == ["500.0", "ms", "-20.0%", "400.0", "ms", "+0.0%", "500.0", "ms"]
     assert rows["instructions"] == ["1000", "+0.0%", "1000", "+0.0%", "1000"]
     # baseline 0: no %change
     assert rows["nr_tlb_remote_flush"] == ["0", "5", "0"]
@@ -128,9 +129,10 @@ def test_run_table():
     assert lines[0] == "machine: test-machine — 2 sockets, 4 threads"
     assert lines[1] == "scale:   1/64"
     body = [line.split() for line in lines[3:]]
-    assert body[0] == ["throughput_bytes_per_s", "1.234e+10"]
-    assert ["data_verified", "true"] in body
-    assert all(len(row) == 2 for row in body)
+    assert body[0] == ["throughput_bytes_per_s", "12.34", "GB/s"]
+    assert ["elapsed_s", "500.0", "ms"] in body
+    assert ["data_verified", "true"] in body and ["instructions", "1000"] in body
+    assert all(len(row) in (2, 3) for row in body)
     assert not any(row[0] == "per_cpu" for row in body)
 
 
@@ -188,3 +190,24 @@ def test_lru_file_mmap_read_compare_prints_mmtests_rows_with_gains():
     # Other workloads get no mmtests block.
     other = dict(result, baseline={"elapsed_s": 1.0}, variants={"batched": {"elapsed_s": 0.5}})
     assert "Ops " not in format_compare(other)
+
+
+def test_units_on_the_human_readable_tables():
+    # Raw figures such as 1.862e+10 were printed where LKP and mmtests show
+    # units, and the per-node DRAM byte counts had none.
+    from vmsim import runtables
+    from vmsim.tables import format_metric, format_rows
+    assert format_metric("dram_bytes_read", 1.862e10) == "18.62 GB"
+    assert format_metric("dram_node1_bytes_written", 5.662e7) == "56.62 MB"
+    assert format_metric("fault_bytes_per_s", 8.476e9) == "8.476 GB/s"
+    assert format_metric("sys_s_clear_huge_page", 2.5) == "2.5 s"
+    assert format_metric("ipis_per_s", 12345.0) == "12.35 K/s"
+    assert format_metric("instructions", 10**10) == "10000000000" and format_metric("ipc", 1.5) == "1.5"
+    assert runtables.unit_of("dram_node0_bytes_read") == ("GB", 1e9)
+    result = {"config": {}, "machine": MACHINE, "metrics": _metrics(dram_node0_bytes_read=1.862e10)}
+    assert ["dram_node0_bytes_read", "18.62", "GB"] in [line.split() for line in format_run(result).splitlines()]
+    # A sweep's metric columns share one unit each; its grid keys have none.
+    rows = [{"workload.nr_task": 1, "throughput_bytes_per_s": 2.5e9, "elapsed_s": 1.5},
+            {"workload.nr_task": 2, "throughput_bytes_per_s": 9e8, "elapsed_s": 0.5}]
+    table = format_rows(rows, ["throughput_bytes_per_s", "elapsed_s"])
+    assert [line.split() for line in table[2:]] == [["1", "2.5", "GB/s", "1.5", "s"], ["2", "0.9", "GB/s", "0.5", "s"]]

@@ -308,8 +308,10 @@ pub const RESULT_SCHEMA_VERSION: u64 = 2;
 /// What `compare_with` would simulate, without simulating: for every case
 /// (`null` name without cases) and arm, the resolved run config and the
 /// scalar metrics its report will have, as JSON
-/// `{"experiment", "scale", "seed", "cases": [{"name", "arms": [{"name",
-/// "baseline", "config", "metrics"}]}]}`. Every error a `compare_with` of
+/// `{"experiment", "scale", "seed", "min_scale", "min_scale_why",
+/// "quick_scale", "cases": [{"name", "arms": [{"name", "baseline", "config",
+/// "metrics"}]}]}` (`min_scale` and its reason, and `quick_scale`
+/// (`{"scale", "tolerance", "measured"}`), null where the experiment states none). Every error a `compare_with` of
 /// the same arguments would raise before its first run is raised here.
 pub fn experiment_plan(
     experiment: &str,
@@ -366,6 +368,13 @@ pub fn experiment_plan(
         "experiment": exp.name,
         "scale": scale,
         "seed": seed,
+        "min_scale": exp.min_scale.as_ref().map(|m| m.value),
+        "min_scale_why": exp.min_scale.as_ref().map(|m| m.why.clone()),
+        "quick_scale": exp.quick_scale.as_ref().map(|q| json!({
+            "scale": q.value,
+            "tolerance": q.tolerance,
+            "measured": q.measured,
+        })),
         "cases": cases,
     });
     Ok(serde_json::to_string_pretty(&out).expect("serialises"))

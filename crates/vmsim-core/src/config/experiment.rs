@@ -28,6 +28,21 @@ impl Arm {
     }
 }
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct MinScale {
+    pub value: f64,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuickScale {
+    pub value: f64,
+    /// Percentage points between the headline change at this scale and at scale 1.
+    pub tolerance: f64,
+    /// What was measured: the headline change at both scales, seed, date.
+    pub measured: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct Experiment {
     pub name: String,
@@ -37,6 +52,15 @@ pub struct Experiment {
     /// The scale factor a run uses when the caller gives none (`scale`,
     /// default 1): for experiments whose config holds full-size figures.
     pub scale: f64,
+    /// The smallest scale at which the arms' comparison means what it does
+    /// at full size (`min_scale`), and why (`min_scale_why`): below it the
+    /// workload loses what the change acts on (e.g. a whole huge page per
+    /// task). `compare` refuses a smaller scale unless forced.
+    pub min_scale: Option<MinScale>,
+    /// A scale measured to give the headline change within `tolerance`
+    /// percentage points of scale 1's (`quick_scale`,
+    /// `quick_scale_tolerance`, and the figures in `quick_scale_measured`).
+    pub quick_scale: Option<QuickScale>,
     pub config: toml::Table,
     pub baseline: Arm,
     pub variants: Vec<Arm>,
@@ -137,6 +161,96 @@ impl Experiment {
                 format!("must be above 0 and at most 1, got {scale}"),
             ));
         }
+        let min_scale = match (top.f64_opt("min_scale")?, top.str_opt("min_scale_why")?) {
+            (None, None) => None,
+            (Some(value), Some(why)) => {
+                if !(value.is_finite() && value > 0.0 && value <= 1.0) {
+                    return Err(cfg_err(
+                        "min_scale",
+                        format!("must be above 0 and at most 1, got {value}"),
+                    ));
+                }
+                if value > scale {
+                    return Err(cfg_err(
+                        "min_scale",
+                        format!(
+                            "{value} is above the experiment's own scale {scale}, which would then be refused; \
+                             accepted: at most `scale`"
+                        ),
+                    ));
+                }
+                if why.trim().is_empty() {
+                    return Err(cfg_err(
+                        "min_scale_why",
+                        "must not be empty: say what the workload needs at the smallest scale",
+                    ));
+                }
+                Some(MinScale { value, why })
+            }
+            (Some(_), None) => {
+                return Err(cfg_err(
+                    "min_scale_why",
+                    "required with min_scale: why smaller scales mislead (e.g. less than a huge page per task)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(cfg_err(
+                    "min_scale",
+                    "required with min_scale_why: the smallest valid scale, above 0 and at most 1",
+                ))
+            }
+        };
+        let quick = (
+            top.f64_opt("quick_scale")?,
+            top.f64_opt("quick_scale_tolerance")?,
+            top.str_opt("quick_scale_measured")?,
+        );
+        let quick_scale = match quick {
+            (None, None, None) => None,
+            (Some(value), Some(tolerance), Some(measured)) => {
+                let least = min_scale.as_ref().map_or(0.0, |m| m.value);
+                if !(value.is_finite() && value > 0.0 && value <= 1.0 && value >= least) {
+                    return Err(cfg_err(
+                        "quick_scale",
+                        format!(
+                            "must be above 0, at most 1 and at least min_scale ({least}), got {value}"
+                        ),
+                    ));
+                }
+                if !(tolerance.is_finite() && tolerance >= 0.0) {
+                    return Err(cfg_err(
+                        "quick_scale_tolerance",
+                        format!("must be a finite number of percentage points, at least 0, got {tolerance}"),
+                    ));
+                }
+                if measured.trim().is_empty() {
+                    return Err(cfg_err(
+                        "quick_scale_measured",
+                        "must not be empty: the headline change measured at quick_scale and at scale 1",
+                    ));
+                }
+                Some(QuickScale {
+                    value,
+                    tolerance,
+                    measured,
+                })
+            }
+            _ => {
+                let missing = [
+                    ("quick_scale", quick.0.is_none()),
+                    ("quick_scale_tolerance", quick.1.is_none()),
+                    ("quick_scale_measured", quick.2.is_none()),
+                ]
+                .into_iter()
+                .find(|(_, m)| *m)
+                .map(|(k, _)| k)
+                .unwrap_or("quick_scale");
+                return Err(cfg_err(
+                    missing,
+                    "quick_scale, quick_scale_tolerance and quick_scale_measured go together: give all three",
+                ));
+            }
+        };
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
@@ -215,6 +329,8 @@ impl Experiment {
             description,
             reference,
             scale,
+            min_scale,
+            quick_scale,
             config,
             baseline,
             variants,
@@ -416,6 +532,91 @@ set = { "machine" = "epyc-7j13-milan" }
             "[baseline]\nname = \"per-page\"\ncases = [\"e5\"]",
         );
         assert!(Experiment::parse(&bad, "x", None).is_err());
+    }
+
+    #[test]
+    fn min_scale_is_parsed_and_checked() {
+        let with = |extra: &str| format!("scale = 0.5\n{extra}\n{BASE}");
+        let e = Experiment::parse(
+            &with("min_scale = 0.25\nmin_scale_why = \"one huge page per task\""),
+            "x",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            e.min_scale,
+            Some(MinScale {
+                value: 0.25,
+                why: "one huge page per task".into()
+            })
+        );
+        assert_eq!(Experiment::parse(BASE, "x", None).unwrap().min_scale, None);
+        let quick = "min_scale = 0.25\nmin_scale_why = \"w\"\nquick_scale = 0.5\nquick_scale_tolerance = 0.6\nquick_scale_measured = \"m\"";
+        let e = Experiment::parse(&with(quick), "x", None).unwrap();
+        assert_eq!(
+            e.quick_scale,
+            Some(QuickScale {
+                value: 0.5,
+                tolerance: 0.6,
+                measured: "m".into()
+            })
+        );
+        for (from, to, key) in [
+            ("quick_scale = 0.5", "quick_scale = 0.125", "quick_scale"),
+            (
+                "quick_scale_tolerance = 0.6",
+                "quick_scale_tolerance = -1.0",
+                "quick_scale_tolerance",
+            ),
+            (
+                "quick_scale_measured = \"m\"",
+                "quick_scale_measured = \"\"",
+                "quick_scale_measured",
+            ),
+            ("quick_scale_tolerance = 0.6", "", "quick_scale_tolerance"),
+        ] {
+            match Experiment::parse(&with(&quick.replace(from, to)), "x", None) {
+                Err(Error::Config { key: k, .. }) => assert_eq!(k, key, "{to}"),
+                other => panic!("{to}: {other:?}"),
+            }
+        }
+        for (extra, key, says) in [
+            (
+                "min_scale = 0.0\nmin_scale_why = \"w\"",
+                "min_scale",
+                "above 0",
+            ),
+            (
+                "min_scale = 2.0\nmin_scale_why = \"w\"",
+                "min_scale",
+                "at most 1",
+            ),
+            (
+                "min_scale = 0.75\nmin_scale_why = \"w\"",
+                "min_scale",
+                "own scale",
+            ),
+            (
+                "min_scale = \"1/16\"\nmin_scale_why = \"w\"",
+                "min_scale",
+                "",
+            ),
+            ("min_scale = 0.25", "min_scale_why", "required"),
+            ("min_scale_why = \"w\"", "min_scale", "required"),
+            (
+                "min_scale = 0.25\nmin_scale_why = \" \"",
+                "min_scale_why",
+                "empty",
+            ),
+        ] {
+            match Experiment::parse(&with(extra), "x", None) {
+                Err(Error::Config { key: k, message }) => {
+                    assert_eq!(k, key, "{extra}: {message}");
+                    assert!(message.contains(says), "{extra}: {message}");
+                }
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
     }
 
     #[test]
