@@ -7,8 +7,12 @@ imports vmsim keeps its signal handlers."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
+
+# The interpreter's own signal module, built in and loaded at start: the
+# `signal` wrapper imports enum first, which takes long enough for a Ctrl-C
+# to land before the handlers are in place.
+import _signal as signal
 
 
 def _is_command_line() -> bool:
@@ -36,7 +40,7 @@ def install() -> None:
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            if signal.getsignal(sig) is not signal.SIG_IGN:
+            if signal.getsignal(sig) != signal.SIG_IGN:
                 signal.signal(sig, _stop)
         except (ValueError, OSError):  # not the main thread
             return
