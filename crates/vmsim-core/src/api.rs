@@ -278,6 +278,19 @@ pub fn compare_with(
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
     check_threads(threads)?;
+    let (exp, scale) = prepare(experiment, scale, seed, set_json)?;
+    let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
+    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+}
+
+/// The experiment `compare_with` and `experiment_plan` work on, its
+/// settings applied, and the scale it runs at; the checks both make first.
+fn prepare(
+    experiment: &str,
+    scale: Option<f64>,
+    seed: u64,
+    set_json: Option<&str>,
+) -> Result<(Experiment, f64), Error> {
     if seed > i64::MAX as u64 {
         // A run config's seed is a TOML integer: the arms could not hold it.
         return Err(Error::Config {
@@ -296,8 +309,7 @@ pub fn compare_with(
     if let Some(text) = set_json {
         exp.apply_set(experiment, parse_table_flat(text)?)?;
     }
-    let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
-    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    Ok((exp, scale))
 }
 
 /// Layout version of the result JSON the front ends write (in each result's
@@ -319,17 +331,7 @@ pub fn experiment_plan(
     seed: u64,
     set_json: Option<&str>,
 ) -> Result<String, Error> {
-    let mut exp = Experiment::load(experiment)?;
-    let scale = scale.unwrap_or(exp.scale);
-    if !(scale > 0.0 && scale.is_finite()) {
-        return Err(Error::Config {
-            key: "scale".into(),
-            message: format!("must be a positive number, got {scale}"),
-        });
-    }
-    if let Some(text) = set_json {
-        exp.apply_set(experiment, parse_table_flat(text)?)?;
-    }
+    let (exp, scale) = prepare(experiment, scale, seed, set_json)?;
     // Metric names depend on the machine and the workload only: one build each.
     let mut names_of: Vec<(String, Vec<String>)> = Vec::new();
     let mut cases: Vec<serde_json::Value> = Vec::new();

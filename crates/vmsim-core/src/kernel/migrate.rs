@@ -29,7 +29,6 @@ use super::hw::Hw;
 use super::mm::Pte;
 use super::policy::tlb as unmap_flush;
 use super::sched::wait::WaitQueueId;
-use super::tlbflush::flush_tlb_mm_range;
 use super::vmscan::TlbflushUnmapBatch;
 use super::{KFn, Kernel, StoreHow, Work};
 use crate::policy::ClearPage;
@@ -263,15 +262,7 @@ impl Kernel {
             return true;
         }
         // ptep_clear_flush() -> flush_tlb_page().
-        flush_tlb_mm_range(
-            hw.machine,
-            &mut self.vmstat,
-            cpu,
-            &mut self.mms[mm],
-            hw.tlbstate,
-            addr,
-            addr + 4096,
-        );
+        self.flush_tlb_page(hw, mm, addr);
         hw.settle(KFn::TryToUnmap);
         true
     }

@@ -72,6 +72,21 @@ impl Kernel {
     /// batched unmap of the mm may be unflushed, flush the whole mm
     /// (`flush_tlb_mm`) before going on, so no TLB keeps an entry for a PTE
     /// this walker may now change or free. Returns whether it flushed.
+    /// `flush_tlb_page()`: the 4 KiB entry at `addr` of `mm_id` flushed from
+    /// every TLB that may hold it (locally, and by shootdown on the mm's
+    /// other CPUs), from `hw.cpu`; the caller settles the time.
+    pub fn flush_tlb_page(&mut self, hw: &mut Hw, mm_id: usize, addr: u64) {
+        flush_tlb_mm_range(
+            hw.machine,
+            &mut self.vmstat,
+            hw.cpu,
+            &mut self.mms[mm_id],
+            hw.tlbstate,
+            addr,
+            addr + 4096,
+        );
+    }
+
     pub fn flush_tlb_batched_pending(&mut self, hw: &mut Hw, mm_id: usize) -> bool {
         if !self.mms[mm_id].take_tlb_flush_batched_pending() {
             return false;

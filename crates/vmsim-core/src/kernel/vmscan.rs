@@ -50,7 +50,7 @@ use super::kthread::{KthreadFn, KthreadStep};
 use super::mm::Mm;
 use super::policy::tlb::{self as unmap_flush, BatchFlush};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
-use super::tlbflush::{flush_tlb_mm_range, invlpgb_flush_all_nonglobals, TlbState};
+use super::tlbflush::{invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use std::collections::VecDeque;
@@ -351,15 +351,7 @@ impl Kernel {
                 ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
             } else {
                 // ptep_clear_flush() → flush_tlb_page().
-                flush_tlb_mm_range(
-                    hw.machine,
-                    &mut self.vmstat,
-                    cpu,
-                    &mut self.mms[mm],
-                    hw.tlbstate,
-                    va,
-                    va + 4096,
-                );
+                self.flush_tlb_page(hw, mm, va);
                 hw.settle(KFn::FlushTlb);
             }
         }
