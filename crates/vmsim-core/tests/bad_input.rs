@@ -3,22 +3,11 @@
 //! memory sizes that wrapped, fault injections the run can never reach,
 //! JSON values TOML cannot hold, and config files that are not regular files.
 
+mod common;
+
+use common::{with_value, PRESET};
 use vmsim_core::api::{run_config, Error, Format};
 use vmsim_core::config::Preset;
-
-const PRESET: &str = include_str!("../../../machines/xeon-e5-2699v3-2s.toml");
-
-/// The preset with the first `value = ` after `[section]` + `key` replaced.
-fn with_value(section: &str, key: &str, value: &str) -> String {
-    let start = PRESET.find(&format!("[{section}]")).expect("section");
-    let at = start
-        + PRESET[start..]
-            .find(&format!("\n{key} = {{ value = "))
-            .expect("key");
-    let v0 = at + PRESET[at..].find("value = ").unwrap() + "value = ".len();
-    let v1 = v0 + PRESET[v0..].find(',').unwrap();
-    format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
-}
 
 fn preset_err(section: &str, key: &str, value: &str) -> (String, String) {
     match Preset::parse(&with_value(section, key, value), "test") {

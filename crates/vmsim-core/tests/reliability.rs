@@ -1,6 +1,9 @@
 //! Input that was accepted and ignored, or refused without saying where:
 //! each is now a config error naming its key (issue 36).
 
+mod common;
+
+use common::with_value;
 use vmsim_core::api::{self, check_config, Error, Format};
 
 fn config_err<T>(r: Result<T, Error>) -> (String, String) {
@@ -81,20 +84,6 @@ fn a_seed_the_arms_cannot_hold_is_refused() {
     ));
     assert_eq!(k, "seed");
     assert!(m.contains("9223372036854775807"), "{m}");
-}
-
-const PRESET: &str = include_str!("../../../machines/xeon-e5-2699v3-2s.toml");
-
-/// The preset with `[section]`'s `key` given `value`.
-fn with_value(section: &str, key: &str, value: &str) -> String {
-    let start = PRESET.find(&format!("[{section}]")).expect("section");
-    let at = start
-        + PRESET[start..]
-            .find(&format!("\n{key} = {{ value = "))
-            .expect("key");
-    let v0 = at + PRESET[at..].find("value = ").unwrap() + "value = ".len();
-    let v1 = v0 + PRESET[v0..].find(',').unwrap();
-    format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
 }
 
 #[test]

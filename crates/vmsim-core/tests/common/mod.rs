@@ -28,3 +28,18 @@ pub fn sim(name: &str, cfg: KernelConfig, node_bytes: u64, seed: u64) -> Sim {
     let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), node_bytes);
     Sim::new(m, k, QUANTUM)
 }
+
+/// The built-in E5-2699 v3 preset's text.
+pub const PRESET: &str = include_str!("../../../../machines/xeon-e5-2699v3-2s.toml");
+
+/// The preset with the first `value = ` after `[section]` + `key` replaced.
+pub fn with_value(section: &str, key: &str, value: &str) -> String {
+    let start = PRESET.find(&format!("[{section}]")).expect("section");
+    let at = start
+        + PRESET[start..]
+            .find(&format!("\n{key} = {{ value = "))
+            .expect("key");
+    let v0 = at + PRESET[at..].find("value = ").unwrap() + "value = ".len();
+    let v1 = v0 + PRESET[v0..].find(',').unwrap();
+    format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
+}
