@@ -273,7 +273,8 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     if not isinstance(force_scale, bool):
         raise config_error("force_scale", f"{cut(repr(force_scale))} is not accepted; accepted: True or False")
     try:
-        plan = json.loads(_core.experiment_plan(experiment, None, 0, json.dumps(dict(settings)) if settings else None))
+        plan = json.loads(_core.experiment_plan(experiment, None, 0, json.dumps(dict(settings)) if settings else None,
+                                                False))
     except (_core.VmsimError, OSError, ValueError):
         return None
     least, why = plan.get("min_scale"), plan.get("min_scale_why")
@@ -311,7 +312,7 @@ def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
         # value would win); an experiment it cannot load is left for the run
         # to report.
         try:
-            _core.experiment_plan(experiment, None, 0, json.dumps(settings))
+            _core.experiment_plan(experiment, None, 0, json.dumps(settings), False)
         except _core.ConfigError as e:
             if e.key == "set" or e.key.startswith("set."):
                 raise

@@ -323,13 +323,17 @@ pub const RESULT_SCHEMA_VERSION: u64 = 2;
 /// `{"experiment", "scale", "seed", "min_scale", "min_scale_why",
 /// "quick_scale", "cases": [{"name", "arms": [{"name", "baseline", "config",
 /// "metrics"}]}]}` (`min_scale` and its reason, and `quick_scale`
-/// (`{"scale", "tolerance", "measured"}`), null where the experiment states none). Every error a `compare_with` of
-/// the same arguments would raise before its first run is raised here.
+/// (`{"scale", "tolerance", "measured"}`), null where the experiment states
+/// none). `with_metrics` false leaves each arm's `metrics` null and builds
+/// no model (the names need one build per machine and workload kind); with
+/// it, every error a `compare_with` of the same arguments would raise
+/// before its first run is raised here.
 pub fn experiment_plan(
     experiment: &str,
     scale: Option<f64>,
     seed: u64,
     set_json: Option<&str>,
+    with_metrics: bool,
 ) -> Result<String, Error> {
     let (exp, scale) = prepare(experiment, scale, seed, set_json)?;
     // Metric names depend on the machine and the workload only: one build each.
@@ -340,13 +344,15 @@ pub fn experiment_plan(
         let cfg = exp.case_arm_config(case, arm, seed, scale)?;
         let cfg_json = cfg.to_json();
         let kind = format!("{} {}", cfg.machine, cfg_json["workload"]["kind"]);
-        let metrics = match names_of.iter().find(|(k, _)| *k == kind) {
-            Some((_, m)) => m.clone(),
-            None => {
-                let m = report_names(&cfg)?;
-                names_of.push((kind, m.clone()));
-                m
-            }
+        let metrics = if !with_metrics {
+            None
+        } else if let Some((_, m)) = names_of.iter().find(|(k, _)| *k == kind) {
+            Some(m.clone())
+        } else {
+            // Building the model for the names is the plan's one costly part.
+            let m = report_names(&cfg)?;
+            names_of.push((kind, m.clone()));
+            Some(m)
         };
         let case_name = case.map(|c| c.name.clone());
         if current.as_ref() != Some(&case_name) {

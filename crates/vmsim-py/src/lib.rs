@@ -74,15 +74,16 @@ fn compare(
 /// resolved configs and metric names; raises what `compare` would raise
 /// before its first run.
 #[pyfunction]
-#[pyo3(signature = (experiment, scale = None, seed = 0, set_json = None))]
+#[pyo3(signature = (experiment, scale = None, seed = 0, set_json = None, metrics = true))]
 fn experiment_plan(
     experiment: &str,
     scale: Option<f64>,
     seed: u64,
     set_json: Option<String>,
+    metrics: bool,
 ) -> PyResult<String> {
     Ok(
-        api::experiment_plan(experiment, scale, seed, set_json.as_deref())
+        api::experiment_plan(experiment, scale, seed, set_json.as_deref(), metrics)
             .map_err(PyVmsimErr::from)?,
     )
 }
