@@ -29,9 +29,11 @@ from ._core import (
     DataVerificationError,
     HwError,
     HwUnsupportedError,
+    PolicyError,
     VmsimError,
     __version__,
 )
+from . import policy
 from .tables import format_compare, format_run
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "DataVerificationError",
     "HwError",
     "HwUnsupportedError",
+    "PolicyError",
     "VmsimError",
     "__version__",
     "compare",
@@ -48,6 +51,7 @@ __all__ = [
     "format_run",
     "hw",
     "machines",
+    "policy",
     "run",
     "runs_statistics",
     "sweep",

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _core, _provenance
+from . import _core, _policies, _provenance
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
 from ._results import check_result, load_result
@@ -46,6 +46,9 @@ def run(
     for a missing config file.
     """
     threads = check_threads(threads)
+    if isinstance(config, Mapping):
+        # A callable as a policy value runs in this process under a registered name.
+        config = _policies.replace_callables(dict(config))
     text, fmt, base = load_text(config, base_dir)
     t0 = time.monotonic()
     result = json.loads(_core.run_config(text, fmt, base, progress, threads))
@@ -125,7 +128,13 @@ def compare(
     marks. ``compare_results(result)`` prints its tables (mean ±stddev and
     Welch's test at 5%, as the command prints them) and
     ``runs_statistics(result)`` gives the same figures as records.
+    A ``kernel.*`` policy key takes a Python policy (``vmsim.policy``): a
+    ``"FILE.py:NAME"`` string, or, in ``set``, the callable itself (run in
+    this process; with ``runs`` above 1 name a file). A policy that fails
+    raises ``PolicyError``.
     """
+    if isinstance(set, Mapping):
+        set = _policies.replace_callables(dict(set))
     if runs != 1 or isinstance(runs, bool):
         return _compare_runs(experiment, scale, seed, runs, jobs, threads, set, progress, force_scale, check)
     if jobs is not None:

@@ -86,6 +86,13 @@ class ConfigError(VmsimError, ValueError):
 class DataVerificationError(VmsimError):
     """A workload's final content check failed: simulated data was lost or corrupted."""
 
+class PolicyError(VmsimError):
+    """A policy the run uses failed (an exception, or a decision the kernel cannot carry out)."""
+
+    key: str
+    policy: str
+    message: str
+
 class HwError(VmsimError):
     """A host measurement failed."""
 

@@ -7,6 +7,7 @@ use serde_json::json;
 use std::path::Path;
 
 pub use crate::error::Error;
+pub use crate::kernel::policy::Policies;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Format {
@@ -158,7 +159,7 @@ fn json_to_toml(key: &str, v: serde_json::Value) -> Result<toml::Value, Error> {
 
 /// Checks a run config as `run_config` would, without simulating.
 pub fn check_config(text: &str, format: Format, base_dir: Option<&Path>) -> Result<(), Error> {
-    RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0).map(|_| ())
+    Lib::builtin().check_config(text, format, base_dir)
 }
 
 /// The scalar metrics a run of this config reports, sorted: the report of
@@ -170,8 +171,7 @@ pub fn metric_names(
     format: Format,
     base_dir: Option<&Path>,
 ) -> Result<Vec<String>, Error> {
-    let cfg = RunConfig::from_table(parse_table(text, format)?, base_dir, 1.0)?;
-    report_names(&cfg)
+    Lib::builtin().metric_names(text, format, base_dir)
 }
 
 /// The scalar metrics a run of `cfg` reports, sorted (from the report of the
@@ -239,17 +239,112 @@ pub fn run_config_on(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    check_threads(threads)?;
-    let table = parse_table(text, format)?;
-    let cfg = RunConfig::from_table(table, base_dir, 1.0)?;
-    let metrics = crate::experiment::simulate_on(&cfg, threads, &mut |f| progress("run", f))?;
-    let out = json!({
-        "config": cfg.to_json(),
-        "machine": crate::experiment::machine_json(&cfg),
-        "scale": crate::experiment::scale_text(&cfg),
-        "metrics": metrics,
-    });
-    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    Lib::builtin().run_config(text, format, base_dir, threads, progress)
+}
+
+/// The library with a set of policies: the entry points above, with every
+/// `kernel.*` policy key resolved in `policies` (a user's own registered
+/// beside the built-ins, or a resolver's).
+pub struct Lib {
+    policies: Policies,
+}
+
+impl Lib {
+    pub fn new(policies: Policies) -> Lib {
+        Lib { policies }
+    }
+
+    /// The library with the built-in policies only.
+    pub fn builtin() -> Lib {
+        Lib::new(crate::kernel::policy::registry::builtin().clone())
+    }
+
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    fn parse(
+        &self,
+        text: &str,
+        format: Format,
+        base_dir: Option<&Path>,
+    ) -> Result<RunConfig, Error> {
+        RunConfig::from_table_with(parse_table(text, format)?, base_dir, 1.0, &self.policies)
+    }
+
+    /// [`check_config`] with these policies.
+    pub fn check_config(
+        &self,
+        text: &str,
+        format: Format,
+        base_dir: Option<&Path>,
+    ) -> Result<(), Error> {
+        self.parse(text, format, base_dir).map(|_| ())
+    }
+
+    /// [`metric_names`] with these policies.
+    pub fn metric_names(
+        &self,
+        text: &str,
+        format: Format,
+        base_dir: Option<&Path>,
+    ) -> Result<Vec<String>, Error> {
+        report_names(&self.parse(text, format, base_dir)?)
+    }
+
+    /// [`run_config_on`] with these policies.
+    pub fn run_config(
+        &self,
+        text: &str,
+        format: Format,
+        base_dir: Option<&Path>,
+        threads: usize,
+        progress: &mut dyn FnMut(&str, f64),
+    ) -> Result<String, Error> {
+        check_threads(threads)?;
+        let cfg = self.parse(text, format, base_dir)?;
+        let metrics = crate::experiment::simulate_on(&cfg, threads, &mut |f| progress("run", f))?;
+        let out = json!({
+            "config": cfg.to_json(),
+            "machine": crate::experiment::machine_json(&cfg),
+            "scale": crate::experiment::scale_text(&cfg),
+            "metrics": metrics,
+        });
+        Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    }
+
+    /// [`compare_with`] with these policies.
+    pub fn compare(
+        &self,
+        experiment: &str,
+        scale: Option<f64>,
+        seed: u64,
+        set_json: Option<&str>,
+        threads: usize,
+        progress: &mut dyn FnMut(&str, f64),
+    ) -> Result<String, Error> {
+        check_threads(threads)?;
+        let (exp, scale) = self.prepare(experiment, scale, seed, set_json)?;
+        let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
+        Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    }
+
+    /// The experiment `compare` and `experiment_plan` work on, with these
+    /// policies and its settings applied, and the scale it runs at.
+    fn prepare(
+        &self,
+        experiment: &str,
+        scale: Option<f64>,
+        seed: u64,
+        set_json: Option<&str>,
+    ) -> Result<(Experiment, f64), Error> {
+        let (mut exp, scale) = prepare(experiment, scale, seed, None)?;
+        exp.policies = self.policies.clone();
+        if let Some(text) = set_json {
+            exp.apply_set(experiment, parse_table_flat(text)?)?;
+        }
+        Ok((exp, scale))
+    }
 }
 
 /// Runs an experiment's baseline and variants, as many at once as the host
@@ -277,10 +372,7 @@ pub fn compare_with(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<String, Error> {
-    check_threads(threads)?;
-    let (exp, scale) = prepare(experiment, scale, seed, set_json)?;
-    let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
-    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    Lib::builtin().compare(experiment, scale, seed, set_json, threads, progress)
 }
 
 /// The experiment `compare_with` and `experiment_plan` work on, its
@@ -335,57 +427,71 @@ pub fn experiment_plan(
     set_json: Option<&str>,
     with_metrics: bool,
 ) -> Result<String, Error> {
-    let (exp, scale) = prepare(experiment, scale, seed, set_json)?;
-    // Metric names depend on the machine and the workload only: one build each.
-    let mut names_of: Vec<(String, Vec<String>)> = Vec::new();
-    let mut cases: Vec<serde_json::Value> = Vec::new();
-    let mut current: Option<Option<String>> = None;
-    for (case, arm) in exp.runs() {
-        let cfg = exp.case_arm_config(case, arm, seed, scale)?;
-        let cfg_json = cfg.to_json();
-        let kind = format!("{} {}", cfg.machine, cfg_json["workload"]["kind"]);
-        let metrics = if !with_metrics {
-            None
-        } else if let Some((_, m)) = names_of.iter().find(|(k, _)| *k == kind) {
-            Some(m.clone())
-        } else {
-            // Building the model for the names is the plan's one costly part.
-            let m = report_names(&cfg)?;
-            names_of.push((kind, m.clone()));
-            Some(m)
-        };
-        let case_name = case.map(|c| c.name.clone());
-        if current.as_ref() != Some(&case_name) {
-            cases.push(json!({"name": case_name, "arms": []}));
-            current = Some(case_name);
+    Lib::builtin().experiment_plan(experiment, scale, seed, set_json, with_metrics)
+}
+
+impl Lib {
+    /// [`experiment_plan`] with these policies.
+    pub fn experiment_plan(
+        &self,
+        experiment: &str,
+        scale: Option<f64>,
+        seed: u64,
+        set_json: Option<&str>,
+        with_metrics: bool,
+    ) -> Result<String, Error> {
+        let (exp, scale) = self.prepare(experiment, scale, seed, set_json)?;
+        // Metric names depend on the machine and the workload only: one build each.
+        let mut names_of: Vec<(String, Vec<String>)> = Vec::new();
+        let mut cases: Vec<serde_json::Value> = Vec::new();
+        let mut current: Option<Option<String>> = None;
+        for (case, arm) in exp.runs() {
+            let cfg = exp.case_arm_config(case, arm, seed, scale)?;
+            let cfg_json = cfg.to_json();
+            let kind = format!("{} {}", cfg.machine, cfg_json["workload"]["kind"]);
+            let metrics = if !with_metrics {
+                None
+            } else if let Some((_, m)) = names_of.iter().find(|(k, _)| *k == kind) {
+                Some(m.clone())
+            } else {
+                // Building the model for the names is the plan's one costly part.
+                let m = report_names(&cfg)?;
+                names_of.push((kind, m.clone()));
+                Some(m)
+            };
+            let case_name = case.map(|c| c.name.clone());
+            if current.as_ref() != Some(&case_name) {
+                cases.push(json!({"name": case_name, "arms": []}));
+                current = Some(case_name);
+            }
+            cases
+                .last_mut()
+                .expect("a case was pushed")
+                .get_mut("arms")
+                .and_then(|a| a.as_array_mut())
+                .expect("arms is an array")
+                .push(json!({
+                    "name": arm.name,
+                    "baseline": arm.name == exp.baseline.name,
+                    "config": cfg_json,
+                    "metrics": metrics,
+                }));
         }
-        cases
-            .last_mut()
-            .expect("a case was pushed")
-            .get_mut("arms")
-            .and_then(|a| a.as_array_mut())
-            .expect("arms is an array")
-            .push(json!({
-                "name": arm.name,
-                "baseline": arm.name == exp.baseline.name,
-                "config": cfg_json,
-                "metrics": metrics,
-            }));
+        let out = json!({
+            "experiment": exp.name,
+            "scale": scale,
+            "seed": seed,
+            "min_scale": exp.min_scale.as_ref().map(|m| m.value),
+            "min_scale_why": exp.min_scale.as_ref().map(|m| m.why.clone()),
+            "quick_scale": exp.quick_scale.as_ref().map(|q| json!({
+                "scale": q.value,
+                "tolerance": q.tolerance,
+                "measured": q.measured,
+            })),
+            "cases": cases,
+        });
+        Ok(serde_json::to_string_pretty(&out).expect("serialises"))
     }
-    let out = json!({
-        "experiment": exp.name,
-        "scale": scale,
-        "seed": seed,
-        "min_scale": exp.min_scale.as_ref().map(|m| m.value),
-        "min_scale_why": exp.min_scale.as_ref().map(|m| m.why.clone()),
-        "quick_scale": exp.quick_scale.as_ref().map(|q| json!({
-            "scale": q.value,
-            "tolerance": q.tolerance,
-            "measured": q.measured,
-        })),
-        "cases": cases,
-    });
-    Ok(serde_json::to_string_pretty(&out).expect("serialises"))
 }
 
 pub fn list_machines() -> Vec<(String, String)> {

@@ -10,6 +10,14 @@ pub enum Error {
     },
     /// A workload's final content-tag check failed.
     DataVerification(String),
+    /// A policy failed while the run used it: it raised an error, or what it
+    /// decided breaks the kernel's rules (a plan that leaves a sub-page
+    /// uncleared). `key` is the config key that chose it, `policy` its name.
+    Policy {
+        key: String,
+        policy: String,
+        message: String,
+    },
     Io(String),
     Internal(String),
 }
@@ -19,6 +27,11 @@ impl std::fmt::Display for Error {
         match self {
             Error::Config { key, message } => write!(f, "{key}: {message}"),
             Error::DataVerification(m) => write!(f, "data verification failed: {m}"),
+            Error::Policy {
+                key,
+                policy,
+                message,
+            } => write!(f, "policy {policy:?} ({key}): {message}"),
             Error::Io(m) => write!(f, "{m}"),
             Error::Internal(m) => write!(f, "simulation error: {m}"),
         }

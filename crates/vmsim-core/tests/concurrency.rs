@@ -23,7 +23,7 @@ fn preset() -> Preset {
 fn sim() -> Sim {
     let p = preset();
     let cfg = KernelConfig {
-        thp_cow: ThpCow::Copy,
+        thp_cow: ThpCow::Copy.into(),
         ..KernelConfig::default()
     };
     common::sim(&p.name, cfg, NODE_BYTES, 0)

@@ -100,7 +100,7 @@ impl Program for Script {
 fn sim(thp: Thp, thp_cow: ThpCow) -> Sim {
     let cfg = KernelConfig {
         thp,
-        thp_cow,
+        thp_cow: thp_cow.into(),
         ..KernelConfig::default()
     };
     common::sim("xeon-e5-2699v3-2s", cfg, 64 * MIB, 1)

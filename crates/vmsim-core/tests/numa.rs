@@ -28,8 +28,8 @@ fn preset() -> Preset {
 fn sim(hint: NumaHintFault, flush: MigrateTlbFlush) -> Sim {
     let p = preset();
     let cfg = KernelConfig {
-        numa_hint_fault: hint,
-        migrate_tlb_flush: flush,
+        numa_hint_fault: hint.into(),
+        migrate_tlb_flush: flush.into(),
         ..KernelConfig::default()
     };
     common::sim(&p.name, cfg, NODE_BYTES, 0)

@@ -22,7 +22,7 @@ fn sim(flush: TlbFlushOnUnmap) -> Sim {
 
 fn sim_on(preset: &str, flush: TlbFlushOnUnmap) -> Sim {
     let cfg = KernelConfig {
-        tlb_flush_on_unmap: flush,
+        tlb_flush_on_unmap: flush.into(),
         ..KernelConfig::default()
     };
     let mut s = common::sim(preset, cfg, NODE_BYTES, 0);

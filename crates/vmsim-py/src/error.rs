@@ -5,6 +5,7 @@
 //!  └── VmsimError
 //!       ├── ConfigError (also a ValueError; attributes `key`, `message`)
 //!       ├── DataVerificationError
+//!       ├── PolicyError (attributes `key`, `policy`, `message`)
 //!       └── HwError
 //!            └── HwUnsupportedError
 //! ```
@@ -28,6 +29,14 @@ pyo3::create_exception!(
     DataVerificationError,
     VmsimError,
     "A workload's final content check failed: the simulated kernel lost or corrupted data."
+);
+pyo3::create_exception!(
+    vmsim._core,
+    PolicyError,
+    VmsimError,
+    "A policy the run uses failed: it raised an exception (the message holds its traceback) \
+or decided what the kernel cannot do (a clear plan that leaves a sub-page uncleared). \
+Attributes: key (the config key that chose it), policy (its name), message."
 );
 pyo3::create_exception!(
     vmsim._core,
@@ -85,6 +94,22 @@ pub fn config_error(py: Python<'_>, key: &str, message: &str) -> PyErr {
     build().unwrap_or_else(|e| e)
 }
 
+/// A `PolicyError` whose `str()` is the core's text, carrying its parts.
+fn policy_error(py: Python<'_>, key: &str, policy: &str, message: &str) -> PyErr {
+    let text = CoreError::Policy {
+        key: key.into(),
+        policy: policy.into(),
+        message: message.into(),
+    }
+    .to_string();
+    let err = PolicyError::new_err(text);
+    let value = err.value(py);
+    let _ = value.setattr("key", key);
+    let _ = value.setattr("policy", policy);
+    let _ = value.setattr("message", message);
+    err
+}
+
 /// A core error on its way to Python.
 pub struct PyVmsimErr(pub CoreError);
 
@@ -99,6 +124,11 @@ impl From<PyVmsimErr> for PyErr {
         Python::attach(|py| match err.0 {
             CoreError::Config { key, message } => config_error(py, &key, &message),
             CoreError::DataVerification(msg) => DataVerificationError::new_err(msg),
+            CoreError::Policy {
+                key,
+                policy,
+                message,
+            } => policy_error(py, &key, &policy, &message),
             CoreError::Io(msg) => VmsimError::new_err(msg),
             CoreError::Internal(msg) => VmsimError::new_err(format!("internal error: {msg}")),
         })
@@ -140,6 +170,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DataVerificationError",
         py.get_type::<DataVerificationError>(),
     )?;
+    m.add("PolicyError", py.get_type::<PolicyError>())?;
     m.add("HwError", py.get_type::<HwError>())?;
     m.add("HwUnsupportedError", py.get_type::<HwUnsupportedError>())?;
     Ok(())

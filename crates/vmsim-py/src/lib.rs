@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 mod error;
+mod policies;
 mod progress;
 
 use error::{PyHwErr, PyVmsimErr};
@@ -42,7 +43,13 @@ fn run_config(
     let text = text.to_owned();
     let threads = threads.unwrap_or_else(vmsim_core::experiment::default_threads);
     let result = progress::run_detached(py, progress, move |hook| {
-        api::run_config_on(&text, format, base_dir.as_deref(), threads, hook)
+        api::Lib::new(policies::policies()).run_config(
+            &text,
+            format,
+            base_dir.as_deref(),
+            threads,
+            hook,
+        )
     })?;
     Ok(result.map_err(PyVmsimErr::from)?)
 }
@@ -65,7 +72,14 @@ fn compare(
     let experiment = experiment.to_owned();
     let threads = threads.unwrap_or_else(vmsim_core::experiment::default_threads);
     let result = progress::run_detached(py, progress, move |hook| {
-        api::compare_with(&experiment, scale, seed, set_json.as_deref(), threads, hook)
+        api::Lib::new(policies::policies()).compare(
+            &experiment,
+            scale,
+            seed,
+            set_json.as_deref(),
+            threads,
+            hook,
+        )
     })?;
     Ok(result.map_err(PyVmsimErr::from)?)
 }
@@ -82,10 +96,9 @@ fn experiment_plan(
     set_json: Option<String>,
     metrics: bool,
 ) -> PyResult<String> {
-    Ok(
-        api::experiment_plan(experiment, scale, seed, set_json.as_deref(), metrics)
-            .map_err(PyVmsimErr::from)?,
-    )
+    Ok(api::Lib::new(policies::policies())
+        .experiment_plan(experiment, scale, seed, set_json.as_deref(), metrics)
+        .map_err(PyVmsimErr::from)?)
 }
 
 /// Checks a run config (TOML or JSON text) without running it: raises the
@@ -94,7 +107,9 @@ fn experiment_plan(
 #[pyo3(signature = (text, format = "toml", base_dir = None))]
 fn check_config(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult<()> {
     let format = parse_format(format)?;
-    Ok(api::check_config(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
+    Ok(api::Lib::new(policies::policies())
+        .check_config(text, format, base_dir.as_deref())
+        .map_err(PyVmsimErr::from)?)
 }
 
 /// The scalar metric names a run of this config reports (nothing is simulated).
@@ -102,7 +117,9 @@ fn check_config(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult
 #[pyo3(signature = (text, format = "toml", base_dir = None))]
 fn metric_names(text: &str, format: &str, base_dir: Option<PathBuf>) -> PyResult<Vec<String>> {
     let format = parse_format(format)?;
-    Ok(api::metric_names(text, format, base_dir.as_deref()).map_err(PyVmsimErr::from)?)
+    Ok(api::Lib::new(policies::policies())
+        .metric_names(text, format, base_dir.as_deref())
+        .map_err(PyVmsimErr::from)?)
 }
 
 /// Built-in machine presets as (name, one-line description).

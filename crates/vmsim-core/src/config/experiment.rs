@@ -67,6 +67,9 @@ pub struct Experiment {
     /// Settings the arms are crossed with; empty: one implicit case.
     pub cases: Vec<Arm>,
     pub base_dir: Option<PathBuf>,
+    /// The policies the arms' `kernel.*` keys are resolved in (the built-in
+    /// ones unless the caller gives its own).
+    pub policies: crate::kernel::policy::Policies,
 }
 
 /// The dotted keys a value set at `key` fills in (a table fills its own).
@@ -336,6 +339,7 @@ impl Experiment {
             variants,
             cases,
             base_dir: base_dir.map(|p| p.to_path_buf()),
+            policies: crate::kernel::policy::registry::builtin().clone(),
         })
     }
 
@@ -461,22 +465,24 @@ impl Experiment {
         for (k, v) in &arm.set {
             set_dotted(&mut t, k, v.clone(), &ctx)?;
         }
-        RunConfig::from_table(t, self.base_dir.as_deref(), scale).map_err(|e| match e {
-            Error::Config { key, message } => match case {
-                None => cfg_err(
-                    key,
-                    format!("{message} (experiment {}, arm {})", self.name, arm.name),
-                ),
-                Some(c) => cfg_err(
-                    key,
-                    format!(
-                        "{message} (experiment {}, case {}, arm {})",
-                        self.name, c.name, arm.name
+        RunConfig::from_table_with(t, self.base_dir.as_deref(), scale, &self.policies).map_err(
+            |e| match e {
+                Error::Config { key, message } => match case {
+                    None => cfg_err(
+                        key,
+                        format!("{message} (experiment {}, arm {})", self.name, arm.name),
                     ),
-                ),
+                    Some(c) => cfg_err(
+                        key,
+                        format!(
+                            "{message} (experiment {}, case {}, arm {})",
+                            self.name, c.name, arm.name
+                        ),
+                    ),
+                },
+                e => e,
             },
-            e => e,
-        })
+        )
     }
 }
 

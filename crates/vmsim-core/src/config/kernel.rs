@@ -4,11 +4,12 @@
 use super::fields::{cfg_err, Fields};
 use super::{KernelConfig, Preset};
 use crate::error::Error;
+use crate::kernel::policy::registry::{Hook, Policies, Registry};
+use crate::kernel::policy::tlb::BatchFlush;
 use crate::kernel::sched::numa::ScanKnobs;
-use crate::policy::{
-    ClearHugePage, ClearPage, CopyHugePage, MigrateTlbFlush, NumaHintFault, Policy, Preempt, Thp,
-    ThpCow, TlbFlushOnUnmap,
-};
+use crate::policy::{ClearPage, Policy, Preempt, Thp};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Policy `key`: one of its names, or `default` when the key is left out.
 fn policy_or<P: Policy>(k: &mut Fields, key: &'static str, default: P) -> Result<P, Error> {
@@ -23,7 +24,50 @@ fn policy<P: Policy>(k: &mut Fields, key: &'static str) -> Result<P, Error> {
     policy_or(k, key, P::DEFAULT)
 }
 
-pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<KernelConfig, Error> {
+/// Hook policy `key`: a registered name, a name the registry's resolver
+/// handles (a Python policy), or the hook's default when the key is left out.
+fn hook<T: ?Sized>(
+    k: &mut Fields,
+    key: &'static str,
+    reg: &Registry<T>,
+    policies: &Policies,
+    resolve: impl Fn(&dyn crate::kernel::policy::Resolver, &str) -> Option<Result<Arc<T>, String>>,
+) -> Result<Hook<T>, Error> {
+    let path = k.key(key);
+    let Some(name) = k.str_opt(key)? else {
+        return Ok(reg.default_hook());
+    };
+    if let Some(h) = reg.get(&name) {
+        return Ok(h);
+    }
+    if let Some(r) = policies.resolver() {
+        match resolve(r, &name) {
+            Some(Ok(imp)) => return Ok(Hook::user(&name, imp)),
+            Some(Err(message)) => return Err(cfg_err(path, message)),
+            None => {}
+        }
+    }
+    let more = policies
+        .resolver()
+        .map(|r| format!(", or {}", r.describe()))
+        .unwrap_or_default();
+    Err(cfg_err(
+        path,
+        format!(
+            "{} is not accepted; accepted: {}{more}",
+            super::fields::cut(&format!("{name:?}"), 60),
+            super::fields::quote_list(&reg.names())
+        ),
+    ))
+}
+
+pub(super) fn parse(
+    top: &mut Fields,
+    preset: &Preset,
+    scale: f64,
+    policies: &Policies,
+    base_dir: Option<&Path>,
+) -> Result<KernelConfig, Error> {
     let mut k = top
         .sub_opt("kernel")?
         .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
@@ -47,7 +91,10 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
         "skew_tick",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
-    let clear_huge_page = policy::<ClearHugePage>(&mut k, "clear_huge_page")?;
+    let p = policies;
+    let clear_huge_page = hook(&mut k, "clear_huge_page", &p.clear, p, |r, n| {
+        r.clear(n, base_dir)
+    })?;
     let default_cp = if preset.string.erms {
         ClearPage::DEFAULT
     } else {
@@ -64,13 +111,23 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
         ));
     }
     let preempt = policy::<Preempt>(&mut k, "preempt")?;
-    let copy_huge_page = policy::<CopyHugePage>(&mut k, "copy_huge_page")?;
-    let thp_cow = policy::<ThpCow>(&mut k, "thp_cow")?;
+    let copy_huge_page = hook(&mut k, "copy_huge_page", &p.copy, p, |r, n| {
+        r.copy(n, base_dir)
+    })?;
+    let thp_cow = hook(&mut k, "thp_cow", &p.thp_cow, p, |r, n| {
+        r.thp_cow(n, base_dir)
+    })?;
     let page_alloc_shuffle = k.bool_opt("page_alloc_shuffle")?.unwrap_or(false);
-    let tlb_flush_on_unmap = policy::<TlbFlushOnUnmap>(&mut k, "tlb_flush_on_unmap")?;
+    let tlb_flush_on_unmap = hook(&mut k, "tlb_flush_on_unmap", &p.reclaim_flush, p, |r, n| {
+        r.unmap_flush(n, base_dir)
+    })?;
     let numa_balancing = k.bool_opt("numa_balancing")?.unwrap_or(false);
-    let numa_hint_fault = policy::<NumaHintFault>(&mut k, "numa_hint_fault")?;
-    let migrate_tlb_flush = policy::<MigrateTlbFlush>(&mut k, "migrate_tlb_flush")?;
+    let numa_hint_fault = hook(&mut k, "numa_hint_fault", &p.numa_hint, p, |r, n| {
+        r.numa_hint(n, base_dir)
+    })?;
+    let migrate_tlb_flush = hook(&mut k, "migrate_tlb_flush", &p.migrate_flush, p, |r, n| {
+        r.unmap_flush(n, base_dir)
+    })?;
     let d = ScanKnobs::default();
     let mut knob = |key: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, Error> {
         let v = k.u64_opt(key)?.unwrap_or(default);
@@ -110,12 +167,25 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
             "must not be below numa_balancing_scan_period_min_ms",
         ));
     }
-    if tlb_flush_on_unmap == TlbFlushOnUnmap::Broadcast && !preset.tlb.invlpgb {
+    if tlb_flush_on_unmap.batch_flush() == BatchFlush::Broadcast && !preset.tlb.invlpgb {
+        let others: Vec<&str> = p
+            .reclaim_flush
+            .names()
+            .into_iter()
+            .filter(|n| {
+                p.reclaim_flush
+                    .get(n)
+                    .is_some_and(|h| h.batch_flush() != BatchFlush::Broadcast)
+            })
+            .collect();
         return Err(cfg_err(
             "kernel.tlb_flush_on_unmap",
             format!(
-                "\"broadcast\" needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: \"per-page\", \"batched\"",
-                preset.name, preset.model
+                "{:?} needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: {}",
+                tlb_flush_on_unmap.name(),
+                preset.name,
+                preset.model,
+                super::fields::quote_list(&others)
             ),
         ));
     }

@@ -137,11 +137,27 @@ pub struct RunConfig {
 pub const MAX_SIMULATED_MEMORY: u64 = 256 << 30;
 
 impl RunConfig {
-    /// Parses a run config document. `scale` multiplies the workload's memory sizes.
+    /// Parses a run config document with the built-in policies. `scale`
+    /// multiplies the workload's memory sizes.
     pub fn from_table(
         table: toml::Table,
         base_dir: Option<&Path>,
         scale: f64,
+    ) -> Result<RunConfig, Error> {
+        Self::from_table_with(
+            table,
+            base_dir,
+            scale,
+            crate::kernel::policy::registry::builtin(),
+        )
+    }
+
+    /// [`RunConfig::from_table`], its `kernel.*` policy keys resolved in `policies`.
+    pub fn from_table_with(
+        table: toml::Table,
+        base_dir: Option<&Path>,
+        scale: f64,
+        policies: &crate::kernel::policy::Policies,
     ) -> Result<RunConfig, Error> {
         let mut top = Fields::new("", table);
         top.declare(&["machine", "seed", "kernel", "workload", "sim"])?;
@@ -149,7 +165,7 @@ impl RunConfig {
         let preset = load_machine("machine", &machine, base_dir)?;
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
-        let kernel = kernel::parse(&mut top, &preset, scale)?;
+        let kernel = kernel::parse(&mut top, &preset, scale, policies, base_dir)?;
         let workload = parse_workload(&mut top, &preset, scale)?;
         let sim = parse_sim(&mut top, &preset, &kernel, &workload)?;
         top.finish()?;
@@ -361,7 +377,7 @@ fn check_fault_injection(
         // each child's first write faults in a page of its own, no copy.
         let copies = matches!(workload, WorkloadConfig::Usemem(u) if u.prealloc && u.prefault)
             && kernel.thp == Thp::Always
-            && kernel.thp_cow == ThpCow::Copy;
+            && kernel.thp_cow == ThpCow::Copy.into();
         if !copies {
             return Err(cfg_err(
                 key,

@@ -1,32 +1,37 @@
 //! `KernelConfig`: the kernel as a run configures it (its policies, boot
 //! parameters and sysctls). config/ parses it; the kernel only reads it.
 
-use crate::policy::{ClearHugePage, ClearPage, CopyHugePage, Preempt, Thp, ThpCow};
+use super::policy::clear::ClearPlan;
+use super::policy::cow::{CopyPlan, ThpCowPolicy};
+use super::policy::numa::NumaHintPolicy;
+use super::policy::tlb::UnmapFlush;
+use super::policy::Hook;
+use crate::policy::{ClearPage, Preempt, Thp};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelConfig {
     pub thp: Thp,
-    pub clear_huge_page: ClearHugePage,
+    pub clear_huge_page: Hook<dyn ClearPlan>,
     pub clear_page: ClearPage,
     pub preempt: Preempt,
     /// Order of `copy_user_huge_page()` (used when `thp_cow` is `copy`).
-    pub copy_huge_page: CopyHugePage,
+    pub copy_huge_page: Hook<dyn CopyPlan>,
     /// THP copy-on-write: copy the huge page (4.18 .. 5.7) or split the PMD (5.8+).
-    pub thp_cow: ThpCow,
+    pub thp_cow: Hook<dyn ThpCowPolicy>,
     /// Boot parameter `page_alloc.shuffle`: shuffle the free lists at boot
     /// (seeded by the run's seed). Off by default, as in the kernel.
     pub page_alloc_shuffle: bool,
     /// TLB flushing after reclaim unmaps pages: per page (before 4.3) or batched (4.3+).
-    pub tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap,
+    pub tlb_flush_on_unmap: Hook<dyn UnmapFlush>,
     /// sysctl `kernel.numa_balancing`: the scanner and hinting faults run.
     /// Off unless a config turns it on (most distribution kernels enable it
     /// on NUMA machines; off here so runs that are not about it are unchanged).
     pub numa_balancing: bool,
     /// `do_numa_page()`: map the page before migrating it (before 5.13) or after.
-    pub numa_hint_fault: crate::policy::NumaHintFault,
+    pub numa_hint_fault: Hook<dyn NumaHintPolicy>,
     /// `migrate_pages()`' TLB flushing: per page (before 6.3) or batched.
-    pub migrate_tlb_flush: crate::policy::MigrateTlbFlush,
+    pub migrate_tlb_flush: Hook<dyn UnmapFlush>,
     /// The scanner's tunables, with the run's scale factor.
     pub numa_scan: crate::kernel::sched::numa::ScanKnobs,
     /// `CONFIG_HZ`: scheduler ticks per second on a busy CPU.
@@ -37,21 +42,23 @@ pub struct KernelConfig {
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
-/// declared default (policy.rs), the boot-time page shuffle off.
+/// declared default (policy.rs, through the built-in registry), the
+/// boot-time page shuffle off.
 impl Default for KernelConfig {
     fn default() -> KernelConfig {
+        let p = super::policy::registry::builtin();
         KernelConfig {
             thp: Thp::DEFAULT,
-            clear_huge_page: ClearHugePage::DEFAULT,
+            clear_huge_page: p.clear.default_hook(),
             clear_page: ClearPage::DEFAULT,
             preempt: Preempt::DEFAULT,
-            copy_huge_page: CopyHugePage::DEFAULT,
-            thp_cow: ThpCow::DEFAULT,
+            copy_huge_page: p.copy.default_hook(),
+            thp_cow: p.thp_cow.default_hook(),
             page_alloc_shuffle: false,
-            tlb_flush_on_unmap: crate::policy::TlbFlushOnUnmap::DEFAULT,
+            tlb_flush_on_unmap: p.reclaim_flush.default_hook(),
             numa_balancing: false,
-            numa_hint_fault: crate::policy::NumaHintFault::DEFAULT,
-            migrate_tlb_flush: crate::policy::MigrateTlbFlush::DEFAULT,
+            numa_hint_fault: p.numa_hint.default_hook(),
+            migrate_tlb_flush: p.migrate_flush.default_hook(),
             numa_scan: Default::default(),
             hz: 1000,
             skew_tick: false,

@@ -16,7 +16,7 @@
 
 use super::memory::clear_user_highpage;
 use super::page_alloc::TAG_ZERO;
-use super::policy::clear::{builtin, check, ClearCtx, ClearStep};
+use super::policy::clear::{check, ClearCtx, ClearStep};
 use super::{instr, KFn, Kernel, StoreHow, Work};
 use crate::policy::ClearPage;
 use std::collections::VecDeque;
@@ -46,12 +46,25 @@ impl Kernel {
                 ClearPage::Orig => StoreHow::MovLoop,
             },
         };
-        let plan = builtin(self.cfg.clear_huge_page);
+        let plan = &self.cfg.clear_huge_page;
         let mut steps = Vec::new();
-        plan.plan(&ctx, &mut steps);
-        // The built-in plans are checked over folio sizes and targets by
-        // kernel/policy/clear.rs's tests.
-        debug_assert_eq!(check(&ctx, &steps), Ok(()), "clear plan {}", plan.name());
+        let checked = match plan.plan(&ctx, &mut steps) {
+            // The built-in plans are checked over folio sizes and targets by
+            // kernel/policy/clear.rs's tests; a user's, every time.
+            Ok(()) if plan.is_builtin() && !cfg!(debug_assertions) => Ok(()),
+            Ok(()) => check(&ctx, &steps).map_err(|e| {
+                format!(
+                    "{e} (a folio of {} sub-pages, target sub-page {})",
+                    ctx.nr_pages, ctx.target
+                )
+            }),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            let name = plan.name().to_string();
+            self.policy_failed("clear_huge_page", &name, e);
+            return;
+        }
         for step in steps {
             match step {
                 ClearStep::Subpage(i) => {

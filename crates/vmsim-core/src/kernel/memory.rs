@@ -5,12 +5,13 @@
 //! fork); the huge-page clear `clear_huge_page` and copy
 //! `copy_user_huge_page`, both in the policy-selected order.
 
-use super::huge_memory::process_huge_page_in_order;
 use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::page_alloc::PageAlloc;
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
+use super::policy::cow::{check_copy, CopyCtx, CowAction, CowCtx};
+use super::policy::numa::{HintCtx, HintOrder};
 use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
-use crate::policy::{ClearPage, NumaHintFault, Thp, ThpCow};
+use crate::policy::{ClearPage, Thp};
 use std::collections::VecDeque;
 
 /// Cycles to turn one huge PMD into 512 PTEs (`__split_huge_pmd_locked()`):
@@ -178,7 +179,18 @@ impl Kernel {
             self.mms[mm_id].set_protnone(addr, false);
             return m;
         }
-        let map_first = self.cfg.numa_hint_fault == NumaHintFault::MapThenMigrate;
+        let hint = HintCtx {
+            page_node: page_nid,
+            cpu_node: node,
+        };
+        let map_first = match self.cfg.numa_hint_fault.decide(&hint) {
+            Ok(order) => order == HintOrder::MapThenMigrate,
+            Err(e) => {
+                let name = self.cfg.numa_hint_fault.name().to_string();
+                self.policy_failed("numa_hint_fault", &name, e);
+                false
+            }
+        };
         if map_first {
             // The PTE is accessible again before the migration is tried.
             self.mms[mm_id].set_protnone(addr, false);
@@ -305,7 +317,26 @@ impl Kernel {
             Some(Pmd::Huge(p)) => *p,
             _ => unreachable!("do_huge_pmd_wp_page without a huge PMD"),
         };
-        if self.alloc.folio_mapcount(old.pfn) == 1 {
+        let ctx = CowCtx {
+            nr_pages: HPAGE_PMD_NR,
+            exclusive: self.alloc.folio_mapcount(old.pfn) == 1,
+        };
+        let action = match self.cfg.thp_cow.decide(&ctx) {
+            Ok(CowAction::Reuse) if !ctx.exclusive => Err(
+                "decided to reuse a huge page another process still maps (copy-on-write would let it see this write)".to_string(),
+            ),
+            r => r,
+        };
+        let action = match action {
+            Ok(a) => a,
+            Err(e) => {
+                let name = self.cfg.thp_cow.name().to_string();
+                self.policy_failed("thp_cow", &name, e);
+                // Splitting is correct whatever the page's sharing; the run stops.
+                CowAction::Split
+            }
+        };
+        if action == CowAction::Reuse {
             // Reuse: pmd_mkwrite, no copy, no flush (the entry only gains permission).
             self.vmstat.pgfault_cow_thp += 1;
             self.vmstat.cow_reuse += 1;
@@ -318,7 +349,7 @@ impl Kernel {
             });
             return Ok(Mapped::Huge);
         }
-        if self.cfg.thp_cow == ThpCow::Copy {
+        if action == CowAction::Copy {
             // alloc_hugepage_vma(): local node only, as for the anonymous THP fault.
             if let Some(new) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) {
                 self.vmstat.pgfault_cow_thp += 1;
@@ -460,14 +491,35 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) {
         let skip = self.skip_copy_subpage.take();
+        let ctx = CopyCtx {
+            nr_pages: HPAGE_PMD_NR,
+            target: (addr_hint >> 12) & (HPAGE_PMD_NR - 1),
+        };
+        let plan = &self.cfg.copy_huge_page;
+        let mut order = Vec::with_capacity(HPAGE_PMD_NR as usize);
+        let checked = match plan.plan(&ctx, &mut order) {
+            // The built-in orders are checked by kernel/policy/cow.rs's tests.
+            Ok(()) if plan.is_builtin() && !cfg!(debug_assertions) => Ok(()),
+            Ok(()) => check_copy(&ctx, &order).map_err(|e| {
+                format!(
+                    "{e} (a huge page of {} sub-pages, target sub-page {})",
+                    ctx.nr_pages, ctx.target
+                )
+            }),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            let name = plan.name().to_string();
+            self.policy_failed("copy_huge_page", &name, e);
+            return;
+        }
         let (alloc, vmstat, how) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
         // copy_subpage()
-        process_huge_page_in_order(self.cfg.copy_huge_page, addr_hint, HPAGE_PMD_NR, |i| {
+        for i in order {
             if Some(i) != skip {
                 copy_user_highpage(alloc, vmstat, how, dst + i, src + i, work);
             } // else: injected defect, the sub-page keeps its stale contents
-            0
-        });
+        }
     }
 
     /// `set_pmd_at()` of a freshly cleared or copied huge folio, after
@@ -640,9 +692,9 @@ mod tests {
             .unwrap();
         let preset = Preset::parse(text, name).unwrap();
         let cfg = KernelConfig {
-            clear_huge_page: order.into(),
-            copy_huge_page: order,
-            thp_cow: ThpCow::Copy,
+            clear_huge_page: crate::policy::ClearHugePage::from(order).into(),
+            copy_huge_page: order.into(),
+            thp_cow: crate::policy::ThpCow::Copy.into(),
             ..KernelConfig::default()
         };
         Kernel::new(cfg, preset.kernel_costs(), 1, 16 << 20)

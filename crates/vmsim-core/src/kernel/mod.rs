@@ -44,7 +44,7 @@ use mm::Mm;
 use page_alloc::PageAlloc;
 
 /// How a run of line stores (or copies) is issued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StoreHow {
     /// One string instruction over the run (start-up cost once, stores at the
     /// string width): `rep stosb` for a clear, `rep movsq` for a copy.
@@ -368,6 +368,9 @@ pub struct Kernel {
     pub current: (usize, usize),
     /// The NUMA node of every CPU (`cpu_to_node`), set when the machine is built.
     pub cpu_nodes: Vec<usize>,
+    /// The first failure of a policy the run uses (kernel/policy): the run
+    /// stops with it at the end of the quantum.
+    pub policy_error: Option<crate::error::Error>,
 }
 
 impl Kernel {
@@ -404,6 +407,19 @@ impl Kernel {
             task_numa: Vec::new(),
             current: (0, 0),
             cpu_nodes: Vec::new(),
+            policy_error: None,
+        }
+    }
+
+    /// Records that the policy `name`, chosen by `kernel.{key}`, failed; the
+    /// first failure is the one the run reports.
+    pub(crate) fn policy_failed(&mut self, key: &str, name: &str, message: String) {
+        if self.policy_error.is_none() {
+            self.policy_error = Some(crate::error::Error::Policy {
+                key: format!("kernel.{key}"),
+                policy: name.to_string(),
+                message,
+            });
         }
     }
 

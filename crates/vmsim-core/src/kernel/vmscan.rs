@@ -48,7 +48,7 @@
 use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
 use super::mm::Mm;
-use super::policy::tlb::{self as unmap_flush, BatchFlush};
+use super::policy::tlb::{BatchFlush, FlushCtx};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
 use super::tlbflush::{invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
@@ -345,8 +345,18 @@ impl Kernel {
             hw.charge(self.costs.rmap_pte_cycles);
             hw.settle(KFn::RmapWalk);
             // should_defer_flush() → arch_tlbbatch_should_defer() (kernel/policy/tlb.rs).
-            let defer = unmap_flush::reclaim(self.cfg.tlb_flush_on_unmap)
-                .should_defer(self.mms[mm].cpumask.any_but(cpu));
+            let ctx = FlushCtx {
+                others: self.mms[mm].cpumask.any_but(cpu),
+                nr_cpus: self.mms[mm].cpumask.count(),
+            };
+            let defer = match self.cfg.tlb_flush_on_unmap.should_defer(&ctx) {
+                Ok(d) => d,
+                Err(e) => {
+                    let name = self.cfg.tlb_flush_on_unmap.name().to_string();
+                    self.policy_failed("tlb_flush_on_unmap", &name, e);
+                    false
+                }
+            };
             if defer {
                 ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
             } else {
@@ -369,7 +379,7 @@ impl Kernel {
         // broadcast TLB flushing for page reclaim TLB flushing"):
         // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
         // not, this one's included, and no IPI is sent.
-        if unmap_flush::reclaim(self.cfg.tlb_flush_on_unmap).batch_flush() == BatchFlush::Broadcast
+        if self.cfg.tlb_flush_on_unmap.batch_flush() == BatchFlush::Broadcast
             && invlpgb_flush_all_nonglobals(hw.machine, cpu, hw.tlbstate, &self.mms)
         {
             self.reclaim.tlb_ubc_invlpgb += 1;

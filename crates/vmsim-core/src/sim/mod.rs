@@ -577,6 +577,18 @@ impl Sim {
     }
 
     fn run_quantum(&mut self, cpu: usize) {
+        self.run_quantum_body(cpu);
+        self.take_policy_error();
+    }
+
+    /// A policy's failure in the kernel becomes the run's error.
+    pub(crate) fn take_policy_error(&mut self) {
+        if self.kernel.policy_error.is_some() && self.error.is_none() {
+            self.error = self.kernel.policy_error.take();
+        }
+    }
+
+    fn run_quantum_body(&mut self, cpu: usize) {
         let deadline = self.machine.cpus[cpu].clock + self.quantum;
         self.machine.take_interrupts(cpu);
         self.settle(cpu, KFn::Interrupt);

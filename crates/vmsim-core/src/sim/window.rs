@@ -669,6 +669,12 @@ impl Sim {
     /// One quantum of `cpu` in phase 1, as `run_quantum` runs it, up to the
     /// first step phase 1 may not take. False if the CPU parked there.
     fn run_quantum_local(&mut self, cpu: usize) -> bool {
+        let ran = self.run_quantum_local_body(cpu);
+        self.take_policy_error();
+        ran
+    }
+
+    fn run_quantum_local_body(&mut self, cpu: usize) -> bool {
         if self.machine.cpus[cpu].irq_pending > 0 {
             return self.park(Park::Interrupt);
         }

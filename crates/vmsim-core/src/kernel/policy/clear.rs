@@ -18,7 +18,7 @@ use crate::kernel::StoreHow;
 use crate::policy::{ClearHugePage, HugePageOrder};
 
 /// One step of a clear plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClearStep {
     /// `clear_user_highpage()` of one sub-page, with the arch's `clear_page`.
     Subpage(u64),
@@ -30,7 +30,7 @@ pub enum ClearStep {
 }
 
 /// What a clear plan is decided from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClearCtx {
     /// Sub-pages of the folio (512 for a 2 MiB folio, 262 144 for 1 GiB).
     pub nr_pages: u64,
@@ -49,12 +49,13 @@ impl ClearCtx {
     }
 }
 
-/// A huge-page clearing policy: decides the plan, does nothing itself.
+/// A huge-page clearing policy: decides the plan, does nothing itself. A
+/// plan depends on `ctx` alone (no hidden state, no randomness): the kernel
+/// may ask once and reuse the answer for the same context.
 pub trait ClearPlan: Send + Sync {
-    /// The name a config gives it.
-    fn name(&self) -> &str;
-    /// Appends the plan for `ctx` to `out`.
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>);
+    /// Appends the plan for `ctx` to `out`; an error is the policy's own
+    /// failure (a user policy's exception), and stops the run.
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String>;
 }
 
 /// Each sub-page with `clear_page()`, in one of the per-page orders.
@@ -69,11 +70,9 @@ fn per_page(order: HugePageOrder, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
 /// Kernels before 4.14: sub-pages ascending.
 pub struct Sequential;
 impl ClearPlan for Sequential {
-    fn name(&self) -> &str {
-        "sequential"
-    }
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         per_page(HugePageOrder::Sequential, ctx, out);
+        Ok(())
     }
 }
 
@@ -81,16 +80,14 @@ impl ClearPlan for Sequential {
 /// folio through `clear_gigantic_page()`, ascending.
 pub struct TargetLast;
 impl ClearPlan for TargetLast {
-    fn name(&self) -> &str {
-        "target-last"
-    }
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         let order = if ctx.gigantic() {
             HugePageOrder::Sequential
         } else {
             HugePageOrder::TargetLast
         };
         per_page(order, ctx, out);
+        Ok(())
     }
 }
 
@@ -98,10 +95,7 @@ impl ClearPlan for TargetLast {
 /// each one `clear_pages()` call with no `cond_resched()`.
 pub struct Multipage2023;
 impl ClearPlan for Multipage2023 {
-    fn name(&self) -> &str {
-        "multipage-2023"
-    }
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         for (start, len) in clear_regions_2023(ctx.target, ctx.nr_pages) {
             out.push(ClearStep::Region {
                 start,
@@ -109,6 +103,7 @@ impl ClearPlan for Multipage2023 {
                 how: ctx.string,
             });
         }
+        Ok(())
     }
 }
 
@@ -128,13 +123,11 @@ fn contig(ctx: &ClearCtx, start: u64, len: u64, how: StoreHow, out: &mut Vec<Cle
 /// `clear_contig_highpages()`.
 pub struct Contiguous70;
 impl ClearPlan for Contiguous70 {
-    fn name(&self) -> &str {
-        "contiguous-7.0"
-    }
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         for (start, len) in clear_regions_7_0(ctx.target, ctx.nr_pages) {
             contig(ctx, start, len, ctx.string, out);
         }
+        Ok(())
     }
 }
 
@@ -142,10 +135,7 @@ impl ClearPlan for Contiguous70 {
 /// `sfence`, then the neighbourhood with the arch's clear.
 pub struct NontemporalFar;
 impl ClearPlan for NontemporalFar {
-    fn name(&self) -> &str {
-        "nontemporal-far"
-    }
-    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) {
+    fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         let regions = clear_regions_7_0(ctx.target, ctx.nr_pages);
         let last = regions.len() - 1;
         for (j, &(start, len)) in regions.iter().enumerate() {
@@ -159,17 +149,18 @@ impl ClearPlan for NontemporalFar {
             }
             contig(ctx, start, len, how, out);
         }
+        Ok(())
     }
 }
 
 /// The built-in plan a `kernel.clear_huge_page` name selects.
-pub fn builtin(policy: ClearHugePage) -> &'static dyn ClearPlan {
+pub fn builtin(policy: ClearHugePage) -> std::sync::Arc<dyn ClearPlan> {
     match policy {
-        ClearHugePage::Sequential => &Sequential,
-        ClearHugePage::TargetLast => &TargetLast,
-        ClearHugePage::Multipage2023 => &Multipage2023,
-        ClearHugePage::Contiguous70 => &Contiguous70,
-        ClearHugePage::NontemporalFar => &NontemporalFar,
+        ClearHugePage::Sequential => std::sync::Arc::new(Sequential),
+        ClearHugePage::TargetLast => std::sync::Arc::new(TargetLast),
+        ClearHugePage::Multipage2023 => std::sync::Arc::new(Multipage2023),
+        ClearHugePage::Contiguous70 => std::sync::Arc::new(Contiguous70),
+        ClearHugePage::NontemporalFar => std::sync::Arc::new(NontemporalFar),
     }
 }
 
@@ -223,14 +214,13 @@ mod tests {
             .map(|n| ClearHugePage::parse(n).unwrap())
         {
             let plan = builtin(policy);
-            assert_eq!(plan.name(), policy.name());
             for nr in [1, 2, 7, 8, 64, 512, 2048] {
                 for target in [0, nr / 3, nr / 2, nr - 1] {
                     for pre in [false, true] {
                         let c = ctx(nr, target, pre);
                         let mut steps = Vec::new();
-                        plan.plan(&c, &mut steps);
-                        check(&c, &steps).unwrap_or_else(|e| panic!("{} {c:?}: {e}", plan.name()));
+                        plan.plan(&c, &mut steps).unwrap();
+                        check(&c, &steps).unwrap_or_else(|e| panic!("{policy:?} {c:?}: {e}"));
                     }
                 }
             }
@@ -240,10 +230,10 @@ mod tests {
     #[test]
     fn target_last_ends_on_the_target_and_a_gigantic_folio_goes_ascending() {
         let mut s = Vec::new();
-        TargetLast.plan(&ctx(512, 100, false), &mut s);
+        TargetLast.plan(&ctx(512, 100, false), &mut s).unwrap();
         assert_eq!(s.last(), Some(&ClearStep::Subpage(100)));
         s.clear();
-        TargetLast.plan(&ctx(1 << 18, 100, false), &mut s);
+        TargetLast.plan(&ctx(1 << 18, 100, false), &mut s).unwrap();
         assert_eq!(s[0], ClearStep::Subpage(0));
         assert_eq!(s.last(), Some(&ClearStep::Subpage((1 << 18) - 1)));
     }
@@ -251,7 +241,7 @@ mod tests {
     #[test]
     fn nontemporal_far_fences_before_its_cached_neighbourhood() {
         let mut s = Vec::new();
-        NontemporalFar.plan(&ctx(512, 100, true), &mut s);
+        NontemporalFar.plan(&ctx(512, 100, true), &mut s).unwrap();
         assert_eq!(
             s,
             vec![

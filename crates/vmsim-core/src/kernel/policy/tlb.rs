@@ -11,6 +11,7 @@
 //! before the folios go (the TLB truth check stops a run otherwise).
 
 use crate::policy::{MigrateTlbFlush, TlbFlushOnUnmap};
+use std::sync::Arc;
 
 /// How `arch_tlbbatch_flush()` empties the TLBs of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,14 +23,22 @@ pub enum BatchFlush {
     Broadcast,
 }
 
-/// An unmap TLB-flush policy: decides, does nothing itself.
+/// What the decision to defer a flush is made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlushCtx {
+    /// A CPU other than this one may hold the entry (the mm has run elsewhere:
+    /// `cpumask_any_but(mm_cpumask(mm), cpu) < nr_cpu_ids`).
+    pub others: bool,
+    /// CPUs in the mm's cpumask, this one included if it is there.
+    pub nr_cpus: u32,
+}
+
+/// An unmap TLB-flush policy: decides, does nothing itself. Depends on
+/// its arguments alone.
 pub trait UnmapFlush: Send + Sync {
-    /// The name a config gives it.
-    fn name(&self) -> &str;
     /// `should_defer_flush()`: defer the flush of an entry just cleared into
-    /// the batch; `others` says whether a CPU other than this one may hold
-    /// it (the mm has run elsewhere).
-    fn should_defer(&self, others: bool) -> bool;
+    /// the batch (true), or flush it at once with `flush_tlb_page()`.
+    fn should_defer(&self, ctx: &FlushCtx) -> Result<bool, String>;
     /// `arch_tlbbatch_flush()`: how a batch is flushed.
     fn batch_flush(&self) -> BatchFlush;
 }
@@ -37,11 +46,8 @@ pub trait UnmapFlush: Send + Sync {
 /// Before 4.3 (reclaim) and 6.3 (migration): every entry at once, `flush_tlb_page()`.
 pub struct PerPage;
 impl UnmapFlush for PerPage {
-    fn name(&self) -> &str {
-        "per-page"
-    }
-    fn should_defer(&self, _others: bool) -> bool {
-        false
+    fn should_defer(&self, _ctx: &FlushCtx) -> Result<bool, String> {
+        Ok(false)
     }
     fn batch_flush(&self) -> BatchFlush {
         BatchFlush::Ipis
@@ -52,11 +58,8 @@ impl UnmapFlush for PerPage {
 /// CPU may hold the entry; the batch is flushed by one IPI per CPU.
 pub struct Batched;
 impl UnmapFlush for Batched {
-    fn name(&self) -> &str {
-        "batched"
-    }
-    fn should_defer(&self, others: bool) -> bool {
-        others
+    fn should_defer(&self, ctx: &FlushCtx) -> Result<bool, String> {
+        Ok(ctx.others)
     }
     fn batch_flush(&self) -> BatchFlush {
         BatchFlush::Ipis
@@ -67,11 +70,8 @@ impl UnmapFlush for Batched {
 /// flushed by one broadcast invalidation.
 pub struct Broadcast;
 impl UnmapFlush for Broadcast {
-    fn name(&self) -> &str {
-        "broadcast"
-    }
-    fn should_defer(&self, others: bool) -> bool {
-        others
+    fn should_defer(&self, ctx: &FlushCtx) -> Result<bool, String> {
+        Ok(ctx.others)
     }
     fn batch_flush(&self) -> BatchFlush {
         BatchFlush::Broadcast
@@ -80,19 +80,19 @@ impl UnmapFlush for Broadcast {
 
 /// The built-in policy `kernel.tlb_flush_on_unmap` names (reclaim's; its
 /// `batch_flush` is the arch's, so migration's batches follow it too).
-pub fn reclaim(policy: TlbFlushOnUnmap) -> &'static dyn UnmapFlush {
+pub fn reclaim(policy: TlbFlushOnUnmap) -> Arc<dyn UnmapFlush> {
     match policy {
-        TlbFlushOnUnmap::PerPage => &PerPage,
-        TlbFlushOnUnmap::Batched => &Batched,
-        TlbFlushOnUnmap::Broadcast => &Broadcast,
+        TlbFlushOnUnmap::PerPage => Arc::new(PerPage),
+        TlbFlushOnUnmap::Batched => Arc::new(Batched),
+        TlbFlushOnUnmap::Broadcast => Arc::new(Broadcast),
     }
 }
 
 /// The built-in policy `kernel.migrate_tlb_flush` names (its `should_defer`).
-pub fn migration(policy: MigrateTlbFlush) -> &'static dyn UnmapFlush {
+pub fn migration(policy: MigrateTlbFlush) -> Arc<dyn UnmapFlush> {
     match policy {
-        MigrateTlbFlush::PerPage => &PerPage,
-        MigrateTlbFlush::Batched => &Batched,
+        MigrateTlbFlush::PerPage => Arc::new(PerPage),
+        MigrateTlbFlush::Batched => Arc::new(Batched),
     }
 }
 
@@ -101,15 +101,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builtins_are_named_as_configs_name_them_and_defer_only_when_shared() {
+    fn builtins_defer_only_when_shared_and_broadcast_flushes_by_invlpgb() {
+        let ctx = |others| FlushCtx { others, nr_cpus: 2 };
         for &n in TlbFlushOnUnmap::NAMES {
             let p = reclaim(TlbFlushOnUnmap::parse(n).unwrap());
-            assert_eq!(p.name(), n);
-            assert!(!p.should_defer(false), "{n}: nothing to defer for");
-            assert_eq!(p.should_defer(true), n != "per-page", "{n}");
+            assert!(
+                !p.should_defer(&ctx(false)).unwrap(),
+                "{n}: nothing to defer for"
+            );
+            assert_eq!(p.should_defer(&ctx(true)).unwrap(), n != "per-page", "{n}");
         }
         for &n in MigrateTlbFlush::NAMES {
-            assert_eq!(migration(MigrateTlbFlush::parse(n).unwrap()).name(), n);
+            let p = migration(MigrateTlbFlush::parse(n).unwrap());
+            assert_eq!(p.should_defer(&ctx(true)).unwrap(), n != "per-page", "{n}");
         }
         assert_eq!(
             reclaim(TlbFlushOnUnmap::Broadcast).batch_flush(),

@@ -1,0 +1,204 @@
+"""Loads Python policies for the core: names of the form ``FILE.py:NAME``
+(loaded from the file, once per process and path) and callables handed to
+the Python API (registered under a name). Each is wrapped in an adapter
+whose ``decide(ctx_tuple)`` returns plain tuples the binding reads, or
+``("error", text)`` with the traceback of the policy's exception."""
+
+import importlib.util
+import os
+import sys
+import threading
+import traceback
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from . import policy as P
+
+_lock = threading.Lock()
+_modules: Dict[str, Any] = {}
+_callables: Dict[str, Callable[..., Any]] = {}
+
+_STORE_CODES = {"string": 0, "mov": 1, "nontemporal": 2}
+_STORE_NAMES = {v: k for k, v in _STORE_CODES.items()}
+
+
+def register_callable(f: Callable[..., Any]) -> str:
+    """The name under which a config can name the callable `f` (in this process)."""
+    base = "python:" + getattr(f, "__module__", "?") + "." + getattr(f, "__qualname__", repr(type(f)))
+    with _lock:
+        name, k = base, 1
+        while name in _callables and _callables[name] is not f:
+            k += 1
+            name = f"{base}#{k}"
+        _callables[name] = f
+    return name
+
+
+def replace_callables(obj: Any) -> Any:
+    """`obj` (a config or settings mapping) with every callable replaced by its registered name."""
+    if callable(obj) and not isinstance(obj, type):
+        return register_callable(obj)
+    if isinstance(obj, dict):
+        return {k: replace_callables(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [replace_callables(v) for v in obj]
+    return obj
+
+
+def _load_file(path: str) -> Any:
+    with _lock:
+        mod = _modules.get(path)
+        if mod is not None:
+            return mod
+        name = "vmsim_user_policy_" + str(len(_modules))
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"cannot load {path!r} as a Python module")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        _modules[path] = mod
+        return mod
+
+
+def _find(name: str, base_dir: Optional[str]) -> Optional[Any]:
+    """The object `name` refers to; None if `name` is not a Python policy name."""
+    if name.startswith("python:"):
+        with _lock:
+            f = _callables.get(name)
+        if f is None:
+            raise ValueError(f"no callable registered as {name!r} in this process "
+                             "(a callable passed to the Python API works in-process; "
+                             "for process pools name a file, \"FILE.py:NAME\")")
+        return f
+    file, sep, attr = name.rpartition(":")
+    if not sep or not file.endswith(".py") or not attr:
+        return None
+    path = file if os.path.isabs(file) else os.path.join(base_dir or os.getcwd(), file)
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"{file!r}: no such file (looked for {path})")
+    try:
+        mod = _load_file(path)
+    except Exception:
+        raise ValueError(f"loading {file!r} failed:\n{traceback.format_exc()}") from None
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{file!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _error() -> Tuple[str, str]:
+    return ("error", traceback.format_exc())
+
+
+class _Clear:
+    def __init__(self, f: Callable[..., Any]):
+        self.f = f
+
+    def decide(self, t: Tuple[int, int, bool, int]) -> Any:
+        ctx = P.ClearContext(t[0], t[1], bool(t[2]), _STORE_NAMES[t[3]])
+        try:
+            out = []
+            for s in self.f(ctx):
+                if isinstance(s, P.Subpage):
+                    out.append((0, int(s.index), 1, 0))
+                elif isinstance(s, P.Region):
+                    how = ctx.string if s.how is None else s.how
+                    if how not in _STORE_CODES:
+                        raise ValueError(f"Region.how must be one of {P.STORES} or None, not {how!r}")
+                    out.append((1, int(s.start), int(s.len), _STORE_CODES[how]))
+                elif isinstance(s, P.Fence):
+                    out.append((2, 0, 0, 0))
+                elif isinstance(s, int) and not isinstance(s, bool):
+                    out.append((0, s, 1, 0))
+                else:
+                    raise TypeError(f"a clear step is Subpage, Region, Fence or an int, not {s!r}")
+            return ("ok", out)
+        except Exception:
+            return _error()
+
+
+class _Copy:
+    def __init__(self, f: Callable[..., Any]):
+        self.f = f
+
+    def decide(self, t: Tuple[int, int]) -> Any:
+        try:
+            out = []
+            for i in self.f(P.CopyContext(t[0], t[1])):
+                if isinstance(i, bool) or not isinstance(i, int):
+                    raise TypeError(f"a copy step is a sub-page index (int), not {i!r}")
+                out.append(i)
+            return ("ok", out)
+        except Exception:
+            return _error()
+
+
+def _choice(value: Any, accepted: Tuple[str, ...]) -> str:
+    if value not in accepted:
+        raise ValueError(f"returned {value!r}; accepted: {', '.join(map(repr, accepted))}")
+    return value
+
+
+class _Cow:
+    def __init__(self, f: Callable[..., Any]):
+        self.f = f
+
+    def decide(self, t: Tuple[int, bool]) -> Any:
+        try:
+            return ("ok", _choice(self.f(P.CowContext(t[0], bool(t[1]))), ("reuse", "copy", "split")))
+        except Exception:
+            return _error()
+
+
+class _Flush:
+    def __init__(self, f: Any):
+        self.f = getattr(f, "should_defer", f)
+        bf = getattr(f, "batch_flush", "ipis")
+        self.batch_flush = _choice(bf() if callable(bf) else bf, ("ipis", "broadcast"))
+
+    def decide(self, t: Tuple[bool, int]) -> Any:
+        try:
+            r = self.f(P.FlushContext(bool(t[0]), t[1]))
+            if not isinstance(r, bool):
+                raise TypeError(f"should_defer returns a bool, not {r!r}")
+            return ("ok", r)
+        except Exception:
+            return _error()
+
+
+class _Hint:
+    def __init__(self, f: Callable[..., Any]):
+        self.f = f
+
+    def decide(self, t: Tuple[int, int]) -> Any:
+        try:
+            return ("ok", _choice(self.f(P.HintContext(t[0], t[1])),
+                                  ("map-then-migrate", "migrate-then-map")))
+        except Exception:
+            return _error()
+
+
+_ADAPTERS = {"clear": _Clear, "copy": _Copy, "thp_cow": _Cow, "unmap_flush": _Flush, "numa_hint": _Hint}
+
+
+def resolve(kind: str, name: str, base_dir: Optional[str]) -> Optional[Any]:
+    """The adapter of the Python policy `name` for hook `kind`, None if `name`
+    is not a Python policy name; raises ValueError if it cannot be loaded."""
+    obj = _find(name, base_dir)
+    if obj is None:
+        return None
+    if isinstance(obj, type):
+        obj = obj()
+    if kind != "unmap_flush" and not callable(obj):
+        raise ValueError(f"{name!r} is not callable")
+    try:
+        return _ADAPTERS[kind](obj)
+    except ValueError as e:
+        raise ValueError(f"{name!r}: {e}") from None
