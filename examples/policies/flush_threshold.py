@@ -5,7 +5,7 @@ once (`flush_tlb_page()`), as before batching.
     kernel.tlb_flush_on_unmap = "examples/policies/flush_threshold.py:should_defer"
 """
 
-THRESHOLD = 4
+THRESHOLD = 2
 
 
 def should_defer(ctx):

@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``vmsim._core`` (built from crates/vmsim-py)."""
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 __version__: str
 
@@ -98,3 +98,5 @@ class HwError(VmsimError):
 
 class HwUnsupportedError(HwError):
     """The host measurement is not supported on this machine."""
+
+def policy_names() -> List[Tuple[str, List[str]]]: ...

@@ -138,6 +138,13 @@ def cmd_experiments(args) -> int:
     return 0
 
 
+def cmd_policies(args) -> int:
+    for key, names in _core.policy_names():
+        print(f"{key}: {', '.join(names)}, or a Python policy \"FILE.py:NAME\"")
+    print("(docs/your-own-policy.md: writing one; docs/config.md: what each built-in is)")
+    return 0
+
+
 def _config_path(value: str) -> Path:
     if not value.strip():
         raise CliError("an empty config path; give a run config file (.toml or .json)")
@@ -546,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("experiments", help="list the built-in experiments")
     p.add_argument("--show", metavar="NAME", help="print the experiment as TOML, to copy and change")
     p.set_defaults(func=cmd_experiments)
+
+    p = sub.add_parser("policies", help="list the kernel policy hooks and their built-in policies")
+    p.set_defaults(func=cmd_policies)
 
     p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
     p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")

@@ -184,3 +184,32 @@ def test_a_policy_that_cannot_be_loaded_is_a_config_error_naming_the_key(tmp_pat
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.run(usemem("backwards"))
     assert '"target-last"' in e.value.message and 'a Python policy "FILE.py:NAME"' in e.value.message
+
+
+def test_the_docs_and_the_cli_list_every_registered_policy():
+    rows = {line.split("|")[1].strip().strip("`"): line
+            for line in open(os.path.join(ROOT, "docs", "config.md")) if line.startswith("| `kernel.")}
+    names = _core.policy_names()
+    assert [k for k, _ in names] == ["kernel.clear_huge_page", "kernel.copy_huge_page", "kernel.thp_cow",
+                                     "kernel.tlb_flush_on_unmap", "kernel.migrate_tlb_flush",
+                                     "kernel.numa_hint_fault"]
+    for key, accepted in names:
+        for n in accepted:
+            assert f"`{n}`" in rows[key], f"docs/config.md's {key} row does not name {n}"
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "vmsim", "policies"], capture_output=True, text=True, check=True).stdout
+    assert "kernel.clear_huge_page: sequential, target-last, multipage-2023, contiguous-7.0, nontemporal-far" in out
+
+
+def test_vmsim_hw_clear_runs_a_python_plan_with_the_real_routines(tmp_path):
+    r = vmsim.hw("clear", quiet=True, strategies=["target-last", pol("clear_target_last.py:target_last")],
+                 pages=2, reps=1, corunner=False, huge="none")
+    names = {row["strategy"] for row in r["results"]}
+    assert names == {"target-last", pol("clear_target_last.py:target_last")}, r["results"]
+    assert all(row["verified"] for row in r["results"])
+    f = tmp_path / "short.py"
+    f.write_text("def short(ctx):\n    return list(range(1, ctx.nr_pages))\n")
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.hw("clear", quiet=True, strategies=[f"{f}:short"], pages=1, reps=1, corunner=False, huge="none")
+    assert e.value.key == "strategies" and "sub-page 0 is never cleared" in e.value.message

@@ -63,3 +63,49 @@ ram_mib = 16
         .to_string();
     assert!(e.contains("bogus"), "{e}");
 }
+
+/// The kernel's tunables as config keys: fault-around, readahead and the
+/// range-flush ceiling change what the kernel does, and bad values are refused.
+#[test]
+fn fault_around_readahead_and_the_flush_ceiling_are_tunables() {
+    let sim = |kernel: &str| {
+        let text = format!(
+            "machine = \"xeon-e5-2699v3-2s\"\nseed = 3\n[kernel]\n{kernel}\n[workload]\nkind = \"lru-file-mmap-read\"\nnr_task = 4\nram_mib = 16\n"
+        );
+        let cfg = RunConfig::from_table(toml::from_str(&text).unwrap(), None, 1.0)?;
+        let mut s = vmsim_core::experiment::build(&cfg).unwrap();
+        s.run(&mut |_| {}).unwrap();
+        Ok::<_, vmsim_core::api::Error>(s)
+    };
+    let d = sim("").unwrap();
+    assert!(d.kernel.filemap.fault_around_mapped > 0 && d.kernel.filemap.readahead_sync > 0);
+    let off = sim("fault_around_bytes = 4096\nread_ahead_kb = 0").unwrap();
+    assert_eq!(off.kernel.filemap.fault_around_mapped, 0);
+    assert_eq!(
+        off.kernel.filemap.readahead_sync + off.kernel.filemap.readahead_async,
+        0
+    );
+    assert!(off.kernel.filemap.pgmajfault > d.kernel.filemap.pgmajfault);
+    let same =
+        sim("fault_around_bytes = 65536\nread_ahead_kb = 128\ntlb_single_page_flush_ceiling = 33")
+            .unwrap();
+    assert_eq!(same.kernel.filemap.pgmajfault, d.kernel.filemap.pgmajfault);
+    assert_eq!(
+        same.kernel.vmstat.nr_tlb_local_flush_all,
+        d.kernel.vmstat.nr_tlb_local_flush_all
+    );
+    for (bad, key) in [
+        ("fault_around_bytes = 12288", "kernel.fault_around_bytes"),
+        ("fault_around_bytes = 4194304", "kernel.fault_around_bytes"),
+        ("read_ahead_kb = 6", "kernel.read_ahead_kb"),
+        (
+            "tlb_single_page_flush_ceiling = 2000000",
+            "kernel.tlb_single_page_flush_ceiling",
+        ),
+    ] {
+        match sim(bad) {
+            Err(vmsim_core::api::Error::Config { key: k, .. }) => assert_eq!(k, key, "{bad}"),
+            r => panic!("{bad}: {:?}", r.map(|_| ())),
+        }
+    }
+}

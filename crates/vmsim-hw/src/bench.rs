@@ -291,14 +291,21 @@ fn kind_name(k: Kind) -> &'static str {
 
 pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
     let opts = Opts::parse(opts_json, &ACCEPTED)?;
-    let names: Vec<&str> = match kind {
-        Kind::Clear => ClearStrategy::ALL.iter().map(|s| s.name()).collect(),
-        Kind::Copy => CopyStrategy::ALL.iter().map(|s| s.name()).collect(),
+    let (names, defaults): (Vec<&str>, Vec<&str>) = match kind {
+        // Registered user plans are accepted by name; the default is the built-ins.
+        Kind::Clear => (
+            ClearStrategy::all_names(),
+            ClearStrategy::ALL.iter().map(|s| s.name()).collect(),
+        ),
+        Kind::Copy => {
+            let n: Vec<&str> = CopyStrategy::ALL.iter().map(|s| s.name()).collect();
+            (n.clone(), n)
+        }
     };
     let chosen = opts
         .names("strategies", &names)?
-        .unwrap_or(names.iter().map(|s| s.to_string()).collect());
-    let strats = chosen
+        .unwrap_or(defaults.iter().map(|s| s.to_string()).collect());
+    let strats: Vec<Strat> = chosen
         .iter()
         .map(|n| match kind {
             Kind::Clear => Strat::Clear(ClearStrategy::from_name(n).unwrap()),
@@ -308,6 +315,12 @@ pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
     let pages = opts.u64("pages", 256, 1, 1 << 16)? as usize;
     let reps = opts.u64("reps", 5, 1, 1000)? as usize;
     let (target_v, targets) = parse_targets(&opts, pages)?;
+    for s in &strats {
+        if let Strat::Clear(c) = *s {
+            crate::clear::check_user(c, NR, &targets)
+                .map_err(|e| config_err("strategies", format!("policy {:?}: {e}", c.name())))?;
+        }
+    }
     let modes = match opts.bool("corunner")? {
         None => vec![false, true],
         Some(b) => vec![b],

@@ -7,7 +7,8 @@
 use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
 use std::cell::RefCell;
-use vmsim_core::kernel::policy::clear::{builtin, ClearCtx, ClearStep};
+use std::sync::{Arc, RwLock};
+use vmsim_core::kernel::policy::clear::{builtin, check, ClearCtx, ClearPlan, ClearStep};
 use vmsim_core::kernel::StoreHow;
 use vmsim_core::policy::ClearHugePage;
 
@@ -29,6 +30,51 @@ pub enum ClearStrategy {
     Contiguous70,
     /// 7.0 regions, far ones with non-temporal stores (the 2022 RFC's uncached idea).
     NontemporalFar,
+    /// A plan registered for this process (`register_user`): a user's own
+    /// policy, by its index in the registry.
+    User(u16),
+}
+
+/// The user plans registered in this process: (name, plan). Names are
+/// leaked once each (a handful per process) so that strategies stay `Copy`
+/// and name themselves with `&'static str` like the built-ins.
+static USER: RwLock<Vec<(&'static str, Arc<dyn ClearPlan>)>> = RwLock::new(Vec::new());
+
+/// Registers a user's clear plan under `name` (replacing one of the same
+/// name) and returns its strategy.
+pub fn register_user(name: &str, plan: Arc<dyn ClearPlan>) -> ClearStrategy {
+    let mut u = USER.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = u.iter().position(|(n, _)| *n == name) {
+        u[i].1 = plan;
+        return ClearStrategy::User(i as u16);
+    }
+    u.push((Box::leak(name.to_string().into_boxed_str()), plan));
+    ClearStrategy::User((u.len() - 1) as u16)
+}
+
+/// Whether a user strategy's plans clear every sub-page of an `nr`-page
+/// folio exactly once for each of `targets` (the error names the target
+/// and the step); built-in strategies are proved by vmsim-core's tests.
+pub fn check_user(s: ClearStrategy, nr: usize, targets: &[usize]) -> Result<(), String> {
+    let ClearStrategy::User(i) = s else {
+        return Ok(());
+    };
+    let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
+        .1
+        .clone();
+    let mut seen = std::collections::BTreeSet::new();
+    for &n in targets.iter().filter(|&&n| seen.insert(n)) {
+        let ctx = ClearCtx {
+            nr_pages: nr as u64,
+            target: n as u64,
+            preemptible: false,
+            string: StoreHow::String,
+        };
+        let mut steps = Vec::new();
+        plan.plan(&ctx, &mut steps)?;
+        check(&ctx, &steps).map_err(|e| format!("{e} (target sub-page {n} of {nr})"))?;
+    }
+    Ok(())
 }
 
 impl ClearStrategy {
@@ -43,6 +89,7 @@ impl ClearStrategy {
 
     pub fn name(self) -> &'static str {
         match self {
+            Self::User(i) => USER.read().unwrap_or_else(|e| e.into_inner())[i as usize].0,
             Self::SeqMov => "seq-mov",
             Self::SeqStosb => "seq-stosb",
             Self::TargetLast => "target-last",
@@ -52,21 +99,56 @@ impl ClearStrategy {
         }
     }
 
+    /// A built-in strategy or a registered user plan of this name.
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|x| x.name() == s)
+        Self::ALL.into_iter().find(|x| x.name() == s).or_else(|| {
+            let u = USER.read().unwrap_or_else(|e| e.into_inner());
+            u.iter()
+                .position(|(n, _)| *n == s)
+                .map(|i| Self::User(i as u16))
+        })
+    }
+
+    /// The names `from_name` takes: the built-ins, then the registered user plans.
+    pub fn all_names() -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = Self::ALL.iter().map(|s| s.name()).collect();
+        v.extend(
+            USER.read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(n, _)| *n),
+        );
+        v
+    }
+
+    /// How the arch's `clear_page`/`clear_pages` stores for this strategy
+    /// (no allocation: the timed loop asks it on every call).
+    pub fn string(self) -> StoreHow {
+        match self {
+            Self::SeqMov => StoreHow::MovLoop,
+            _ => StoreHow::String,
+        }
     }
 
     /// The simulator's clear plan this strategy replays, and how the
-    /// arch's `clear_page`/`clear_pages` stores.
-    pub fn plan(self) -> (ClearHugePage, StoreHow) {
-        match self {
+    /// arch's `clear_page`/`clear_pages` stores (a user plan: `rep stosb`,
+    /// as the kernel's `clear_page_erms` on hosts with ERMS).
+    pub fn plan(self) -> (Arc<dyn ClearPlan>, StoreHow) {
+        let (p, how) = match self {
+            Self::User(i) => {
+                let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
+                    .1
+                    .clone();
+                return (plan, StoreHow::String);
+            }
             Self::SeqMov => (ClearHugePage::Sequential, StoreHow::MovLoop),
             Self::SeqStosb => (ClearHugePage::Sequential, StoreHow::String),
             Self::TargetLast => (ClearHugePage::TargetLast, StoreHow::String),
             Self::Multipage2023 => (ClearHugePage::Multipage2023, StoreHow::String),
             Self::Contiguous70 => (ClearHugePage::Contiguous70, StoreHow::String),
             Self::NontemporalFar => (ClearHugePage::NontemporalFar, StoreHow::String),
-        }
+        };
+        (builtin(p), how)
     }
 }
 
@@ -90,9 +172,10 @@ pub fn plan_steps(s: ClearStrategy, nr: usize, n: usize) -> Vec<ClearStep> {
         string,
     };
     let mut steps = Vec::new();
-    builtin(policy)
+    // A user plan was checked for the run's shapes when it was chosen (check_user).
+    policy
         .plan(&ctx, &mut steps)
-        .expect("a built-in plan does not fail");
+        .expect("a built-in plan, or a user plan checked before the run, does not fail");
     steps
 }
 
@@ -129,7 +212,7 @@ pub fn clear_huge(s: ClearStrategy, page: &mut [u8], n: usize) {
     }
     assert!(n < nr, "target {n} outside {nr} sub-pages");
     let base = page.as_mut_ptr();
-    let string = s.plan().1;
+    let string = s.string();
     PLAN.with(|cell| {
         let mut cached = cell.borrow_mut();
         if cached.as_ref().map(|(key, _)| *key) != Some((s, nr, n)) {
@@ -199,5 +282,38 @@ mod tests {
                 assert!(buf.iter().all(|&w| w == 0), "{} n {n}", s.name());
             }
         }
+    }
+
+    struct Backwards;
+    impl ClearPlan for Backwards {
+        fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
+            out.extend((0..ctx.nr_pages).rev().map(ClearStep::Subpage));
+            Ok(())
+        }
+    }
+
+    struct Short;
+    impl ClearPlan for Short {
+        fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
+            out.extend((1..ctx.nr_pages).map(ClearStep::Subpage));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_user_plan_runs_with_the_real_routines_once_checked() {
+        let s = register_user("test-backwards", Arc::new(Backwards));
+        assert_eq!(ClearStrategy::from_name("test-backwards"), Some(s));
+        assert!(ClearStrategy::all_names().contains(&"test-backwards"));
+        assert_eq!(check_user(s, 16, &[0, 5]), Ok(()));
+        let nr = 16;
+        let mut buf = vec![0xa5a5_a5a5_a5a5_a5a5u64; nr * SUBPAGE / 8];
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut u8, nr * SUBPAGE) };
+        clear_huge(s, bytes, 3);
+        assert!(buf.iter().all(|&w| w == 0));
+        let bad = register_user("test-short", Arc::new(Short));
+        let e = check_user(bad, 16, &[2]).unwrap_err();
+        assert!(e.starts_with("sub-page 0 is never cleared"), "{e}");
     }
 }

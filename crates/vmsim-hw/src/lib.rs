@@ -84,6 +84,45 @@ pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
 
 /// As [`run_json`]; `quiet` silences the progress notes on stderr. SIGINT
 /// and SIGTERM stop the command between measurement steps (see [`ctl`]).
+/// [`run_json_with`], the clear strategies also taking any clear plan
+/// `policies` names (a user's registered plan, or one its resolver finds,
+/// such as a Python policy "FILE.py:NAME"), run with the real routines.
+pub fn run_json_with_policies(
+    command: &str,
+    opts_json: &str,
+    quiet: bool,
+    policies: &vmsim_core::kernel::policy::Policies,
+) -> Result<String, HwError> {
+    if command == "clear" {
+        let v: serde_json::Value = serde_json::from_str(opts_json).unwrap_or_default();
+        let names: Vec<String> = match v.get("strategies") {
+            Some(serde_json::Value::String(s)) => vec![s.clone()],
+            Some(serde_json::Value::Array(a)) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for n in names {
+            if clear::ClearStrategy::ALL.iter().any(|s| s.name() == n) {
+                continue;
+            }
+            let plan = match policies.clear.get(&n) {
+                Some(h) => Some(Ok(h.shared())),
+                None => policies.resolver().and_then(|r| r.clear(&n, None)),
+            };
+            match plan {
+                Some(Ok(p)) => {
+                    clear::register_user(&n, p);
+                }
+                Some(Err(e)) => return Err(config_err("strategies", format!("{n:?}: {e}"))),
+                None => {} // not a policy name: the option check names what is accepted
+            }
+        }
+    }
+    run_json_with(command, opts_json, quiet)
+}
+
 pub fn run_json_with(command: &str, opts_json: &str, quiet: bool) -> Result<String, HwError> {
     let _session = ctl::Session::start(quiet);
     let value = match command {

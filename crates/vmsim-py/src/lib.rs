@@ -157,6 +157,28 @@ fn builtin_toml(kind: &str, name: &str) -> PyResult<Option<String>> {
         .map(|(_, text)| text.to_string()))
 }
 
+/// Every policy hook as (config key, the built-in names in registration
+/// order); each key also takes a Python policy "FILE.py:NAME".
+#[pyfunction]
+fn policy_names() -> Vec<(String, Vec<String>)> {
+    let p = vmsim_core::kernel::policy::Policies::builtin();
+    let own = |names: Vec<&str>| names.into_iter().map(String::from).collect();
+    vec![
+        ("kernel.clear_huge_page".into(), own(p.clear.names())),
+        ("kernel.copy_huge_page".into(), own(p.copy.names())),
+        ("kernel.thp_cow".into(), own(p.thp_cow.names())),
+        (
+            "kernel.tlb_flush_on_unmap".into(),
+            own(p.reclaim_flush.names()),
+        ),
+        (
+            "kernel.migrate_tlb_flush".into(),
+            own(p.migrate_flush.names()),
+        ),
+        ("kernel.numa_hint_fault".into(), own(p.numa_hint.names())),
+    ]
+}
+
 /// Built-in experiments as (name, one-line description).
 #[pyfunction]
 fn list_experiments() -> Vec<(String, String)> {
@@ -176,7 +198,9 @@ fn hw_run(py: Python<'_>, command: &str, opts_json: &str, quiet: bool) -> PyResu
     let opts = opts_json.to_owned();
     let result = py
         .detach(move || {
-            std::panic::catch_unwind(|| vmsim_hw::run_json_with(&command, &opts, quiet))
+            std::panic::catch_unwind(|| {
+                vmsim_hw::run_json_with_policies(&command, &opts, quiet, &policies::policies())
+            })
         })
         .map_err(|_| {
             error::VmsimError::new_err("internal error (please report): vmsim hw panicked")
@@ -207,6 +231,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RESULT_SCHEMA_VERSION", api::RESULT_SCHEMA_VERSION)?;
     m.add_function(wrap_pyfunction!(list_machines, m)?)?;
     m.add_function(wrap_pyfunction!(list_experiments, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(hw_run, m)?)?;
     m.add_function(wrap_pyfunction!(validate_model, m)?)?;
     error::register(m)?;

@@ -89,6 +89,9 @@ pub(super) fn parse(
         "numa_balancing_scan_size_mb",
         "hz",
         "skew_tick",
+        "tlb_single_page_flush_ceiling",
+        "fault_around_bytes",
+        "read_ahead_kb",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -198,6 +201,36 @@ pub(super) fn parse(
         ));
     }
     let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
+    let d = KernelConfig::default();
+    let ceiling = k
+        .u64_opt("tlb_single_page_flush_ceiling")?
+        .unwrap_or(d.tlb_single_page_flush_ceiling);
+    if ceiling > 1 << 20 {
+        return Err(cfg_err(
+            "kernel.tlb_single_page_flush_ceiling",
+            format!("{ceiling} is out of range; accepted: 0 to 1048576"),
+        ));
+    }
+    let fault_around_bytes = k
+        .u64_opt("fault_around_bytes")?
+        .unwrap_or(d.fault_around_bytes);
+    // fault_around_bytes_set(): whole pages, a power of two of them, at most one PTE table.
+    if !(4096..=2 << 20).contains(&fault_around_bytes)
+        || !(fault_around_bytes >> 12).is_power_of_two()
+        || fault_around_bytes % 4096 != 0
+    {
+        return Err(cfg_err(
+            "kernel.fault_around_bytes",
+            format!("{fault_around_bytes} is not accepted; accepted: a power of two of 4 KiB pages from 4096 (off) to 2097152"),
+        ));
+    }
+    let read_ahead_kb = k.u64_opt("read_ahead_kb")?.unwrap_or(d.read_ahead_kb);
+    if read_ahead_kb > 65536 || read_ahead_kb % 4 != 0 {
+        return Err(cfg_err(
+            "kernel.read_ahead_kb",
+            format!("{read_ahead_kb} is not accepted; accepted: a multiple of 4 from 0 to 65536"),
+        ));
+    }
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -213,6 +246,9 @@ pub(super) fn parse(
         migrate_tlb_flush,
         numa_scan,
         hz,
+        tlb_single_page_flush_ceiling: ceiling,
+        fault_around_bytes,
+        read_ahead_kb,
         skew_tick,
     })
 }

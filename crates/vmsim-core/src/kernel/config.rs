@@ -36,6 +36,15 @@ pub struct KernelConfig {
     pub numa_scan: crate::kernel::sched::numa::ScanKnobs,
     /// `CONFIG_HZ`: scheduler ticks per second on a busy CPU.
     pub hz: u64,
+    /// debugfs `x86/tlb_single_page_flush_ceiling`: a range flush of more
+    /// entries than this flushes the whole TLB (default 33).
+    pub tlb_single_page_flush_ceiling: u64,
+    /// debugfs `fault_around_bytes`: file read faults map up to this much
+    /// around the fault from the page cache (default 64 KiB; 4096 turns it off).
+    pub fault_around_bytes: u64,
+    /// The file's backing device `read_ahead_kb` (`ra_pages` = this / 4 KiB;
+    /// default 128).
+    pub read_ahead_kb: u64,
     /// Boot parameter `skew_tick`: offset each CPU's tick by
     /// `cpu * TICK_NSEC / 2 / nr_cpus` (off by default, as in the kernel).
     pub skew_tick: bool,
@@ -61,6 +70,9 @@ impl Default for KernelConfig {
             migrate_tlb_flush: p.migrate_flush.default_hook(),
             numa_scan: Default::default(),
             hz: 1000,
+            tlb_single_page_flush_ceiling: super::tlbflush::TLB_SINGLE_PAGE_FLUSH_CEILING,
+            fault_around_bytes: super::filemap::FAULT_AROUND_BYTES,
+            read_ahead_kb: super::filemap::VM_READAHEAD_PAGES * 4,
             skew_tick: false,
         }
     }

@@ -103,7 +103,7 @@ impl Kernel {
             start: 0,
             size: 0,
             async_size: 0,
-            ra_pages: VM_READAHEAD_PAGES,
+            ra_pages: self.cfg.read_ahead_kb / 4,
             mmap_miss: 0,
         };
         self.pagecache.inodes.push(Inode {
@@ -340,7 +340,8 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         // should_fault_around(): fault_around_pages > 1.
-        if FAULT_AROUND_BYTES >> 12 > 1 && self.do_fault_around(mm_id, addr, &vma, ino, index, work)
+        if self.cfg.fault_around_bytes >> 12 > 1
+            && self.do_fault_around(mm_id, addr, &vma, ino, index, work)
         {
             return Ok(());
         }
@@ -385,7 +386,7 @@ impl Kernel {
         index: u64,
         work: &mut VecDeque<Work>,
     ) -> bool {
-        let nr_pages = FAULT_AROUND_BYTES >> 12;
+        let nr_pages = self.cfg.fault_around_bytes >> 12;
         let pte_off = pte_index(addr) as u64;
         let vma_off = (addr - vma.start) >> 12;
         let vma_pages = (vma.end - vma.start) >> 12;

@@ -144,6 +144,7 @@ impl Kernel {
             hw.tlbstate,
             0,
             !4095u64,
+            self.cfg.tlb_single_page_flush_ceiling,
         );
         hw.settle(KFn::FlushTlb);
         copy.child_mm

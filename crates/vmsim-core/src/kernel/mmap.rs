@@ -44,6 +44,7 @@ impl Kernel {
             hw.tlbstate,
             start,
             end,
+            self.cfg.tlb_single_page_flush_ceiling,
         );
         hw.settle(KFn::FlushTlb);
     }

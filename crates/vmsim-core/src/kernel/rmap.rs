@@ -84,6 +84,7 @@ impl Kernel {
             hw.tlbstate,
             addr,
             addr + 4096,
+            self.cfg.tlb_single_page_flush_ceiling,
         );
     }
 
@@ -99,6 +100,7 @@ impl Kernel {
             hw.tlbstate,
             0,
             u64::MAX,
+            self.cfg.tlb_single_page_flush_ceiling,
         );
         hw.settle(KFn::FlushTlb);
         true

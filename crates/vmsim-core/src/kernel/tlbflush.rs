@@ -59,6 +59,7 @@ pub fn enter_lazy_tlb(ts: &mut TlbState) {
 }
 
 /// `flush_tlb_mm_range(mm, start, end, stride_shift = PAGE_SHIFT)` issued on `cpu`.
+#[allow(clippy::too_many_arguments)]
 pub fn flush_tlb_mm_range(
     m: &mut Machine,
     vmstat: &mut VmStat,
@@ -67,8 +68,9 @@ pub fn flush_tlb_mm_range(
     ts: &mut [TlbState],
     start: u64,
     end: u64,
+    ceiling: u64,
 ) {
-    flush_tlb_mm_range_stride(m, vmstat, cpu, mm, ts, start, end, 12)
+    flush_tlb_mm_range_stride(m, vmstat, cpu, mm, ts, start, end, 12, ceiling)
 }
 
 /// `flush_tlb_mm_range(mm, start, end, stride_shift)`: entries are flushed one
@@ -84,12 +86,13 @@ pub fn flush_tlb_mm_range_stride(
     start: u64,
     end: u64,
     stride_shift: u32,
+    ceiling: u64,
 ) {
     // inc_mm_tlb_gen()
     mm.tlb_gen += 1;
     let gen = mm.tlb_gen;
     let nr = (end - start) >> stride_shift;
-    let full = nr > TLB_SINGLE_PAGE_FLUSH_CEILING;
+    let full = nr > ceiling;
     let pages: Vec<u64> = if full {
         Vec::new()
     } else {
@@ -182,7 +185,16 @@ mod tests {
         enter_lazy_tlb(&mut ts[2]);
         assert!(mm.cpumask.test(2) && ts[2].is_lazy);
         let mut vs = VmStat::default();
-        flush_tlb_mm_range(&mut m, &mut vs, 0, &mut mm, &mut ts, 0x1000, 0x3000);
+        flush_tlb_mm_range(
+            &mut m,
+            &mut vs,
+            0,
+            &mut mm,
+            &mut ts,
+            0x1000,
+            0x3000,
+            TLB_SINGLE_PAGE_FLUSH_CEILING,
+        );
         // Only CPU 1 gets an IPI; the lazy CPU is skipped and falls behind.
         assert_eq!(
             (vs.nr_tlb_remote_flush, vs.nr_tlb_remote_flush_received),

@@ -93,6 +93,7 @@ impl Sim {
                     start,
                     end,
                     stride_shift,
+                    k.cfg.tlb_single_page_flush_ceiling,
                 );
             }
             Work::PutPage { pfn } => {

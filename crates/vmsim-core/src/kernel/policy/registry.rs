@@ -58,6 +58,11 @@ impl<T: ?Sized> Hook<T> {
         &self.name
     }
 
+    /// The implementation, shared.
+    pub fn shared(&self) -> Arc<T> {
+        self.imp.clone()
+    }
+
     /// Whether the policy is one of vmsim's own.
     pub fn is_builtin(&self) -> bool {
         self.builtin
