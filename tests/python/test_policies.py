@@ -213,3 +213,10 @@ def test_vmsim_hw_clear_runs_a_python_plan_with_the_real_routines(tmp_path):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.hw("clear", quiet=True, strategies=[f"{f}:short"], pages=1, reps=1, corunner=False, huge="none")
     assert e.value.key == "strategies" and "sub-page 0 is never cleared" in e.value.message
+
+
+def test_vmsim_hw_copy_runs_a_python_copy_plan():
+    r = vmsim.hw("copy", quiet=True, strategies=["target-last", pol("copy_target_last.py:target_last")],
+                 pages=2, reps=1, corunner=False, huge="none")
+    assert {row["strategy"] for row in r["results"]} == {"target-last", pol("copy_target_last.py:target_last")}
+    assert all(row["verified"] for row in r["results"])

@@ -297,10 +297,10 @@ pub fn run(kind: Kind, opts_json: &str) -> Result<Value, HwError> {
             ClearStrategy::all_names(),
             ClearStrategy::ALL.iter().map(|s| s.name()).collect(),
         ),
-        Kind::Copy => {
-            let n: Vec<&str> = CopyStrategy::ALL.iter().map(|s| s.name()).collect();
-            (n.clone(), n)
-        }
+        Kind::Copy => (
+            CopyStrategy::all_names(),
+            CopyStrategy::ALL.iter().map(|s| s.name()).collect(),
+        ),
     };
     let chosen = opts
         .names("strategies", &names)?

@@ -3,8 +3,62 @@
 use crate::order::{for_each_process_huge_page, regions_7_0};
 use crate::prim::{mov_copy, nt_copy, rep_movsb, sfence};
 use crate::sys::SUBPAGE;
+use std::cell::RefCell;
+use std::sync::{Arc, RwLock};
+use vmsim_core::kernel::policy::cow::{check_copy, CopyCtx, CopyPlan};
 
 pub use crate::clear::RADIUS;
+
+/// The user copy plans registered in this process: (name, plan); names
+/// leaked once each so that strategies stay `Copy` (as clear.rs's).
+static USER: RwLock<Vec<(&'static str, Arc<dyn CopyPlan>)>> = RwLock::new(Vec::new());
+
+/// A user order by the (plan, sub-pages, target) it was made for.
+type Ordered = ((u16, usize, usize), Vec<u64>);
+
+thread_local! {
+    /// The last user order made: the timed loops copy the same shape over and over.
+    static ORDER: RefCell<Option<Ordered>> = const { RefCell::new(None) };
+}
+
+/// Registers a user's copy plan under `name` (replacing one of the same
+/// name) and returns its strategy.
+pub fn register_user(name: &str, plan: Arc<dyn CopyPlan>) -> CopyStrategy {
+    let mut u = USER.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = u.iter().position(|(n, _)| *n == name) {
+        u[i].1 = plan;
+        return CopyStrategy::User(i as u16);
+    }
+    u.push((Box::leak(name.to_string().into_boxed_str()), plan));
+    CopyStrategy::User((u.len() - 1) as u16)
+}
+
+fn user_order(i: u16, nr: usize, n: usize) -> Result<Vec<u64>, String> {
+    let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
+        .1
+        .clone();
+    let ctx = CopyCtx {
+        nr_pages: nr as u64,
+        target: n as u64,
+    };
+    let mut order = Vec::new();
+    plan.plan(&ctx, &mut order)?;
+    check_copy(&ctx, &order).map_err(|e| format!("{e} (target sub-page {n} of {nr})"))?;
+    Ok(order)
+}
+
+/// Whether a user strategy's orders copy every sub-page exactly once for
+/// each of `targets`; built-in strategies need no check.
+pub fn check_user(s: CopyStrategy, nr: usize, targets: &[usize]) -> Result<(), String> {
+    let CopyStrategy::User(i) = s else {
+        return Ok(());
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for &n in targets.iter().filter(|&&n| seen.insert(n)) {
+        user_order(i, nr, n)?;
+    }
+    Ok(())
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyStrategy {
@@ -18,6 +72,8 @@ pub enum CopyStrategy {
     Multipage,
     /// as `Multipage`, far regions with non-temporal stores.
     NontemporalFar,
+    /// A registered user copy plan (`register_user`): its order, `rep movsb` per sub-page.
+    User(u16),
 }
 
 impl CopyStrategy {
@@ -31,6 +87,7 @@ impl CopyStrategy {
 
     pub fn name(self) -> &'static str {
         match self {
+            Self::User(i) => USER.read().unwrap_or_else(|e| e.into_inner())[i as usize].0,
             Self::SeqMov => "seq-mov",
             Self::SeqMovsb => "seq-movsb",
             Self::TargetLast => "target-last",
@@ -39,8 +96,26 @@ impl CopyStrategy {
         }
     }
 
+    /// A built-in strategy or a registered user plan of this name.
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|x| x.name() == s)
+        Self::ALL.into_iter().find(|x| x.name() == s).or_else(|| {
+            let u = USER.read().unwrap_or_else(|e| e.into_inner());
+            u.iter()
+                .position(|(n, _)| *n == s)
+                .map(|i| Self::User(i as u16))
+        })
+    }
+
+    /// The names `from_name` takes: the built-ins, then the registered user plans.
+    pub fn all_names() -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = Self::ALL.iter().map(|s| s.name()).collect();
+        v.extend(
+            USER.read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(n, _)| *n),
+        );
+        v
     }
 }
 
@@ -71,6 +146,18 @@ pub fn copy_huge(s: CopyStrategy, dst: &mut [u8], src: &[u8], n: usize) {
     // and &mut dst / &src cannot overlap.
     unsafe {
         match s {
+            CopyStrategy::User(u) => ORDER.with(|cell| {
+                let mut cached = cell.borrow_mut();
+                if cached.as_ref().map(|(k, _)| *k) != Some((u, nr, n)) {
+                    let order = user_order(u, nr, n)
+                        .expect("a user plan is checked for the run's shapes before it runs");
+                    *cached = Some(((u, nr, n), order));
+                }
+                for &i in &cached.as_ref().expect("just made").1 {
+                    let (d, s) = at(i as usize);
+                    rep_movsb(d, s, SUBPAGE)
+                }
+            }),
             CopyStrategy::SeqMov => (0..nr).for_each(|i| {
                 let (d, s) = at(i);
                 mov_copy(d, s, SUBPAGE)

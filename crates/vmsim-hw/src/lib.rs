@@ -84,8 +84,8 @@ pub fn run_json(command: &str, opts_json: &str) -> Result<String, HwError> {
 
 /// As [`run_json`]; `quiet` silences the progress notes on stderr. SIGINT
 /// and SIGTERM stop the command between measurement steps (see [`ctl`]).
-/// [`run_json_with`], the clear strategies also taking any clear plan
-/// `policies` names (a user's registered plan, or one its resolver finds,
+/// [`run_json_with`], the clear (copy) strategies also taking any clear
+/// (copy) plan `policies` names (a user's registered plan, or one its resolver finds,
 /// such as a Python policy "FILE.py:NAME"), run with the real routines.
 pub fn run_json_with_policies(
     command: &str,
@@ -93,7 +93,7 @@ pub fn run_json_with_policies(
     quiet: bool,
     policies: &vmsim_core::kernel::policy::Policies,
 ) -> Result<String, HwError> {
-    if command == "clear" {
+    if command == "clear" || command == "copy" {
         let v: serde_json::Value = serde_json::from_str(opts_json).unwrap_or_default();
         let names: Vec<String> = match v.get("strategies") {
             Some(serde_json::Value::String(s)) => vec![s.clone()],
@@ -104,19 +104,36 @@ pub fn run_json_with_policies(
             _ => Vec::new(),
         };
         for n in names {
-            if clear::ClearStrategy::ALL.iter().any(|s| s.name() == n) {
-                continue;
-            }
-            let plan = match policies.clear.get(&n) {
-                Some(h) => Some(Ok(h.shared())),
-                None => policies.resolver().and_then(|r| r.clear(&n, None)),
-            };
-            match plan {
-                Some(Ok(p)) => {
-                    clear::register_user(&n, p);
+            // Not a policy name: the option check names what is accepted.
+            let found = if command == "clear" {
+                if clear::ClearStrategy::ALL.iter().any(|s| s.name() == n) {
+                    continue;
                 }
-                Some(Err(e)) => return Err(config_err("strategies", format!("{n:?}: {e}"))),
-                None => {} // not a policy name: the option check names what is accepted
+                match policies.clear.get(&n) {
+                    Some(h) => Some(Ok(h.shared())),
+                    None => policies.resolver().and_then(|r| r.clear(&n, None)),
+                }
+                .map(|p| {
+                    p.map(|p| {
+                        clear::register_user(&n, p);
+                    })
+                })
+            } else {
+                if copy::CopyStrategy::ALL.iter().any(|s| s.name() == n) {
+                    continue;
+                }
+                match policies.copy.get(&n) {
+                    Some(h) => Some(Ok(h.shared())),
+                    None => policies.resolver().and_then(|r| r.copy(&n, None)),
+                }
+                .map(|p| {
+                    p.map(|p| {
+                        copy::register_user(&n, p);
+                    })
+                })
+            };
+            if let Some(Err(e)) = found {
+                return Err(config_err("strategies", format!("{n:?}: {e}")));
             }
         }
     }
