@@ -1,7 +1,11 @@
-//! The switchable mechanisms: one enum per policy, each declared once by
-//! `policy_enum!` with one table of variants, the names a run config uses
-//! and the default (parsing, names, serialisation and the list of accepted
-//! values all come from that table). Each variant says which kernel
+//! The switchable mechanisms' built-in names: one enum per policy, each
+//! declared once by `policy_enum!` with one table of variants and the
+//! default. For the kernel's hooks (clear and copy plans, THP copy-on-write,
+//! the unmap flushes, the NUMA hint order) configuration reads the policy
+//! registry (kernel/policy/registry.rs), which also holds a user's own; the
+//! enums name its built-ins for code and tests that choose one directly,
+//! and a test keeps them registered. The other enums (`thp`, `clear_page`,
+//! `preempt`) are read as they are. Each variant says which kernel
 //! behaviour it models.
 
 /// What every policy enum offers: its accepted names, its default, and

@@ -8,7 +8,7 @@ use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
 use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
-use vmsim_core::kernel::policy::clear::{builtin, check, ClearCtx, ClearPlan, ClearStep};
+use vmsim_core::kernel::policy::clear::{check, ClearCtx, ClearPlan, ClearStep};
 use vmsim_core::kernel::StoreHow;
 use vmsim_core::policy::ClearHugePage;
 
@@ -148,7 +148,12 @@ impl ClearStrategy {
             Self::Contiguous70 => (ClearHugePage::Contiguous70, StoreHow::String),
             Self::NontemporalFar => (ClearHugePage::NontemporalFar, StoreHow::String),
         };
-        (builtin(p), how)
+        let plan = vmsim_core::kernel::policy::registry::builtin()
+            .clear
+            .get(p.name())
+            .expect("every built-in clear policy is registered")
+            .shared();
+        (plan, how)
     }
 }
 

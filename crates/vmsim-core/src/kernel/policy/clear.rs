@@ -2,9 +2,8 @@
 //! given a folio's size, the target sub-page and the context, the ordered
 //! steps that zero it — single sub-pages (`clear_page()`), regions in one
 //! `clear_pages()` call and how their lines are stored, and fences. The
-//! built-in plans are the kernel generations and proposals that
-//! `kernel.clear_huge_page` names (policy.rs); kernel/folio_zero.rs carries
-//! a plan out.
+//! built-in plans are the kernel generations and proposals, registered by
+//! name in registry.rs; kernel/folio_zero.rs carries a plan out.
 //!
 //! Invariant: a plan the kernel carries out clears every sub-page of the
 //! folio exactly once (`check`); the target sub-page's position in it is the
@@ -15,7 +14,7 @@ use crate::kernel::huge_memory::{
     process_huge_page_in_order, MAX_ORDER_NR_PAGES,
 };
 use crate::kernel::StoreHow;
-use crate::policy::{ClearHugePage, HugePageOrder};
+use crate::policy::HugePageOrder;
 
 /// One step of a clear plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -153,17 +152,6 @@ impl ClearPlan for NontemporalFar {
     }
 }
 
-/// The built-in plan a `kernel.clear_huge_page` name selects.
-pub fn builtin(policy: ClearHugePage) -> std::sync::Arc<dyn ClearPlan> {
-    match policy {
-        ClearHugePage::Sequential => std::sync::Arc::new(Sequential),
-        ClearHugePage::TargetLast => std::sync::Arc::new(TargetLast),
-        ClearHugePage::Multipage2023 => std::sync::Arc::new(Multipage2023),
-        ClearHugePage::Contiguous70 => std::sync::Arc::new(Contiguous70),
-        ClearHugePage::NontemporalFar => std::sync::Arc::new(NontemporalFar),
-    }
-}
-
 /// Whether `steps` clear every sub-page of `ctx`'s folio exactly once; the
 /// error names the step (by index) that breaks it.
 pub fn check(ctx: &ClearCtx, steps: &[ClearStep]) -> Result<(), String> {
@@ -197,6 +185,7 @@ pub fn check(ctx: &ClearCtx, steps: &[ClearStep]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::ClearHugePage;
 
     fn ctx(nr_pages: u64, target: u64, preemptible: bool) -> ClearCtx {
         ClearCtx {
@@ -213,7 +202,10 @@ mod tests {
             .iter()
             .map(|n| ClearHugePage::parse(n).unwrap())
         {
-            let plan = builtin(policy);
+            let plan = crate::kernel::policy::registry::builtin()
+                .clear
+                .get(policy.name())
+                .unwrap();
             for nr in [1, 2, 7, 8, 64, 512, 2048] {
                 for target in [0, nr / 3, nr / 2, nr - 1] {
                     for pre in [false, true] {

@@ -10,8 +10,7 @@
 
 use super::clear::ClearCtx;
 use crate::kernel::huge_memory::process_huge_page_in_order;
-use crate::policy::{CopyHugePage, HugePageOrder, ThpCow};
-use std::sync::Arc;
+use crate::policy::{HugePageOrder, ThpCow};
 
 /// What a copy plan is decided from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,11 +38,6 @@ impl CopyPlan for PerPageCopy {
         });
         Ok(())
     }
-}
-
-/// The built-in copy plan a `kernel.copy_huge_page` name selects.
-pub fn builtin_copy(order: CopyHugePage) -> Arc<dyn CopyPlan> {
-    Arc::new(PerPageCopy(order))
 }
 
 /// Whether `order` copies every sub-page of `ctx`'s huge page exactly once.
@@ -104,11 +98,6 @@ impl ThpCowPolicy for BuiltinCow {
     }
 }
 
-/// The built-in decision a `kernel.thp_cow` name selects.
-pub fn builtin_cow(p: ThpCow) -> Arc<dyn ThpCowPolicy> {
-    Arc::new(BuiltinCow(p))
-}
-
 /// A copy context from the clear context of the same fault (same folio, same target).
 impl From<&ClearCtx> for CopyCtx {
     fn from(c: &ClearCtx) -> CopyCtx {
@@ -122,11 +111,15 @@ impl From<&ClearCtx> for CopyCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::CopyHugePage;
 
     #[test]
     fn builtin_orders_copy_each_subpage_once_and_target_last_ends_on_the_target() {
         for &n in CopyHugePage::NAMES {
-            let plan = builtin_copy(CopyHugePage::parse(n).unwrap());
+            let plan = crate::kernel::policy::registry::builtin()
+                .copy
+                .get(n)
+                .unwrap();
             for target in [0, 1, 100, 255, 256, 511] {
                 let ctx = CopyCtx {
                     nr_pages: 512,
@@ -160,7 +153,7 @@ mod tests {
             (ThpCow::Copy, CowAction::Copy),
             (ThpCow::Split, CowAction::Split),
         ] {
-            let d = builtin_cow(p);
+            let d = BuiltinCow(p);
             let ctx = |exclusive| CowCtx {
                 nr_pages: 512,
                 exclusive,

@@ -4,9 +4,6 @@
 //! The kernel (kernel/memory.rs) carries the order out; whether the page is
 //! misplaced stays the kernel's (`mpol_misplaced()`).
 
-use crate::policy::NumaHintFault;
-use std::sync::Arc;
-
 /// When the entry of a NUMA hinting fault becomes accessible again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HintOrder {
@@ -36,12 +33,4 @@ impl NumaHintPolicy for Fixed {
     fn decide(&self, _ctx: &HintCtx) -> Result<HintOrder, String> {
         Ok(self.0)
     }
-}
-
-/// The built-in policy a `kernel.numa_hint_fault` name selects.
-pub fn builtin(p: NumaHintFault) -> Arc<dyn NumaHintPolicy> {
-    Arc::new(Fixed(match p {
-        NumaHintFault::MapThenMigrate => HintOrder::MapThenMigrate,
-        NumaHintFault::MigrateThenMap => HintOrder::MigrateThenMap,
-    }))
 }

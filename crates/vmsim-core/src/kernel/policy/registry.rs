@@ -9,10 +9,10 @@
 //! `Hook` is the policy a run config resolved, and it serialises as its
 //! name, so a config's JSON is the same whichever way the policy came in.
 
-use super::clear::{self, ClearPlan};
-use super::cow::{self, CopyPlan, ThpCowPolicy};
-use super::numa::{self, NumaHintPolicy};
-use super::tlb::{self, UnmapFlush};
+use super::clear::ClearPlan;
+use super::cow::{CopyPlan, ThpCowPolicy};
+use super::numa::NumaHintPolicy;
+use super::tlb::UnmapFlush;
 use crate::error::Error;
 use std::path::Path;
 use std::sync::Arc;
@@ -230,36 +230,47 @@ impl Policies {
     /// vmsim's own policies: the kernel generations and proposals the
     /// built-in experiments compare.
     pub fn builtin() -> Policies {
-        use crate::policy::{
-            ClearHugePage, CopyHugePage, MigrateTlbFlush, NumaHintFault, ThpCow, TlbFlushOnUnmap,
-        };
-        let mut clear = Registry::new(ClearHugePage::DEFAULT.name());
-        for &n in ClearHugePage::NAMES {
-            clear = clear.builtin(n, clear::builtin(ClearHugePage::parse(n).expect("named")));
-        }
-        let mut copy = Registry::new(CopyHugePage::DEFAULT.name());
-        for &n in CopyHugePage::NAMES {
-            copy = copy.builtin(n, cow::builtin_copy(CopyHugePage::parse(n).expect("named")));
-        }
-        let mut thp_cow = Registry::new(ThpCow::DEFAULT.name());
-        for &n in ThpCow::NAMES {
-            thp_cow = thp_cow.builtin(n, cow::builtin_cow(ThpCow::parse(n).expect("named")));
-        }
-        let mut reclaim_flush = Registry::new(TlbFlushOnUnmap::DEFAULT.name());
-        for &n in TlbFlushOnUnmap::NAMES {
-            reclaim_flush =
-                reclaim_flush.builtin(n, tlb::reclaim(TlbFlushOnUnmap::parse(n).expect("named")));
-        }
-        let mut migrate_flush = Registry::new(MigrateTlbFlush::DEFAULT.name());
-        for &n in MigrateTlbFlush::NAMES {
-            migrate_flush =
-                migrate_flush.builtin(n, tlb::migration(MigrateTlbFlush::parse(n).expect("named")));
-        }
-        let mut numa_hint = Registry::new(NumaHintFault::DEFAULT.name());
-        for &n in NumaHintFault::NAMES {
-            numa_hint =
-                numa_hint.builtin(n, numa::builtin(NumaHintFault::parse(n).expect("named")));
-        }
+        use super::clear::{Contiguous70, Multipage2023, NontemporalFar, Sequential, TargetLast};
+        use super::cow::{BuiltinCow, PerPageCopy};
+        use super::numa::{Fixed, HintOrder};
+        use super::tlb::{Batched, Broadcast, PerPage};
+        use crate::policy::{HugePageOrder, ThpCow};
+        // One line per built-in, in the order docs/config.md lists them; the
+        // first argument of `new` is the default.
+        let clear = Registry::<dyn ClearPlan>::new("target-last")
+            .builtin("sequential", Arc::new(Sequential))
+            .builtin("target-last", Arc::new(TargetLast))
+            .builtin("multipage-2023", Arc::new(Multipage2023))
+            .builtin("contiguous-7.0", Arc::new(Contiguous70))
+            .builtin("nontemporal-far", Arc::new(NontemporalFar));
+        let copy = Registry::<dyn CopyPlan>::new("target-last")
+            .builtin(
+                "sequential",
+                Arc::new(PerPageCopy(HugePageOrder::Sequential)),
+            )
+            .builtin(
+                "target-last",
+                Arc::new(PerPageCopy(HugePageOrder::TargetLast)),
+            );
+        let thp_cow = Registry::<dyn ThpCowPolicy>::new("split")
+            .builtin("copy", Arc::new(BuiltinCow(ThpCow::Copy)))
+            .builtin("split", Arc::new(BuiltinCow(ThpCow::Split)));
+        let reclaim_flush = Registry::<dyn UnmapFlush>::new("batched")
+            .builtin("per-page", Arc::new(PerPage))
+            .builtin("batched", Arc::new(Batched))
+            .builtin("broadcast", Arc::new(Broadcast));
+        let migrate_flush = Registry::<dyn UnmapFlush>::new("batched")
+            .builtin("per-page", Arc::new(PerPage))
+            .builtin("batched", Arc::new(Batched));
+        let numa_hint = Registry::<dyn NumaHintPolicy>::new("migrate-then-map")
+            .builtin(
+                "map-then-migrate",
+                Arc::new(Fixed(HintOrder::MapThenMigrate)),
+            )
+            .builtin(
+                "migrate-then-map",
+                Arc::new(Fixed(HintOrder::MigrateThenMap)),
+            );
         Policies {
             clear,
             copy,
@@ -386,6 +397,45 @@ mod tests {
             out.extend((0..ctx.nr_pages).rev().map(ClearStep::Subpage));
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_policy_enums_name_registered_builtins_and_agree_on_defaults() {
+        use crate::policy::*;
+        let p = Policies::builtin();
+        for n in ClearHugePage::NAMES {
+            assert!(p.clear.get(n).is_some_and(|h| h.is_builtin()), "{n}");
+        }
+        for n in CopyHugePage::NAMES {
+            assert!(p.copy.get(n).is_some(), "{n}");
+        }
+        for n in ThpCow::NAMES {
+            assert!(p.thp_cow.get(n).is_some(), "{n}");
+        }
+        for n in TlbFlushOnUnmap::NAMES {
+            assert!(p.reclaim_flush.get(n).is_some(), "{n}");
+        }
+        for n in MigrateTlbFlush::NAMES {
+            assert!(p.migrate_flush.get(n).is_some(), "{n}");
+        }
+        for n in NumaHintFault::NAMES {
+            assert!(p.numa_hint.get(n).is_some(), "{n}");
+        }
+        assert_eq!(p.clear.default_hook().name(), ClearHugePage::DEFAULT.name());
+        assert_eq!(p.copy.default_hook().name(), CopyHugePage::DEFAULT.name());
+        assert_eq!(p.thp_cow.default_hook().name(), ThpCow::DEFAULT.name());
+        assert_eq!(
+            p.reclaim_flush.default_hook().name(),
+            TlbFlushOnUnmap::DEFAULT.name()
+        );
+        assert_eq!(
+            p.migrate_flush.default_hook().name(),
+            MigrateTlbFlush::DEFAULT.name()
+        );
+        assert_eq!(
+            p.numa_hint.default_hook().name(),
+            NumaHintFault::DEFAULT.name()
+        );
     }
 
     #[test]

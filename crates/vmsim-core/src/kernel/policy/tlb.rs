@@ -10,9 +10,6 @@
 //! may hold it: a deferred entry is in the batch, and the batch is flushed
 //! before the folios go (the TLB truth check stops a run otherwise).
 
-use crate::policy::{MigrateTlbFlush, TlbFlushOnUnmap};
-use std::sync::Arc;
-
 /// How `arch_tlbbatch_flush()` empties the TLBs of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchFlush {
@@ -78,33 +75,17 @@ impl UnmapFlush for Broadcast {
     }
 }
 
-/// The built-in policy `kernel.tlb_flush_on_unmap` names (reclaim's; its
-/// `batch_flush` is the arch's, so migration's batches follow it too).
-pub fn reclaim(policy: TlbFlushOnUnmap) -> Arc<dyn UnmapFlush> {
-    match policy {
-        TlbFlushOnUnmap::PerPage => Arc::new(PerPage),
-        TlbFlushOnUnmap::Batched => Arc::new(Batched),
-        TlbFlushOnUnmap::Broadcast => Arc::new(Broadcast),
-    }
-}
-
-/// The built-in policy `kernel.migrate_tlb_flush` names (its `should_defer`).
-pub fn migration(policy: MigrateTlbFlush) -> Arc<dyn UnmapFlush> {
-    match policy {
-        MigrateTlbFlush::PerPage => Arc::new(PerPage),
-        MigrateTlbFlush::Batched => Arc::new(Batched),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::policy::registry::builtin;
+    use crate::policy::{MigrateTlbFlush, TlbFlushOnUnmap};
 
     #[test]
     fn builtins_defer_only_when_shared_and_broadcast_flushes_by_invlpgb() {
         let ctx = |others| FlushCtx { others, nr_cpus: 2 };
         for &n in TlbFlushOnUnmap::NAMES {
-            let p = reclaim(TlbFlushOnUnmap::parse(n).unwrap());
+            let p = builtin().reclaim_flush.get(n).unwrap();
             assert!(
                 !p.should_defer(&ctx(false)).unwrap(),
                 "{n}: nothing to defer for"
@@ -112,16 +93,10 @@ mod tests {
             assert_eq!(p.should_defer(&ctx(true)).unwrap(), n != "per-page", "{n}");
         }
         for &n in MigrateTlbFlush::NAMES {
-            let p = migration(MigrateTlbFlush::parse(n).unwrap());
+            let p = builtin().migrate_flush.get(n).unwrap();
             assert_eq!(p.should_defer(&ctx(true)).unwrap(), n != "per-page", "{n}");
         }
-        assert_eq!(
-            reclaim(TlbFlushOnUnmap::Broadcast).batch_flush(),
-            BatchFlush::Broadcast
-        );
-        assert_eq!(
-            reclaim(TlbFlushOnUnmap::Batched).batch_flush(),
-            BatchFlush::Ipis
-        );
+        assert_eq!(Broadcast.batch_flush(), BatchFlush::Broadcast);
+        assert_eq!(Batched.batch_flush(), BatchFlush::Ipis);
     }
 }
