@@ -250,6 +250,7 @@ def cmd_compare(args) -> int:
         if not all(i.endswith(".json") for i in items):
             raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
         given = [opt for opt, on in (("--runs", args.runs != 1), ("-j/--jobs", args.jobs is not None),
+                                     ("--full", args.full),
                                      ("--threads", args.threads is not None), ("--scale", args.scale is not None),
                                      ("--seed", args.seed is not None), ("--set", bool(args.set)),
                                      ("--force-scale", args.force_scale),
@@ -265,6 +266,8 @@ def cmd_compare(args) -> int:
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     _check_count(args.runs, "--runs", MAX_RUNS)
+    if args.full and args.runs == 1:
+        raise CliError("--full applies to --runs N with N above 1 (a single run's table shows every metric already)")
     _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     _check_out(args.json)
@@ -301,7 +304,11 @@ def cmd_compare(args) -> int:
     groups = _by_case(runtables.arms_of(doc))
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
-    _emit(doc, head + _runs_text(groups, args), args.json)
+    if args.full or args.format or metrics or args.min_change:
+        body = _runs_text(groups, args)
+    else:
+        body = "\n".join(runtables.format_compact(arms) for arms in groups)
+    _emit(doc, head + body, args.json)
     for r in doc["runs"]:
         _api.check_verified(r)
     return 0
@@ -561,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU this process may use)")
+    p.add_argument("--full", action="store_true",
+                   help="with --runs: every metric that changes, in LKP's and mmtests' layouts (default: a compact "
+                        "table of the headline metrics, times, IPC and DRAM traffic with the significance result)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="host threads: arms simulated at once, and threads left over spread windowed runs' "
                         "sockets (default: one per CPU, shared among --runs workers); results do not depend on it")

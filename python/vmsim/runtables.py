@@ -245,3 +245,40 @@ def saved_arms(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> List[List[Ar
     for n in common:
         groups.append([(f"{label}:{n}", dict(arms)[n]) for (label, _), arms in zip(results, per_file)])
     return groups
+
+
+#: The rows of the compact table of ``compare --runs``: the headline metrics
+#: (the published figures), then the times, IPC and DRAM traffic.
+COMPACT_METRICS: Sequence[str] = tuple(HEADLINE_METRICS) + (
+    "elapsed_s", "user_s", "sys_s", "ipc", "dram_bytes_read", "dram_bytes_written",
+)
+
+
+def _verdict(sig: Optional[bool]) -> str:
+    if sig is None:
+        return "untested (one run per arm)"
+    return "beyond the noise" if sig else "inside the noise"
+
+
+def format_compact(arms: Sequence[Arm]) -> str:
+    """The default table of ``compare --runs``: LKP's layout over
+    ``COMPACT_METRICS`` (those the arms report), then each variant's headline
+    change with the significance result in words, and how many metrics the
+    full output (``--full``) adds."""
+    every = metric_names(*(m for _, runs in arms for m in runs))
+    shown = [m for m in COMPACT_METRICS if m in every]
+    text = format_lkp(arms, shown)
+    recs = {r["metric"]: r for r in rows(arms, shown)}
+    names = [n for n, _ in arms]
+    n_runs = min((len(r) for _, r in arms), default=0)
+    for m in HEADLINE_METRICS:
+        rec = recs.get(m)
+        if rec is None:
+            continue
+        for name, c, sig in zip(names[1:], rec["changes"], rec["significant"]):
+            change = "no change to compare (a zero baseline)" if c is None else f"{c:+.1f}%"
+            text += f"  {name} vs {names[0]}: {m} {change}, {_verdict(sig)} (Welch's t-test, 5%; {n_runs} runs per arm)\n"
+    more = sum(1 for r in rows(arms) if r["metric"] not in recs)
+    if more > 0:
+        text += f"  {more} more metric(s) change: --full shows every one in LKP's and mmtests' layouts\n"
+    return text
