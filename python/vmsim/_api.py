@@ -456,7 +456,7 @@ def sweep(
     if _have_pandas():
         import pandas as pd
 
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=sweep_columns(rows, list(grid)))
     return rows
 
 
@@ -562,6 +562,39 @@ def _as_completed(futures: Sequence[Any]):
     if all(isinstance(f, Future) for f in futures):
         return as_completed(futures)
     return iter(futures)
+
+
+def sweep_columns(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> List[str]:
+    """The columns of a sweep's table: the swept keys first, in the grid's
+    order, then the metrics in table order (``tables.metric_names``), then
+    any other field (``status``, then ``error``). The same order whether the
+    rows were just run or read back from a saved sweep (whose JSON keys are
+    sorted)."""
+    keys = list(keys)
+    names: List[str] = []
+    for r in rows:
+        names.extend(k for k in r if k not in keys and k not in names)
+    metrics = metric_names(*({k: r[k] for k in r if k in names and k not in ("status", "error")} for r in rows))
+    tail = [k for k in ("status", "error") if k in names]
+    others = sorted(k for k in names if k not in metrics and k not in tail)
+    return keys + metrics + others + tail
+
+
+def grid_extension_problem(old: Any, new: Mapping[str, Sequence[Any]]) -> Optional[str]:
+    """Why a saved sweep's grid ``old`` cannot be resumed as ``new``, or None
+    when ``new`` is the same grid or extends it: the same keys (in any
+    order), each keeping every value it had (new values may be added)."""
+    if not isinstance(old, dict):
+        return "it has no grid"
+    if set(old) != set(new):
+        return f"its keys are {', '.join(sorted(old)) or 'none'}, not {', '.join(sorted(new))}"
+    for key, values in new.items():
+        had = old[key] if isinstance(old[key], list) else []
+        now = {json.dumps(v, sort_keys=True) for v in values}
+        lost = [v for v in had if json.dumps(v, sort_keys=True) not in now]
+        if lost:
+            return f"{key} drops {', '.join(json.dumps(v) for v in lost)}"
+    return None
 
 
 def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:

@@ -413,17 +413,22 @@ def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[D
     if not isinstance(doc, dict) or doc.get("kind") != "sweep":
         raise CliError(f"--resume {out}: not a sweep result")
     base, _ = load_dict(path)
-    if doc.get("grid") != {k: list(v) for k, v in grid.items()} or doc.get("config") != base:
-        raise CliError(f"--resume {out}: written by a sweep of another config or grid; give a new --json file")
+    if doc.get("config") != base:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid (its base config differs); "
+                       "give a new --json file")
+    why = _api.grid_extension_problem(doc.get("grid"), grid)
+    if why:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid ({why}); "
+                       "a resumed sweep keeps the keys and may only add values; give a new --json file")
     return [r for r in doc.get("rows", []) if isinstance(r, dict)]
 
 
-def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
+def _write_table(rows: List[Dict[str, Any]], keys: Sequence[str], out: str, fmt: str) -> None:
     try:
         import pandas as pd
     except ImportError:
         raise CliError(f"--{fmt} needs pandas: pip install 'vmsim[full]'") from None
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=_api.sweep_columns(rows, keys))
     with atomic_path(out) as tmp:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
@@ -479,9 +484,9 @@ def cmd_sweep(args) -> int:
     text = "\n".join(format_rows(shown, metrics)) + "\n"
     _emit(sweep_doc, text, args.json)
     if args.csv:
-        _write_table(rows, args.csv, "csv")
+        _write_table(rows, list(grid), args.csv, "csv")
     if args.parquet:
-        _write_table(rows, args.parquet, "parquet")
+        _write_table(rows, list(grid), args.parquet, "parquet")
     failed = [r for r in rows if r.get("status") == "failed"]
     if failed:
         _error(f"{len(failed)} of {len(rows)} sweep point(s) failed (see their 'error' above); the others ran")
