@@ -154,7 +154,7 @@ def cmd_run(args) -> int:
     _check_out(args.json)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
-    _emit(result, format_run(result), args.json)
+    _emit(result, format_run(result, args.names), args.json)
     return 0
 
 
@@ -190,9 +190,9 @@ def _runs_text(groups: List[List[Any]], args) -> str:
     parts = []
     for arms in groups:
         if layout in ("lkp", "both"):
-            parts.append(runtables.format_lkp(arms, metrics, args.min_change))
+            parts.append(runtables.format_lkp(arms, metrics, args.min_change, names=args.names))
         if layout in ("mmtests", "both"):
-            parts.append(runtables.format_mmtests(arms, metrics, args.min_change))
+            parts.append(runtables.format_mmtests(arms, metrics, args.min_change, names=args.names))
     return "\n".join(parts)
 
 
@@ -289,7 +289,7 @@ def cmd_compare(args) -> int:
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
         tailored = args.min_change or metrics or args.format
-        text = format_compare(result)
+        text = format_compare(result, args.names)
         if tailored:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
@@ -307,7 +307,7 @@ def cmd_compare(args) -> int:
     if args.full or args.format or metrics or args.min_change:
         body = _runs_text(groups, args)
     else:
-        body = "\n".join(runtables.format_compact(arms) for arms in groups)
+        body = "\n".join(runtables.format_compact(arms, args.names) for arms in groups)
     _emit(doc, head + body, args.json)
     for r in doc["runs"]:
         _api.check_verified(r)
@@ -481,7 +481,7 @@ def cmd_sweep(args) -> int:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
-    text = "\n".join(format_rows(shown, metrics)) + "\n"
+    text = "\n".join(format_rows(shown, metrics, args.names)) + "\n"
     _emit(sweep_doc, text, args.json)
     if args.csv:
         _write_table(rows, list(grid), args.csv, "csv")
@@ -549,6 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_core.__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="show no progress on stderr")
+    named = argparse.ArgumentParser(add_help=False)
+    named.add_argument("--names", choices=["vmsim", "lkp"], default="vmsim",
+                       help="metric names in the tables: vmsim's (default) or LKP's namespaced ones where LKP has "
+                            "the same quantity (vm-scalability.throughput, perf-stat.*, proc-vmstat.*; docs/metrics.md); "
+                            "the JSON keeps vmsim's")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
 
@@ -559,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", metavar="NAME", help="print the experiment as TOML, to copy and change")
     p.set_defaults(func=cmd_experiments)
 
-    p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
+    p = sub.add_parser("run", parents=[common, named], help="run one simulation from a run config")
     p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--threads", type=int, metavar="N",
@@ -567,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: one per CPU); results do not depend on it")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
+    p = sub.add_parser("compare", parents=[common, named], help="run an experiment: baseline and variants side by side")
     p.add_argument("experiment", metavar="NAME|FILE", nargs="+",
                    help="built-in experiment name or experiment TOML; or saved result JSON files (the first is the base)")
     p.add_argument("--runs", type=int, default=1, metavar="N",
@@ -620,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("sweep", parents=[common], help="run a config over a grid of values (process pool)")
+    p = sub.add_parser("sweep", parents=[common, named], help="run a config over a grid of values (process pool)")
     p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")
     p.add_argument("--set", action="append", required=True, metavar="KEY=V1,V2,...",
                    help="dotted config key and its values (each parsed as JSON if it parses, "
