@@ -509,7 +509,7 @@ def cmd_plot(args) -> int:
     result = load_result(path)
     metrics = [m for m in (args.metrics or "").split(",") if m] or None
     try:
-        written = plot.plot(result, out, metrics=metrics)
+        written = plot.plot(result, out, metrics=metrics, x=args.x, style=args.style)
     except plot.PlotError as e:
         raise CliError(f"{args.result}: {e}") from None
     if not args.quiet:
@@ -539,6 +539,12 @@ def _scale_arg(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r}: a scale must be a positive finite number")
     return value
+
+
+def plot_styles() -> Sequence[str]:
+    """The figure styles of ``vmsim plot`` (the plot module's, without
+    importing matplotlib)."""
+    return ("screen", "paper")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -643,7 +649,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("result", metavar="RESULT.json")
     p.add_argument("--out", required=True, metavar="FILE.png|DIR",
                    help="image file to write (.png, .pdf or .svg), or a folder to write RESULT.png into")
-    p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: all numeric ones)")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: the headline ones)")
+    p.add_argument("--x", metavar="KEY", help="for a sweep: the swept key on the x axis (default: the first one other than seed)")
+    p.add_argument("--style", choices=sorted(plot_styles()), default="screen",
+                   help="screen (default) or paper: one column of a two-column paper, 3.5 in wide, 7-point text "
+                        "(give --out FILE.pdf or .svg for vector output)")
     p.set_defaults(func=cmd_plot)
     return parser
 
