@@ -328,6 +328,13 @@ def _case_title(case: Optional[str], text: str) -> str:
     return f"{case}: {text}" if case else text
 
 
+def _set_title(ax, text: str, st: Mapping[str, Any]) -> None:
+    """A panel's title; at a paper's column width, wrapped to fit its panel."""
+    if st["width"]:
+        text = "\n".join(textwrap.wrap(text, 22))
+    ax.set_title(text, fontsize=st["font"] + 1)
+
+
 def _absolute_panel(ax, arms, metric: str, case: Optional[str], colors: Mapping[str, str],
                     published: Mapping[tuple, Mapping[str, Any]], st: Mapping[str, Any]) -> None:
     unit, div = unit_of(metric)
@@ -352,6 +359,9 @@ def _absolute_panel(ax, arms, metric: str, case: Optional[str], colors: Mapping[
     bars = ax.bar(xs, means, width=width, color=[colors.get(n, BASELINE_COLOR) for n in labels],
                   yerr=[lo, hi] if any(lo) or any(hi) else None, capsize=3)
     base = means[0] if means else 0
+    # At a column's width, more than three bars' labels side by side collide: upright.
+    crowded = bool(st["width"]) and len(labels) + sum(p is not None for p in pub) > 3
+    note = dict(rotation=90, xytext=(0, 2)) if crowded else dict(xytext=(0, 2))
     for i, b in enumerate(bars):
         if i == 0 or not base:
             if st["width"]:
@@ -361,31 +371,30 @@ def _absolute_panel(ax, arms, metric: str, case: Optional[str], colors: Mapping[
             change = (means[i] - base) / abs(base) * 100
             text = f"{change if abs(change) >= 0.05 else 0.0:+.1f}%"
         ax.annotate(text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
-                    fontsize=st["small"], xytext=(0, 2), textcoords="offset points", fontweight="bold" if i else "normal")
-    # The published measurement beside the prediction: its own values where
-    # it gives them, else its change applied to the model's baseline.
+                    fontsize=st["small"], textcoords="offset points", fontweight="bold" if i else "normal", **note)
+    # The published measurement beside the prediction: its change applied to
+    # the model's baseline (published absolute figures are of other machines
+    # and sizes; the experiment file's source gives them).
     for i, p in enumerate(pub):
         if p is None or not base:
             continue
-        value = p.get("value")
-        height = value / div if _num(value) else base * (1 + p["change_percent"] / 100.0)
+        height = base * (1 + p["change_percent"] / 100.0)
         b = ax.bar(xs[i] + width, height, width=width, color="white", edgecolor=colors.get(labels[i], BASELINE_COLOR),
                    hatch="////", linewidth=0.8)[0]
         ax.annotate(f"{p['change_percent']:+.1f}%", (b.get_x() + b.get_width() / 2, height), ha="center",
-                    va="bottom", fontsize=st["small"], xytext=(0, 2), textcoords="offset points", style="italic")
-        if _num(p.get("baseline")):
-            b0 = ax.bar(xs[0] + width, p["baseline"] / div, width=width, color="white", edgecolor=BASELINE_COLOR,
-                        hatch="////", linewidth=0.8)[0]
-            if not st["width"]:
-                ax.annotate(show(metric, p["baseline"]), (b0.get_x() + b0.get_width() / 2, p["baseline"] / div),
-                            ha="center", va="bottom", fontsize=st["small"], xytext=(0, 2), textcoords="offset points",
-                            style="italic")
-    ax.set_xticks([x + (width / 2 if any(pub) else 0) for x in xs])
-    ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=st["font"])
+                    va="bottom", fontsize=st["small"], textcoords="offset points", style="italic", **note)
+    # A tick under each arm's bar, or between it and its published one.
+    ax.set_xticks([x + (width / 2 if p is not None else 0) for x, p in zip(xs, pub)])
+    ax.set_xticklabels(labels, rotation=35 if crowded else 20, ha="right", fontsize=st["font"])
     ax.tick_params(axis="y", labelsize=st["small"])
     ax.set_ylabel(unit or "", fontsize=st["font"])
-    ax.margins(y=0.18)
-    ax.set_title(_case_title(case, title), fontsize=st["font"] + 1)
+    heights = [m + h for m, h in zip(means, hi)] + [base * (1 + q["change_percent"] / 100.0) for q in pub if q]
+    if heights and min(means + [0.0]) >= 0 and max(heights) > 0:
+        # Room above the bars for their labels (upright ones are taller).
+        ax.set_ylim(0, max(heights) * (1.9 if crowded else 1.18))
+    else:
+        ax.margins(y=0.18)
+    _set_title(ax, _case_title(case, title), st)
 
 
 def _sys_stack_panel(ax, arms, paths: Sequence[str], case: Optional[str], st: Mapping[str, Any]) -> None:
@@ -420,7 +429,7 @@ def _sys_stack_panel(ax, arms, paths: Sequence[str], case: Optional[str], st: Ma
     # No ticks in the legend's head room.
     ax.set_yticks([y for y in ax.get_yticks() if 0 <= y <= top * 1.1])
     ax.set_ylabel("s", fontsize=st["font"])
-    ax.set_title(_case_title(case, "System time by path (s)"), fontsize=st["font"] + 1)
+    _set_title(ax, _case_title(case, "System time by path (s)"), st)
     ax.legend(fontsize=st["small"] - 1, loc="upper center", ncol=2, frameon=False)
 
 
@@ -438,7 +447,7 @@ def _per_cpu_panel(ax, arms, case: Optional[str], colors: Mapping[str, str], st:
     ax.set_ylabel("M cycles", fontsize=st["font"])
     ax.tick_params(labelsize=st["small"])
     ax.set_ylim(bottom=0)
-    ax.set_title(_case_title(case, "Cycles per CPU (M)"), fontsize=st["font"] + 1)
+    _set_title(ax, _case_title(case, "Cycles per CPU (M)"), st)
     ax.legend(fontsize=st["small"] - 1, frameon=False)
 
 
@@ -498,7 +507,7 @@ def _sweep_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str
         ax.tick_params(labelsize=st["small"])
         ax.set_xlabel(xkey, fontsize=st["font"])
         ax.set_ylabel(unit or "", fontsize=st["font"])
-        ax.set_title(metric_title(m), fontsize=st["font"] + 1)
+        _set_title(ax, metric_title(m), st)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if series_keys and handles:
         # One legend for all panels, under them.

@@ -164,3 +164,47 @@ def test_sweep_against_any_swept_key(tmp_path, capsys):
     assert out.read_bytes()[:5] == b"<?xml"
     assert cli.main(["plot", str(path), "--out", str(out), "--x", "nope"]) == 2
     assert "x: 'nope' is not a swept key" in capsys.readouterr().err
+
+
+def test_every_published_measurement_names_a_metric_its_arm_reports():
+    for experiment in ("clear-target-last", "copy-target-last", "multipage-clear", "numa-delay-map",
+                       "batched-tlb-flush"):
+        plan = _api.experiment_plan(experiment)
+        assert plan["published"], f"{experiment} states no published measurement"
+        for p in plan["published"]:
+            case = next(c for c in plan["cases"] if c["name"] == p["case"])
+            arm = next(a for a in case["arms"] if a["name"] == p["arm"])
+            assert p["metric"] in arm["metrics"], (experiment, p)
+            assert p["source"].strip()
+
+
+def test_the_published_change_is_drawn_beside_the_prediction():
+    doc = _with_cases()
+    doc["published"] = [{"case": "one", "arm": "fast", "metric": "throughput_bytes_per_s", "change_percent": 40.0,
+                         "source": "s"}]
+    fig = plot.figure(doc)
+    try:
+        assert fig._suptitle.get_text().endswith("; hatched: published")
+        ax = next(a for a in fig.axes if a.get_title() == "one: Throughput (GB/s)")
+        hatched = [b for b in ax.patches if b.get_hatch()]
+        assert len(hatched) == 1
+        # The published change applied to the model's baseline (10 GB/s), beside the "fast" bar.
+        assert hatched[0].get_height() == pytest.approx(14.0)
+        fast = ax.patches[1]
+        assert hatched[0].get_x() == pytest.approx(fast.get_x() + fast.get_width())
+        assert to_hex(hatched[0].get_edgecolor()) == to_hex(fast.get_facecolor())
+        assert "+40.0%" in [t.get_text() for t in ax.texts]
+        other = next(a for a in fig.axes if a.get_title() == "two: Throughput (GB/s)")
+        assert not [b for b in other.patches if b.get_hatch()]
+    finally:
+        plot._pyplot().close(fig)
+
+
+@pytest.mark.sim
+def test_a_compare_result_carries_its_published_measurements():
+    import vmsim
+
+    r = vmsim.compare("clear-target-last", scale=1 / 16, set={"workload.nr_task": 2})
+    assert r["published"] == [{"case": None, "arm": "target-last", "metric": "throughput_bytes_per_s",
+                               "change_percent": 28.3, "source": r["published"][0]["source"]}]
+    assert "c79b57e462b5" in r["published"][0]["source"]
