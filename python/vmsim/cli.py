@@ -110,6 +110,19 @@ def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
         _api.check_verified(result)
 
 
+def _warn_unrecorded(result: Any) -> None:
+    """A warning for values a user's copy of a built-in preset changed while
+    keeping the built-in's source text (the result records them as the
+    user's, provenance.machines[FILE].user_changes)."""
+    from ._provenance import unrecorded_changes
+
+    found = unrecorded_changes(result) if isinstance(result, dict) else []
+    if found:
+        sys.stderr.write(f"{PROG}: warning: changed from the built-in preset without a source of their own "
+                         f"(recorded as 'user: changed from ...'; write source = \"user: why\" to say why): "
+                         f"{'; '.join(found)}\n")
+
+
 def _print_listing(items: Dict[str, str]) -> None:
     width = max((len(n) for n in items), default=0)
     for name, description in items.items():
@@ -120,6 +133,12 @@ def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
     text = _core.builtin_toml(kind, name)
     if text is None:
         raise CliError(f"--show: {cut(repr(name))} is not a built-in {kind}; built-in: {', '.join(listing)}")
+    if kind == "machine":
+        # Said where a user copies the preset: how a change stays theirs.
+        sys.stdout.write(f"# The built-in preset {name}, to copy and change. A value you change: write\n"
+                         f"# source = \"user: ...\" with it. One changed under the built-in's source text is\n"
+                         f"# recorded as \"user: changed from ...\" in results (provenance.machines), with a warning.\n"
+                         f"# Keep `name` to compare with its published figures: vmsim validate --machine FILE.\n")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
@@ -154,6 +173,7 @@ def cmd_run(args) -> int:
     _check_out(args.json)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
+    _warn_unrecorded(result)
     _emit(result, format_run(result, args.names), args.json)
     return 0
 
@@ -288,6 +308,7 @@ def cmd_compare(args) -> int:
         groups = _by_case(runtables.arms_of(result))
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
+        _warn_unrecorded(result)
         tailored = args.min_change or metrics or args.format
         text = format_compare(result, args.names)
         if tailored:
@@ -297,6 +318,7 @@ def cmd_compare(args) -> int:
     doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                              set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
                              jobs=args.jobs)
+    _warn_unrecorded(doc)
     seeds = doc["seeds"]
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
     if forced:
@@ -480,6 +502,7 @@ def cmd_sweep(args) -> int:
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
+    _warn_unrecorded(sweep_doc)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
     text = "\n".join(format_rows(shown, metrics, args.names)) + "\n"
     _emit(sweep_doc, text, args.json)
@@ -627,7 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", parents=[common],
                        help="microbenchmarks on each preset's model beside published measurements")
-    p.add_argument("--machine", metavar="NAME", help="one preset (default: every preset with references)")
+    p.add_argument("--machine", metavar="NAME|FILE.toml",
+                   help="one preset (default: every preset with references), or a preset file copied from a "
+                        "built-in preset, measured against that preset's published figures")
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_validate)
 
