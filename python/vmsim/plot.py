@@ -360,7 +360,8 @@ def _absolute_panel(ax, arms, metric: str, case: Optional[str], colors: Mapping[
                   yerr=[lo, hi] if any(lo) or any(hi) else None, capsize=3)
     base = means[0] if means else 0
     # At a column's width, more than three bars' labels side by side collide: upright.
-    crowded = bool(st["width"]) and len(labels) + sum(p is not None for p in pub) > 3
+    # (A published bar stands right beside its prediction: labels upright too.)
+    crowded = bool(st["width"]) and (len(labels) > 3 or any(p is not None for p in pub))
     note = dict(rotation=90, xytext=(0, 2)) if crowded else dict(xytext=(0, 2))
     for i, b in enumerate(bars):
         if i == 0 or not base:
