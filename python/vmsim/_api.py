@@ -292,6 +292,25 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     return {"scale_forced": True, "scale_factor": used, "min_scale": least, "min_scale_why": why}
 
 
+def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
+    """A note for a compare run at ``scale`` below the experiment's quick
+    scale (the smallest measured to give scale 1's headline change within
+    its tolerance), or None: such a scale is valid, but its answer may
+    differ from scale 1's by more than that."""
+    if scale is None:
+        return None
+    try:
+        plan = json.loads(_core.experiment_plan(experiment, None, 0, None, False))
+    except (_core.VmsimError, OSError, ValueError):
+        return None
+    quick = plan.get("quick_scale")
+    if not isinstance(quick, dict) or scale >= quick["scale"] * (1 - 1e-12):
+        return None
+    return (f"{show_scale(scale)} is below {plan['experiment']}'s quick scale {show_scale(quick['scale'])}, "
+            f"the smallest measured to give scale 1's headline change within {quick['tolerance']:g} percentage "
+            f"points ({quick['measured']}): this answer may differ from scale 1's by more")
+
+
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
     """``compare``'s ``set`` as a dict of dotted keys to JSON values, or None.
 

@@ -123,6 +123,11 @@ def _warn_unrecorded(result: Any) -> None:
                          f"{'; '.join(found)}\n")
 
 
+def _note(note: Optional[str]) -> None:
+    if note:
+        sys.stderr.write(f"{PROG}: note: {note}\n")
+
+
 def _print_listing(items: Dict[str, str]) -> None:
     width = max((len(n) for n in items), default=0)
     for name, description in items.items():
@@ -302,6 +307,8 @@ def cmd_compare(args) -> int:
     known = _api.experiment_metric_names(experiment, settings, args.scale) if metrics else None
     if known is not None:
         _api.check_metric_names(metrics, known, "--metrics")
+    # A valid scale below the quick scale: said under the answer it qualifies.
+    note = None if forced else _api.quick_scale_note(experiment, args.scale)
     if args.runs == 1:
         result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                                     set=settings, threads=args.threads, force_scale=args.force_scale)
@@ -314,6 +321,7 @@ def cmd_compare(args) -> int:
         if tailored:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
+        _note(note)
         return 0
     doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                              set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
@@ -331,6 +339,7 @@ def cmd_compare(args) -> int:
     else:
         body = "\n".join(runtables.format_compact(arms, args.names) for arms in groups)
     _emit(doc, head + body, args.json)
+    _note(note)
     for r in doc["runs"]:
         _api.check_verified(r)
     return 0

@@ -400,3 +400,19 @@ def test_compare_runs_gives_the_clis_statistics(tmp_path, capsys):
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("clear-target-last", runs=2, scale=1 / 32)
     assert e.value.key == "scale"
+
+
+def test_a_scale_below_the_quick_scale_is_noted(capsys):
+    from vmsim import _api, cli
+    note = _api.quick_scale_note("clear-target-last", 1 / 16)
+    assert note.startswith("1/16 is below clear-target-last's quick scale 1/2, the smallest measured to give "
+                           "scale 1's headline change within 0.6 percentage points (throughput +26.25% at 1/2")
+    assert _api.quick_scale_note("clear-target-last", 0.5) is None
+    assert _api.quick_scale_note("clear-target-last", None) is None
+    assert _api.quick_scale_note("numa-delay-map", 0.01) is None  # no quick scale stated
+    # The CLI says it on stderr under the answer (an error stays one line).
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "kernel.no_such_key=1"]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "workload.nr_task=2"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("vmsim: note: 1/16 is below clear-target-last's quick scale 1/2") and len(err.splitlines()) == 1
