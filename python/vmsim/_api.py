@@ -744,6 +744,7 @@ def compare_results(
     min_change: float = 0.0,
     metrics: Optional[Sequence[str]] = None,
     layout: str = "lkp",
+    names: str = "vmsim",
 ) -> str:
     """The table of saved results, as ``vmsim compare A.json B.json`` prints it.
 
@@ -751,7 +752,9 @@ def compare_results(
     or ``compare --runs``). One result shows its own arms; several are set
     side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
     ``min_change`` keeps the metrics that change by at least that many percent;
-    ``metrics`` (a list of names) shows just those. Results of different
+    ``metrics`` (a list of names) shows just those; ``names="lkp"`` gives
+    the rows LKP's metric names where LKP has them (``vmsim.names``, as
+    ``--names lkp``). Results of different
     experiments or machines give a ``UserWarning`` (shown on stderr) that
     says so. Raises ``ConfigError`` for
     a result that is not one (keyed by its path, or ``results[i]``), an
@@ -762,6 +765,8 @@ def compare_results(
     if layout not in ("lkp", "mmtests"):
         raise config_error("layout", f"{cut(repr(layout))} is not accepted; accepted: 'lkp', 'mmtests'")
     min_change = check_min_change(min_change)
+    if names not in ("vmsim", "lkp"):
+        raise config_error("names", f"{cut(repr(names))} is not accepted; accepted: 'vmsim', 'lkp'")
     if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
         raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
     labelled = []
@@ -796,7 +801,7 @@ def compare_results(
         for name, runs in arms:
             case = name.split("/", 1)[0] if "/" in name and len(labelled) == 1 else ""
             groups.setdefault(case, []).append((name, runs))
-        parts += [fmt(g, metrics, min_change) for g in groups.values()]
+        parts += [fmt(g, metrics, min_change, names=names) for g in groups.values()]
     return "\n".join(parts)
 
 

@@ -92,3 +92,15 @@ def test_cli_run_and_sweep_with_lkp_names(tiny_toml, tmp_path, capsys):
                      "--metrics", "throughput_bytes_per_s,sys_s"]) == 0
     head = capsys.readouterr().out.splitlines()[0].split()
     assert head == ["seed", "vm-scalability.throughput", "vm-scalability.time.system_time"]
+
+
+def test_api_compare_results_with_lkp_names():
+    import vmsim
+
+    a, b = _result(10e9, 1.0, 100), _result(12e9, 1.5, 100)
+    text = vmsim.compare_results(a, b, names="lkp")
+    assert "vm-scalability.throughput" in text and "throughput_bytes_per_s" not in text
+    assert "throughput_bytes_per_s" in vmsim.compare_results(a, b)
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare_results(a, names="perf")
+    assert e.value.key == "names"
