@@ -308,7 +308,7 @@ def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
         return None
     return (f"{show_scale(scale)} is below {plan['experiment']}'s quick scale {show_scale(quick['scale'])}, "
             f"the smallest measured to give scale 1's headline change within {quick['tolerance']:g} percentage "
-            f"points ({quick['measured']}): this answer may differ from scale 1's by more")
+            f"points: this answer may differ from scale 1's by more")
 
 
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
