@@ -87,6 +87,17 @@ pub struct Experiment {
     pub base_dir: Option<PathBuf>,
 }
 
+/// A name from the file, quoted and cut to a readable length.
+fn q(name: &str) -> String {
+    super::fields::cut(&format!("{name:?}"), 60)
+}
+
+/// The names of `arms`, each cut, the list cut too.
+fn names(arms: &[Arm]) -> String {
+    let all: Vec<String> = arms.iter().map(|a| q(&a.name)).collect();
+    super::fields::cut(&all.join(", "), 400)
+}
+
 fn published(
     i: usize,
     v: toml::Value,
@@ -96,12 +107,12 @@ fn published(
     let mut f = Fields::from_value(&format!("published[{i}]"), v)?;
     let arm = f.string("arm")?;
     let Some(variant) = variants.iter().find(|a| a.name == arm) else {
-        let known: Vec<&str> = variants.iter().map(|a| a.name.as_str()).collect();
         return Err(cfg_err(
             f.key("arm"),
             format!(
-                "{arm:?} is not a variant; variants: {} (a published change is a variant's against the baseline)",
-                known.join(", ")
+                "{} is not a variant; variants: {} (a published change is a variant's against the baseline)",
+                q(&arm),
+                names(variants)
             ),
         ));
     };
