@@ -301,6 +301,25 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     return {"scale_forced": True, "scale_factor": used, "min_scale": least, "min_scale_why": why}
 
 
+def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
+    """A note for a compare run at ``scale`` below the experiment's quick
+    scale (the smallest measured to give scale 1's headline change within
+    its tolerance), or None: such a scale is valid, but its answer may
+    differ from scale 1's by more than that."""
+    if scale is None:
+        return None
+    try:
+        plan = json.loads(_core.experiment_plan(experiment, None, 0, None, False))
+    except (_core.VmsimError, OSError, ValueError):
+        return None
+    quick = plan.get("quick_scale")
+    if not isinstance(quick, dict) or scale >= quick["scale"] * (1 - 1e-12):
+        return None
+    return (f"{show_scale(scale)} is below {plan['experiment']}'s quick scale {show_scale(quick['scale'])}, "
+            f"the smallest measured to give scale 1's headline change within {quick['tolerance']:g} percentage "
+            f"points: this answer may differ from scale 1's by more")
+
+
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:
     """``compare``'s ``set`` as a dict of dotted keys to JSON values, or None.
 
@@ -465,7 +484,7 @@ def sweep(
     if _have_pandas():
         import pandas as pd
 
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=sweep_columns(rows, list(grid)))
     return rows
 
 
@@ -571,6 +590,39 @@ def _as_completed(futures: Sequence[Any]):
     if all(isinstance(f, Future) for f in futures):
         return as_completed(futures)
     return iter(futures)
+
+
+def sweep_columns(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> List[str]:
+    """The columns of a sweep's table: the swept keys first, in the grid's
+    order, then the metrics in table order (``tables.metric_names``), then
+    any other field (``status``, then ``error``). The same order whether the
+    rows were just run or read back from a saved sweep (whose JSON keys are
+    sorted)."""
+    keys = list(keys)
+    names: List[str] = []
+    for r in rows:
+        names.extend(k for k in r if k not in keys and k not in names)
+    metrics = metric_names(*({k: r[k] for k in r if k in names and k not in ("status", "error")} for r in rows))
+    tail = [k for k in ("status", "error") if k in names]
+    others = sorted(k for k in names if k not in metrics and k not in tail)
+    return keys + metrics + others + tail
+
+
+def grid_extension_problem(old: Any, new: Mapping[str, Sequence[Any]]) -> Optional[str]:
+    """Why a saved sweep's grid ``old`` cannot be resumed as ``new``, or None
+    when ``new`` is the same grid or extends it: the same keys (in any
+    order), each keeping every value it had (new values may be added)."""
+    if not isinstance(old, dict):
+        return "it has no grid"
+    if set(old) != set(new):
+        return f"its keys are {', '.join(sorted(old)) or 'none'}, not {', '.join(sorted(new))}"
+    for key, values in new.items():
+        had = old[key] if isinstance(old[key], list) else []
+        now = {json.dumps(v, sort_keys=True) for v in values}
+        lost = [v for v in had if json.dumps(v, sort_keys=True) not in now]
+        if lost:
+            return f"{key} drops {', '.join(json.dumps(v) for v in lost)}"
+    return None
 
 
 def _point_key(row: Mapping[str, Any], keys: Sequence[str]) -> str:
@@ -701,6 +753,7 @@ def compare_results(
     min_change: float = 0.0,
     metrics: Optional[Sequence[str]] = None,
     layout: str = "lkp",
+    names: str = "vmsim",
 ) -> str:
     """The table of saved results, as ``vmsim compare A.json B.json`` prints it.
 
@@ -708,7 +761,9 @@ def compare_results(
     or ``compare --runs``). One result shows its own arms; several are set
     side by side, the first as the base. ``layout`` is "lkp" or "mmtests";
     ``min_change`` keeps the metrics that change by at least that many percent;
-    ``metrics`` (a list of names) shows just those. Results of different
+    ``metrics`` (a list of names) shows just those; ``names="lkp"`` gives
+    the rows LKP's metric names where LKP has them (``vmsim.names``, as
+    ``--names lkp``). Results of different
     experiments or machines give a ``UserWarning`` (shown on stderr) that
     says so. Raises ``ConfigError`` for
     a result that is not one (keyed by its path, or ``results[i]``), an
@@ -719,6 +774,8 @@ def compare_results(
     if layout not in ("lkp", "mmtests"):
         raise config_error("layout", f"{cut(repr(layout))} is not accepted; accepted: 'lkp', 'mmtests'")
     min_change = check_min_change(min_change)
+    if names not in ("vmsim", "lkp"):
+        raise config_error("names", f"{cut(repr(names))} is not accepted; accepted: 'vmsim', 'lkp'")
     if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
         raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
     labelled = []
@@ -753,7 +810,7 @@ def compare_results(
         for name, runs in arms:
             case = name.split("/", 1)[0] if "/" in name and len(labelled) == 1 else ""
             groups.setdefault(case, []).append((name, runs))
-        parts += [fmt(g, metrics, min_change) for g in groups.values()]
+        parts += [fmt(g, metrics, min_change, names=names) for g in groups.values()]
     return "\n".join(parts)
 
 

@@ -13,6 +13,7 @@ the source of each parameter (not only its name).
 from __future__ import annotations
 
 import json
+import os
 import platform
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
@@ -42,14 +43,92 @@ def _machine_refs(result: Mapping[str, Any]) -> List[str]:
     return refs
 
 
+def _leaves(table: Mapping[str, Any], prefix: str = "") -> Dict[str, Mapping[str, Any]]:
+    """A preset's ``{value, source}`` leaves by dotted key."""
+    out: Dict[str, Mapping[str, Any]] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and "value" in v and "source" in v:
+            out[key] = v
+        elif isinstance(v, Mapping):
+            out.update(_leaves(v, key + "."))
+    return out
+
+
+def user_source(key: str, builtin: str, builtin_value: Any) -> str:
+    """The source recorded for a value a user changed in a copy of a built-in
+    preset without writing a source of their own."""
+    return (f"user: changed from {json.dumps(builtin_value)} in the built-in preset {builtin} "
+            f"(the file kept the built-in's source text, which is about that value)")
+
+
+def preset_changes(reference: str, base_dir: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """What a preset file copied from a built-in preset changes: None for a
+    built-in name, or a file whose ``name`` is no built-in preset's;
+    otherwise ``{"builtin": NAME, "changed": [{"key", "value",
+    "builtin_value", "source", "source_recorded"}]}``, one entry per value
+    that differs from the built-in's, ``source_recorded`` false where the
+    file kept the built-in's source text (then ``source`` is a ``user:``
+    note saying what it was changed from)."""
+    from ._config import tomllib
+
+    if _core.builtin_toml("machine", reference) is not None:
+        return None
+    path = os.path.join(base_dir, reference) if base_dir and not os.path.isabs(reference) else reference
+    try:
+        with open(path, "rb") as f:
+            mine = tomllib.load(f)
+    except (OSError, ValueError):
+        return None
+    name = mine.get("name")
+    builtin_text = _core.builtin_toml("machine", name) if isinstance(name, str) else None
+    if builtin_text is None:
+        return None
+    theirs = _leaves(tomllib.loads(builtin_text))
+    changed = []
+    for key, leaf in _leaves(mine).items():
+        base = theirs.get(key)
+        if base is None or leaf["value"] == base["value"]:
+            continue
+        recorded = leaf["source"] != base["source"]
+        changed.append({"key": key, "value": leaf["value"], "builtin_value": base["value"],
+                        "source": leaf["source"] if recorded else user_source(key, name, base["value"]),
+                        "source_recorded": recorded})
+    return {"builtin": name, "changed": changed}
+
+
 def resolve_presets(refs: Iterable[str], base_dir: Optional[str] = None) -> Dict[str, Any]:
-    """``{reference: full preset}`` for each machine reference."""
+    """``{reference: full preset}`` for each machine reference. A preset file
+    copied from a built-in preset also gets ``user_changes``
+    (``preset_changes``), and a value changed under the built-in's source
+    text has that text replaced in ``sources`` by a ``user:`` note."""
     out: Dict[str, Any] = {}
     for ref in refs:
         try:
             out[ref] = json.loads(_core.preset_json(ref, base_dir))
         except _core.VmsimError as e:  # e.g. a preset file since moved
             out[ref] = {"unresolved": str(e)}
+            continue
+        changes = preset_changes(ref, base_dir)
+        if changes is not None:
+            out[ref]["user_changes"] = changes
+            sources = out[ref].get("sources")
+            for c in changes["changed"]:
+                if isinstance(sources, dict) and c["key"] in sources:
+                    sources[c["key"]] = c["source"]
+    return out
+
+
+def unrecorded_changes(result: Mapping[str, Any]) -> List[str]:
+    """``FILE: KEY`` for each value a preset file of ``result`` changed from
+    its built-in preset while keeping the built-in's source text."""
+    machines = (result.get("provenance") or {}).get("machines") or {}
+    out = []
+    for ref, preset in machines.items():
+        changes = preset.get("user_changes") if isinstance(preset, Mapping) else None
+        for c in (changes or {}).get("changed", []):
+            if not c.get("source_recorded"):
+                out.append(f"{ref}: {c['key']} ({json.dumps(c['builtin_value'])} -> {json.dumps(c['value'])})")
     return out
 
 

@@ -110,6 +110,24 @@ def _emit(result: Any, text: str, json_out: Optional[str]) -> None:
         _api.check_verified(result)
 
 
+def _warn_unrecorded(result: Any) -> None:
+    """A warning for values a user's copy of a built-in preset changed while
+    keeping the built-in's source text (the result records them as the
+    user's, provenance.machines[FILE].user_changes)."""
+    from ._provenance import unrecorded_changes
+
+    found = unrecorded_changes(result) if isinstance(result, dict) else []
+    if found:
+        sys.stderr.write(f"{PROG}: warning: changed from the built-in preset without a source of their own "
+                         f"(recorded as 'user: changed from ...'; write source = \"user: why\" to say why): "
+                         f"{'; '.join(found)}\n")
+
+
+def _note(note: Optional[str]) -> None:
+    if note:
+        sys.stderr.write(f"{PROG}: note: {note}\n")
+
+
 def _print_listing(items: Dict[str, str]) -> None:
     width = max((len(n) for n in items), default=0)
     for name, description in items.items():
@@ -120,6 +138,12 @@ def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
     text = _core.builtin_toml(kind, name)
     if text is None:
         raise CliError(f"--show: {cut(repr(name))} is not a built-in {kind}; built-in: {', '.join(listing)}")
+    if kind == "machine":
+        # Said where a user copies the preset: how a change stays theirs.
+        sys.stdout.write(f"# The built-in preset {name}, to copy and change. A value you change: write\n"
+                         f"# source = \"user: ...\" with it. One changed under the built-in's source text is\n"
+                         f"# recorded as \"user: changed from ...\" in results (provenance.machines), with a warning.\n"
+                         f"# Keep `name` to compare with its published figures: vmsim validate --machine FILE.\n")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
@@ -161,7 +185,8 @@ def cmd_run(args) -> int:
     _check_out(args.json)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
-    _emit(result, format_run(result), args.json)
+    _warn_unrecorded(result)
+    _emit(result, format_run(result, args.names), args.json)
     return 0
 
 
@@ -197,9 +222,9 @@ def _runs_text(groups: List[List[Any]], args) -> str:
     parts = []
     for arms in groups:
         if layout in ("lkp", "both"):
-            parts.append(runtables.format_lkp(arms, metrics, args.min_change))
+            parts.append(runtables.format_lkp(arms, metrics, args.min_change, names=args.names))
         if layout in ("mmtests", "both"):
-            parts.append(runtables.format_mmtests(arms, metrics, args.min_change))
+            parts.append(runtables.format_mmtests(arms, metrics, args.min_change, names=args.names))
     return "\n".join(parts)
 
 
@@ -257,6 +282,7 @@ def cmd_compare(args) -> int:
         if not all(i.endswith(".json") for i in items):
             raise CliError("compare takes one experiment (name or .toml), or one or more saved .json results")
         given = [opt for opt, on in (("--runs", args.runs != 1), ("-j/--jobs", args.jobs is not None),
+                                     ("--full", args.full),
                                      ("--threads", args.threads is not None), ("--scale", args.scale is not None),
                                      ("--seed", args.seed is not None), ("--set", bool(args.set)),
                                      ("--force-scale", args.force_scale),
@@ -272,6 +298,8 @@ def cmd_compare(args) -> int:
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     _check_count(args.runs, "--runs", MAX_RUNS)
+    if args.full and args.runs == 1:
+        raise CliError("--full applies to --runs N with N above 1 (a single run's table shows every metric already)")
     _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     _check_out(args.json)
@@ -286,21 +314,26 @@ def cmd_compare(args) -> int:
     known = _api.experiment_metric_names(experiment, settings, args.scale) if metrics else None
     if known is not None:
         _api.check_metric_names(metrics, known, "--metrics")
+    # A valid scale below the quick scale: said under the answer it qualifies.
+    note = None if forced else _api.quick_scale_note(experiment, args.scale)
     if args.runs == 1:
         result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                                     set=settings, threads=args.threads, force_scale=args.force_scale)
         groups = _by_case(runtables.arms_of(result))
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
+        _warn_unrecorded(result)
         tailored = args.min_change or metrics or args.format
-        text = format_compare(result)
+        text = format_compare(result, args.names)
         if tailored:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
+        _note(note)
         return 0
     doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                              set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
                              jobs=args.jobs)
+    _warn_unrecorded(doc)
     seeds = doc["seeds"]
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
     if forced:
@@ -308,7 +341,12 @@ def cmd_compare(args) -> int:
     groups = _by_case(runtables.arms_of(doc))
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
-    _emit(doc, head + _runs_text(groups, args), args.json)
+    if args.full or args.format or metrics or args.min_change:
+        body = _runs_text(groups, args)
+    else:
+        body = "\n".join(runtables.format_compact(arms, args.names) for arms in groups)
+    _emit(doc, head + body, args.json)
+    _note(note)
     for r in doc["runs"]:
         _api.check_verified(r)
     return 0
@@ -413,17 +451,22 @@ def _load_resume(out: Optional[str], grid: Dict[str, Any], path: Path) -> List[D
     if not isinstance(doc, dict) or doc.get("kind") != "sweep":
         raise CliError(f"--resume {out}: not a sweep result")
     base, _ = load_dict(path)
-    if doc.get("grid") != {k: list(v) for k, v in grid.items()} or doc.get("config") != base:
-        raise CliError(f"--resume {out}: written by a sweep of another config or grid; give a new --json file")
+    if doc.get("config") != base:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid (its base config differs); "
+                       "give a new --json file")
+    why = _api.grid_extension_problem(doc.get("grid"), grid)
+    if why:
+        raise CliError(f"--resume {out}: written by a sweep of another config or grid ({why}); "
+                       "a resumed sweep keeps the keys and may only add values; give a new --json file")
     return [r for r in doc.get("rows", []) if isinstance(r, dict)]
 
 
-def _write_table(rows: List[Dict[str, Any]], out: str, fmt: str) -> None:
+def _write_table(rows: List[Dict[str, Any]], keys: Sequence[str], out: str, fmt: str) -> None:
     try:
         import pandas as pd
     except ImportError:
         raise CliError(f"--{fmt} needs pandas: pip install 'vmsim[full]'") from None
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=_api.sweep_columns(rows, keys))
     with atomic_path(out) as tmp:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
@@ -475,13 +518,14 @@ def cmd_sweep(args) -> int:
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
+    _warn_unrecorded(sweep_doc)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
-    text = "\n".join(format_rows(shown, metrics)) + "\n"
+    text = "\n".join(format_rows(shown, metrics, args.names)) + "\n"
     _emit(sweep_doc, text, args.json)
     if args.csv:
-        _write_table(rows, args.csv, "csv")
+        _write_table(rows, list(grid), args.csv, "csv")
     if args.parquet:
-        _write_table(rows, args.parquet, "parquet")
+        _write_table(rows, list(grid), args.parquet, "parquet")
     failed = [r for r in rows if r.get("status") == "failed"]
     if failed:
         _error(f"{len(failed)} of {len(rows)} sweep point(s) failed (see their 'error' above); the others ran")
@@ -504,7 +548,7 @@ def cmd_plot(args) -> int:
     result = load_result(path)
     metrics = [m for m in (args.metrics or "").split(",") if m] or None
     try:
-        written = plot.plot(result, out, metrics=metrics)
+        written = plot.plot(result, out, metrics=metrics, x=args.x, style=args.style)
     except plot.PlotError as e:
         raise CliError(f"{args.result}: {e}") from None
     if not args.quiet:
@@ -536,6 +580,12 @@ def _scale_arg(text: str) -> float:
     return value
 
 
+def plot_styles() -> Sequence[str]:
+    """The figure styles of ``vmsim plot`` (the plot module's, without
+    importing matplotlib)."""
+    return ("screen", "paper")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -544,6 +594,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_core.__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="show no progress on stderr")
+    named = argparse.ArgumentParser(add_help=False)
+    named.add_argument("--names", choices=["vmsim", "lkp"], default="vmsim",
+                       help="metric names in the tables: vmsim's (default) or LKP's namespaced ones where LKP has "
+                            "the same quantity (vm-scalability.throughput, perf-stat.*, proc-vmstat.*; docs/metrics.md); "
+                            "the JSON keeps vmsim's")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
 
@@ -557,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("policies", help="list the kernel policy hooks and their built-in policies")
     p.set_defaults(func=cmd_policies)
 
-    p = sub.add_parser("run", parents=[common], help="run one simulation from a run config")
+    p = sub.add_parser("run", parents=[common, named], help="run one simulation from a run config")
     p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--threads", type=int, metavar="N",
@@ -565,12 +620,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: one per CPU); results do not depend on it")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compare", parents=[common], help="run an experiment: baseline and variants side by side")
+    p = sub.add_parser("compare", parents=[common, named], help="run an experiment: baseline and variants side by side")
     p.add_argument("experiment", metavar="NAME|FILE", nargs="+",
                    help="built-in experiment name or experiment TOML; or saved result JSON files (the first is the base)")
     p.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU this process may use)")
+    p.add_argument("--full", action="store_true",
+                   help="with --runs: every metric that changes, in LKP's and mmtests' layouts (default: a compact "
+                        "table of the headline metrics, times, IPC and DRAM traffic with the significance result)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="host threads: arms simulated at once, and threads left over spread windowed runs' "
                         "sockets (default: one per CPU, shared among --runs workers); results do not depend on it")
@@ -611,11 +669,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", parents=[common],
                        help="microbenchmarks on each preset's model beside published measurements")
-    p.add_argument("--machine", metavar="NAME", help="one preset (default: every preset with references)")
+    p.add_argument("--machine", metavar="NAME|FILE.toml",
+                   help="one preset (default: every preset with references), or a preset file copied from a "
+                        "built-in preset, measured against that preset's published figures")
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("sweep", parents=[common], help="run a config over a grid of values (process pool)")
+    p = sub.add_parser("sweep", parents=[common, named], help="run a config over a grid of values (process pool)")
     p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")
     p.add_argument("--set", action="append", required=True, metavar="KEY=V1,V2,...",
                    help="dotted config key and its values (each parsed as JSON if it parses, "
@@ -633,7 +693,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("result", metavar="RESULT.json")
     p.add_argument("--out", required=True, metavar="FILE.png|DIR",
                    help="image file to write (.png, .pdf or .svg), or a folder to write RESULT.png into")
-    p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: all numeric ones)")
+    p.add_argument("--metrics", metavar="M1,M2", help="metrics to plot (default: the headline ones)")
+    p.add_argument("--x", metavar="KEY", help="for a sweep: the swept key on the x axis (default: the first one other than seed)")
+    p.add_argument("--style", choices=sorted(plot_styles()), default="screen",
+                   help="screen (default) or paper: one column of a two-column paper, 3.5 in wide, 7-point text "
+                        "(give --out FILE.pdf or .svg for vector output)")
     p.set_defaults(func=cmd_plot)
     return parser
 

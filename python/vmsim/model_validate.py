@@ -23,8 +23,24 @@ def validate_model(machine: Optional[str] = None) -> Dict[str, Any]:
     Returns ``{"rows": [...], "table": str}``; each row has ``preset``,
     ``description``, ``published``, ``model``, ``error`` (fraction),
     ``tolerance``, ``within``, ``calibrates`` (the preset parameter fitted to
-    the row, or None: such a row is a fit, not a check) and ``source``. An
-    unknown preset raises
-    ``ConfigError`` naming ``machine``.
+    the row, or None: such a row is a fit, not a check) and ``source``.
+
+    ``machine`` may also be a preset file copied from a built-in preset
+    (``vmsim machines --show NAME > FILE``): its model is measured against
+    the published figures of the built-in its ``name`` gives, and the result
+    has ``user_changes``, the values it changes from that built-in
+    (``{"builtin", "changed": [{"key", "value", "builtin_value", "source",
+    "source_recorded"}]}``). An unknown preset raises ``ConfigError`` naming
+    ``machine``.
     """
-    return json.loads(_core.validate_model(machine))
+    from ._provenance import preset_changes
+
+    result = json.loads(_core.validate_model(machine))
+    changes = preset_changes(machine) if machine else None
+    if changes is not None:
+        result["user_changes"] = changes
+        lines = [f"{machine} changes {len(changes['changed'])} value(s) of the built-in preset {changes['builtin']}:"]
+        lines += [f"  {c['key']}: {json.dumps(c['builtin_value'])} -> {json.dumps(c['value'])}  ({c['source']})"
+                  for c in changes["changed"]]
+        result["table"] = "\n".join(lines) + "\n\n" + result["table"]
+    return result

@@ -13,7 +13,7 @@ import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .stats import Summary, significant, summarise
-from .tables import HEADLINE_METRICS, iter_runs, metric_kind, metric_names
+from .tables import HEADLINE_METRICS, _labels, iter_runs, metric_kind, metric_names
 
 Arm = Tuple[str, List[Mapping[str, Any]]]
 
@@ -129,11 +129,13 @@ def rows(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_chang
     return out
 
 
-def format_lkp(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> str:
+def format_lkp(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0,
+               names: Optional[str] = None) -> str:
     """LKP compare layout: ``base ±%stddev  %change  new ±%stddev  metric``.
     A change beyond the noise (Welch, 5%) ends in ``*``, one inside it in
     ``~``; with a single run per arm no mark is given."""
     recs = rows(arms, metrics, min_change)
+    label = _labels(names, *(m for _, runs in arms for m in runs))
     names = [n for n, _ in arms]
     runs = [len(r) for _, r in arms]
     # Columns: base (9) ±sd (6) | per variant: %change (8) mark (1), value (18) ±sd (6).
@@ -152,25 +154,28 @@ def format_lkp(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min
         for s, c, sig in zip(rec["summaries"][1:], rec["changes"], rec["significant"]):
             ch = "" if c is None else f"{c:+.1f}%"
             cells += f"  {ch:>8}{_mark(sig)}  {show(m, s.mean):>14} {_sd_pct(s)}"
-        lines.append(f"{cells}  {m}")
+        lines.append(f"{cells}  {label(m)}")
     if not recs:
         lines.append("  (no metric changes" + (f" by {min_change}% or more" if min_change else "") + ")")
     lines.append("  * change beyond the noise (Welch t-test, 5%); ~ change inside the noise; no mark: one run, untested")
     return "\n".join(lines) + "\n"
 
 
-def format_mmtests(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> str:
+def format_mmtests(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None, min_change: float = 0.0,
+                   names: Optional[str] = None) -> str:
     """mmtests compare layout: per metric, Amean/Stddev/CoeffVar/Min/Max rows,
     each arm's value with its difference to the first arm in brackets; a mean
     that differs beyond the noise is marked ``*  12.34%*`` as mmtests does."""
     recs = rows(arms, metrics, min_change)
+    label = _labels(names, *(m for _, runs in arms for m in runs))
     names = [n for n, _ in arms]
     width = 26
-    lines = [f"{'':<9} {'':<28}" + "".join(f"{n[:width]:>{width}}" for n in names)]
+    lw = max([28] + [len(label(r["metric"])) for r in recs])
+    lines = [f"{'':<9} {'':<{lw}}" + "".join(f"{n[:width]:>{width}}" for n in names)]
     for rec in recs:
         m = rec["metric"]
         base = rec["summaries"][0]
-        for label, get in (("Amean", lambda s: s.mean), ("Stddev", lambda s: s.stddev),
+        for row, get in (("Amean", lambda s: s.mean), ("Stddev", lambda s: s.stddev),
                            ("CoeffVar", lambda s: s.cv_percent), ("Min", lambda s: s.min), ("Max", lambda s: s.max)):
             cells = []
             for i, s in enumerate(rec["summaries"]):
@@ -178,17 +183,17 @@ def format_mmtests(arms: Sequence[Arm], metrics: Optional[Sequence[str]] = None,
                 if v is None:
                     cells.append(f"{'-':>{width}}")
                     continue
-                text = f"{v:.2f}" if label == "CoeffVar" else show(m, v)
+                text = f"{v:.2f}" if row == "CoeffVar" else show(m, v)
                 b = get(base)
-                if i == 0 or b in (None, 0) or label in ("CoeffVar", "Stddev"):
+                if i == 0 or b in (None, 0) or row in ("CoeffVar", "Stddev"):
                     pct = "" if i else "(   0.00%)"
                     cells.append(f"{text + ' ' + pct if pct else text:>{width}}")
                     continue
                 d = (v - b) / abs(b) * 100.0 if higher_is_better(m) else (b - v) / abs(b) * 100.0
-                sig = rec["significant"][i - 1] if label == "Amean" else None
+                sig = rec["significant"][i - 1] if row == "Amean" else None
                 cell = f"{text} *{d:7.2f}%*" if sig else f"{text} ({d:7.2f}%)"
                 cells.append(f"{cell:>{width}}")
-            lines.append(f"{label:<9} {m[:28]:<28}" + "".join(cells))
+            lines.append(f"{row:<9} {label(m):<{lw}}" + "".join(cells))
     if not recs:
         lines.append("(no metric changes" + (f" by {min_change}% or more" if min_change else "") + ")")
     lines.append("Differences in brackets are gains (+) and losses (-) as mmtests shows them: for times a lower value is a gain;"
@@ -245,3 +250,41 @@ def saved_arms(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> List[List[Ar
     for n in common:
         groups.append([(f"{label}:{n}", dict(arms)[n]) for (label, _), arms in zip(results, per_file)])
     return groups
+
+
+#: The rows of the compact table of ``compare --runs``: the headline metrics
+#: (the published figures), then the times, IPC and DRAM traffic.
+COMPACT_METRICS: Sequence[str] = tuple(HEADLINE_METRICS) + (
+    "elapsed_s", "user_s", "sys_s", "ipc", "dram_bytes_read", "dram_bytes_written",
+)
+
+
+def _verdict(sig: Optional[bool]) -> str:
+    if sig is None:
+        return "untested (one run per arm)"
+    return "beyond the noise" if sig else "inside the noise"
+
+
+def format_compact(arms: Sequence[Arm], names: Optional[str] = None) -> str:
+    """The default table of ``compare --runs``: LKP's layout over
+    ``COMPACT_METRICS`` (those the arms report), then each variant's headline
+    change with the significance result in words, and how many metrics the
+    full output (``--full``) adds."""
+    every = metric_names(*(m for _, runs in arms for m in runs))
+    shown = [m for m in COMPACT_METRICS if m in every]
+    text = format_lkp(arms, shown, names=names)
+    label = _labels(names, *(m for _, runs in arms for m in runs))
+    recs = {r["metric"]: r for r in rows(arms, shown)}
+    names = [n for n, _ in arms]
+    n_runs = min((len(r) for _, r in arms), default=0)
+    for m in HEADLINE_METRICS:
+        rec = recs.get(m)
+        if rec is None:
+            continue
+        for name, c, sig in zip(names[1:], rec["changes"], rec["significant"]):
+            change = "no change to compare (a zero baseline)" if c is None else f"{c:+.1f}%"
+            text += f"  {name} vs {names[0]}: {label(m)} {change}, {_verdict(sig)} (Welch's t-test, 5%; {n_runs} runs per arm)\n"
+    more = sum(1 for r in rows(arms) if r["metric"] not in recs)
+    if more > 0:
+        text += f"  {more} more metric(s) change: --full shows every one in LKP's and mmtests' layouts\n"
+    return text

@@ -8,7 +8,7 @@ breakdowns) appear only in the JSON output.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 #: Preferred order of the well-known metrics; others follow, sorted.
 PREFERRED_METRICS: Sequence[str] = (
@@ -42,6 +42,13 @@ _RANK = {name: i for i, name in enumerate(PREFERRED_METRICS)}
 HEADLINE_METRICS: Sequence[str] = (
     "throughput_bytes_per_s", "fault_bytes_per_s", "pmbench_throughput_aps", "lru_file_mmap_read_elapsed_s",
 )
+
+
+def _labels(style: Optional[str], *metric_sets: Mapping[str, Any]) -> Callable[[str], str]:
+    """How a table names metrics: as they are, or LKP's names (vmsim.names)."""
+    from .names import namer
+
+    return namer(style, *metric_sets) or str
 
 
 def is_scalar(value: Any) -> bool:
@@ -175,18 +182,21 @@ def _machine_line(machine: Mapping[str, Any]) -> str:
     return f"{name} — {summary}" if summary else str(name)
 
 
-def format_run(result: Mapping[str, Any]) -> str:
-    """The metric table of one run, headed by the machine and scale lines."""
+def format_run(result: Mapping[str, Any], names: Optional[str] = None) -> str:
+    """The metric table of one run, headed by the machine and scale lines;
+    ``names="lkp"`` gives metrics LKP's names where LKP has them (vmsim.names)."""
     lines = [f"machine: {_machine_line(result.get('machine', {}))}"]
     if result.get("scale"):
         lines.append(f"scale:   {result['scale']}")
     lines.append("")
     metrics = result.get("metrics", {})
-    names = metric_names(metrics)
-    cells = [format_metric(n, metrics[n]) for n in names]
-    nw = max((len(n) for n in names), default=0)
+    label = _labels(names, metrics)
+    names_ = metric_names(metrics)
+    cells = [format_metric(n, metrics[n]) for n in names_]
+    shown = [label(n) for n in names_]
+    nw = max((len(n) for n in shown), default=0)
     vw = max((len(c) for c in cells), default=0)
-    for name, cell in zip(names, cells):
+    for name, cell in zip(shown, cells):
         lines.append(f"  {name.ljust(nw)}  {cell.rjust(vw)}")
     return "\n".join(lines) + "\n"
 
@@ -247,19 +257,19 @@ def format_mmtests_lru_file(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_compare(result: Mapping[str, Any]) -> str:
+def format_compare(result: Mapping[str, Any], names: Optional[str] = None) -> str:
     """Baseline, then %change and value for each variant, metric name last.
     An experiment with cases gives one such table per case. A result run
     below its experiment's smallest valid scale (``scale_forced``) starts
     with a line that says so."""
     if result.get("scale_forced"):
         rest = {k: v for k, v in result.items() if k != "scale_forced"}
-        return forced_scale_line(result) + "\n" + format_compare(rest)
+        return forced_scale_line(result) + "\n" + format_compare(rest, names)
     if "cases" in result:
         cases = result["cases"]
         parts = []
         for c in result.get("case_order") or sorted(cases):
-            parts.append(f"case: {c}\n" + format_compare(cases[c]))
+            parts.append(f"case: {c}\n" + format_compare(cases[c], names))
         return "\n".join(parts)
     base_name = str(result.get("baseline_name", "baseline"))
     baseline = result.get("baseline", {})
@@ -276,6 +286,7 @@ def format_compare(result: Mapping[str, Any]) -> str:
     lines.append(f"scale:      {scale}{tail}")
     lines.append("")
 
+    label = _labels(names, baseline, *(variants[v] for v in order))
     names = metric_names(baseline, *(variants[v] for v in order))
     # As LKP's tables do, leave out what is zero in every run (the JSON has it all).
     runs = [baseline] + [variants[v] for v in order]
@@ -303,7 +314,7 @@ def format_compare(result: Mapping[str, Any]) -> str:
     lines.append("  " + sep.join("-" * w for w in widths))
     for i, name in enumerate(names):
         cells = [col[i].rjust(w - (2 if k == "value" else 0)).ljust(w) for col, w, k in zip(columns, widths, kinds)]
-        lines.append("  " + sep.join(cells) + sep + name)
+        lines.append("  " + sep.join(cells) + sep + label(name))
     if zero:
         lines.append(f"  ({len(zero)} metric(s) zero in every run not shown: {', '.join(zero)})")
     mmtests = format_mmtests_lru_file(result)
@@ -362,10 +373,10 @@ def _flat_row(row: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-def format_rows(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ()) -> List[str]:
+def format_rows(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = (), names: Optional[str] = None) -> List[str]:
     """A list of records as a table with a header line (scalar fields, nested
     records flattened). Columns named in ``metrics`` are shown with their
-    unit, one per column."""
+    unit, one per column, and headed by LKP's names with ``names="lkp"``."""
     rows = [_flat_row(r) for r in rows]
     cols: List[str] = []
     for row in rows:
@@ -374,9 +385,11 @@ def format_rows(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ()) 
                 cols.append(k)
     units = [unit_for(c, [row.get(c) for row in rows]) if c in metrics else ("", 1.0) for c in cols]
     cells = [[format_in(row.get(c), *u) if c in row else "" for c, u in zip(cols, units)] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    label = _labels(names, *rows)
+    heads = [label(c) if c in metrics else c for c in cols]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
     text_cols = [all(isinstance(row.get(c), str) or c not in row for row in rows) for c in cols]
-    out = ["  " + "  ".join(c.ljust(w) if t else c.rjust(w) for c, w, t in zip(cols, widths, text_cols)).rstrip()]
+    out = ["  " + "  ".join(h.ljust(w) if t else h.rjust(w) for h, w, t in zip(heads, widths, text_cols)).rstrip()]
     out.append("  " + "  ".join("-" * w for w in widths))
     for r in cells:
         out.append("  " + "  ".join(v.ljust(w) if t else v.rjust(w) for v, w, t in zip(r, widths, text_cols)).rstrip())

@@ -232,7 +232,33 @@ def test_progress_non_tty_short_run_is_silent():
         p("baseline", 0.0)
         p("baseline", 0.5)  # within interval: not repeated
         p("variant", 0.25)
-    assert buf.getvalue() == "vmsim: baseline 0%\nvmsim: variant 25%\n"
+    assert buf.getvalue() == "vmsim: baseline 0%  elapsed 0:00, ETA --\nvmsim: variant 25%  elapsed 0:00, ETA --\n"
+
+
+def test_progress_elapsed_and_eta():
+    import io
+
+    from vmsim._progress import StderrProgress, clock_text
+
+    assert [clock_text(s) for s in (0, 59.4, 61, 3600 + 62)] == ["0:00", "0:59", "1:01", "1:01:02"]
+    now = [100.0]
+    buf = io.StringIO()
+    with StderrProgress(stream=buf, delay=0.0, interval=0.0, clock=lambda: now[0]) as p:
+        p("sequential", 0.0)
+        now[0] = 130.0
+        p("sequential", 0.25)  # 30 s for a quarter: 90 s left
+        now[0] = 160.0
+        p("target-last", 0.005)  # a new phase: timed from here, too early to estimate
+        now[0] = 170.0
+        p("target-last", 0.5)  # 10 s for half: 10 s left
+        p("target-last", 1.0)
+    assert buf.getvalue().splitlines() == [
+        "vmsim: sequential 0%  elapsed 0:00, ETA --",
+        "vmsim: sequential 25%  elapsed 0:30, ETA 1:30",
+        "vmsim: target-last 0%  elapsed 1:00, ETA --",
+        "vmsim: target-last 50%  elapsed 1:10, ETA 0:10",
+        "vmsim: target-last 100%  elapsed 1:10, ETA 0:00",
+    ]
 
 
 def test_progress_tty_single_line():
@@ -249,7 +275,7 @@ def test_progress_tty_single_line():
         p("baseline", 0.5)
         p("b", 1.0)
     text = buf.getvalue()
-    assert "\n" not in text and text.startswith("\rvmsim: baseline  50.0%")
+    assert "\n" not in text and text.startswith("\rvmsim: baseline  50.0%  elapsed 0:00, ETA --")
     assert text.endswith("\r")
 
 

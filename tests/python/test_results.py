@@ -1,6 +1,7 @@
 """Provenance, built-ins as TOML, statistics over runs and compare of saved results."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -88,7 +89,12 @@ def test_compare_runs_cli_writes_runs_and_provenance(tmp_path):
                            "--scale", "0.0625", "-q", "--json", str(out)], capture_output=True, text=True, timeout=600)
     # (Scale 1/16: one huge page per task, so the arms differ and rows print.)
     assert proc.returncode == 0, proc.stderr
-    assert "%stddev" in proc.stdout and "Amean" in proc.stdout
+    # The default is the compact table: the headline, times, IPC and DRAM
+    # rows, and the significance result in words.
+    assert "%stddev" in proc.stdout and "Amean" not in proc.stdout
+    assert len(proc.stdout.splitlines()) < 30
+    assert re.search(r"target-last vs sequential: throughput_bytes_per_s [+-][0-9.]+%, (beyond|inside) the noise",
+                     proc.stdout)
     doc = json.loads(out.read_text())
     assert doc["kind"] == "compare-runs" and doc["seeds"] == [0, 1] and len(doc["runs"]) == 2
     assert doc["provenance"]["seeds"] == [0, 1]
@@ -150,6 +156,37 @@ def test_compare_metrics_and_format_apply_without_min_change(tmp_path, capsys):
                      "--format", "mmtests"]) == 0
     out = capsys.readouterr().out
     assert "Amean" in out and "sys_s" in out and "%stddev" not in out and "throughput" not in out
+
+
+def test_compact_runs_table_and_full_output(monkeypatch, capsys):
+    def arm(name, tp, spread):
+        return (name, [dict(_fake_run(tp + d, 1.0)["metrics"], ipc=1.0 + d / 1e12, llc_misses=(tp + d) / 1e6,
+                            l2_misses=5.0) for d in spread])
+    base, new, flat = arm("base", 10e9, (0, 1e8, -1e8)), arm("new", 12e9, (0, 1e8, -1e8)), arm("flat", 10e9, (0, 2e9, -2e9))
+    text = runtables.format_compact([base, new, flat])
+    lines = text.splitlines()
+    rows = [l.split()[-1] for l in lines if l.rstrip().endswith(("_s", "_per_s", "ipc", "_read", "_written", "_misses"))]
+    # Only the compact metrics, in their order; llc_misses changes but is left to --full.
+    assert rows == ["throughput_bytes_per_s", "sys_s", "ipc"]
+    assert "  new vs base: throughput_bytes_per_s +20.0%, beyond the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
+    assert "  flat vs base: throughput_bytes_per_s +0.0%, inside the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
+    assert lines[-1] == "  1 more metric(s) change: --full shows every one in LKP's and mmtests' layouts"
+
+    # The CLI prints it by default for --runs, and everything with --full.
+    doc = {"kind": "compare-runs", "experiment": "clear-target-last", "description": "d", "seeds": [0, 1, 2],
+           "runs": [{"baseline_name": "base", "baseline": b, "variant_order": ["new"], "variants": {"new": n}}
+                    for b, n in zip(base[1], new[1])]}
+    from vmsim import _api
+    monkeypatch.setattr(_api, "compare", lambda *a, **kw: doc)
+    monkeypatch.setattr(_api, "check_verified", lambda r: None)
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "new vs base" in out and "Amean" not in out and "llc_misses" not in out
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3", "--full"]) == 0
+    out = capsys.readouterr().out
+    assert "Amean" in out and "llc_misses" in out and "new vs base" not in out
+    assert cli.main(["compare", "-q", "clear-target-last", "--full"]) == 2
+    assert "--full applies to --runs N" in capsys.readouterr().err
 
 
 def test_compare_unknown_metrics_are_refused_before_running(tmp_path, capsys):

@@ -151,7 +151,51 @@ def test_sweep_resume_runs_only_missing_points(tiny_toml, tmp_path):
     assert rows[0]["elapsed_s"] == -1.0 and rows[1]["elapsed_s"] > 0
     # Another grid cannot resume this file.
     proc = _sweep(str(tiny_toml), "--set", "seed=5,6", "--json", str(out), "--resume")
-    assert proc.returncode == 2 and "another config or grid" in proc.stderr
+    assert proc.returncode == 2 and "another config or grid (seed drops 0, 1, 2)" in proc.stderr
+    proc = _sweep(str(tiny_toml), "--set", "seed=0,1,2", "--set", "workload.nr_task=1", "--json", str(out), "--resume")
+    assert proc.returncode == 2 and "its keys are seed, not seed, workload.nr_task" in proc.stderr
+
+
+def test_sweep_resume_extends_the_grid_running_only_new_points(tiny_toml, tmp_path):
+    import json
+
+    pd = pytest.importorskip("pandas")
+    out, csv = tmp_path / "s.json", tmp_path / "s.csv"
+    grid = ("--set", "workload.nr_task=1,2", "--set", "seed=0")
+    assert _sweep(str(tiny_toml), *grid, "-j", "1", "--json", str(out)).returncode == 0
+    doc = json.loads(out.read_text())
+    for r in doc["rows"]:
+        r["elapsed_s"] = -1.0 - r["workload.nr_task"]  # no run gives these: a kept row keeps them
+    out.write_text(json.dumps(doc))
+    # A new value of each key: the points (1|2|4) x (0|1) less the two done.
+    proc = _sweep(str(tiny_toml), "--set", "workload.nr_task=1,2,4", "--set", "seed=0,1", "-j", "1",
+                  "--json", str(out), "--resume", "--csv", str(csv))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["grid"] == {"workload.nr_task": [1, 2, 4], "seed": [0, 1]} and doc["complete"] is True
+    rows = doc["rows"]
+    assert [(r["workload.nr_task"], r["seed"]) for r in rows] == [(1, 0), (1, 1), (2, 0), (2, 1), (4, 0), (4, 1)]
+    kept = [r["elapsed_s"] for r in rows if r["elapsed_s"] < 0]
+    assert kept == [-2.0, -3.0] and sum(r["elapsed_s"] > 0 for r in rows) == 4
+    # The table's first columns are the swept keys, in the grid's order,
+    # though the kept rows came back from JSON with sorted keys.
+    table = pd.read_csv(csv)
+    assert list(table.columns[:3]) == ["workload.nr_task", "seed", "throughput_bytes_per_s"]
+    assert list(table.columns[-1:]) == ["status"] and len(table) == 6
+
+
+def test_sweep_columns_put_the_swept_keys_first():
+    from vmsim._api import grid_extension_problem, sweep_columns
+
+    rows = [{"b": 1, "a": 2, "elapsed_s": 1.0, "status": "ok", "throughput_bytes_per_s": 3.0, "zz": 1},
+            {"a": 3, "b": 1, "error": "E", "status": "failed"}]
+    assert sweep_columns(rows, ["b", "a"]) == ["b", "a", "throughput_bytes_per_s", "elapsed_s", "zz", "status", "error"]
+    assert grid_extension_problem({"k": [1, 2]}, {"k": [1, 2]}) is None
+    assert grid_extension_problem({"k": [1, 2]}, {"k": [3, 1, 2]}) is None
+    assert grid_extension_problem({"k": [1, 2]}, {"k": [1]}) == "k drops 2"
+    assert grid_extension_problem({"k": [1], "j": [1]}, {"j": [1], "k": [1]}) is None
+    assert grid_extension_problem({"k": [1], "j": [1]}, {"k": [1]}) == "its keys are j, k, not k"
+    assert grid_extension_problem(None, {"k": [1]}) == "it has no grid"
 
 
 def test_sweep_csv_and_parquet(tiny_toml, tmp_path):

@@ -413,10 +413,11 @@ pub const RESULT_SCHEMA_VERSION: u64 = 2;
 /// (`null` name without cases) and arm, the resolved run config and the
 /// scalar metrics its report will have, as JSON
 /// `{"experiment", "scale", "seed", "min_scale", "min_scale_why",
-/// "quick_scale", "cases": [{"name", "arms": [{"name", "baseline", "config",
-/// "metrics"}]}]}` (`min_scale` and its reason, and `quick_scale`
-/// (`{"scale", "tolerance", "measured"}`), null where the experiment states
-/// none). `with_metrics` false leaves each arm's `metrics` null and builds
+/// "quick_scale", "published", "cases": [{"name", "arms": [{"name",
+/// "baseline", "config", "metrics"}]}]}` (`min_scale` and its reason, and
+/// `quick_scale` (`{"scale", "tolerance", "measured"}`), null where the
+/// experiment states none; `published`, its published measurements,
+/// `[{"case", "arm", "metric", "change_percent", "source"}]`). `with_metrics` false leaves each arm's `metrics` null and builds
 /// no model (the names need one build per machine and workload kind); with
 /// it, every error a `compare_with` of the same arguments would raise
 /// before its first run is raised here.
@@ -488,6 +489,7 @@ impl Lib {
                 "tolerance": q.tolerance,
                 "measured": q.measured,
             })),
+            "published": crate::experiment::published_json(&exp, None),
             "cases": cases,
         });
         Ok(serde_json::to_string_pretty(&out).expect("serialises"))

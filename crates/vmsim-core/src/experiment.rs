@@ -147,7 +147,7 @@ pub fn compare(
     let results = crate::parallel::run_all(simulate_on, &jobs, threads, &label, progress)?;
     let mut done = jobs.into_iter().zip(results);
     let mut out = Vec::new();
-    for names in arms_of_case {
+    for (i, names) in arms_of_case.into_iter().enumerate() {
         let case_results = names
             .into_iter()
             .map(|n| {
@@ -155,7 +155,8 @@ pub fn compare(
                 (n, cfg, r)
             })
             .collect();
-        out.push(case_json(exp, seed, scale, case_results));
+        let case = exp.cases.get(i).map(|c| c.name.as_str());
+        out.push(case_json(exp, case, seed, scale, case_results));
     }
     if exp.cases.is_empty() {
         return Ok(out.pop().expect("one case"));
@@ -169,12 +170,34 @@ pub fn compare(
         "seed": seed,
         "cases": cases,
         "case_order": exp.cases.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+        "published": published_json(exp, None),
     }))
 }
 
 /// One case's result: `arms` are (name, config, metrics), the baseline first.
+/// The experiment's published measurements (`[[published]]`) as JSON: those
+/// of `case`, or all of them for None.
+pub(crate) fn published_json(exp: &Experiment, case: Option<&str>) -> Value {
+    Value::Array(
+        exp.published
+            .iter()
+            .filter(|p| case.is_none() || p.case.as_deref() == case)
+            .map(|p| {
+                json!({
+                    "case": p.case,
+                    "arm": p.arm,
+                    "metric": p.metric,
+                    "change_percent": p.change_percent,
+                    "source": p.source,
+                })
+            })
+            .collect(),
+    )
+}
+
 fn case_json(
     exp: &Experiment,
+    case: Option<&str>,
     seed: u64,
     scale: f64,
     arms: Vec<(String, RunConfig, Value)>,
@@ -201,5 +224,6 @@ fn case_json(
         "baseline": arms[0].2,
         "variants": variants,
         "variant_order": arms[1..].iter().map(|(n, _, _)| n.clone()).collect::<Vec<_>>(),
+        "published": published_json(exp, case),
     })
 }

@@ -700,43 +700,84 @@ pub fn run(only: Option<&str>) -> Vec<Row> {
     REFERENCES
         .iter()
         .filter(|r| only.is_none_or(|o| o == r.preset))
-        .map(|r| {
-            let p = preset(r.preset);
-            let model = measure(&p, r.bench);
-            let error = (model - r.published) / r.published;
-            Row {
-                preset: r.preset.into(),
-                bench: r.bench,
-                description: r.bench.describe(),
-                published: r.published,
-                model,
-                error,
-                tolerance: r.tolerance,
-                within: error.abs() <= r.tolerance,
-                calibrates: calibrates(r.preset, r.bench),
-                source: r.source.into(),
-            }
-        })
+        .map(|r| row(&preset(r.preset), r, r.preset))
         .collect()
 }
 
-/// `vmsim validate`: the rows of one preset (`machine`) or of all, as JSON
-/// text `{"rows": [...], "table": "..."}`.
+/// The references of built-in preset `refs` measured on the model of
+/// `preset` (a user's copy of it), rows labelled `label`.
+pub fn run_on(preset: &Preset, refs: &str, label: &str) -> Vec<Row> {
+    REFERENCES
+        .iter()
+        .filter(|r| r.preset == refs)
+        .map(|r| row(preset, r, label))
+        .collect()
+}
+
+fn row(preset: &Preset, r: &Reference, label: &str) -> Row {
+    let model = measure(preset, r.bench);
+    let error = (model - r.published) / r.published;
+    Row {
+        preset: label.into(),
+        bench: r.bench,
+        description: r.bench.describe(),
+        published: r.published,
+        model,
+        error,
+        tolerance: r.tolerance,
+        within: error.abs() <= r.tolerance,
+        calibrates: calibrates(r.preset, r.bench),
+        source: r.source.into(),
+    }
+}
+
+/// The built-in presets with references, in their order.
+fn reference_presets() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in REFERENCES {
+        if !names.contains(&r.preset) {
+            names.push(r.preset);
+        }
+    }
+    names
+}
+
+/// `vmsim validate`: the rows of one preset (`machine`: a built-in name, or
+/// a preset file copied from a built-in preset, which is measured against
+/// the references of the preset its `name` gives) or of all, as JSON text
+/// `{"rows": [...], "table": "..."}`.
 pub fn run_json(machine: Option<&str>) -> Result<String, crate::error::Error> {
-    if let Some(m) = machine {
-        if !REFERENCES.iter().any(|r| r.preset == m) {
-            let mut names: Vec<&str> = REFERENCES.iter().map(|r| r.preset).collect();
-            names.dedup();
+    let names = reference_presets();
+    let rows = match machine {
+        Some(m) if !names.contains(&m) && m.ends_with(".toml") => {
+            let p = crate::config::load_machine("machine", m, None)?;
+            if !names.contains(&p.name.as_str()) {
+                return Err(crate::config::fields::cfg_err(
+                    "machine",
+                    format!(
+                        "{m}: its preset is named {:?}, which has no microbenchmarks; a preset file is \
+                         measured against the published figures of the built-in preset its `name` gives \
+                         (copy one with vmsim machines --show NAME): {}",
+                        p.name,
+                        names.join(", ")
+                    ),
+                ));
+            }
+            let label = format!("{m} (against the published figures of {})", p.name);
+            run_on(&p, &p.name, &label)
+        }
+        Some(m) if !names.contains(&m) => {
             return Err(crate::config::fields::cfg_err(
                 "machine",
                 format!(
-                    "no microbenchmarks for {m:?}; presets with references: {}",
+                    "no microbenchmarks for {m:?}; presets with references: {}; or a preset file (.toml) \
+                     copied from one of them",
                     names.join(", ")
                 ),
             ));
         }
-    }
-    let rows = run(machine);
+        _ => run(machine),
+    };
     let table = format(&rows);
     serde_json::to_string(&serde_json::json!({ "rows": rows, "table": table }))
         .map_err(|e| crate::error::Error::Internal(e.to_string()))

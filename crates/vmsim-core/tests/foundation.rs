@@ -314,7 +314,7 @@ fn system_time_is_broken_down_by_kernel_path_completely() {
 #[test]
 fn quanta_down_to_ten_cycles_run_and_verify() {
     // Fine quanta are how a user checks how far a result depends on the
-    // engine's interleaving (README, "The engine's quantum moves it").
+    // engine's interleaving (docs/experiments/clear-target-last.md, "The engine's quantum").
     let base = "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 2\n[sim]\nquantum_cycles = ";
     let out = run_config(&format!("{base}10\n"), Format::Toml, None, &mut |_, _| {})
         .expect("a 10-cycle quantum runs");

@@ -43,6 +43,22 @@ pub struct QuickScale {
     pub measured: String,
 }
 
+/// A published measurement of the change an experiment reproduces: a
+/// variant's change of one metric against the baseline, in percent, and
+/// where it was published. For comparison only (plots draw it beside the
+/// prediction); nothing is fitted to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Published {
+    /// The case it was measured in (required when the experiment has cases).
+    pub case: Option<String>,
+    /// The variant whose change it is.
+    pub arm: String,
+    /// The vmsim metric that counts what was measured.
+    pub metric: String,
+    pub change_percent: f64,
+    pub source: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct Experiment {
     pub name: String,
@@ -66,10 +82,110 @@ pub struct Experiment {
     pub variants: Vec<Arm>,
     /// Settings the arms are crossed with; empty: one implicit case.
     pub cases: Vec<Arm>,
+    /// Published measurements of the change (`[[published]]`).
+    pub published: Vec<Published>,
     pub base_dir: Option<PathBuf>,
     /// The policies the arms' `kernel.*` keys are resolved in (the built-in
     /// ones unless the caller gives its own).
     pub policies: crate::kernel::policy::Policies,
+}
+
+/// A name from the file, quoted and cut to a readable length.
+fn q(name: &str) -> String {
+    super::fields::cut(&format!("{name:?}"), 60)
+}
+
+/// The names of `arms`, each cut, the list cut too.
+fn names(arms: &[Arm]) -> String {
+    let all: Vec<String> = arms.iter().map(|a| q(&a.name)).collect();
+    super::fields::cut(&all.join(", "), 400)
+}
+
+fn published(
+    i: usize,
+    v: toml::Value,
+    variants: &[Arm],
+    cases: &[Arm],
+) -> Result<Published, Error> {
+    let mut f = Fields::from_value(&format!("published[{i}]"), v)?;
+    let arm = f.string("arm")?;
+    let Some(variant) = variants.iter().find(|a| a.name == arm) else {
+        return Err(cfg_err(
+            f.key("arm"),
+            format!(
+                "{} is not a variant; variants: {} (a published change is a variant's against the baseline)",
+                q(&arm),
+                names(variants)
+            ),
+        ));
+    };
+    let case = f.str_opt("case")?;
+    match (&case, cases.is_empty()) {
+        (Some(c), true) => {
+            return Err(cfg_err(
+                f.key("case"),
+                format!("names the case {c:?}, but the experiment has no [[cases]]"),
+            ))
+        }
+        (None, false) => {
+            let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+            return Err(cfg_err(
+                f.key("case"),
+                format!(
+                    "required: the case it was measured in; cases: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        (Some(c), false) => {
+            let Some(found) = cases.iter().find(|x| &x.name == c) else {
+                let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+                return Err(cfg_err(
+                    f.key("case"),
+                    format!("{c:?} is not defined; cases: {}", known.join(", ")),
+                ));
+            };
+            if !variant.runs_in(Some(found)) {
+                return Err(cfg_err(
+                    f.key("case"),
+                    format!("the variant {arm:?} does not run in the case {c:?}"),
+                ));
+            }
+        }
+        (None, true) => {}
+    }
+    let metric = f.string("metric")?;
+    if metric.trim().is_empty() {
+        return Err(cfg_err(
+            f.key("metric"),
+            "must not be empty: the metric it corresponds to",
+        ));
+    }
+    let key = f.key("change_percent");
+    let change_percent = f
+        .f64_opt("change_percent")?
+        .ok_or_else(|| cfg_err(&key, "missing required key"))?;
+    if !(change_percent.is_finite() && change_percent > -100.0) {
+        return Err(cfg_err(
+            key,
+            format!("must be a finite change in percent, above -100, got {change_percent}"),
+        ));
+    }
+    let source = f.string("source")?;
+    if source.trim().is_empty() {
+        return Err(cfg_err(
+            f.key("source"),
+            "must not be empty: where it was published",
+        ));
+    }
+    f.finish()?;
+    Ok(Published {
+        case,
+        arm,
+        metric,
+        change_percent,
+        source,
+    })
 }
 
 /// The dotted keys a value set at `key` fills in (a table fills its own).
@@ -326,6 +442,21 @@ impl Experiment {
                 }
             }
         }
+        let mut published_ = Vec::new();
+        match top.take_value("published") {
+            None => {}
+            Some(toml::Value::Array(a)) => {
+                for (i, v) in a.into_iter().enumerate() {
+                    published_.push(published(i, v, &variants, &cases)?);
+                }
+            }
+            Some(_) => {
+                return Err(cfg_err(
+                    "published",
+                    "expected an array of tables ([[published]])",
+                ))
+            }
+        }
         top.finish()?;
         Ok(Experiment {
             name,
@@ -338,6 +469,7 @@ impl Experiment {
             baseline,
             variants,
             cases,
+            published: published_,
             base_dir: base_dir.map(|p| p.to_path_buf()),
             policies: crate::kernel::policy::registry::builtin().clone(),
         })
@@ -538,6 +670,85 @@ set = { "machine" = "epyc-7j13-milan" }
             "[baseline]\nname = \"per-page\"\ncases = [\"e5\"]",
         );
         assert!(Experiment::parse(&bad, "x", None).is_err());
+    }
+
+    #[test]
+    fn published_measurements_are_parsed_and_checked() {
+        let entry = |body: &str| {
+            format!(
+                "{BASE}[[variants]]\nname = \"only-milan\"\ncases = [\"milan\"]\nset = {{}}\n[[published]]\n{body}\n"
+            )
+        };
+        let good = "case = \"e5\"\narm = \"batched\"\nmetric = \"elapsed_s\"\nchange_percent = -25.8\nsource = \"s\"";
+        let e = Experiment::parse(&entry(good), "x", None).unwrap();
+        assert_eq!(
+            e.published,
+            vec![Published {
+                case: Some("e5".into()),
+                arm: "batched".into(),
+                metric: "elapsed_s".into(),
+                change_percent: -25.8,
+                source: "s".into(),
+            }]
+        );
+        assert!(Experiment::parse(BASE, "x", None)
+            .unwrap()
+            .published
+            .is_empty());
+        for (from, to, key, says) in [
+            (
+                "arm = \"batched\"",
+                "arm = \"per-page\"",
+                "published[0].arm",
+                "not a variant",
+            ),
+            ("case = \"e5\"\n", "", "published[0].case", "required"),
+            (
+                "case = \"e5\"",
+                "case = \"icx\"",
+                "published[0].case",
+                "not defined",
+            ),
+            (
+                "arm = \"batched\"",
+                "arm = \"only-milan\"",
+                "published[0].case",
+                "does not run in",
+            ),
+            (
+                "change_percent = -25.8",
+                "change_percent = -100.0",
+                "published[0].change_percent",
+                "above -100",
+            ),
+            (
+                "change_percent = -25.8\n",
+                "",
+                "published[0].change_percent",
+                "missing",
+            ),
+            (
+                "source = \"s\"",
+                "source = \" \"",
+                "published[0].source",
+                "must not be empty",
+            ),
+            (
+                "source = \"s\"",
+                "source = \"s\"\nvalue = 1",
+                "published[0].value",
+                "unknown key",
+            ),
+        ] {
+            let text = entry(&good.replace(from, to));
+            match Experiment::parse(&text, "x", None) {
+                Err(Error::Config { key: k, message }) => {
+                    assert_eq!(k, key, "{to}: {message}");
+                    assert!(message.contains(says), "{to}: {message}");
+                }
+                other => panic!("{to}: {other:?}"),
+            }
+        }
     }
 
     #[test]
