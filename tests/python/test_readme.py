@@ -75,7 +75,7 @@ def test_quick_start_runs_as_written():
             assert "throughput_bytes_per_s" in proc.stdout and "GB/s" in proc.stdout
             assert "forced" not in proc.stdout.lower()
     # The comparison at scale 1/2 takes about 45 s on an idle 2-core host
-    # (139 s measured in this test beside other work, load average 5): the
+    # (139-176 s measured in this test beside other work, load average 5-6.4): the
     # smallest scale whose headline was measured to match scale 1's.
     assert time.monotonic() - start < 300
 
