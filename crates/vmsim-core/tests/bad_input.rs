@@ -262,6 +262,13 @@ fn child_start_skew_needs_a_range() {
 }
 
 #[test]
+fn usemem_clock_names_its_choices() {
+    let (k, m) = run_err(&usemem("clock = \"after-sync\"\n"), Format::Toml);
+    assert_eq!(k, "workload.clock");
+    assert!(m.contains("\"start\"") && m.contains("\"after-go\""), "{m}");
+}
+
+#[test]
 fn write_back_sharing_takes_only_true_or_false() {
     for section in ["l2", "llc"] {
         let (k, msg) = preset_err(section, "writebacks_share_sustained", "1");
