@@ -276,3 +276,22 @@ fn write_back_sharing_takes_only_true_or_false() {
         assert!(msg.contains("true or false"), "{k}: {msg}");
     }
 }
+
+#[test]
+fn idle_states_name_the_state_at_fault() {
+    let err = |from: &str, to: &str| match Preset::parse(&PRESET.replace(from, to), "test") {
+        Err(Error::Config { key, message }) => (key, message),
+        other => panic!("{to}: {other:?}"),
+    };
+    // C6 made shallower than C3: its residency decreases.
+    let (k, m) = err("target_residency_us = 400", "target_residency_us = 40");
+    assert_eq!(k, "idle.states.value[3]");
+    assert!(m.contains("must not decrease"), "{m}");
+    let (k, m) = err("exit_latency_us = 133", "exit_latency_us = 13300");
+    assert_eq!(k, "idle.states.value[3]");
+    assert!(m.contains("10000"), "{m}");
+    let (k, _) = err("name = \"C1\", ", "");
+    assert_eq!(k, "idle.states.value[0].name");
+    let (k, _) = err("{ name = \"C1E\"", "{ nam = \"C1E\"");
+    assert_eq!(k, "idle.states.value[1].nam");
+}

@@ -45,6 +45,7 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
         "numa_balancing_scan_size_mb",
         "hz",
         "skew_tick",
+        "struct_pages",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let clear_huge_page = policy::<ClearHugePage>(&mut k, "clear_huge_page")?;
@@ -128,6 +129,7 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
         ));
     }
     let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
+    let struct_pages = k.bool_opt("struct_pages")?.unwrap_or(false);
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -144,5 +146,6 @@ pub(super) fn parse(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Ker
         numa_scan,
         hz,
         skew_tick,
+        struct_pages,
     })
 }
