@@ -160,7 +160,7 @@ pub struct CpuCtx {
     /// scan check) has not yet looked at it.
     ticked: bool,
     /// When the CPU last went idle (the run loop found it with nothing to do).
-    pub(crate) idle_since: u64,
+    pub idle_since: u64,
 }
 
 pub struct Sim {
@@ -253,8 +253,6 @@ impl IdleStats {
 
 pub mod access;
 mod exec;
-#[cfg(test)]
-mod lock_tests;
 mod task;
 mod user;
 pub mod window;
@@ -609,7 +607,7 @@ impl Sim {
     /// Hands the tasks woken from wait queues to the scheduler. A timed
     /// wake-up (a sleeping lock's) makes the task runnable at its waker's
     /// time, after its CPU, if idle, has left its idle state.
-    pub(crate) fn wake_woken(&mut self, now: u64) {
+    pub fn wake_woken(&mut self, now: u64) {
         for w in self.kernel.waitq.take_woken() {
             let at = match w.at {
                 None => now,

@@ -1,23 +1,18 @@
 //! Timed wake-ups (a sleeping lock's): the woken CPU leaves its idle state
-//! first, the state as the menu governor picks it for a task in iowait.
+//! first, the state as the menu governor picks it for a task in iowait;
+//! an unlock wakes the waiters one at a time, in the order they slept.
 
-use super::*;
-use crate::config::{embedded_machines, Preset};
+mod common;
+
+use vmsim_core::config::KernelConfig;
+use vmsim_core::sim::Sim;
 
 fn sim() -> Sim {
-    let (name, text) = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap();
-    let p = Preset::parse(text, name).unwrap();
-    let node_bytes = 64 << 20;
-    let m = Machine::new(&p.machine_params().unwrap(), node_bytes, 0).unwrap();
-    let cfg = crate::kernel::KernelConfig {
+    let cfg = KernelConfig {
         struct_pages: true,
         ..Default::default()
     };
-    let k = Kernel::new(cfg, p.kernel_costs(), m.topo.nr_nodes(), node_bytes);
-    Sim::new(m, k, 50)
+    common::sim("xeon-e5-2699v3-2s", cfg, 64 << 20, 0)
 }
 
 /// Task `pid` sleeps on CPU `cpu`, idle since `since`, as a waiter for page `key`.
