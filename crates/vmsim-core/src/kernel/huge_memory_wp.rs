@@ -17,8 +17,11 @@
 //! ... allocate, copy_user_huge_page(), or (5.8+) split the PMD ...
 //! ```
 //!
-//! The fault queues this part as one work item (`Work::WpHugePageLocked`),
-//! which runs when the CPU reaches it: the page lock is a line of the
+//! The fault queues this part as work items that run when the CPU reaches
+//! them: `WpHugePageLocked` (the lock), then `ReuseSwapPage` (the scan,
+//! resumable at a quantum boundary) and `WpHugePageUnlock`, separate so
+//! that the lock stays held in simulated time while the scan runs and other
+//! CPUs, run lowest clock first, find it taken. The page lock is a line of the
 //! simulated memory map (kernel/vmemmap.rs), so the children of
 //! anon-cow-seq that write the same huge page at the same moment meet on
 //! it, move its line between them, and all but one sleep; `reuse_swap_page`
