@@ -73,3 +73,26 @@ fn the_memory_map_takes_its_blocks_and_the_run_stays_deterministic() {
     let loads = |v: &Value| u(v, &["counters", "cpu", "cache", "l1d_loads"]);
     assert!(loads(&a) >= loads(&off) + 3 * 512);
 }
+
+#[test]
+fn a_windowed_run_gives_the_same_bytes_on_one_and_two_host_threads() {
+    let text = format!("{}[sim]\nwindow_cycles = \"auto\"\n", cfg(true, 8));
+    let one = api::run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
+    let two = api::run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
+    assert_eq!(one, two);
+    let v: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(v["metrics"]["data_verified"], true);
+    assert_eq!(u(&v, &["lock_stat", "PG_locked", "acquisitions"]), 8);
+}
+
+#[test]
+fn a_node_too_small_for_its_memory_map_is_refused_naming_the_key() {
+    let text = format!("{}[sim]\nnode_memory_mib = 2\n", cfg(true, 1));
+    match api::run_config(&text, Format::Toml, None, &mut |_, _| {}) {
+        Err(api::Error::Config { key, message }) => {
+            assert_eq!(key, "kernel.struct_pages");
+            assert!(message.contains("node_memory_mib"), "{message}");
+        }
+        other => panic!("accepted: {:?}", other.map(|_| ())),
+    }
+}

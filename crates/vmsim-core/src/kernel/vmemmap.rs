@@ -32,12 +32,22 @@ pub struct Vmemmap {
 }
 
 impl Vmemmap {
+    /// 2 MiB blocks of a node of `node_bytes` its part of the map takes.
+    pub fn blocks_for(node_bytes: u64) -> u64 {
+        ((node_bytes >> PAGE_SHIFT) * STRUCT_PAGE_BYTES).div_ceil(HPAGE_PMD_NR << PAGE_SHIFT)
+    }
+
+    /// Whether a node of `node_bytes` has memory left beside its map.
+    pub fn fits(node_bytes: u64) -> bool {
+        Vmemmap::blocks_for(node_bytes) < (node_bytes >> PAGE_SHIFT) / HPAGE_PMD_NR
+    }
+
     /// Lays out the map for `nr_nodes` nodes of `node_bytes` and takes its
     /// blocks out of `alloc`'s free lists. Must run at boot, before any
     /// allocation (and before the free lists are shuffled).
     pub fn boot(alloc: &mut PageAlloc, node_bytes: u64) -> Vmemmap {
         let node_frames = node_bytes >> PAGE_SHIFT;
-        let blocks = (node_frames * STRUCT_PAGE_BYTES).div_ceil(HPAGE_PMD_NR << PAGE_SHIFT);
+        let blocks = Vmemmap::blocks_for(node_bytes);
         let first = alloc.reserve_top_blocks(blocks);
         let base_line = first.iter().map(|&pfn| (pfn << PAGE_SHIFT) / 64).collect();
         Vmemmap {
