@@ -62,10 +62,10 @@ BASES: List[Dict[str, Any]] = [
 KEYS = [
     "machine", "seed", "kernel.thp", "kernel.clear_huge_page", "kernel.clear_page", "kernel.preempt",
     "kernel.thp_cow", "kernel.page_alloc_shuffle", "kernel.copy_huge_page", "kernel.tlb_flush_on_unmap",
-    "kernel.numa_balancing", "kernel.numa_hint_fault", "kernel.migrate_tlb_flush", "kernel.hz", "kernel.skew_tick",
+    "kernel.numa_balancing", "kernel.numa_hint_fault", "kernel.migrate_tlb_flush", "kernel.hz", "kernel.skew_tick", "kernel.struct_pages",
     "kernel.numa_balancing_scan_delay_ms", "kernel.numa_balancing_scan_size_mb",
     "workload.kind", "workload.nr_task", "workload.size_per_task_mib", "workload.prealloc", "workload.prefault",
-    "workload.child_start_skew_us", "workload.warmup", "workload.size_mib", "workload.page_size", "workload.cpu",
+    "workload.child_start_skew_us", "workload.warmup", "workload.clock", "workload.size_mib", "workload.page_size", "workload.cpu",
     "workload.ram_mib", "workload.file_ram_ratio", "workload.nr_processes", "workload.nr_threads",
     "workload.mapsize_mib", "workload.setsize_mib", "workload.pattern", "workload.stdev_fraction",
     "workload.stride_pages", "workload.read_ratio", "workload.duration_s", "workload.cold", "workload.bind_node",

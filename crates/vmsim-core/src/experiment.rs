@@ -49,6 +49,16 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
             ),
         });
     }
+    if cfg.kernel.struct_pages && !crate::kernel::vmemmap::Vmemmap::fits(nb) {
+        return Err(Error::Config {
+            key: "kernel.struct_pages".into(),
+            message: format!(
+                "the memory map needs {} MiB of each node and leaves nothing of its {} MiB: give sim.node_memory_mib at least 4",
+                crate::kernel::vmemmap::Vmemmap::blocks_for(nb) * 2,
+                nb / MIB
+            ),
+        });
+    }
     let m = Machine::new(&p.machine_params()?, nb, cfg.seed).map_err(|e| Error::Config {
         key: "machine".into(),
         message: e,

@@ -232,6 +232,15 @@ pub fn report(sim: &Sim) -> Value {
     put("back_invalidations", json!(tot.cache.back_invalidations));
     put("subpage_clears", json!(v.subpage_clears));
     put("context_switches", json!(sim.nr_context_switches()));
+    put(
+        "voluntary_context_switches",
+        json!(sim.sched.stats.nr_voluntary_switches),
+    );
+    put(
+        "involuntary_context_switches",
+        json!(sim.sched.stats.nr_involuntary_switches),
+    );
+    put("lock_stat", sim.kernel.lock_stats.to_json());
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
     put(

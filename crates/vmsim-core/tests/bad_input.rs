@@ -262,10 +262,36 @@ fn child_start_skew_needs_a_range() {
 }
 
 #[test]
+fn usemem_clock_names_its_choices() {
+    let (k, m) = run_err(&usemem("clock = \"after-sync\"\n"), Format::Toml);
+    assert_eq!(k, "workload.clock");
+    assert!(m.contains("\"start\"") && m.contains("\"after-go\""), "{m}");
+}
+
+#[test]
 fn write_back_sharing_takes_only_true_or_false() {
     for section in ["l2", "llc"] {
         let (k, msg) = preset_err(section, "writebacks_share_sustained", "1");
         assert_eq!(k, format!("{section}.writebacks_share_sustained.value"));
         assert!(msg.contains("true or false"), "{k}: {msg}");
     }
+}
+
+#[test]
+fn idle_states_name_the_state_at_fault() {
+    let err = |from: &str, to: &str| match Preset::parse(&PRESET.replace(from, to), "test") {
+        Err(Error::Config { key, message }) => (key, message),
+        other => panic!("{to}: {other:?}"),
+    };
+    // C6 made shallower than C3: its residency decreases.
+    let (k, m) = err("target_residency_us = 400", "target_residency_us = 40");
+    assert_eq!(k, "idle.states.value[3]");
+    assert!(m.contains("must not decrease"), "{m}");
+    let (k, m) = err("exit_latency_us = 133", "exit_latency_us = 13300");
+    assert_eq!(k, "idle.states.value[3]");
+    assert!(m.contains("10000"), "{m}");
+    let (k, _) = err("name = \"C1\", ", "");
+    assert_eq!(k, "idle.states.value[0].name");
+    let (k, _) = err("{ name = \"C1E\"", "{ nam = \"C1E\"");
+    assert_eq!(k, "idle.states.value[1].nam");
 }

@@ -564,3 +564,36 @@ fn a_stream_of_llc_hits_runs_at_the_llcs_sustained_bandwidth_shared_by_smt_sibli
         "{c} cycles per line, two threads"
     );
 }
+
+#[test]
+fn a_struct_page_atomic_from_36_cpus_moves_its_line_each_time() {
+    let (p, mut m) = e5();
+    // The head page's flags/_refcount line, homed on node 0; 18 CPUs of each
+    // socket (CPU k is core k; cores 0-17 are socket 0's, 18-35 socket 1's).
+    let line = 4096;
+    let cpus: Vec<usize> = (0..36).collect();
+    let mut served = Vec::new();
+    for &c in &cpus {
+        let t0 = m.cpus[c].clock;
+        served.push((m.atomic(c, line, 18), m.cpus[c].clock - t0));
+    }
+    // The first from memory; then each CPU takes it from the one before:
+    // within a socket through its LLC, across sockets from the other's cache.
+    assert_eq!(served[0].0, Served::Dram { remote: false });
+    for (k, &(got, cycles)) in served.iter().enumerate().skip(1) {
+        let (want, lat) = if k == 18 {
+            (Served::RemoteCache, p.remote_cache_cycles)
+        } else {
+            (Served::Llc, p.llc.latency_cycles)
+        };
+        assert_eq!(got, want, "CPU {k}");
+        // The CPU waits for the line: at least the level's latency.
+        assert!(cycles >= lat, "CPU {k}: {cycles} cycles");
+    }
+    // None kept a copy: CPU 0's next atomic must fetch the line again.
+    assert_ne!(m.atomic(0, line, 18), Served::L1);
+    // The same CPU again: an L1 hit that still waits for its locked operation.
+    let t0 = m.cpus[0].clock;
+    assert_eq!(m.atomic(0, line, 18), Served::L1);
+    assert_eq!(m.cpus[0].clock - t0, 18);
+}

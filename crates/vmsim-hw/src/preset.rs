@@ -626,6 +626,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("change_pte_cycles", Val::I(40), "");
     w.default("task_numa_work_cycles", Val::I(2000), "");
     w.default("tick_handler_cycles", Val::I(1000), "");
+    w.default("try_to_wake_up_cycles", Val::I(1000), "");
     if invlpgb {
         w.default("invlpgb_cycles", Val::I(260), "");
         w.default("tlbsync_latency_ns", Val::F(190.0), "");

@@ -338,6 +338,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "change_pte_cycles",
                 "task_numa_work_cycles",
                 "tick_handler_cycles",
+                "try_to_wake_up_cycles",
             ],
         ),
     ];

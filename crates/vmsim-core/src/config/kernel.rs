@@ -92,6 +92,7 @@ pub(super) fn parse(
         "tlb_single_page_flush_ceiling",
         "fault_around_bytes",
         "read_ahead_kb",
+        "struct_pages",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -231,6 +232,7 @@ pub(super) fn parse(
             format!("{read_ahead_kb} is not accepted; accepted: a multiple of 4 from 0 to 65536"),
         ));
     }
+    let struct_pages = k.bool_opt("struct_pages")?.unwrap_or(false);
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -250,5 +252,6 @@ pub(super) fn parse(
         fault_around_bytes,
         read_ahead_kb,
         skew_tick,
+        struct_pages,
     })
 }

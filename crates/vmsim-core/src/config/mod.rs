@@ -13,7 +13,7 @@ pub mod preset;
 use crate::error::Error;
 pub use crate::kernel::config::KernelConfig;
 use crate::policy::{Thp, ThpCow};
-pub use crate::workload::usemem::UsememConfig;
+pub use crate::workload::usemem::{UsememClock, UsememConfig};
 pub use crate::workload::{WorkloadConfig, MIB};
 use fields::{cfg_err, Fields};
 pub use preset::Preset;
@@ -197,6 +197,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 "prefault",
                 "child_start_skew_us",
                 "warmup",
+                "clock",
             ][..],
             pftest::KEYS,
             lrufile::KEYS,
@@ -238,6 +239,10 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             let prefault = w.bool_opt("prefault")?.unwrap_or(false);
             let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
             let warmup = w.bool_opt("warmup")?.unwrap_or(false);
+            let clock = match w.choice_opt("clock", UsememClock::NAMES)?.as_deref() {
+                Some("after-go") => UsememClock::AfterGo,
+                _ => UsememClock::Start,
+            };
             if child_start_skew_us > 1_000_000 {
                 return Err(cfg_err(
                     "workload.child_start_skew_us",
@@ -252,6 +257,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 prefault,
                 child_start_skew_us,
                 warmup,
+                clock,
             })
         }
         "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, preset, scale)?),

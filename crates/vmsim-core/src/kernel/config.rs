@@ -48,6 +48,12 @@ pub struct KernelConfig {
     /// Boot parameter `skew_tick`: offset each CPU's tick by
     /// `cpu * TICK_NSEC / 2 / nr_cpus` (off by default, as in the kernel).
     pub skew_tick: bool,
+    /// Each frame's `struct page` lives in a simulated vmemmap and the paths
+    /// built on it touch it through the caches: today `do_huge_pmd_wp_page`'s
+    /// page lock (a sleeping lock) and `reuse_swap_page`'s mapcount scan
+    /// (kernel/huge_memory_wp.rs). Off by default while the rest of the
+    /// kernel's own memory is still fixed costs.
+    pub struct_pages: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -74,6 +80,7 @@ impl Default for KernelConfig {
             fault_around_bytes: super::filemap::FAULT_AROUND_BYTES,
             read_ahead_kb: super::filemap::VM_READAHEAD_PAGES * 4,
             skew_tick: false,
+            struct_pages: false,
         }
     }
 }

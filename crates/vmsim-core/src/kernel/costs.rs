@@ -62,6 +62,9 @@ kernel_costs! {
     Page page_free_cycles,
     /// `schedule()` and the switch of tasks.
     Call context_switch_cycles,
+    /// `try_to_wake_up()` of a sleeping task, as its waker pays it (the
+    /// woken CPU's exit from idle is the machine's, `[idle]`).
+    Call try_to_wake_up_cycles,
     /// `filemap_add_folio` per folio, allocation and zeroing excluded.
     Page page_cache_add_cycles,
     /// `filemap_map_pages` per page it maps (fault-around).

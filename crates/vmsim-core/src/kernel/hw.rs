@@ -13,7 +13,14 @@
 
 use super::tlbflush::TlbState;
 use super::KFn;
+use crate::machine::hierarchy::{AccessKind, Served};
 use crate::machine::Machine;
+
+/// Issue cycles of a locked read-modify-write (`lock xadd`, `lock cmpxchg`,
+/// `lock bts`/`btr`) beyond its memory access: Agner Fog, "Instruction
+/// tables" (Haswell): latency about 18-19 cycles for LOCK-prefixed
+/// XADD/CMPXCHG on memory. Used for every preset (not measured per core).
+pub const LOCKED_RMW_CYCLES: u64 = 18;
 
 /// System cycles by kernel path, indexed like `KFn::ALL`.
 pub type KfnCycles = [u64; KFn::ALL.len()];
@@ -49,6 +56,31 @@ impl<'a> Hw<'a> {
     /// The path's own software: `cycles` of kernel time and as many instructions.
     pub fn charge(&mut self, cycles: u64) {
         self.machine.advance(self.cpu, cycles, cycles);
+    }
+
+    /// This CPU's clock.
+    pub fn now(&self) -> u64 {
+        self.machine.cpus[self.cpu].clock
+    }
+
+    /// `n` instructions of the path's own code, at the core's issue width.
+    pub fn instructions(&mut self, n: u64) {
+        let cycles = n.div_ceil(self.machine.issue_width.max(1));
+        self.machine.advance(self.cpu, cycles, n);
+    }
+
+    /// A load of one line of the kernel's own memory through the caches;
+    /// `independent`: later loads need not wait for it (a loop over an array).
+    pub fn load(&mut self, line: u64, independent: bool) -> Served {
+        self.machine
+            .access(self.cpu, line, AccessKind::Load, independent, 1)
+    }
+
+    /// A locked read-modify-write of one line of the kernel's own memory (an
+    /// atomic on a `struct page`, a lock word): the line comes in ownership,
+    /// from wherever it is, and the CPU waits for it.
+    pub fn atomic(&mut self, line: u64) -> Served {
+        self.machine.atomic(self.cpu, line, LOCKED_RMW_CYCLES)
     }
 
     /// Attributes this CPU's system cycles since the last settlement to `what`.

@@ -122,7 +122,7 @@ impl Kernel {
             }
             Some(Pmd::Huge(p)) => {
                 if write && !p.writable {
-                    return self.do_huge_pmd_wp_page(mm_id, addr, node, work);
+                    return self.do_huge_pmd_wp_page(mm_id, addr, node, work, false);
                 }
                 return Ok(Mapped::Huge); // spurious: the entry already allows the access
             }
@@ -305,18 +305,27 @@ impl Kernel {
     /// `do_huge_pmd_wp_page()`: a write to a read-only huge PMD. The only
     /// mapper left reuses the huge page; otherwise `thp_cow` decides: copy the
     /// huge page (4.18 .. 5.7) or split the PMD and copy 4 KiB (5.8+).
-    fn do_huge_pmd_wp_page(
+    ///
+    /// With `kernel.struct_pages` the reuse test runs under the page lock, in
+    /// simulated time: the fault queues that part (`locked` false) and it
+    /// comes back here with the lock taken and released (`locked` true;
+    /// kernel/huge_memory_wp.rs).
+    pub(super) fn do_huge_pmd_wp_page(
         &mut self,
         mm_id: usize,
         addr: u64,
         node: usize,
         work: &mut VecDeque<Work>,
+        locked: bool,
     ) -> Result<Mapped, FaultError> {
         let haddr = addr & !(PMD_SIZE - 1);
         let old = match self.mms[mm_id].pmds.get(&(addr >> PMD_SHIFT)) {
             Some(Pmd::Huge(p)) => *p,
             _ => unreachable!("do_huge_pmd_wp_page without a huge PMD"),
         };
+        if self.cfg.struct_pages && !locked {
+            return Ok(self.queue_wp_huge_page_locked(mm_id, addr, old.pfn, node, work));
+        }
         let ctx = CowCtx {
             nr_pages: HPAGE_PMD_NR,
             exclusive: self.alloc.folio_mapcount(old.pfn) == 1,

@@ -19,9 +19,11 @@ pub mod folio_zero;
 pub mod fork;
 pub mod gup;
 pub mod huge_memory;
+pub mod huge_memory_wp;
 pub mod hugetlb;
 pub mod hw;
 pub mod kthread;
+pub mod locking;
 pub mod memory;
 pub mod mempolicy;
 pub mod migrate;
@@ -35,6 +37,7 @@ pub mod sched;
 pub mod swap;
 pub mod tlbflush;
 pub mod uapi;
+pub mod vmemmap;
 pub mod vmscan;
 pub mod workingset;
 
@@ -235,6 +238,27 @@ pub enum Work {
     /// entry of `pfn`, the current task sleeps until the migration ends,
     /// then retries its access.
     WaitMigration { mm: usize, addr: u64, pfn: u64 },
+    /// `do_huge_pmd_wp_page` from `trylock_page` on (`kernel.struct_pages`,
+    /// kernel/huge_memory_wp.rs): the page lock of the shared huge page at
+    /// `pfn`, `reuse_swap_page` under it, then the reuse or the copy. If
+    /// the lock is held, the task sleeps with this item still first in its
+    /// kernel work and tries again when woken.
+    WpHugePageLocked {
+        mm: usize,
+        addr: u64,
+        pfn: u64,
+        node: usize,
+    },
+    /// `reuse_swap_page()`'s scan of the 512 sub-pages' `struct page` under
+    /// the page lock of the huge page at `pfn` (resumable at a quantum boundary).
+    ReuseSwapPage { pfn: u64 },
+    /// `unlock_page()` and the rest of `do_huge_pmd_wp_page` (the reuse or the copy).
+    WpHugePageUnlock {
+        mm: usize,
+        addr: u64,
+        pfn: u64,
+        node: usize,
+    },
 }
 
 impl Work {
@@ -368,6 +392,12 @@ pub struct Kernel {
     pub current: (usize, usize),
     /// The NUMA node of every CPU (`cpu_to_node`), set when the machine is built.
     pub cpu_nodes: Vec<usize>,
+    /// The memory map in simulated memory (`kernel.struct_pages`; kernel/vmemmap.rs).
+    pub vmemmap: Option<vmemmap::Vmemmap>,
+    /// Page locks held and waited for (kernel/locking/page_lock.rs).
+    pub page_locks: locking::page_lock::PageLocks,
+    /// Lock statistics by class (`lock_stat`).
+    pub lock_stats: locking::LockStats,
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
@@ -383,11 +413,15 @@ impl Kernel {
         let page_wait_table = (0..migrate::PAGE_WAIT_TABLE_SIZE)
             .map(|_| waitq.add_queue())
             .collect();
+        let mut alloc = PageAlloc::new(nr_nodes, node_bytes);
+        // A windowed run's stand-ins have no memory, and so no memory map.
+        let vmemmap = (cfg.struct_pages && node_bytes > 0)
+            .then(|| vmemmap::Vmemmap::boot(&mut alloc, node_bytes));
         Kernel {
             cfg,
             costs,
             mms: Vec::new(),
-            alloc: PageAlloc::new(nr_nodes, node_bytes),
+            alloc,
             vmstat: VmStat::default(),
             skip_clear_subpage: None,
             hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
@@ -407,6 +441,9 @@ impl Kernel {
             task_numa: Vec::new(),
             current: (0, 0),
             cpu_nodes: Vec::new(),
+            vmemmap,
+            page_locks: Default::default(),
+            lock_stats: Default::default(),
             policy_error: None,
         }
     }

@@ -135,6 +135,29 @@ impl PageAlloc {
         }
     }
 
+    /// Takes the `n` highest whole 2 MiB blocks of every node out of the free
+    /// lists for good (boot-time memory such as the memory map,
+    /// kernel/vmemmap.rs); returns each node's first reserved frame. Must run
+    /// before anything is allocated.
+    pub fn reserve_top_blocks(&mut self, n: u64) -> Vec<u64> {
+        let per_node = self.node_frames / HPAGE_PMD_NR;
+        assert!(n < per_node, "a node's reserve must leave it memory");
+        (0..self.nr_nodes)
+            .map(|node| {
+                let first = node as u64 * self.node_frames + (per_node - n) * HPAGE_PMD_NR;
+                self.free_blocks[node].retain(|&b| b < first);
+                self.nr_free[node] -= n * HPAGE_PMD_NR;
+                first
+            })
+            .collect()
+    }
+
+    /// A free 2 MiB block of `node`, allocated (a test's shorthand for `alloc(node, 9)`).
+    #[cfg(test)]
+    pub fn alloc_block(&mut self, node: usize) -> Option<u64> {
+        self.alloc(node, HPAGE_PMD_ORDER)
+    }
+
     /// Allocates a folio of `order` (0 or 9) on `node`; None if the node has none.
     pub fn alloc(&mut self, node: usize, order: u32) -> Option<u64> {
         let pfn = if order == HPAGE_PMD_ORDER {

@@ -458,7 +458,8 @@ mod tests {
         // ... the one that leaves the node below low does.
         pfns.push(k.alloc_pages_node(0, 0).unwrap());
         assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
-        assert_eq!(k.waitq.take_woken(), vec![7]);
+        let woken: Vec<usize> = k.waitq.take_woken().iter().map(|w| w.pid).collect();
+        assert_eq!(woken, vec![7]);
         // Woken, it reclaims round after round while the node is below high ...
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Continue);
         assert!(matches!(

@@ -38,7 +38,8 @@ use self::core::{CoreResources, FillBandwidth};
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
 use ipi::{CpuMask, IpiCause, IpiCosts};
 pub use params::{
-    CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents, PrefetchParams,
+    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents,
+    PrefetchParams,
 };
 use serde::Serialize;
 use tlb::{PageSize, Tlb, TlbHit, TlbStats};
@@ -107,6 +108,8 @@ pub struct Machine {
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
     pub invlpgb: Option<InvlpgbCosts>,
+    /// The CPU's idle states, shallowest first.
+    pub idle_states: Vec<IdleState>,
     stlb_latency: u64,
     walk_cycles: u64,
     /// Ownership-only string stores carry no data request for the streamer to follow.
@@ -205,6 +208,7 @@ impl Machine {
             tlb_flush_full_cycles: p.tlb_flush_full_cycles,
             invlpg_cycles: p.invlpg_cycles,
             invlpgb: p.invlpgb,
+            idle_states: p.idle_states.clone(),
             stlb_latency: p.stlb_latency_cycles,
             walk_cycles: p.walk_cycles,
             no_rfo: p.no_rfo_full_lines,
@@ -215,6 +219,16 @@ impl Machine {
                 0
             },
         })
+    }
+
+    /// The idle state a CPU idle for `idle` cycles was in, as a governor that
+    /// predicted the period exactly picks it: the deepest whose target
+    /// residency the period reached and whose exit latency is at most
+    /// `max_exit` cycles (none if no state qualifies, or the machine has none).
+    pub fn idle_state_for(&self, idle: u64, max_exit: u64) -> Option<usize> {
+        self.idle_states
+            .iter()
+            .rposition(|s| s.target_residency_cycles <= idle && s.exit_cycles <= max_exit)
     }
 
     /// Charges fixed work to a CPU in its current mode.
@@ -252,7 +266,17 @@ impl Machine {
         independent: bool,
         issue: u64,
     ) -> Served {
-        self.access_one(cpu, line, kind, independent, issue)
+        let waits = kind == AccessKind::Load && !independent;
+        self.access_one(cpu, line, kind, waits, issue)
+    }
+
+    /// A locked read-modify-write of one line (`lock xadd`, `lock cmpxchg`,
+    /// `lock bts`): the line is taken in ownership like a store's, and the
+    /// CPU waits until it has it and the operation is done, spending `issue`
+    /// cycles of its issue slots on it.
+    #[inline]
+    pub fn atomic(&mut self, cpu: usize, line: u64, issue: u64) -> Served {
+        self.access_one(cpu, line, AccessKind::Store, true, issue)
     }
 
     /// A machine of the same shape whose caches hold one set each: a
@@ -327,9 +351,9 @@ impl Machine {
         let mut i = from;
         while i < n && self.cpus[cpu].clock < deadline {
             if let Some(src) = src {
-                self.access_one(cpu, src + i, AccessKind::Load, true, 0);
+                self.access_one(cpu, src + i, AccessKind::Load, false, 0);
             }
-            self.access_one(cpu, dst + i, kind, true, issue);
+            self.access_one(cpu, dst + i, kind, false, issue);
             if per_line > 0 {
                 self.advance(cpu, 0, per_line);
             }
@@ -339,12 +363,15 @@ impl Machine {
     }
 
     #[inline(always)]
+    /// `waits`: the CPU waits for the access to complete (a dependent load,
+    /// a locked read-modify-write); otherwise it goes on once the request
+    /// has its fill buffer.
     fn access_one(
         &mut self,
         cpu: usize,
         line: u64,
         kind: AccessKind,
-        independent: bool,
+        waits: bool,
         issue: u64,
     ) -> Served {
         let (core, thread) = self.cpu_core[cpu];
@@ -358,7 +385,6 @@ impl Machine {
         let (qi, qfree) = r.sq.argmin();
         let s2 = s1.max(qfree);
         let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
-        let waits = kind == AccessKind::Load && !independent;
         let (start, new_clock) = match served {
             Served::L1 if wait == 0 => {
                 let issued = r.issue.reserve(thread, now, issue);

@@ -85,6 +85,17 @@ pub struct MachineParams {
     pub invlpg_cycles: u64,
     /// Broadcast TLB invalidation (AMD INVLPGB/TLBSYNC); None: the CPU lacks it.
     pub invlpgb: Option<InvlpgbCosts>,
+    /// The CPU's idle states, shallowest first (empty: leaving idle costs nothing).
+    pub idle_states: Vec<IdleState>,
+}
+
+/// An idle state (a C-state): what leaving it costs, and how long an idle
+/// period must be for the state to be chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdleState {
+    pub name: String,
+    pub exit_cycles: u64,
+    pub target_residency_cycles: u64,
 }
 
 /// What a broadcast invalidation costs the CPU that issues it.

@@ -4,6 +4,7 @@
 //! steps that must follow them (installing mappings, freeing, flushing).
 
 use super::*;
+use crate::kernel::huge_memory_wp::WpLockStep;
 
 impl Sim {
     pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
@@ -97,6 +98,10 @@ impl Sim {
                 );
             }
             Work::PutPage { pfn } => {
+                if self.kernel.vmemmap.is_some() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.put_page_struct_page(&mut hw, pfn);
+                }
                 if self.kernel.put_page(pfn) > 0 {
                     let c = self.kernel.costs.page_free_cycles;
                     self.machine.advance(cpu, c, c);
@@ -160,6 +165,66 @@ impl Sim {
                 self.kernel.migrate_remap(mm, addr, old, new);
                 let c = self.kernel.costs.rmap_pte_cycles + self.kernel.costs.page_free_cycles;
                 self.machine.advance(cpu, c, c);
+            }
+            Work::WpHugePageLocked {
+                mm,
+                addr,
+                pfn,
+                node,
+            } => {
+                let t = self
+                    .sched
+                    .current(cpu)
+                    .expect("a fault is handled for a task");
+                let mut more = VecDeque::new();
+                let (k, mut hw) = self.kernel_hw(cpu);
+                let step = k.wp_huge_page_trylock(&mut hw, t, (mm, addr, pfn, node), &mut more);
+                let w = &mut self.cpus[cpu].work;
+                w.pop_front();
+                for item in more.into_iter().rev() {
+                    w.push_front(item);
+                }
+                if step == WpLockStep::Sleep {
+                    // lock_page() → io_schedule(): the task sleeps inside the
+                    // fault; its kernel work waits with it, this item first
+                    // again, and comes back when it is switched in.
+                    w.push_front(item);
+                    self.account_runtime(cpu, t);
+                    self.sched.sleep_current(cpu);
+                    self.tasks[t].kernel_work = std::mem::take(&mut self.cpus[cpu].work);
+                }
+                return;
+            }
+            Work::ReuseSwapPage { pfn } => {
+                let from = self.cpus[cpu].pos;
+                let (k, mut hw) = self.kernel_hw(cpu);
+                let i = k.reuse_swap_page_scan(&mut hw, pfn, from, deadline);
+                if i < crate::kernel::page_alloc::HPAGE_PMD_NR {
+                    self.cpus[cpu].pos = i;
+                    return;
+                }
+                self.cpus[cpu].pos = 0;
+            }
+            Work::WpHugePageUnlock {
+                mm,
+                addr,
+                pfn,
+                node,
+            } => {
+                let mut more = VecDeque::new();
+                let (k, mut hw) = self.kernel_hw(cpu);
+                let r = k.wp_huge_page_unlock(&mut hw, (mm, addr, pfn, node), &mut more);
+                let w = &mut self.cpus[cpu].work;
+                w.pop_front();
+                for item in more.into_iter().rev() {
+                    w.push_front(item);
+                }
+                if let Err(e) = r {
+                    let t = self.sched.current(cpu).unwrap_or(0);
+                    self.error = Some(crate::kernel::memory::fault_error(t, e));
+                    self.cpus[cpu].work.clear();
+                }
+                return;
             }
             Work::WaitMigration { mm, addr, pfn } => {
                 let still = self.kernel.mms[mm]

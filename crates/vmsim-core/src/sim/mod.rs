@@ -106,6 +106,10 @@ pub struct Task {
     /// `cpus_allowed` (sched_setaffinity / taskset), inherited by children;
     /// None: every CPU.
     pub cpus_allowed: Option<crate::machine::ipi::CpuMask>,
+    /// Kernel work of a task that went to sleep inside the kernel (on a
+    /// sleeping lock): it goes back on the CPU, first, when the task is
+    /// switched in again.
+    pub(crate) kernel_work: VecDeque<Work>,
 }
 
 impl Task {
@@ -155,6 +159,8 @@ pub struct CpuCtx {
     /// A tick fired and the current task's tick work (slice check, NUMA
     /// scan check) has not yet looked at it.
     ticked: bool,
+    /// When the CPU last went idle (the run loop found it with nothing to do).
+    pub idle_since: u64,
 }
 
 pub struct Sim {
@@ -212,11 +218,37 @@ pub struct Sim {
     /// Host threads a windowed run may use (at most one per socket).
     host_threads: usize,
     pub window_stats: window::WindowStats,
+    /// Exits from idle states of CPUs woken by a timed wake-up.
+    pub idle_stats: IdleStats,
     /// Run phase 1's partitions last to first (a test that their order does not matter).
     #[doc(hidden)]
     pub reverse_partitions: bool,
     #[doc(hidden)]
     pub help_override: window::HelpOverride,
+}
+
+/// `performance_multiplier()` of the menu cpuidle governor (4.x
+/// drivers/cpuidle/governors/menu.c): `mult += 10 * nr_iowaiters`.
+pub const MENU_IOWAIT_MULTIPLIER: u64 = 10;
+
+/// Exits from idle states (`[idle]` of the preset) that woken CPUs paid.
+#[derive(Clone, Debug, Default)]
+pub struct IdleStats {
+    /// Per idle state, like `Machine::idle_states`.
+    pub exits: Vec<u64>,
+    pub exit_cycles: u64,
+}
+
+impl IdleStats {
+    fn to_json(&self, m: &Machine) -> serde_json::Value {
+        let by_state: serde_json::Map<String, serde_json::Value> = m
+            .idle_states
+            .iter()
+            .zip(&self.exits)
+            .map(|(s, n)| (s.name.clone(), serde_json::json!(n)))
+            .collect();
+        serde_json::json!({"exits": by_state, "exit_cycles": self.exit_cycles})
+    }
 }
 
 pub mod access;
@@ -239,6 +271,7 @@ impl Sim {
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
                                            // At least one cycle, so the grid always advances.
         let tick_period = (m.freq_mhz * 1_000_000 / k.cfg.hz.max(1)).max(1);
+        let nr_idle_states = m.idle_states.len();
         Sim {
             cpus: (0..n)
                 .map(|_| CpuCtx {
@@ -280,6 +313,10 @@ impl Sim {
             win_parked: Vec::new(),
             host_threads: 1,
             window_stats: window::WindowStats::default(),
+            idle_stats: IdleStats {
+                exits: vec![0; nr_idle_states],
+                exit_cycles: 0,
+            },
             reverse_partitions: false,
             help_override: window::HelpOverride::Auto,
         }
@@ -381,6 +418,8 @@ impl Sim {
             "reclaim": Counters::of(&self.kernel.reclaim).0,
             "sched": Counters::of(&self.sched.stats).0,
             "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "lock_stat": self.kernel.lock_stats.to_json(),
+            "idle": self.idle_stats.to_json(&self.machine),
             "cpu": cpu.0,
             "tlb": tlb.0,
             "dram": dram.0,
@@ -468,6 +507,7 @@ impl Sim {
             first_bad: None,
             access: access::AccessStats::default(),
             cpus_allowed: None,
+            kernel_work: VecDeque::new(),
         });
         pid
     }
@@ -517,6 +557,7 @@ impl Sim {
             } else {
                 heap.pop();
                 queued[cpu] = false;
+                self.cpus[cpu].idle_since = self.machine.cpus[cpu].clock;
             }
             if self.kernel.waitq.has_woken() {
                 self.wake_woken(self.machine.cpus[cpu].clock);
@@ -563,11 +604,44 @@ impl Sim {
         self.wake_woken(t);
     }
 
-    /// Hands the tasks woken from wait queues to the scheduler.
-    fn wake_woken(&mut self, now: u64) {
-        for pid in self.kernel.waitq.take_woken() {
-            self.sched.wake_up_process(pid, now);
+    /// Hands the tasks woken from wait queues to the scheduler. A timed
+    /// wake-up (a sleeping lock's) makes the task runnable at its waker's
+    /// time, after its CPU, if idle, has left its idle state.
+    pub fn wake_woken(&mut self, now: u64) {
+        for w in self.kernel.waitq.take_woken() {
+            let at = match w.at {
+                None => now,
+                Some(at) => self.idle_exit(w.pid, at),
+            };
+            self.sched.wake_up_process(w.pid, at);
         }
+    }
+
+    /// When task `pid`, woken at `at`, can run: if its CPU is idle, after the
+    /// exit latency of the idle state it is in. The state is the menu
+    /// governor's choice (drivers/cpuidle/governors/menu.c, `menu_select`)
+    /// had it predicted the idle period exactly: the deepest state whose
+    /// target residency the period reaches and whose exit latency is at most
+    /// the period divided by `performance_multiplier()`, 1 + 10 per task in
+    /// iowait on the CPU. The task woken slept in `io_schedule()` (the page
+    /// lock), so one: the period / 11. What the model does not have: the
+    /// governor's prediction from the next timer and recent periods.
+    pub(crate) fn idle_exit(&mut self, pid: usize, at: u64) -> u64 {
+        let cpu = self.sched.task_cpu(pid);
+        if self.busy(cpu) {
+            return at;
+        }
+        let idle = at.saturating_sub(self.cpus[cpu].idle_since);
+        let Some(s) = self
+            .machine
+            .idle_state_for(idle, idle / (1 + MENU_IOWAIT_MULTIPLIER))
+        else {
+            return at;
+        };
+        let exit = self.machine.idle_states[s].exit_cycles;
+        self.idle_stats.exits[s] += 1;
+        self.idle_stats.exit_cycles += exit;
+        at + exit
     }
 
     /// `nanosleep`-style: the current task of `cpu` sleeps until simulated time `until`.
@@ -681,6 +755,12 @@ impl Sim {
                 self.machine.set_mode(cpu, Mode::User);
             }
             None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
+        }
+        if !self.tasks[t].kernel_work.is_empty() {
+            // It slept inside the kernel: it resumes there.
+            debug_assert!(self.cpus[cpu].work.is_empty());
+            self.cpus[cpu].work = std::mem::take(&mut self.tasks[t].kernel_work);
+            self.machine.set_mode(cpu, Mode::Kernel);
         }
         self.sched.start_slice(cpu, self.machine.cpus[cpu].clock);
         self.cpus[cpu].curr_since = self.machine.cpus[cpu].clock;

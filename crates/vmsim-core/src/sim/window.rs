@@ -593,6 +593,7 @@ impl Sim {
                 if !self.busy(cpu) {
                     heap.pop();
                     queued[cpu] = false;
+                    self.cpus[cpu].idle_since = clock;
                 } else if clock >= end {
                     heap.pop();
                 } else {

@@ -17,7 +17,10 @@
 //! start to end, so every page (or huge page) takes a copy-on-write fault.
 //! As in usemem, a child's timed interval starts at the parent's start time
 //! (taken before the region is mapped and populated, and inherited through
-//! fork) and ends after its write loop. A child checks that it reads its
+//! fork) and ends after its write loop. `workload.clock = "after-go"` gives
+//! the usemem of April 2017 - December 2018 (vm-scalability fe0353b, reverted
+//! by 7350ec8): each child restarts its clock once the parent's "go" has
+//! arrived, and a task without `--prealloc` once its region is mapped. A child checks that it reads its
 //! own data; the parent waits for all children, then checks that its region
 //! still reads as zero-filled.
 //!
@@ -83,6 +86,29 @@ pub struct UsememConfig {
     /// Not a usemem option: each task first writes an untimed region of its
     /// size, kept mapped, so the timed pass starts with warm caches.
     pub warmup: bool,
+    /// Where a task's timed interval starts (`workload.clock`).
+    pub clock: UsememClock,
+}
+
+/// Where usemem starts a task's clock: the two behaviours vm-scalability has
+/// had (docs/mechanisms.md#usemem).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsememClock {
+    /// `start_time` taken once in `main()`, before the `--prealloc` region is
+    /// mapped and the tasks are forked, and inherited by every task: usemem
+    /// before vm-scalability fe0353b (2017-04-12) and since its revert
+    /// 7350ec8 (2018-12-18).
+    Start,
+    /// Each task takes `start_time` afresh in `do_unit()`, after its region
+    /// is mapped and after `ready()` returns on the parent's "go" (fe0353b,
+    /// "Avoid memory allocation/sync time when calculate throughput", until
+    /// 7350ec8 reverted it): mapping, populating and forking are not timed.
+    AfterGo,
+}
+
+impl UsememClock {
+    pub const NAMES: &'static [&'static str] = &["start", "after-go"];
 }
 
 /// Mixed into a task's seed for its warm-up region's data.
@@ -123,6 +149,8 @@ pub struct Usemem {
     /// How many tasks share the region of interest each timed write loop
     /// joins (`Op::RoiJoin`).
     roi_tasks: u64,
+    /// The clock restarts after the region is mapped and the "go" (fe0353b).
+    after_go: bool,
 }
 
 impl Usemem {
@@ -143,7 +171,15 @@ impl Usemem {
             warm: 0,
             warm_addr: 0,
             roi_tasks: 1,
+            after_go: false,
         }
+    }
+
+    /// usemem's clock: from `main()`'s start (false) or restarted in each
+    /// task's `do_unit()` after its mapping and the "go" (true, fe0353b).
+    pub fn with_clock(mut self, clock: UsememClock) -> Usemem {
+        self.after_go = clock == UsememClock::AfterGo;
+        self
     }
 
     /// The diagnostic start skew. A forked child k sleeps k x `ns` after the
@@ -236,15 +272,25 @@ impl Usemem {
     }
 
     /// usemem's own steps of a task: the timed write pass, its check, the unmap.
+    /// With the after-go clock (fe0353b) the start mark follows the mapping:
+    /// `do_unit()` takes `start_time` after `allocate()`.
     fn timed_step(&mut self, step: u32, ret: u64) -> Op {
+        let map = Op::Mmap {
+            len: self.size,
+            populate: self.prefault,
+        };
         match step {
+            1 if self.after_go => map,
             1 => Op::MarkStart,
-            2 => Op::Mmap {
-                len: self.size,
-                populate: self.prefault,
-            },
-            3 => {
+            2 if self.after_go => {
                 self.addr = ret;
+                Op::MarkStart
+            }
+            2 => map,
+            3 => {
+                if !self.after_go {
+                    self.addr = ret;
+                }
                 Op::RoiJoin {
                     tasks: self.roi_tasks,
                 }
@@ -274,8 +320,9 @@ impl Usemem {
         self.step += 1;
         let sleep = u32::from(self.child_skew_ns > 0);
         let warm = u32::from(self.warm > 0);
-        // Without either the child keeps the parent's start mark (module doc).
-        let mark = u32::from(sleep + warm > 0);
+        // Without either the child keeps the parent's start mark (module doc),
+        // unless its clock restarts after the "go" (fe0353b).
+        let mark = u32::from(sleep + warm > 0 || self.after_go);
         let pre = 1 + sleep + warm + mark;
         match self.step {
             // ready(): wait for the parent's "go" before anything else.
@@ -464,7 +511,8 @@ impl Workload for UsememWorkload<'_> {
                 Box::new(
                     Usemem::with_flags(u.size_per_task, base, true, u.prefault, u.nr_task)
                         .with_child_start_skew(u.child_start_skew_us * 1000)
-                        .with_warmup(u.warmup),
+                        .with_warmup(u.warmup)
+                        .with_clock(u.clock),
                 ),
                 0,
             );
@@ -477,6 +525,7 @@ impl Workload for UsememWorkload<'_> {
                         Usemem::with_flags(u.size_per_task, seed, false, u.prefault, 1)
                             .with_child_start_skew(i as u64 * u.child_start_skew_us * 1000)
                             .with_warmup(u.warmup)
+                            .with_clock(u.clock)
                             .with_roi_tasks(u.nr_task),
                     ),
                     i % nr_cpus,

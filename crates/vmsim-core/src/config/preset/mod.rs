@@ -10,7 +10,8 @@ use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
 use crate::machine::{
-    CacheLevelParams, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents, PrefetchParams,
+    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents,
+    PrefetchParams,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -60,8 +61,66 @@ pub struct Preset {
     /// What perf's generic `cache-references`/`cache-misses` count on the chip: "llc" or "l2".
     pub perf_cache_events: String,
     pub costs: Costs,
+    /// `[idle]`: the CPU's idle states, shallowest first; empty when the
+    /// preset has none (a woken CPU then exits idle at no cost).
+    pub idle_states: Vec<IdleStatePreset>,
     /// Dotted key -> source text, for every parameter.
     pub sources: BTreeMap<String, String>,
+}
+
+/// One idle state (`struct cpuidle_state` of intel_idle's tables).
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleStatePreset {
+    pub name: String,
+    /// Worst-case time to leave the state, in µs (`exit_latency`).
+    pub exit_latency_us: u64,
+    /// The shortest idle period for which the state is worth entering, in µs
+    /// (`target_residency`).
+    pub target_residency_us: u64,
+}
+
+/// `[idle].states`: an array of `{ name, exit_latency_us, target_residency_us }`,
+/// shallowest first, both figures non-decreasing and at most 10 ms.
+fn idle_states(key: &str, v: &Value) -> Result<Vec<IdleStatePreset>, Error> {
+    let Value::Array(a) = v else {
+        return Err(cfg_err(
+            key,
+            "expected an array of { name, exit_latency_us, target_residency_us }",
+        ));
+    };
+    let mut out: Vec<IdleStatePreset> = Vec::new();
+    for (i, e) in a.iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        let Value::Table(t) = e else {
+            return Err(cfg_err(
+                k,
+                "expected { name, exit_latency_us, target_residency_us }",
+            ));
+        };
+        let mut f = Fields::new(&k, t.clone());
+        f.declare(&["name", "exit_latency_us", "target_residency_us"])?;
+        let name = f.string("name")?;
+        let exit_latency_us = f.u64("exit_latency_us")?;
+        let target_residency_us = f.u64("target_residency_us")?;
+        f.finish()?;
+        if exit_latency_us > 10_000 || target_residency_us > 10_000 {
+            return Err(cfg_err(k, "latencies and residencies are at most 10000 µs"));
+        }
+        if let Some(p) = out.last() {
+            if exit_latency_us < p.exit_latency_us || target_residency_us < p.target_residency_us {
+                return Err(cfg_err(
+                    k,
+                    "states go from the shallowest to the deepest: exit latency and target residency must not decrease",
+                ));
+            }
+        }
+        out.push(IdleStatePreset {
+            name,
+            exit_latency_us,
+            target_residency_us,
+        });
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -471,6 +530,20 @@ impl Preset {
             costs.tlbsync_latency_ns = Some(c.fl("tlbsync_latency_ns")?);
         }
         c.finish()?;
+
+        let idle_states = match top.sub_opt("idle")? {
+            None => Vec::new(),
+            Some(f) => {
+                let mut i = P {
+                    f,
+                    sources: &mut sources,
+                };
+                let (k, v) = i.leaf("states")?;
+                let states = idle_states(&format!("{k}.value"), &v)?;
+                i.finish()?;
+                states
+            }
+        };
         top.finish()?;
 
         let preset = Preset {
@@ -496,6 +569,7 @@ impl Preset {
             prefetch,
             perf_cache_events,
             costs,
+            idle_states,
             sources,
         };
         bounds::check(&preset)?;
@@ -610,6 +684,15 @@ impl Preset {
                 }),
                 _ => None,
             },
+            idle_states: self
+                .idle_states
+                .iter()
+                .map(|s| IdleState {
+                    name: s.name.clone(),
+                    exit_cycles: cyc(s.exit_latency_us as f64 * 1000.0),
+                    target_residency_cycles: cyc(s.target_residency_us as f64 * 1000.0),
+                })
+                .collect(),
         })
     }
 

@@ -28,6 +28,12 @@ crate::counters! {
     pub struct SchedStats {
         /// Context switches (`ctxt` of /proc/stat).
         pub nr_switches: u64,
+        /// Switches away from a task that went to sleep (the sum of the
+        /// tasks' `voluntary_ctxt_switches` of /proc/PID/status, `nvcsw`).
+        pub nr_voluntary_switches: u64,
+        /// Switches away from a task still runnable, its slice over
+        /// (`nonvoluntary_ctxt_switches`, `nivcsw`).
+        pub nr_involuntary_switches: u64,
         /// Sleeping tasks woken (`ttwu_count` of schedstat).
         pub nr_wakeups: u64,
         /// Scheduler ticks taken, all CPUs (`LOC` of /proc/interrupts, the
@@ -101,6 +107,7 @@ impl Scheduler {
     pub fn sleep_current(&mut self, cpu: usize) -> usize {
         let t = self.curr[cpu].take().expect("a current task");
         self.state[t] = TaskState::Sleeping;
+        self.stats.nr_voluntary_switches += 1;
         t
     }
 
@@ -154,6 +161,7 @@ impl Scheduler {
         if now >= self.slice_end[cpu] && !self.rq[cpu].is_empty() {
             let t = self.curr[cpu].take().expect("a current task");
             self.rq[cpu].push_back(t);
+            self.stats.nr_involuntary_switches += 1;
             return true;
         }
         false
@@ -188,5 +196,7 @@ mod tests {
         assert_eq!(s.pick_next_task(0), Some(0));
         assert_eq!(s.pick_next_task(0), Some(1));
         assert_eq!(s.stats.nr_switches, 4);
+        assert_eq!(s.stats.nr_voluntary_switches, 1);
+        assert_eq!(s.stats.nr_involuntary_switches, 1);
     }
 }
