@@ -33,14 +33,20 @@ def register_callable(f: Callable[..., Any]) -> str:
     return name
 
 
-def replace_callables(obj: Any) -> Any:
+#: Deeper than any config key: below it the config's own depth check reports the input.
+_MAX_DEPTH = 40
+
+
+def replace_callables(obj: Any, _depth: int = 0) -> Any:
     """`obj` (a config or settings mapping) with every callable replaced by its registered name."""
     if callable(obj) and not isinstance(obj, type):
         return register_callable(obj)
+    if _depth > _MAX_DEPTH:
+        return obj
     if isinstance(obj, dict):
-        return {k: replace_callables(v) for k, v in obj.items()}
+        return {k: replace_callables(v, _depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [replace_callables(v) for v in obj]
+        return [replace_callables(v, _depth + 1) for v in obj]
     return obj
 
 

@@ -220,3 +220,13 @@ def test_vmsim_hw_copy_runs_a_python_copy_plan():
                  pages=2, reps=1, corunner=False, huge="none")
     assert {row["strategy"] for row in r["results"]} == {"target-last", pol("copy_target_last.py:target_last")}
     assert all(row["verified"] for row in r["results"])
+
+
+def test_process_pool_workers_load_a_policy_file_by_path():
+    # compare(runs=N) runs each seed in a worker process: the experiment's
+    # arm names its policy by a file relative to the experiment.
+    exp = os.path.join(POLICIES, "target-first.toml")
+    r = vmsim.compare(exp, scale=1 / 16, runs=2, jobs=2, threads=1)
+    assert [run["seed"] for run in r["runs"]] == [0, 1]
+    for run in r["runs"]:
+        assert run["variants"]["target-first"] == run["variants"]["sequential"]
