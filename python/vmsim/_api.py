@@ -300,7 +300,10 @@ def compare_many(specs: Sequence[Mapping[str, Any]], executor: Optional[Executor
             if progress is not None:
                 progress(label, finished / len(specs))
     except BaseException:
-        stop_pool(executor, futures) if own else _cancel(futures)
+        if own:
+            stop_pool(executor, futures)
+        else:
+            _cancel(futures)
         raise
     finally:
         if own:
@@ -871,6 +874,11 @@ def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:
     pool, the workers are terminated (a running simulation cannot be asked to
     stop from another process), so neither a first nor a second Ctrl-C waits
     for queued points."""
+    if _dask.is_dask(executor):
+        # A dask client's shutdown() would stop the scheduler and its
+        # workers, which may serve others: only this study's tasks go.
+        _cancel(futures)
+        return
     for fut in futures:
         fut.cancel()
     if isinstance(executor, ProcessPoolExecutor):

@@ -149,3 +149,25 @@ def test_cli_refuses_contradictory_engines(tiny_toml):
     assert p.returncode == 2 and "--workers" in p.stderr and "--scheduler" in p.stderr
     p = vmsim_cmd("compare", "clear-target-last", "--runs", "2", "-j", "2", "--workers", "2")
     assert p.returncode == 2 and "-j/--jobs" in p.stderr
+
+
+FAILS = '''\
+def clear(ctx):
+    raise RuntimeError("this policy always fails")
+'''
+
+
+@pytest.mark.sim
+def test_a_failing_point_on_the_cluster(client, tmp_path, tiny_config):
+    (tmp_path / "bad.py").write_text(FAILS)
+    cfg = dict(tiny_config)
+    (tmp_path / "base.json").write_text(json.dumps(cfg))
+    grid = {"kernel.clear_huge_page": ["target-last", "bad.py:clear"]}
+    rows = vmsim.sweep_rows(grid, tmp_path / "base.json", client, keep_going=True)
+    assert [r["status"] for r in rows] == ["ok", "failed"]
+    assert "PolicyError" in rows[1]["error"] and "this policy always fails" in rows[1]["error"]
+    with pytest.raises(vmsim.PolicyError):
+        vmsim.sweep_rows(grid, tmp_path / "base.json", client)
+    # the study's failure stops its own tasks, not the cluster
+    assert client.submit(sum, [1, 2]).result() == 3
+    assert len(client.scheduler_info()["workers"]) == 2
