@@ -11,6 +11,7 @@ first's apart from the provenance fields docs/usage.md lists.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -42,9 +43,15 @@ def stripped(path):
 
 
 def timed(args, env):
+    """Wall seconds, CPU seconds of the process and its descendants, and the
+    host's 1-minute load average before it started."""
+    load = os.getloadavg()[0]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     subprocess.run([sys.executable, "-m", "vmsim", *args, "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.monotonic() - t0
+    secs = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return secs, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), load
 
 
 def main():
@@ -70,14 +77,15 @@ def main():
             secs = timed(sweep + extra + ["--json", out], env)
             same = first is None or stripped(out) == stripped(first)
             first = first or out
-            rows.append((label, secs, same))
+            rows.append((label, *secs, same))
     for label in ("cache: empty, -j 2", "cache: repeated, -j 2"):
         out = os.path.join(work, f"{len(rows)}.json")
         secs = timed(sweep + ["-j", "2", "--json", out], env)
-        rows.append((label, secs, stripped(out) == stripped(first)))
+        rows.append((label, *secs, stripped(out) == stripped(first)))
     print(f"{a.points}-point sweep of usemem, 2 tasks x {a.size_mib} MiB, THP (one vmsim process per line)")
-    for label, secs, same in rows:
-        print(f"  {label:24s} {secs:7.2f} s   JSON equal to the first: {same}")
+    print(f"  host: {os.cpu_count()} CPUs; load = 1-minute load average before the line started")
+    for label, secs, cpu, load, same in rows:
+        print(f"  {label:24s} wall {secs:7.2f} s  cpu {cpu:7.2f} s  load {load:4.1f}  JSON equal to the first: {same}")
 
 
 if __name__ == "__main__":
