@@ -171,3 +171,14 @@ def test_a_failing_point_on_the_cluster(client, tmp_path, tiny_config):
     # the study's failure stops its own tasks, not the cluster
     assert client.submit(sum, [1, 2]).result() == 3
     assert len(client.scheduler_info()["workers"]) == 2
+
+
+@pytest.mark.sim
+def test_study_timing_tool_runs(tmp_path):
+    # tools/study_timing.py, which measured docs/usage.md's figures, on a 2-point study
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, os.path.join(root, "tools", "study_timing.py"), "--points", "2",
+                        "--size-mib", "4"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    lines = [line for line in p.stdout.splitlines() if "wall" in line]
+    assert len(lines) == 6 and all(line.endswith("JSON equal to the first: True") for line in lines)
