@@ -20,7 +20,8 @@ match is removed and the simulation runs again.
 Where: ``$VMSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/vmsim``, else
 ``~/.cache/vmsim``. How much: at most ``$VMSIM_CACHE_MAX_BYTES`` (default
 2 GiB; a number of bytes, or with a suffix K, M or G); past it the entries
-used least recently are removed. ``VMSIM_CACHE=0`` turns the cache off
+used least recently are removed (checked on the first store of a process
+and then each time it has stored another 1% of the limit). ``VMSIM_CACHE=0`` turns the cache off
 (as ``--no-cache`` and ``cache=False`` do for one command or call).
 """
 
@@ -263,7 +264,19 @@ def put(key: Optional[str], text: str, label: str = "") -> None:
             raise
     except OSError:
         return
-    trim(max_bytes())
+    # Trimming reads every entry's size: done once the entries this process
+    # wrote since the last trim add up to 1% of the limit (so a long sweep
+    # does not scan the folder after every point; the first write trims).
+    global _since_trim
+    limit = max_bytes()
+    _since_trim = None if _since_trim is None else _since_trim + len(payload)
+    if _since_trim is None or _since_trim >= limit // 100:
+        trim(limit)
+        _since_trim = 0
+
+
+#: Bytes written since this process last trimmed the cache (None: not yet).
+_since_trim: Optional[int] = None
 
 
 def _remove(path: str) -> None:
