@@ -304,3 +304,20 @@ def test_cli_cache_list_clear_path_and_no_cache(cache_dir, tmp_path):
     assert entry_files(cache_dir) == []
     p = vmsim_cmd("compare", str(tmp_path / "a.json"), "--no-cache")
     assert p.returncode == 2 and "--no-cache" in p.stderr and "saved results" in p.stderr
+
+
+@pytest.mark.sim
+def test_reproduce_reads_the_cache(cache_dir, tmp_path, monkeypatch):
+    from vmsim.reproduce import reproduce
+
+    calls = count_calls(monkeypatch, "compare")
+    reproduce(str(tmp_path / "a"), only=["clear-target-last"], scale=SCALE, force_scale=True)
+    assert len(calls) == 1
+    reproduce(str(tmp_path / "b"), only=["clear-target-last"], scale=SCALE, force_scale=True)
+    assert len(calls) == 1, "the second reproduce reads the cache"
+    for name in ("README.md", "clear-target-last.txt"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    a, b = (json.loads((tmp_path / d / "clear-target-last.json").read_text()) for d in "ab")
+    assert b["provenance"]["cached"] is True and text_of(a) == text_of(b)
+    reproduce(str(tmp_path / "c"), only=["clear-target-last"], scale=SCALE, force_scale=True, cache=False)
+    assert len(calls) == 2
