@@ -68,9 +68,9 @@ $(TOOLS): | $(BIN)/python
 
 $(STAMP): $(TOOLS) $(BUILD_INPUTS)
 	$(call PGO_ENV,extension,--release); export VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH"; \
-	$(BIN)/maturin develop $$profile --extras full,test || { [ "$$profile" != "--release" ] && \
+	$(BIN)/maturin develop $$profile --extras full,test,dask || { [ "$$profile" != "--release" ] && \
 		echo "the pgo build failed: building without profile-guided optimisation" >&2 && \
-		env -u RUSTFLAGS -u CARGO_TARGET_DIR $(BIN)/maturin develop --release --extras full,test; }
+		env -u RUSTFLAGS -u CARGO_TARGET_DIR $(BIN)/maturin develop --release --extras full,test,dask; }
 	touch $@
 
 clean:

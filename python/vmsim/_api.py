@@ -11,6 +11,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core, _policies, _provenance
+from . import cache as _cache
+from . import dask_backend as _dask
 from ._config import ConfigLike, load_dict, load_text, set_dotted
 from ._errors import check_json_values, config_error, cut
 from ._results import check_result, load_result
@@ -26,6 +28,7 @@ def run(
     progress: Optional[ProgressCallback] = None,
     check: bool = True,
     threads: Optional[int] = None,
+    cache: bool = True,
 ) -> Dict[str, Any]:
     """Runs one simulation and returns its result.
 
@@ -39,6 +42,10 @@ def run(
     over up to ``threads`` host threads (default: one per host CPU); the
     result is the same for any number.
 
+    A result in the result cache (``vmsim.cache``; docs/usage.md) is read
+    instead of simulated, and a fresh one is stored there; ``cache=False``
+    does neither. A result read from the cache has ``provenance.cached``.
+
     Raises ``ConfigError`` (with ``.key``, the dotted path of the bad field)
     for a bad config, ``DataVerificationError`` when the simulated workload
     did not read back what it wrote (the full result is its ``result``
@@ -50,14 +57,34 @@ def run(
         # A callable as a policy value runs in this process under a registered name.
         config = _policies.replace_callables(dict(config))
     text, fmt, base = load_text(config, base_dir)
+    key = _run_key(text, fmt, base) if _cache.enabled(cache) else None
     t0 = time.monotonic()
-    result = json.loads(_core.run_config(text, fmt, base, progress, threads))
+    out = _cache.get(key)
+    hit = out is not None
+    if not hit:
+        out = _core.run_config(text, fmt, base, progress, threads)
+        _cache.put(key, out, "run")
+    result = json.loads(out)
     seed = result.get("config", {}).get("seed", 0)
     _provenance.attach(result, "run", seeds=[seed], scale=None, host_seconds=time.monotonic() - t0, base_dir=base,
                        host_threads=threads)
+    if hit:
+        result["provenance"]["cached"] = True
     if check:
         check_verified(result)
     return result
+
+
+def _run_key(text: str, fmt: str, base: Optional[str]) -> Optional[str]:
+    """The cache key of a run config's text, or None (not cacheable, or not
+    parsed: the run then says what is wrong)."""
+    from ._config import parse_json, parse_toml
+
+    try:
+        cfg = parse_json(text) if fmt == "json" else parse_toml(text)
+        return _cache.run_key(json.dumps(cfg), base)
+    except (_core.VmsimError, ValueError, RecursionError):
+        return None
 
 
 def lost_data(result: Mapping[str, Any]) -> List[str]:
@@ -95,6 +122,8 @@ def compare(
     force_scale: bool = False,
     runs: int = 1,
     jobs: Optional[int] = None,
+    executor: Optional[Executor] = None,
+    cache: bool = True,
 ) -> Dict[str, Any]:
     """Runs an experiment's baseline and variants.
 
@@ -132,11 +161,22 @@ def compare(
     ``"FILE.py:NAME"`` string, or, in ``set``, the callable itself (run in
     this process; with ``runs`` above 1 name a file). A policy that fails
     raises ``PolicyError``.
+
+    ``executor`` runs each seed as one task on it instead of the process
+    pool: anything with ``submit(fn, *args)``, such as a
+    ``dask.distributed.Client`` (``vmsim[dask]``; docs/usage.md). The
+    result is the same; ``provenance.host_seconds`` and ``host_threads``
+    may differ.
+
+    A seed whose result is in the result cache (docs/usage.md) is read
+    instead of simulated, and a fresh one is stored; ``cache=False`` does
+    neither. A compare result read from the cache has ``provenance.cached``.
     """
     if isinstance(set, Mapping):
         set = _policies.replace_callables(dict(set))
-    if runs != 1 or isinstance(runs, bool):
-        return _compare_runs(experiment, scale, seed, runs, jobs, threads, set, progress, force_scale, check)
+    if runs != 1 or isinstance(runs, bool) or executor is not None:
+        return _compare_runs(experiment, scale, seed, runs, jobs, threads, set, progress, force_scale, check,
+                             executor=executor, cache=cache)
     if jobs is not None:
         check_threads(jobs, "jobs")  # worker processes matter only with runs above 1
     exp = os.fspath(experiment)
@@ -145,19 +185,139 @@ def compare(
     scale = check_scale(scale)
     set = check_set(exp, set)
     forced = check_min_scale(exp, scale, set, force_scale)
+    key = _cache.compare_key(exp, scale, seed, set) if _cache.enabled(cache) else None
     t0 = time.monotonic()
-    set_json = json.dumps(set) if set else None
-    result = json.loads(_core.compare(exp, scale, seed, progress, set_json, threads))
-    if set:
-        result["set"] = dict(set)
-    if forced:
-        result.update(forced)
-    exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
-    _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=time.monotonic() - t0,
-                       base_dir=exp_dir, host_threads=threads)
+    text = _cache.get(key)
+    hit = text is not None
+    if not hit:
+        text = _core.compare(exp, scale, seed, progress, json.dumps(set) if set else None, threads)
+        _cache.put(key, text, _compare_label(exp, scale, seed, set))
+    result = _compare_finish(text, exp, seed, scale, set, forced, threads, time.monotonic() - t0, hit)
     if check:
         check_verified(result)
     return result
+
+
+def _compare_label(exp: str, scale: Optional[float], seed: int, settings: Optional[Mapping[str, Any]]) -> str:
+    """What ``vmsim cache list`` shows of a cached compare."""
+    label = f"compare {exp} seed {seed}" + (f" scale {show_scale(scale)}" if scale is not None else "")
+    return label + (f" set {json.dumps(dict(settings), sort_keys=True)}" if settings else "")
+
+
+def _compare_finish(text: str, exp: str, seed: int, scale: Optional[float], settings: Optional[Mapping[str, Any]],
+                    forced: Optional[Mapping[str, Any]], threads: int, host_seconds: float,
+                    cached: bool) -> Dict[str, Any]:
+    """A compare result from the core's JSON text: the settings and scale
+    marks and the provenance block (the same whether the text is fresh,
+    from a worker or from the cache)."""
+    result = json.loads(text)
+    if settings:
+        result["set"] = dict(settings)
+    if forced:
+        result.update(forced)
+    exp_dir = os.path.dirname(os.path.abspath(exp)) if os.path.isfile(exp) else None
+    _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=host_seconds,
+                       base_dir=exp_dir, host_threads=threads)
+    if cached:
+        result["provenance"]["cached"] = True
+    return result
+
+
+def _build() -> List[str]:
+    return [_core.__version__, getattr(_core, "__git_revision__", "unknown")]
+
+
+def _check_build(expected: Optional[Sequence[str]]) -> None:
+    """In a worker: refuses to run for a caller of another vmsim build (a
+    cluster's workers must run the caller's version, or results differ)."""
+    if expected is not None and list(expected) != _build():
+        raise _core.VmsimError(f"this worker runs vmsim {' '.join(_build())}, the study was started with "
+                               f"vmsim {' '.join(expected)}; install the same version on every worker")
+
+
+def _compare_text(experiment: str, scale: Optional[float], seed: int, set_json: Optional[str], threads: int,
+                  build: Optional[Sequence[str]] = None) -> tuple:
+    """One seed of an experiment in a worker (a process pool's or a dask
+    cluster's): the core's JSON text and the host seconds it took."""
+    _check_build(build)
+    t0 = time.monotonic()
+    text = _core.compare(experiment, scale, seed, None, set_json, threads)
+    return text, time.monotonic() - t0
+
+
+def compare_many(specs: Sequence[Mapping[str, Any]], executor: Optional[Executor] = None, *,
+                 jobs: Optional[int] = None, threads: Optional[int] = None,
+                 progress: Optional[ProgressCallback] = None, label: str = "runs",
+                 cache: bool = True) -> List[Dict[str, Any]]:
+    """Compare results of several checked experiment runs, each
+    ``{"experiment", "scale", "seed", "set", "forced"}``, in order: cached
+    ones read, the others one task each on ``executor`` (default: a process
+    pool of up to ``jobs`` workers, each running its arms on ``threads``
+    host threads, default its share of the CPUs; on a given executor one
+    thread, unless ``threads``)."""
+    use_cache = _cache.enabled(cache)
+    keys = [_cache.compare_key(s["experiment"], s["scale"], s["seed"], s.get("set")) if use_cache else None
+            for s in specs]
+    t0 = time.monotonic()
+    results: List[Optional[Dict[str, Any]]] = [None] * len(specs)
+    todo = []
+    for i, (s, key) in enumerate(zip(specs, keys)):
+        text = _cache.get(key)
+        if text is None:
+            todo.append(i)
+        else:
+            results[i] = _compare_finish(text, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
+                                         check_threads(threads), time.monotonic() - t0, True)
+    finished = len(specs) - len(todo)
+    if progress is not None and finished:
+        progress(label, finished / len(specs))
+    if not todo:
+        return results  # type: ignore[return-value]
+    own = executor is None
+    if own:
+        jobs = min(jobs or default_threads(), len(todo))
+        # The seeds already fill the host's CPUs: each runs its arms on its share.
+        threads = threads or max(1, default_threads() // jobs)
+        executor = process_pool(jobs)
+    else:
+        threads = threads or 1
+    build = _build()
+    futures: List[Any] = []
+    try:
+        for i in todo:
+            s = specs[i]
+            futures.append(_dask.submit(executor, _compare_text, s["experiment"], s["scale"], s["seed"],
+                                        json.dumps(s["set"]) if s.get("set") else None, threads, build))
+        index_of = {id(f): i for f, i in zip(futures, todo)}
+        for fut in _dask.as_completed(futures):
+            i = index_of[id(fut)]
+            s = specs[i]
+            text, seconds = fut.result()
+            _cache.put(keys[i], text, _compare_label(s["experiment"], s["scale"], s["seed"], s.get("set")))
+            results[i] = _compare_finish(text, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
+                                         threads, seconds, False)
+            finished += 1
+            if progress is not None:
+                progress(label, finished / len(specs))
+    except BaseException:
+        if own:
+            stop_pool(executor, futures)
+        else:
+            _cancel(futures)
+        raise
+    finally:
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return results  # type: ignore[return-value]
+
+
+def _cancel(futures: Sequence[Any]) -> None:
+    """Cancels what is queued on an executor the caller owns (left running)."""
+    for fut in futures:
+        try:
+            fut.cancel()
+        except Exception:  # noqa: BLE001 - a future that cannot be cancelled any more
+            pass
 
 
 def check_scale(scale: Any) -> Optional[float]:
@@ -174,17 +334,10 @@ def check_scale(scale: Any) -> Optional[float]:
 MAX_RUNS = 10_000
 
 
-def _compare_worker(experiment: str, scale: Optional[float], seed: int,
-                    settings: Optional[Dict[str, Any]] = None, threads: int = 1,
-                    force_scale: bool = False) -> Dict[str, Any]:
-    """One seed of ``compare(runs=N)`` (module level, for the process pool)."""
-    return compare(experiment, scale=scale, seed=seed, check=False, set=settings, threads=threads,
-                   force_scale=force_scale)
-
-
 def _compare_runs(experiment: Union[str, "os.PathLike[str]"], scale: Any, seed: Any, runs: Any,
                   jobs: Any, threads: Any, settings: Any,
-                  progress: Optional[ProgressCallback], force_scale: Any, check: bool) -> Dict[str, Any]:
+                  progress: Optional[ProgressCallback], force_scale: Any, check: bool,
+                  executor: Optional[Executor] = None, cache: bool = True) -> Dict[str, Any]:
     """``compare(runs=N)``: N seeds of every arm on a process pool, as one
     ``compare-runs`` document (the ``vmsim compare --runs`` JSON)."""
     exp = os.fspath(experiment)
@@ -193,30 +346,24 @@ def _compare_runs(experiment: Union[str, "os.PathLike[str]"], scale: Any, seed: 
     seed = check_seed(seed)
     if jobs is not None:
         check_threads(jobs, "jobs")
+        if executor is not None:
+            raise config_error("jobs", "sizes the process pool; with an executor its workers run the seeds")
     if threads is not None:
         check_threads(threads)
+    _cache.enabled(cache)
     scale = check_scale(scale)
     settings = check_set(exp, settings)
     forced = check_min_scale(exp, scale, settings, force_scale)
     seeds = [check_seed(seed + i) for i in range(runs)]
-    jobs = min(jobs or default_threads(), len(seeds))
-    # The seeds already fill the host's CPUs: each runs its arms on its share.
-    threads = threads or max(1, default_threads() // jobs)
     t0 = time.monotonic()
-    executor = process_pool(jobs)
-    futures: List[Any] = []
-    try:
-        futures = [executor.submit(_compare_worker, exp, scale, s, settings, threads, force_scale) for s in seeds]
-        results = []
-        for i, fut in enumerate(futures):
-            results.append(fut.result())
-            if progress is not None:
-                progress(f"runs ({len(seeds)} seeds)", (i + 1) / len(seeds))
-    except BaseException:
-        stop_pool(executor, futures)
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+    specs = [{"experiment": exp, "scale": scale, "seed": s, "set": settings, "forced": forced} for s in seeds]
+    results = compare_many(specs, executor, jobs=jobs, threads=threads, progress=progress,
+                           label=f"runs ({len(seeds)} seeds)", cache=cache)
+    if runs == 1 and executor is not None and not isinstance(runs, bool):
+        # compare(executor=...) of one seed: that seed's compare result.
+        if check:
+            check_verified(results[0])
+        return results[0]
     first = results[0]
     doc: Dict[str, Any] = {"kind": "compare-runs", "experiment": first.get("experiment"),
                            "description": first.get("description"), "seeds": seeds, "runs": results}
@@ -447,6 +594,13 @@ def _run_point(config_json: str, base_dir: Optional[str], threads: int = 1) -> D
     return json.loads(_core.run_config(config_json, "json", base_dir, None, threads))
 
 
+def _run_point_text(config_json: str, base_dir: Optional[str], threads: int = 1,
+                    build: Optional[Sequence[str]] = None) -> str:
+    """One sweep point in a worker: the core's JSON text (what the cache stores)."""
+    _check_build(build)
+    return _core.run_config(config_json, "json", base_dir, None, threads)
+
+
 def _have_pandas() -> bool:
     try:
         import pandas  # noqa: F401
@@ -461,6 +615,7 @@ def sweep(
     executor: Optional[Executor] = None,
     *,
     progress: Optional[ProgressCallback] = None,
+    cache: bool = True,
 ):
     """Runs ``base`` at every point of ``grid`` and returns one row per point.
 
@@ -479,8 +634,11 @@ def sweep(
     Returns a ``pandas.DataFrame`` when pandas is installed, otherwise a list
     of dicts (install the ``full`` extra for pandas). The first failing point
     raises its exception.
+
+    A point whose result is in the result cache (docs/usage.md) is read
+    instead of run, and a fresh one is stored; ``cache=False`` does neither.
     """
-    rows = sweep_rows(grid, base, executor, progress=progress)
+    rows = sweep_rows(grid, base, executor, progress=progress, cache=cache)
     if _have_pandas():
         import pandas as pd
 
@@ -497,6 +655,7 @@ def sweep_rows(
     keep_going: bool = False,
     done: Optional[Sequence[Mapping[str, Any]]] = None,
     on_row: Optional[Callable[[List[Dict[str, Any]]], Any]] = None,
+    cache: bool = True,
 ) -> List[Dict[str, Any]]:
     """Like ``sweep``, but always returns a list of dicts (in grid order).
 
@@ -507,13 +666,49 @@ def sweep_rows(
     points still run; otherwise the first failure raises. ``done`` holds rows
     of an earlier, interrupted sweep: points with an "ok" row there are not
     run again. ``on_row(rows)`` is called with all rows so far (grid order)
-    each time a point finishes, for writing results as they come."""
+    each time a point finishes, for writing results as they come. Points in
+    the result cache are read, not run (``cache=False``: neither read nor
+    stored)."""
+    use_cache = _cache.enabled(cache)
     base_config, base_dir = load_dict(base)
     points, configs = _sweep_points(grid, base_config, base_dir)
     keys = list(grid)
     kept = {_point_key(r, keys): dict(r) for r in (done or []) if r.get("status", "ok") == "ok"}
     rows: List[Optional[Dict[str, Any]]] = [kept.get(_point_key(p, keys)) for p in points]
     todo = [i for i, r in enumerate(rows) if r is None]
+    finished = len(points) - len(todo)
+
+    def finish(i: int, fut: Any) -> None:
+        row = dict(points[i])
+        try:
+            result = fut.result()
+            lost = lost_data(result)
+            if lost:
+                raise _core.DataVerificationError("; ".join(lost))
+            row.update(scalar_metrics(result.get("metrics", {})))
+            row["status"] = "ok"
+        except (_core.VmsimError, OSError) as e:
+            if not keep_going:
+                raise
+            row.update({"status": "failed", "error": f"{type(e).__name__}: {e}"})
+        rows[i] = row
+
+    point_keys = {i: _cache.run_key(configs[i], base_dir) for i in todo} if use_cache else {}
+    hits = 0
+    for i in list(todo):
+        text = _cache.get(point_keys.get(i))
+        if text is not None:
+            finish(i, _Done(json.loads(text)))
+            todo.remove(i)
+            hits += 1
+    finished += hits
+    if hits:
+        if on_row is not None:
+            on_row([r for r in rows if r is not None])
+        if progress is not None:
+            progress("sweep", finished / len(points))
+    if not todo:
+        return [r for r in rows if r is not None]
 
     own = executor is None
     jobs = max(1, min(len(todo) or 1, default_threads()))
@@ -521,27 +716,21 @@ def sweep_rows(
         executor = process_pool(jobs)
     # The CPUs left over once every point at once has one go to windowed
     # points' sockets (the result does not depend on it).
-    threads = max(1, default_threads() // jobs)
+    threads = max(1, default_threads() // jobs) if own or not _dask.is_dask(executor) else 1
     futures: list = []
+    build = _build()
     try:
-        futures = [executor.submit(_run_point, configs[i], base_dir, threads) for i in todo]
+        futures = [_dask.submit(executor, _run_point_text, configs[i], base_dir, threads, build) for i in todo]
         index_of = {id(f): i for f, i in zip(futures, todo)}
-        finished = len(points) - len(todo)
-        for fut in _as_completed(futures):
+        for fut in _dask.as_completed(futures):
             i = index_of[id(fut)]
-            row = dict(points[i])
             try:
-                result = fut.result()
-                lost = lost_data(result)
-                if lost:
-                    raise _core.DataVerificationError("; ".join(lost))
-                row.update(scalar_metrics(result.get("metrics", {})))
-                row["status"] = "ok"
+                text = fut.result()
             except (_core.VmsimError, OSError) as e:
-                if not keep_going:
-                    raise
-                row.update({"status": "failed", "error": f"{type(e).__name__}: {e}"})
-            rows[i] = row
+                finish(i, _Done(error=e))
+            else:
+                _cache.put(point_keys.get(i), text, "sweep point " + json.dumps(points[i], sort_keys=True))
+                finish(i, _Done(json.loads(text)))
             finished += 1
             if on_row is not None:
                 on_row([r for r in rows if r is not None])
@@ -555,6 +744,18 @@ def sweep_rows(
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     return [r for r in rows if r is not None]
+
+
+class _Done:
+    """A finished future's stand-in (a cached result, or a worker's text parsed)."""
+
+    def __init__(self, value: Any = None, error: Optional[BaseException] = None):
+        self.value, self.error = value, error
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def sweep_points(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> List[Dict[str, Any]]:
@@ -584,12 +785,8 @@ def sweep_metric_names(grid: Mapping[str, Sequence[Any]], base: ConfigLike) -> L
 
 
 def _as_completed(futures: Sequence[Any]):
-    """Futures as they finish (concurrent.futures ones), else in order."""
-    from concurrent.futures import Future, as_completed
-
-    if all(isinstance(f, Future) for f in futures):
-        return as_completed(futures)
-    return iter(futures)
+    """Futures as they finish (concurrent.futures and dask ones), else in order."""
+    return _dask.as_completed(futures)
 
 
 def sweep_columns(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> List[str]:
@@ -729,6 +926,11 @@ def stop_pool(executor: Any, futures: Sequence[Any] = ()) -> None:
     pool, the workers are terminated (a running simulation cannot be asked to
     stop from another process), so neither a first nor a second Ctrl-C waits
     for queued points."""
+    if _dask.is_dask(executor):
+        # A dask client's shutdown() would stop the scheduler and its
+        # workers, which may serve others: only this study's tasks go.
+        _cancel(futures)
+        return
     for fut in futures:
         fut.cancel()
     if isinstance(executor, ProcessPoolExecutor):

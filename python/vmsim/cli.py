@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from . import _api, _core, _provenance, runtables
+from . import cache as _cache
+from . import dask_backend as _dask
 from ._config import load_dict, set_dotted
 from ._progress import StderrProgress
 from ._errors import cut
@@ -184,7 +186,7 @@ def cmd_run(args) -> int:
     path = _config_path(args.config)
     _check_out(args.json)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
-    result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads)
+    result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads, cache=not args.no_cache)
     _warn_unrecorded(result)
     _emit(result, format_run(result, args.names), args.json)
     return 0
@@ -286,7 +288,8 @@ def cmd_compare(args) -> int:
                                      ("--threads", args.threads is not None), ("--scale", args.scale is not None),
                                      ("--seed", args.seed is not None), ("--set", bool(args.set)),
                                      ("--force-scale", args.force_scale),
-                                     ("--json", args.json is not None)) if on]
+                                     ("--json", args.json is not None), ("--scheduler", args.scheduler is not None),
+                                     ("--workers", args.workers is not None), ("--no-cache", args.no_cache)) if on]
         if given:
             raise CliError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to running an experiment, "
                            "not to saved results")
@@ -316,9 +319,12 @@ def cmd_compare(args) -> int:
         _api.check_metric_names(metrics, known, "--metrics")
     # A valid scale below the quick scale: said under the answer it qualifies.
     note = None if forced else _api.quick_scale_note(experiment, args.scale)
+    _dask.check_engine(args.scheduler, args.workers, args.jobs)
     if args.runs == 1:
-        result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
-                                    set=settings, threads=args.threads, force_scale=args.force_scale)
+        with _dask.engine(args) as executor:
+            result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
+                                        set=settings, threads=args.threads, force_scale=args.force_scale,
+                                        executor=executor, cache=not args.no_cache)
         groups = _by_case(runtables.arms_of(result))
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
@@ -330,9 +336,10 @@ def cmd_compare(args) -> int:
         _emit(result, text, args.json)
         _note(note)
         return 0
-    doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
-                             set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
-                             jobs=args.jobs)
+    with _dask.engine(args) as executor:
+        doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
+                                 set=settings, threads=args.threads, force_scale=args.force_scale, runs=args.runs,
+                                 jobs=args.jobs, executor=executor, cache=not args.no_cache)
     _warn_unrecorded(doc)
     seeds = doc["seeds"]
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
@@ -356,8 +363,11 @@ def cmd_reproduce(args) -> int:
     from .reproduce import reproduce
 
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
-    results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
-                                 threads=args.threads, force_scale=args.force_scale)
+    _dask.check_engine(args.scheduler, args.workers)
+    with _dask.engine(args) as executor:
+        results = _run_with_progress(args, reproduce, args.out, only=args.only, scale=args.scale, seed=args.seed,
+                                     threads=args.threads, force_scale=args.force_scale, executor=executor,
+                                     cache=not args.no_cache)
     sys.stdout.write(f"wrote {len(results)} experiment(s) to {args.out}: README.md and, per experiment, .json, .txt, .png\n")
     return 0
 
@@ -507,16 +517,19 @@ def cmd_sweep(args) -> int:
     jobs = min(jobs, max(1, len(points)))  # a worker per point at most
     metrics = [m for m in (args.metrics or "").split(",") if m] or ["throughput_bytes_per_s", "elapsed_s"]
     _api.check_metric_names(metrics, _api.sweep_metric_names(grid, path), "--metrics")
-    executor = _api.process_pool(jobs)
-    try:
-        kw = dict(keep_going=True, done=done, on_row=write_partial)
-        if progress is None:
-            rows = _api.sweep_rows(grid, path, executor, **kw)
-        else:
-            with progress:
-                rows = _api.sweep_rows(grid, path, executor, progress=progress, **kw)
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+    _dask.check_engine(args.scheduler, args.workers, args.jobs)
+    with _dask.engine(args) as client:
+        executor = client if client is not None else _api.process_pool(jobs)
+        try:
+            kw = dict(keep_going=True, done=done, on_row=write_partial, cache=not args.no_cache)
+            if progress is None:
+                rows = _api.sweep_rows(grid, path, executor, **kw)
+            else:
+                with progress:
+                    rows = _api.sweep_rows(grid, path, executor, progress=progress, **kw)
+        finally:
+            if client is None:
+                executor.shutdown(wait=True, cancel_futures=True)
     sweep_doc = document(rows, True)
     _warn_unrecorded(sweep_doc)
     shown = [{k: row.get(k) for k in list(grid) + metrics + (["error"] if row.get("status") == "failed" else [])} for row in rows]
@@ -618,6 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, metavar="N",
                    help="host threads for a windowed run (sim.window_cycles), at most one per socket "
                         "(default: one per CPU); results do not depend on it")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the result cache (vmsim cache path shows where it is)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compare", parents=[common, named], help="run an experiment: baseline and variants side by side")
@@ -646,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="set a config key for every arm (repeatable), e.g. kernel.page_alloc_shuffle=true")
+    _dask.add_options(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("reproduce", parents=[common], help="run every built-in experiment into a results folder")
@@ -658,6 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="arms simulated at once, one host thread each (default: one per CPU)")
+    _dask.add_options(p)
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("hw", parents=[common], help="measure the real clear/copy routines on this host")
@@ -687,6 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="run only the points that --json OUT does not already hold")
     p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (needs pandas)")
     p.add_argument("--parquet", metavar="FILE", help="also write the rows as Parquet (needs pandas and pyarrow: the full extra)")
+    _dask.add_options(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("plot", parents=[common], help="plot a result JSON (needs matplotlib)")
@@ -699,6 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="screen (default) or paper: one column of a two-column paper, 3.5 in wide, 7-point text "
                         "(give --out FILE.pdf or .svg for vector output)")
     p.set_defaults(func=cmd_plot)
+    _cache.add_command(sub)
     return parser
 
 

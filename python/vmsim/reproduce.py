@@ -57,14 +57,24 @@ def _scale_lines(result: Dict[str, Any]) -> List[str]:
 
 def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optional[float] = None, seed: int = 0,
               progress: Optional[Callable[[str, float], Any]] = None,
-              threads: Optional[int] = None, force_scale: bool = False) -> Dict[str, Any]:
+              threads: Optional[int] = None, force_scale: bool = False, executor: Any = None,
+              cache: bool = True) -> Dict[str, Any]:
     """Runs the experiments and writes their results into ``out_dir``;
     returns ``{name: result}``. Each experiment runs up to ``threads`` of its
     arms at once (default: one per host CPU). A ``scale`` below an
     experiment's smallest valid scale raises ``ConfigError`` (keyed
     ``scale``) before anything runs, unless ``force_scale``: then its result
-    is marked as ``compare`` marks it, and so is its section of the README."""
+    is marked as ``compare`` marks it, and so is its section of the README.
+
+    ``executor`` (e.g. a ``dask.distributed.Client``) runs each experiment
+    as one task on it, all at once; the files are the same. Results in the
+    result cache are read instead of simulated (``cache=False``: neither
+    read nor stored; docs/usage.md)."""
+    given_threads = threads
     threads = _api.check_threads(threads)
+    from . import cache as _cache
+
+    _cache.enabled(cache)
     names = list(only) if only else list(_api.experiments())
     known = _api.experiments()
     for n in names:
@@ -89,7 +99,14 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
         remove_stale(parent, f".{base}.{kind}-", folders=True)
     work = tempfile.mkdtemp(prefix=f".{base}.partial-{os.getpid()}-", dir=parent)
     try:
-        results = _reproduce_into(work, names, scale, seed, progress, threads, force_scale)
+        if executor is not None:
+            specs = [{"experiment": n, "scale": scale, "seed": seed, "set": None,
+                      "forced": _api.check_min_scale(n, scale, None, force_scale)} for n in names]
+            done = dict(zip(names, _api.compare_many(specs, executor, threads=given_threads, progress=progress,
+                                                     label=f"reproduce ({len(names)} experiments)", cache=cache)))
+        else:
+            done = None
+        results = _reproduce_into(work, names, scale, seed, progress, threads, force_scale, done, cache)
         with open(os.path.join(work, MARKER), "w") as f:
             f.write("written by vmsim reproduce; a re-run replaces this folder\n")
         os.chmod(work, 0o755)
@@ -117,7 +134,8 @@ def reproduce(out_dir: str, only: Optional[Sequence[str]] = None, scale: Optiona
 
 def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed: int,
                     progress: Optional[Callable[[str, float], Any]], threads: int,
-                    force_scale: bool = False) -> Dict[str, Any]:
+                    force_scale: bool = False, done: Optional[Dict[str, Any]] = None,
+                    cache: bool = True) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     summary = [
         "# vmsim reproduce",
@@ -131,8 +149,11 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
     ]
     details: List[str] = []
     for name in names:
-        result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False, threads=threads,
-                              force_scale=force_scale)
+        if done is not None:
+            result = done[name]
+        else:
+            result = _api.compare(name, scale=scale, seed=seed, progress=progress, check=False, threads=threads,
+                                  force_scale=force_scale, cache=cache)
         results[name] = result
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)

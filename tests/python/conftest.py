@@ -45,3 +45,12 @@ def tiny_toml(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_TOML)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _result_cache_off(tmp_path_factory, monkeypatch):
+    # Tests run with the result cache off (a cached result would stand in
+    # for the run a test means to check) and never write the user's cache;
+    # tests/python/test_cache.py turns it on in a folder of its own.
+    monkeypatch.setenv("VMSIM_CACHE", "0")
+    monkeypatch.setenv("VMSIM_CACHE_DIR", str(tmp_path_factory.mktemp("vmsim-cache")))

@@ -1,0 +1,126 @@
+"""Studies on a ``dask.distributed`` cluster: ``--scheduler ADDRESS`` (a
+running scheduler) or ``--workers N`` (a local cluster of N single-threaded
+worker processes) for ``vmsim compare --runs``, ``vmsim sweep`` and
+``vmsim reproduce``, and a ``dask.distributed.Client`` as the ``executor``
+of the Python API.
+
+Each task is one unit the Python layer runs: a sweep point, one seed of an
+experiment (its arms run on the worker's threads) or one experiment of
+``reproduce``. Results are byte-identical to a local run; only the
+provenance fields ``host_seconds`` and ``host_threads`` differ. A worker
+that dies has its tasks run again on the others (the scheduler's
+``distributed.scheduler.allowed-failures``, 3 by default). Needs the
+``dask`` extra: ``pip install 'vmsim[dask]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional, Sequence
+
+from ._errors import config_error, cut
+
+#: Most workers of a local cluster (``--workers``).
+MAX_WORKERS = 4096
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("--scheduler/--workers need dask.distributed: pip install 'vmsim[dask]'") from None
+    return distributed
+
+
+def is_dask(executor: Any) -> bool:
+    """Whether ``executor`` is a ``dask.distributed.Client``."""
+    return type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "scheduler_info")
+
+
+def submit(executor: Any, fn: Any, *args: Any) -> Any:
+    """``executor.submit(fn, *args)``; on a dask client, as an impure task
+    (each submission runs), so retries and re-runs are dask's own."""
+    if is_dask(executor):
+        return executor.submit(fn, *args, pure=False)
+    return executor.submit(fn, *args)
+
+
+def as_completed(futures: Sequence[Any]) -> Iterator[Any]:
+    """Futures as they finish: concurrent.futures ones, dask ones, else in order."""
+    from concurrent.futures import Future
+    from concurrent.futures import as_completed as cf_as_completed
+
+    futures = list(futures)
+    if all(isinstance(f, Future) for f in futures):
+        return cf_as_completed(futures)
+    if futures and type(futures[0]).__module__.split(".")[0] == "distributed":
+        return iter(_distributed().as_completed(futures))
+    return iter(futures)
+
+
+def check_engine(scheduler: Any, workers: Any, jobs: Any = None) -> None:
+    """Refuses a bad or contradictory choice of engine (``ConfigError``
+    naming the option)."""
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise config_error("--scheduler", f"{cut(repr(scheduler))} is not accepted; accepted: a scheduler address "
+                                          "such as tcp://host:8786")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or not 1 <= workers <= MAX_WORKERS):
+        raise config_error("--workers", f"{cut(repr(workers))} is not accepted; accepted: an integer in "
+                                        f"1..{MAX_WORKERS}")
+    if scheduler is not None and workers is not None:
+        raise config_error("--workers", "--workers starts a local cluster and --scheduler names a running one; "
+                                        "give one of them")
+    if jobs is not None and (scheduler is not None or workers is not None):
+        raise config_error("-j/--jobs", "-j/--jobs sizes the local process pool; with --scheduler or --workers "
+                                        "the cluster's workers run the simulations")
+
+
+@contextlib.contextmanager
+def client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> Iterator[Any]:
+    """A ``dask.distributed.Client`` of the scheduler at ``scheduler``, or of
+    a local cluster of ``workers`` single-threaded worker processes (closed
+    on exit)."""
+    check_engine(scheduler, workers)
+    distributed = _distributed()
+    if scheduler is not None:
+        c = distributed.Client(scheduler)
+        try:
+            yield c
+        finally:
+            c.close()
+        return
+    cluster = distributed.LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    try:
+        c = distributed.Client(cluster)
+        try:
+            yield c
+        finally:
+            c.close()
+    finally:
+        cluster.close()
+
+
+def add_options(parser: Any) -> None:
+    """``--scheduler``, ``--workers`` and ``--no-cache`` of a CLI sub-command."""
+    g = parser.add_argument_group("cluster and cache (docs/usage.md)")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the simulations on the dask.distributed scheduler at ADDRESS (needs vmsim[dask])")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="run the simulations on a local dask cluster of N worker processes (needs vmsim[dask])")
+    g.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the result cache (vmsim cache path shows where it is)")
+
+
+@contextlib.contextmanager
+def engine(args: Any) -> Iterator[Optional[Any]]:
+    """The dask client the CLI's ``--scheduler``/``--workers`` ask for, or
+    None (the local process pool) when neither is given."""
+    scheduler, workers = getattr(args, "scheduler", None), getattr(args, "workers", None)
+    check_engine(scheduler, workers, getattr(args, "jobs", None))
+    if scheduler is None and workers is None:
+        yield None
+        return
+    with client(scheduler, workers) as c:
+        yield c

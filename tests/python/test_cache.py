@@ -1,0 +1,323 @@
+"""The result cache (python/vmsim/cache.py): hits are the fresh results byte
+for byte, corrupt entries are re-run, keys follow everything a result
+depends on, the size limit evicts the least recently used, and the CLI's
+`vmsim cache` and `--no-cache`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import vmsim
+from vmsim import _core, cache, cli
+
+SCALE = 1 / 256  # clear-target-last below its smallest valid scale: a quick run (force_scale)
+#: Provenance fields that may differ between a fresh and a cached result (docs/usage.md).
+VOLATILE = ("host_seconds", "host_threads", "cached")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("VMSIM_CACHE_DIR", str(d))
+    monkeypatch.setenv("VMSIM_CACHE", "1")
+    monkeypatch.delenv("VMSIM_CACHE_MAX_BYTES", raising=False)
+    return d
+
+
+def text_of(result):
+    """The JSON text the CLI writes, less the fields documented to differ."""
+    doc = json.loads(json.dumps(result))
+    for r in [doc] + list(doc.get("runs", [])):
+        for k in VOLATILE:
+            r.get("provenance", {}).pop(k, None)
+    return cli._dump_json(doc)
+
+
+def count_calls(monkeypatch, name):
+    calls = []
+    real = getattr(_core, name)
+
+    def spy(*a, **kw):
+        calls.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_core, name, spy)
+    return calls
+
+
+def entry_files(d):
+    return sorted(p for p in d.rglob("*.json") if not p.name.startswith("."))
+
+
+@pytest.mark.sim
+def test_compare_hit_is_the_fresh_result_byte_for_byte(cache_dir, monkeypatch):
+    calls = count_calls(monkeypatch, "compare")
+    fresh = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True)
+    assert len(calls) == 1 and "cached" not in fresh["provenance"]
+    hit = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True)
+    assert len(calls) == 1, "the second compare must come from the cache"
+    assert hit["provenance"]["cached"] is True
+    assert text_of(hit) == text_of(fresh)
+    # and both are what the simulator gives with the cache off
+    off = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, cache=False)
+    assert len(calls) == 2
+    assert text_of(off) == text_of(fresh)
+
+
+@pytest.mark.sim
+def test_run_and_sweep_points_share_entries(cache_dir, monkeypatch, tiny_config):
+    calls = count_calls(monkeypatch, "run_config")
+    fresh = vmsim.run(tiny_config)
+    hit = vmsim.run(tiny_config)
+    assert len(calls) == 1 and hit["provenance"]["cached"] is True
+    assert text_of(hit) == text_of(fresh)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        # seed 0 is the run above; seed 1 is new
+        rows = vmsim.sweep_rows({"seed": [0, 1]}, tiny_config, ex)
+        assert len(calls) == 2
+        again = vmsim.sweep_rows({"seed": [0, 1]}, tiny_config, ex)
+    assert len(calls) == 2
+    assert again == rows
+    assert rows[0]["cycles"] == fresh["metrics"]["cycles"]
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        off = vmsim.sweep_rows({"seed": [0, 1]}, tiny_config, ex, cache=False)
+    assert len(calls) == 4 and off == rows
+
+
+@pytest.mark.sim
+def test_sweep_progress_counts_cached_points(cache_dir, tiny_config):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        vmsim.sweep_rows({"seed": [0]}, tiny_config, ex)
+        seen = []
+        vmsim.sweep_rows({"seed": [0, 1]}, tiny_config, ex, progress=lambda label, f: seen.append(f))
+    assert seen == [0.5, 1.0]
+
+
+@pytest.mark.sim
+def test_compare_runs_reads_cached_seeds(cache_dir, monkeypatch):
+    vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, seed=1)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        calls = count_calls(monkeypatch, "compare")
+        doc = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, runs=2, executor=ex)
+    assert len(calls) == 1, "seed 1 was cached: only seed 0 runs"
+    assert [r["provenance"].get("cached", False) for r in doc["runs"]] == [False, True]
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        off = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, runs=2, executor=ex, cache=False)
+    assert text_of(off) == text_of(doc)
+
+
+@pytest.mark.sim
+def test_corrupt_entry_is_detected_and_run_again(cache_dir, monkeypatch, tiny_config):
+    fresh = vmsim.run(tiny_config)
+    (path,) = entry_files(cache_dir)
+    data = bytearray(path.read_bytes())
+    i = data.index(b'"cycles"') + len(b'"cycles"')
+    while not chr(data[i]).isdigit():
+        i += 1
+    data[i] = ord("7") if data[i] != ord("7") else ord("8")  # one digit of a metric, still valid JSON
+    json.loads(data[data.index(b"\n") + 1:])
+    path.write_bytes(bytes(data))
+    calls = count_calls(monkeypatch, "run_config")
+    again = vmsim.run(tiny_config)
+    assert len(calls) == 1, "a corrupt entry must be run again"
+    assert "cached" not in again["provenance"]
+    assert text_of(again) == text_of(fresh)
+    # the entry was written again, whole: the next run reads it
+    hit = vmsim.run(tiny_config)
+    assert len(calls) == 1 and text_of(hit) == text_of(fresh)
+    # a truncated entry and one with garbage for a header are misses too
+    for broken in (path.read_bytes()[:100], b"not json\n{}"):
+        path.write_bytes(broken)
+        assert cache.get(path.stem) is None
+        assert not path.exists()
+
+
+def test_keys_follow_what_the_result_depends_on(cache_dir, tmp_path, monkeypatch, tiny_config):
+    def key(cfg, base=None):
+        return cache.run_key(json.dumps(cfg), base)
+
+    k = key(tiny_config)
+    assert k and k == key(dict(reversed(list(tiny_config.items()))))  # key order does not matter
+    assert key(dict(tiny_config, seed=1)) != k
+    assert key(dict(tiny_config, workload=dict(tiny_config["workload"], nr_task=1))) != k
+    assert key(dict(tiny_config, machine="epyc-7763-2s" if "epyc-7763-2s" in vmsim.machines()
+                    else sorted(vmsim.machines())[-1])) != k
+    monkeypatch.setattr(_core, "__version__", "0.0.0-other")
+    assert key(tiny_config) != k
+    monkeypatch.undo()
+    monkeypatch.setenv("VMSIM_CACHE_DIR", str(cache_dir))
+    assert key(tiny_config) == k
+    monkeypatch.setattr(cache, "_core_hash", "another build")
+    assert key(tiny_config) != k
+
+
+def test_compare_keys(cache_dir):
+    k = cache.compare_key("clear-target-last", SCALE, 0, None)
+    assert k and k == cache.compare_key("clear-target-last", SCALE, 0, None)
+    assert cache.compare_key("clear-target-last", SCALE, 1, None) != k
+    assert cache.compare_key("clear-target-last", SCALE * 2, 0, None) != k
+    assert cache.compare_key("clear-target-last", None, 0, None) != k
+    assert cache.compare_key("clear-target-last", SCALE, 0, {"kernel.page_alloc_shuffle": True}) != k
+    assert cache.compare_key("copy-target-last", SCALE, 0, None) != k
+    assert cache.compare_key("no-such-experiment", SCALE, 0, None) is None
+
+
+def test_an_edited_experiment_file_is_a_new_key(cache_dir, tmp_path):
+    path = tmp_path / "exp.toml"
+    text = _core.builtin_toml("experiment", "clear-target-last")
+    path.write_text(text)
+    k = cache.compare_key(str(path), SCALE, 0, None)
+    assert k
+    path.write_text(text + "\n# a comment changes no arm, but the description could have changed\n")
+    assert cache.compare_key(str(path), SCALE, 0, None) not in (None, k)
+
+
+POLICY = '''\
+def clear(ctx):
+    return range(ctx.nr_pages)
+'''
+
+
+def test_python_policies_in_the_key(cache_dir, tmp_path, tiny_config):
+    pol = tmp_path / "pol.py"
+    pol.write_text(POLICY)
+    cfg = dict(tiny_config, kernel=dict(tiny_config["kernel"], clear_huge_page="pol.py:clear"))
+    k = cache.run_key(json.dumps(cfg), str(tmp_path))
+    assert k
+    pol.write_text(POLICY + "# changed\n")
+    assert cache.run_key(json.dumps(cfg), str(tmp_path)) not in (None, k)
+    # a file that is not there cannot be hashed: not cached (the run says what is wrong)
+    assert cache.run_key(json.dumps(cfg), str(tmp_path / "elsewhere")) is None
+    # a callable of this process is never cached
+    cfg = dict(tiny_config, kernel=dict(tiny_config["kernel"], clear_huge_page="python:mod.f"))
+    assert cache.run_key(json.dumps(cfg), None) is None
+
+
+@pytest.mark.sim
+def test_a_callable_policy_is_not_cached(cache_dir, tiny_config):
+    calls = []
+
+    def clear(ctx):
+        calls.append(ctx)
+        return range(ctx.nr_pages)
+
+    cfg = dict(tiny_config, kernel=dict(tiny_config["kernel"], clear_huge_page=clear))
+    vmsim.run(cfg)
+    assert calls and entry_files(cache_dir) == []
+
+
+def test_lru_eviction_past_the_size_limit(cache_dir, monkeypatch):
+    payload = "x" * 1000
+    keys = [f"{i:02x}" * 32 for i in range(4)]
+    for i, k in enumerate(keys):
+        cache.put(k, payload, f"entry {i}")
+        os.utime(cache._path(k), (1000 + i, 1000 + i))
+    assert len(cache.entries()) == 4
+    size = os.path.getsize(cache._path(keys[0]))
+    # entry 0 is used now: entry 1 is the least recently used
+    assert cache.get(keys[0]) == payload
+    monkeypatch.setenv("VMSIM_CACHE_MAX_BYTES", str(3 * size))
+    cache.put("ff" * 32, payload, "new")
+    left = {e["key"] for e in cache.entries()}
+    assert left == {keys[0], keys[3], "ff" * 32}
+    assert [e["label"] for e in cache.entries()][0] in ("new", "entry 0")
+    assert cache.clear() == 3 and cache.entries() == []
+
+
+def test_settings_are_checked(cache_dir, monkeypatch, tiny_config):
+    monkeypatch.setenv("VMSIM_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(vmsim.ConfigError) as info:
+        cache.max_bytes()
+    assert info.value.key == "VMSIM_CACHE_MAX_BYTES"
+    monkeypatch.setenv("VMSIM_CACHE_MAX_BYTES", "500M")
+    assert cache.max_bytes() == 500 << 20
+    monkeypatch.setenv("VMSIM_CACHE", "maybe")
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(tiny_config)
+    assert info.value.key == "VMSIM_CACHE"
+    monkeypatch.setenv("VMSIM_CACHE", "off")
+    assert not cache.enabled(True)
+    monkeypatch.setenv("VMSIM_CACHE", "1")
+    for call in (lambda: vmsim.run(tiny_config, cache="no"),
+                 lambda: vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, cache=1),
+                 lambda: vmsim.sweep_rows({"seed": [0]}, tiny_config, cache=None)):
+        with pytest.raises(vmsim.ConfigError) as info:
+            call()
+        assert info.value.key == "cache"
+    monkeypatch.setenv("VMSIM_CACHE_DIR", "")
+    with pytest.raises(vmsim.ConfigError) as info:
+        cache.cache_dir()
+    assert info.value.key == "VMSIM_CACHE_DIR"
+
+
+def test_default_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("VMSIM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache.cache_dir() == str(tmp_path / "vmsim")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_dir() == str(tmp_path / "home" / ".cache" / "vmsim")
+
+
+def test_an_unwritable_cache_still_returns_the_result(cache_dir, tiny_config):
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    cache_dir.write_text("a file where the folder would be")
+    assert vmsim.run(tiny_config)["metrics"]["cycles"] > 0
+
+
+def vmsim_cmd(*args):
+    return subprocess.run([sys.executable, "-m", "vmsim", *args], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=900)
+
+
+@pytest.mark.sim
+def test_cli_cache_list_clear_path_and_no_cache(cache_dir, tmp_path):
+    p = vmsim_cmd("cache", "path")
+    assert p.returncode == 0 and p.stdout.strip() == str(cache_dir)
+    common = ["compare", "clear-target-last", "--scale", "1/256", "--force-scale", "-q"]
+    p = vmsim_cmd(*common, "--no-cache", "--json", str(tmp_path / "a.json"))
+    assert p.returncode == 0, p.stderr
+    assert entry_files(cache_dir) == []
+    p = vmsim_cmd(*common, "--json", str(tmp_path / "b.json"))
+    assert p.returncode == 0, p.stderr
+    assert len(entry_files(cache_dir)) == 1
+    p = vmsim_cmd(*common, "--json", str(tmp_path / "c.json"))
+    assert p.returncode == 0, p.stderr
+    docs = [json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"]
+    assert docs[2]["provenance"]["cached"] is True
+    assert text_of(docs[0]) == text_of(docs[1]) == text_of(docs[2])
+    p = vmsim_cmd("cache", "list")
+    assert p.returncode == 0
+    assert str(cache_dir) in p.stdout and "1 result(s)" in p.stdout
+    assert "compare clear-target-last seed 0 scale 1/256" in p.stdout
+    p = vmsim_cmd("cache", "clear")
+    assert p.returncode == 0 and "removed 1" in p.stdout
+    assert entry_files(cache_dir) == []
+    p = vmsim_cmd("compare", str(tmp_path / "a.json"), "--no-cache")
+    assert p.returncode == 2 and "--no-cache" in p.stderr and "saved results" in p.stderr
+
+
+@pytest.mark.sim
+def test_reproduce_reads_the_cache(cache_dir, tmp_path, monkeypatch):
+    from vmsim.reproduce import reproduce
+
+    calls = count_calls(monkeypatch, "compare")
+    reproduce(str(tmp_path / "a"), only=["clear-target-last"], scale=SCALE, force_scale=True)
+    assert len(calls) == 1
+    reproduce(str(tmp_path / "b"), only=["clear-target-last"], scale=SCALE, force_scale=True)
+    assert len(calls) == 1, "the second reproduce reads the cache"
+    for name in ("README.md", "clear-target-last.txt"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    a, b = (json.loads((tmp_path / d / "clear-target-last.json").read_text()) for d in "ab")
+    assert b["provenance"]["cached"] is True and text_of(a) == text_of(b)
+    reproduce(str(tmp_path / "c"), only=["clear-target-last"], scale=SCALE, force_scale=True, cache=False)
+    assert len(calls) == 2
