@@ -6,8 +6,9 @@
 
 use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
+use crate::user::UserPlans;
 use std::cell::RefCell;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use vmsim_core::kernel::policy::clear::{check, ClearCtx, ClearPlan, ClearStep};
 use vmsim_core::kernel::StoreHow;
 use vmsim_core::policy::ClearHugePage;
@@ -35,21 +36,13 @@ pub enum ClearStrategy {
     User(u16),
 }
 
-/// The user plans registered in this process: (name, plan). Names are
-/// leaked once each (a handful per process) so that strategies stay `Copy`
-/// and name themselves with `&'static str` like the built-ins.
-static USER: RwLock<Vec<(&'static str, Arc<dyn ClearPlan>)>> = RwLock::new(Vec::new());
+/// The user clear plans registered in this process.
+static USER: UserPlans<dyn ClearPlan> = UserPlans::new();
 
 /// Registers a user's clear plan under `name` (replacing one of the same
 /// name) and returns its strategy.
 pub fn register_user(name: &str, plan: Arc<dyn ClearPlan>) -> ClearStrategy {
-    let mut u = USER.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = u.iter().position(|(n, _)| *n == name) {
-        u[i].1 = plan;
-        return ClearStrategy::User(i as u16);
-    }
-    u.push((Box::leak(name.to_string().into_boxed_str()), plan));
-    ClearStrategy::User((u.len() - 1) as u16)
+    ClearStrategy::User(USER.register(name, plan))
 }
 
 /// Whether a user strategy's plans clear every sub-page of an `nr`-page
@@ -59,9 +52,7 @@ pub fn check_user(s: ClearStrategy, nr: usize, targets: &[usize]) -> Result<(), 
     let ClearStrategy::User(i) = s else {
         return Ok(());
     };
-    let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
-        .1
-        .clone();
+    let plan = USER.get(i);
     let mut seen = std::collections::BTreeSet::new();
     for &n in targets.iter().filter(|&&n| seen.insert(n)) {
         let ctx = ClearCtx {
@@ -89,7 +80,7 @@ impl ClearStrategy {
 
     pub fn name(self) -> &'static str {
         match self {
-            Self::User(i) => USER.read().unwrap_or_else(|e| e.into_inner())[i as usize].0,
+            Self::User(i) => USER.name(i),
             Self::SeqMov => "seq-mov",
             Self::SeqStosb => "seq-stosb",
             Self::TargetLast => "target-last",
@@ -101,23 +92,16 @@ impl ClearStrategy {
 
     /// A built-in strategy or a registered user plan of this name.
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|x| x.name() == s).or_else(|| {
-            let u = USER.read().unwrap_or_else(|e| e.into_inner());
-            u.iter()
-                .position(|(n, _)| *n == s)
-                .map(|i| Self::User(i as u16))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .or_else(|| USER.find(s).map(Self::User))
     }
 
     /// The names `from_name` takes: the built-ins, then the registered user plans.
     pub fn all_names() -> Vec<&'static str> {
         let mut v: Vec<&'static str> = Self::ALL.iter().map(|s| s.name()).collect();
-        v.extend(
-            USER.read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(n, _)| *n),
-        );
+        v.extend(USER.names());
         v
     }
 
@@ -136,9 +120,7 @@ impl ClearStrategy {
     pub fn plan(self) -> (Arc<dyn ClearPlan>, StoreHow) {
         let (p, how) = match self {
             Self::User(i) => {
-                let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
-                    .1
-                    .clone();
+                let plan = USER.get(i);
                 return (plan, StoreHow::String);
             }
             Self::SeqMov => (ClearHugePage::Sequential, StoreHow::MovLoop),

@@ -3,15 +3,15 @@
 use crate::order::{for_each_process_huge_page, regions_7_0};
 use crate::prim::{mov_copy, nt_copy, rep_movsb, sfence};
 use crate::sys::SUBPAGE;
+use crate::user::UserPlans;
 use std::cell::RefCell;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use vmsim_core::kernel::policy::cow::{check_copy, CopyCtx, CopyPlan};
 
 pub use crate::clear::RADIUS;
 
-/// The user copy plans registered in this process: (name, plan); names
-/// leaked once each so that strategies stay `Copy` (as clear.rs's).
-static USER: RwLock<Vec<(&'static str, Arc<dyn CopyPlan>)>> = RwLock::new(Vec::new());
+/// The user copy plans registered in this process.
+static USER: UserPlans<dyn CopyPlan> = UserPlans::new();
 
 /// A user order by the (plan, sub-pages, target) it was made for.
 type Ordered = ((u16, usize, usize), Vec<u64>);
@@ -24,19 +24,11 @@ thread_local! {
 /// Registers a user's copy plan under `name` (replacing one of the same
 /// name) and returns its strategy.
 pub fn register_user(name: &str, plan: Arc<dyn CopyPlan>) -> CopyStrategy {
-    let mut u = USER.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = u.iter().position(|(n, _)| *n == name) {
-        u[i].1 = plan;
-        return CopyStrategy::User(i as u16);
-    }
-    u.push((Box::leak(name.to_string().into_boxed_str()), plan));
-    CopyStrategy::User((u.len() - 1) as u16)
+    CopyStrategy::User(USER.register(name, plan))
 }
 
 fn user_order(i: u16, nr: usize, n: usize) -> Result<Vec<u64>, String> {
-    let plan = USER.read().unwrap_or_else(|e| e.into_inner())[i as usize]
-        .1
-        .clone();
+    let plan = USER.get(i);
     let ctx = CopyCtx {
         nr_pages: nr as u64,
         target: n as u64,
@@ -87,7 +79,7 @@ impl CopyStrategy {
 
     pub fn name(self) -> &'static str {
         match self {
-            Self::User(i) => USER.read().unwrap_or_else(|e| e.into_inner())[i as usize].0,
+            Self::User(i) => USER.name(i),
             Self::SeqMov => "seq-mov",
             Self::SeqMovsb => "seq-movsb",
             Self::TargetLast => "target-last",
@@ -98,23 +90,16 @@ impl CopyStrategy {
 
     /// A built-in strategy or a registered user plan of this name.
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|x| x.name() == s).or_else(|| {
-            let u = USER.read().unwrap_or_else(|e| e.into_inner());
-            u.iter()
-                .position(|(n, _)| *n == s)
-                .map(|i| Self::User(i as u16))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .or_else(|| USER.find(s).map(Self::User))
     }
 
     /// The names `from_name` takes: the built-ins, then the registered user plans.
     pub fn all_names() -> Vec<&'static str> {
         let mut v: Vec<&'static str> = Self::ALL.iter().map(|s| s.name()).collect();
-        v.extend(
-            USER.read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(n, _)| *n),
-        );
+        v.extend(USER.names());
         v
     }
 }

@@ -30,6 +30,7 @@ pub mod prim;
 pub mod reps;
 pub mod sweep;
 pub mod sys;
+mod user;
 
 use std::fmt;
 

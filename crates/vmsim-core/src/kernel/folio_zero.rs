@@ -48,18 +48,14 @@ impl Kernel {
         };
         let plan = &self.cfg.clear_huge_page;
         let mut steps = Vec::new();
-        let checked = match plan.plan(&ctx, &mut steps) {
-            // The built-in plans are checked over folio sizes and targets by
-            // kernel/policy/clear.rs's tests; a user's, every time.
-            Ok(()) if plan.is_builtin() && !cfg!(debug_assertions) => Ok(()),
-            Ok(()) => check(&ctx, &steps).map_err(|e| {
+        let checked = plan.checked(plan.plan(&ctx, &mut steps), || {
+            check(&ctx, &steps).map_err(|e| {
                 format!(
                     "{e} (a folio of {} sub-pages, target sub-page {})",
                     ctx.nr_pages, ctx.target
                 )
-            }),
-            Err(e) => Err(e),
-        };
+            })
+        });
         if let Err(e) = checked {
             let name = plan.name().to_string();
             self.policy_failed("clear_huge_page", &name, e);

@@ -506,17 +506,15 @@ impl Kernel {
         };
         let plan = &self.cfg.copy_huge_page;
         let mut order = Vec::with_capacity(HPAGE_PMD_NR as usize);
-        let checked = match plan.plan(&ctx, &mut order) {
-            // The built-in orders are checked by kernel/policy/cow.rs's tests.
-            Ok(()) if plan.is_builtin() && !cfg!(debug_assertions) => Ok(()),
-            Ok(()) => check_copy(&ctx, &order).map_err(|e| {
+        // The built-in orders are proved by kernel/policy/cow.rs's tests.
+        let checked = plan.checked(plan.plan(&ctx, &mut order), || {
+            check_copy(&ctx, &order).map_err(|e| {
                 format!(
                     "{e} (a huge page of {} sub-pages, target sub-page {})",
                     ctx.nr_pages, ctx.target
                 )
-            }),
-            Err(e) => Err(e),
-        };
+            })
+        });
         if let Err(e) = checked {
             let name = plan.name().to_string();
             self.policy_failed("copy_huge_page", &name, e);

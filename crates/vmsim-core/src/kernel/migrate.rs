@@ -27,7 +27,6 @@
 
 use super::hw::Hw;
 use super::mm::Pte;
-use super::policy::tlb::FlushCtx;
 use super::sched::wait::WaitQueueId;
 use super::vmscan::TlbflushUnmapBatch;
 use super::{KFn, Kernel, StoreHow, Work};
@@ -249,19 +248,7 @@ impl Kernel {
             self.numa.migrate_unmap_flushes += 1;
         }
         // should_defer_flush(): a batch only when another CPU may hold the entry.
-        let ctx = FlushCtx {
-            others,
-            nr_cpus: self.mms[mm].cpumask.count(),
-        };
-        let defer = match self.cfg.migrate_tlb_flush.should_defer(&ctx) {
-            Ok(d) => d,
-            Err(e) => {
-                let name = self.cfg.migrate_tlb_flush.name().to_string();
-                self.policy_failed("migrate_tlb_flush", &name, e);
-                false
-            }
-        };
-        if defer {
+        if self.should_defer_flush(true, mm, others) {
             let mut ubc = TlbflushUnmapBatch::default();
             // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
             // entry was present (accessible) and the batch is flushed here,

@@ -345,24 +345,38 @@ impl Kernel {
             hw.charge(self.costs.rmap_pte_cycles);
             hw.settle(KFn::RmapWalk);
             // should_defer_flush() → arch_tlbbatch_should_defer() (kernel/policy/tlb.rs).
-            let ctx = FlushCtx {
-                others: self.mms[mm].cpumask.any_but(cpu),
-                nr_cpus: self.mms[mm].cpumask.count(),
-            };
-            let defer = match self.cfg.tlb_flush_on_unmap.should_defer(&ctx) {
-                Ok(d) => d,
-                Err(e) => {
-                    let name = self.cfg.tlb_flush_on_unmap.name().to_string();
-                    self.policy_failed("tlb_flush_on_unmap", &name, e);
-                    false
-                }
-            };
+            let others = self.mms[mm].cpumask.any_but(cpu);
+            let defer = self.should_defer_flush(false, mm, others);
             if defer {
                 ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
             } else {
                 // ptep_clear_flush() → flush_tlb_page().
                 self.flush_tlb_page(hw, mm, va);
                 hw.settle(KFn::FlushTlb);
+            }
+        }
+    }
+
+    /// `should_defer_flush()` for an entry of `mm` just cleared, by the
+    /// policy of `kernel.migrate_tlb_flush` (`migration`) or
+    /// `kernel.tlb_flush_on_unmap`; `others`: a CPU other than this one
+    /// may hold it. A policy that fails flushes at once (the run stops).
+    pub(crate) fn should_defer_flush(&mut self, migration: bool, mm: usize, others: bool) -> bool {
+        let ctx = FlushCtx {
+            others,
+            nr_cpus: self.mms[mm].cpumask.count(),
+        };
+        let (hook, key) = if migration {
+            (&self.cfg.migrate_tlb_flush, "migrate_tlb_flush")
+        } else {
+            (&self.cfg.tlb_flush_on_unmap, "tlb_flush_on_unmap")
+        };
+        match hook.should_defer(&ctx) {
+            Ok(d) => d,
+            Err(e) => {
+                let name = hook.name().to_string();
+                self.policy_failed(key, &name, e);
+                false
             }
         }
     }
