@@ -295,3 +295,98 @@ fn idle_states_name_the_state_at_fault() {
     let (k, _) = err("{ name = \"C1E\"", "{ nam = \"C1E\"");
     assert_eq!(k, "idle.states.value[1].nam");
 }
+
+/// The 4-socket preset's text, with its `[numa]` hop table.
+const PRESET_4S: &str = include_str!("../../../machines/xeon-e5-4655v3-4s.toml");
+
+/// `[numa] hops` is checked against the topology: square with a row per
+/// node, 0 on the diagonal and within a socket, 1..=8 between sockets,
+/// symmetric; each fault names its entry.
+#[test]
+fn numa_hop_tables_name_the_entry_at_fault() {
+    Preset::parse(PRESET_4S, "test").expect("shipped 4-socket preset is valid");
+    let err = |from: &str, to: &str| {
+        assert!(PRESET_4S.contains(from), "{from}");
+        match Preset::parse(&PRESET_4S.replace(from, to), "test") {
+            Err(Error::Config { key, message }) => (key, message),
+            other => panic!("{to}: {other:?}"),
+        }
+    };
+    let row0 = "  [0, 1, 2, 1],\n";
+    // A row short: three rows for four nodes.
+    let (k, m) = err(row0, "");
+    assert_eq!(k, "numa.hops.value");
+    assert!(m.contains("3 rows") && m.contains("4 rows of 4"), "{m}");
+    // An entry short.
+    let (k, m) = err(row0, "  [0, 1, 2],\n");
+    assert_eq!(k, "numa.hops.value[0]");
+    assert!(m.contains("3 entries"), "{m}");
+    // A node away from itself.
+    let (k, m) = err(row0, "  [1, 1, 2, 1],\n");
+    assert_eq!(k, "numa.hops.value[0][0]");
+    assert!(m.contains("itself"), "{m}");
+    // Another socket's node at 0 hops, or beyond the range.
+    for bad in ["0", "9"] {
+        let (k, m) = err(row0, &format!("  [0, {bad}, 2, 1],\n"));
+        assert_eq!(k, "numa.hops.value[0][1]");
+        assert!(m.contains("1..=8"), "{m}");
+    }
+    // Not symmetric.
+    let (k, m) = err(row0, "  [0, 1, 3, 1],\n");
+    assert_eq!(k, "numa.hops.value[0][2]");
+    assert!(m.contains("symmetric"), "{m}");
+    // Not a number.
+    let (k, _) = err(row0, "  [0, 1, \"two\", 1],\n");
+    assert_eq!(k, "numa.hops.value[0][2]");
+    // A row that is not an array.
+    let (k, m) = err(row0, "  5,\n");
+    assert_eq!(k, "numa.hops.value[0]");
+    assert!(m.contains("4 rows of 4"), "{m}");
+    // The extra hop's latency: in range, and required with the table.
+    let (k, m) = err("value = 37.6", "value = 1e300");
+    assert_eq!(k, "numa.extra_hop_latency_ns.value");
+    assert!(m.contains("accepted"), "{m}");
+    let line = PRESET_4S
+        .lines()
+        .find(|l| l.starts_with("extra_hop_latency_ns"))
+        .unwrap();
+    let (k, _) = err(line, "");
+    assert_eq!(k, "numa.extra_hop_latency_ns");
+    // A table for the wrong topology: the 4-socket table on two sockets.
+    let two_sockets = PRESET_4S.replace("sockets = { value = 4,", "sockets = { value = 2,");
+    match Preset::parse(&two_sockets, "test") {
+        Err(Error::Config { key, message }) => {
+            assert_eq!(key, "numa.hops.value");
+            assert!(message.contains("2 rows of 2"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// With two nodes per socket, the nodes of one socket are 0 hops apart and
+/// share a row.
+#[test]
+fn numa_hops_keep_a_sockets_nodes_together() {
+    let two_per_socket = PRESET.replace(
+        "nodes_per_socket = { value = 1,",
+        "nodes_per_socket = { value = 2,",
+    );
+    let with = |rows: &str| {
+        format!(
+            "{two_per_socket}\n[numa]\nhops = {{ value = [{rows}], source = \"test\" }}\nextra_hop_latency_ns = {{ value = 10, source = \"test\" }}\n"
+        )
+    };
+    let ok = "[0,0,1,1],[0,0,1,1],[1,1,0,0],[1,1,0,0]";
+    let p = Preset::parse(&with(ok), "test").expect("valid two-node-per-socket table");
+    assert_eq!(p.machine_params().unwrap().numa_hops[2], vec![1, 1, 0, 0]);
+    let err = |rows: &str| match Preset::parse(&with(rows), "test") {
+        Err(Error::Config { key, message }) => (key, message),
+        other => panic!("{rows}: {other:?}"),
+    };
+    let (k, m) = err("[0,1,1,1],[1,0,1,1],[1,1,0,0],[1,1,0,0]");
+    assert_eq!(k, "numa.hops.value[0][1]");
+    assert!(m.contains("share a socket"), "{m}");
+    let (k, m) = err("[0,0,1,2],[0,0,1,1],[1,1,0,0],[2,1,0,0]");
+    assert_eq!(k, "numa.hops.value[1]");
+    assert!(m.contains("differs from row 0"), "{m}");
+}

@@ -42,7 +42,7 @@ fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
     let remote = p.dram_remote_cycles;
     assert_eq!(
         m.access(0, 100, AccessKind::StringStore, true, 1),
-        Served::NoFill { remote: false }
+        Served::NoFill { hops: 0 }
     );
     // The store itself only costs its issue; the superqueue entry and the fill buffer are held
     // for the local DRAM latency (no data to prefetch: the buffer waits for the grant).
@@ -57,14 +57,14 @@ fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
     let t = m.cpus[0].clock;
     assert_eq!(
         m.access(0, remote_line, AccessKind::StringStore, true, 1),
-        Served::NoFill { remote: true }
+        Served::NoFill { hops: 1 }
     );
     assert!(m.cores[0].sq.contains(&(t + remote)));
     // Granted at the LLC instead: the entry is held for the LLC latency only.
     let (p, mut m) = icx(NoRfoGrant::Llc);
     assert_eq!(
         m.access(0, 100, AccessKind::StringStore, true, 1),
-        Served::NoFill { remote: false }
+        Served::NoFill { hops: 0 }
     );
     assert_eq!(
         m.cores[0].sq.iter().copied().max(),
@@ -183,7 +183,7 @@ fn exact_latencies_of_a_dependent_load() {
     // Cold line on node 0 from CPU 0: full local DRAM latency.
     assert_eq!(
         m.access(0, 100, AccessKind::Load, false, 1),
-        Served::Dram { remote: false }
+        Served::Dram { hops: 0 }
     );
     assert_eq!(m.cpus[0].clock, dram);
     // Now in L1: the L1's load-to-use latency (the issue overlaps it).
@@ -199,7 +199,7 @@ fn exact_latencies_of_a_dependent_load() {
     let t = m.cpus[18].clock;
     assert_eq!(
         m.access(18, 100, AccessKind::Load, false, 1),
-        Served::RemoteCache
+        Served::RemoteCache { hops: 1 }
     );
     assert_eq!(m.cpus[18].clock - t, p.remote_cache_cycles);
     // A line homed on node 1 read cold from socket 0: remote DRAM latency.
@@ -207,7 +207,7 @@ fn exact_latencies_of_a_dependent_load() {
     let t = m.cpus[2].clock;
     assert_eq!(
         m.access(2, remote_line, AccessKind::Load, false, 1),
-        Served::Dram { remote: true }
+        Served::Dram { hops: 1 }
     );
     assert_eq!(m.cpus[2].clock - t, p.dram_remote_cycles);
 }
@@ -389,7 +389,7 @@ fn a_non_temporal_line_holds_its_buffers_until_the_home_accepts_it() {
     assert!(p.llc.latency_cycles < local && local < p.dram_local_cycles);
     assert_eq!(
         m.access(0, 100, AccessKind::NtStore, true, 1),
-        Served::NtWrite { remote: false }
+        Served::NtWrite { hops: 0 }
     );
     // Posted: the store costs its issue; the fill buffer and superqueue entry are held
     // until the home accepts the line, not for a read's round trip.
@@ -477,7 +477,7 @@ fn a_remote_load_writes_back_a_line_dirty_in_core_0() {
         let written = m.hier.dram[0].stats.bytes_written;
         assert_eq!(
             m.access(18, 100, AccessKind::Load, false, 1),
-            Served::RemoteCache
+            Served::RemoteCache { hops: 1 }
         );
         assert_eq!(
             m.hier.dram[0].stats.bytes_written,
@@ -579,10 +579,10 @@ fn a_struct_page_atomic_from_36_cpus_moves_its_line_each_time() {
     }
     // The first from memory; then each CPU takes it from the one before:
     // within a socket through its LLC, across sockets from the other's cache.
-    assert_eq!(served[0].0, Served::Dram { remote: false });
+    assert_eq!(served[0].0, Served::Dram { hops: 0 });
     for (k, &(got, cycles)) in served.iter().enumerate().skip(1) {
         let (want, lat) = if k == 18 {
-            (Served::RemoteCache, p.remote_cache_cycles)
+            (Served::RemoteCache { hops: 1 }, p.remote_cache_cycles)
         } else {
             (Served::Llc, p.llc.latency_cycles)
         };
@@ -596,4 +596,70 @@ fn a_struct_page_atomic_from_36_cpus_moves_its_line_each_time() {
     let t0 = m.cpus[0].clock;
     assert_eq!(m.atomic(0, line, 18), Served::L1);
     assert_eq!(m.cpus[0].clock - t0, 18);
+}
+
+/// The 4-socket preset's nodes sit on a ring (`[numa] hops`): node 2 is two
+/// hops from node 0, nodes 1 and 3 one. A cold read of node 2's memory
+/// from socket 0 costs exactly `extra_hop_cycles` more than one of node
+/// 1's, and a line forwarded from socket 2's cache costs that much more
+/// than one from socket 1's.
+#[test]
+fn a_two_hop_node_costs_the_extra_hop_more_than_a_one_hop_node() {
+    let p = params("xeon-e5-4655v3-4s");
+    assert_eq!(p.topo.nr_nodes(), 4);
+    assert_eq!(p.numa_hops[0], vec![0, 1, 2, 1]);
+    let extra = p.extra_hop_cycles;
+    assert!(extra > 0);
+    let node_bytes = 1u64 << 30;
+    let line_on = |node: u64, i: u64| (node * node_bytes) >> 6 | i;
+    let mut m = Machine::new(&p, node_bytes, 0).unwrap();
+    let cold = |m: &mut Machine, node: u64| {
+        let t = m.cpus[0].clock;
+        let s = m.access(0, line_on(node, 7), AccessKind::Load, false, 1);
+        (s, m.cpus[0].clock - t)
+    };
+    let (s0, local) = cold(&mut m, 0);
+    let (s1, one) = cold(&mut m, 1);
+    let (s2, two) = cold(&mut m, 2);
+    let (s3, one_back) = cold(&mut m, 3);
+    assert_eq!(
+        (s0, s1, s2, s3),
+        (
+            Served::Dram { hops: 0 },
+            Served::Dram { hops: 1 },
+            Served::Dram { hops: 2 },
+            Served::Dram { hops: 1 }
+        )
+    );
+    assert_eq!(local, p.dram_local_cycles);
+    assert_eq!(one, p.dram_remote_cycles);
+    assert_eq!(one_back, p.dram_remote_cycles);
+    assert_eq!(two, one + extra);
+
+    // Cache to cache: a clean line of node 0 held by socket 1 (CPU 6) and
+    // one held by socket 2 (CPU 12), each read by CPU 0.
+    let cores = p.topo.cores_per_socket;
+    let mut m = Machine::new(&p, node_bytes, 0).unwrap();
+    let forwarded = |m: &mut Machine, holder_socket: usize, i: u64| {
+        let line = line_on(0, 100 + i);
+        m.access(holder_socket * cores, line, AccessKind::Load, false, 1);
+        let t = m.cpus[0].clock;
+        let s = m.access(0, line, AccessKind::Load, false, 1);
+        (s, m.cpus[0].clock - t)
+    };
+    let (s1, one) = forwarded(&mut m, 1, 0);
+    let (s2, two) = forwarded(&mut m, 2, 1);
+    assert_eq!(s1, Served::RemoteCache { hops: 1 });
+    assert_eq!(s2, Served::RemoteCache { hops: 2 });
+    assert_eq!(one, p.remote_cache_cycles);
+    assert_eq!(two, one + extra);
+}
+
+/// Without `[numa]` every other socket is one hop away: the two-socket
+/// preset has no hop table and no extra-hop cost.
+#[test]
+fn presets_without_a_hop_table_keep_one_hop() {
+    let p = params("xeon-e5-2699v3-2s");
+    assert!(p.numa_hops.is_empty());
+    assert_eq!(p.extra_hop_cycles, 0);
 }

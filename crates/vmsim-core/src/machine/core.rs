@@ -263,7 +263,7 @@ impl CoreResources {
         let beyond_l2 = match served {
             Served::L1 | Served::NoFill { .. } | Served::NtWrite { .. } => return t,
             Served::L2 => false,
-            Served::Llc | Served::RemoteCache | Served::Dram { .. } => true,
+            Served::Llc | Served::RemoteCache { .. } | Served::Dram { .. } => true,
         };
         let mut t = t;
         if beyond_l2 {

@@ -148,10 +148,12 @@ impl Machine {
                 nt_local: p.posted_write_cycles,
                 nt_remote: p.posted_write_cycles
                     + p.dram_remote_cycles.saturating_sub(p.dram_local_cycles),
+                extra_hop: p.extra_hop_cycles,
             },
             node_bytes,
             dram_bytes_per_cycle: p.dram_bytes_per_cycle,
             link_bytes_per_cycle: p.link_bytes_per_cycle,
+            numa_hops: p.numa_hops.clone(),
             seed,
         })?;
         let cpus = (0..topo.nr_cpus())

@@ -62,6 +62,13 @@ pub struct MachineParams {
     /// A dirty L2 victim holds a superqueue entry for the LLC latency on its way out.
     pub l2_writeback_holds_superqueue: bool,
     pub remote_cache_cycles: u64,
+    /// QPI/UPI hops from each NUMA node to each other (`[numa] hops`), node
+    /// by node; empty: every node of another socket is one hop away. The
+    /// nodes of one socket are zero hops from each other and share a row.
+    pub numa_hops: Vec<Vec<u8>>,
+    /// What each hop beyond the first adds to a remote access (memory,
+    /// cache-to-cache, the acceptance of a posted write).
+    pub extra_hop_cycles: u64,
     /// Sustained DRAM bandwidth of one NUMA node.
     pub dram_bytes_per_cycle: f64,
     /// Bandwidth of the inter-socket link.

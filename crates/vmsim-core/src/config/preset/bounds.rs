@@ -218,6 +218,15 @@ pub fn check(p: &Preset) -> Result<(), Error> {
             range_or_none(key, v, 1.0, 10_000.0, " ns", single)?;
         }
     }
+    if let Some(n) = &p.numa {
+        range_f(
+            "numa.extra_hop_latency_ns",
+            n.extra_hop_latency_ns,
+            0.0,
+            10_000.0,
+            " ns",
+        )?;
+    }
     if !(single && m.interconnect_bandwidth_gbs == 0.0) {
         range_or_none(
             "memory.interconnect_bandwidth_gbs",

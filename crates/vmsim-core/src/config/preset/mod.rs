@@ -61,6 +61,10 @@ pub struct Preset {
     /// What perf's generic `cache-references`/`cache-misses` count on the chip: "llc" or "l2".
     pub perf_cache_events: String,
     pub costs: Costs,
+    /// `[numa]`: socket-link hops between NUMA nodes; `None` when the preset
+    /// has none (every node of another socket is then one hop away).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaParams>,
     /// `[idle]`: the CPU's idle states, shallowest first; empty when the
     /// preset has none (a woken CPU then exits idle at no cost).
     pub idle_states: Vec<IdleStatePreset>,
@@ -149,6 +153,99 @@ pub struct MemoryParams {
     pub interconnect_bandwidth_gbs: f64,
     /// How long a non-temporal line holds its write-combining buffer after leaving the core.
     pub posted_write_ns: f64,
+}
+
+/// `[numa]`: how far each NUMA node is from each other, in socket-link
+/// (QPI/UPI) hops, and what a hop beyond the first costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct NumaParams {
+    /// Node by node: 0 from a node to itself and to the other nodes of its
+    /// socket, 1 to `MAX_HOPS` to a node of another socket; symmetric.
+    pub hops: Vec<Vec<u64>>,
+    /// Added to `memory.remote_latency_ns`, `memory.remote_cache_latency_ns`
+    /// and a remote posted write for each hop beyond the first.
+    pub extra_hop_latency_ns: f64,
+}
+
+/// Most socket-link hops between two nodes `[numa] hops` accepts.
+pub const MAX_HOPS: u64 = 8;
+
+/// `[numa].hops`: a square array of arrays, one row per NUMA node, checked
+/// against the topology (`sockets` x `nodes_per_socket` nodes).
+fn numa_hops(
+    key: &str,
+    v: &Value,
+    sockets: u64,
+    nodes_per_socket: u64,
+) -> Result<Vec<Vec<u64>>, Error> {
+    let nodes = (sockets * nodes_per_socket) as usize;
+    let shape = format!(
+        "expected {nodes} rows of {nodes} hop counts, one per NUMA node (cpu.sockets x memory.nodes_per_socket)"
+    );
+    let Value::Array(rows) = v else {
+        return Err(cfg_err(key, shape));
+    };
+    if rows.len() != nodes {
+        return Err(cfg_err(key, format!("{} rows; {shape}", rows.len())));
+    }
+    let mut out = Vec::with_capacity(nodes);
+    for (i, r) in rows.iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        let Value::Array(r) = r else {
+            return Err(cfg_err(k, shape));
+        };
+        if r.len() != nodes {
+            return Err(cfg_err(k, format!("{} entries; {shape}", r.len())));
+        }
+        let row = r
+            .iter()
+            .enumerate()
+            .map(|(j, x)| as_u64(&format!("{k}[{j}]"), x))
+            .collect::<Result<Vec<u64>, Error>>()?;
+        out.push(row);
+    }
+    let socket = |n: usize| n / nodes_per_socket as usize;
+    for i in 0..nodes {
+        for j in 0..nodes {
+            let k = format!("{key}[{i}][{j}]");
+            let h = out[i][j];
+            if socket(i) == socket(j) {
+                if h != 0 {
+                    return Err(cfg_err(
+                        k,
+                        if i == j {
+                            format!("{h}: a node is 0 hops from itself")
+                        } else {
+                            format!("{h}: nodes {i} and {j} share a socket, so are 0 hops apart (the model holds a socket's nodes at the local latency)")
+                        },
+                    ));
+                }
+            } else if !(1..=MAX_HOPS).contains(&h) {
+                return Err(cfg_err(
+                    k,
+                    format!("{h} is out of range: nodes {i} and {j} are on different sockets, 1..={MAX_HOPS} hops apart"),
+                ));
+            }
+            if out[j][i] != h {
+                return Err(cfg_err(
+                    k,
+                    format!(
+                        "{h}, but [{j}][{i}] is {}: hops must be symmetric",
+                        out[j][i]
+                    ),
+                ));
+            }
+            if socket(i) == socket(j) && out[i] != out[j] {
+                return Err(cfg_err(
+                    format!("{key}[{j}]"),
+                    format!(
+                        "differs from row {i}: the nodes of one socket are as far from every node"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -531,6 +628,23 @@ impl Preset {
         }
         c.finish()?;
 
+        let numa = match top.sub_opt("numa")? {
+            None => None,
+            Some(f) => {
+                let mut n = P {
+                    f,
+                    sources: &mut sources,
+                };
+                let (k, v) = n.leaf("hops")?;
+                let hops = numa_hops(&format!("{k}.value"), &v, sockets, memory.nodes_per_socket)?;
+                let extra_hop_latency_ns = n.fl("extra_hop_latency_ns")?;
+                n.finish()?;
+                Some(NumaParams {
+                    hops,
+                    extra_hop_latency_ns,
+                })
+            }
+        };
         let idle_states = match top.sub_opt("idle")? {
             None => Vec::new(),
             Some(f) => {
@@ -569,6 +683,7 @@ impl Preset {
             prefetch,
             perf_cache_events,
             costs,
+            numa,
             idle_states,
             sources,
         };
@@ -651,6 +766,20 @@ impl Preset {
             dram_local_cycles: cyc(m.local_latency_ns),
             dram_remote_cycles: cyc(m.remote_latency_ns),
             remote_cache_cycles: cyc(m.remote_cache_latency_ns),
+            numa_hops: self
+                .numa
+                .as_ref()
+                .map(|n| {
+                    n.hops
+                        .iter()
+                        .map(|r| r.iter().map(|&h| h as u8).collect())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            extra_hop_cycles: self
+                .numa
+                .as_ref()
+                .map_or(0, |n| cyc(n.extra_hop_latency_ns)),
             posted_write_cycles: cyc(m.posted_write_ns),
             l2_writeback_holds_superqueue: self.l2_writeback_holds_superqueue,
             dram_bytes_per_cycle: bpc(m.sustained_bandwidth_gbs / m.nodes_per_socket as f64),

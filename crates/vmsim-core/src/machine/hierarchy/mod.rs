@@ -60,18 +60,22 @@ pub enum Served {
     L2,
     Llc,
     /// Another LLC instance (other socket or CCX) forwarded the line.
-    RemoteCache,
-    /// Ownership granted without data (no-RFO string store, LLC miss). `remote`:
-    /// the line's home is another socket's memory.
+    /// `hops`: socket-link hops from the nearest holder (0: a CCX of the
+    /// same socket).
+    RemoteCache {
+        hops: u8,
+    },
+    /// Ownership granted without data (no-RFO string store, LLC miss).
+    /// `hops`: socket-link hops to the line's home (0: this socket's memory).
     NoFill {
-        remote: bool,
+        hops: u8,
     },
     Dram {
-        remote: bool,
+        hops: u8,
     },
     /// Non-temporal store written to memory.
     NtWrite {
-        remote: bool,
+        hops: u8,
     },
 }
 
@@ -135,6 +139,9 @@ pub struct Latencies {
     /// leaving the core, until its home accepts it (local / remote home).
     pub nt_local: u64,
     pub nt_remote: u64,
+    /// Added to a remote latency (`remote_cache`, `dram_remote`, `nt_remote`
+    /// and a no-RFO grant at home) for each socket-link hop beyond the first.
+    pub extra_hop: u64,
 }
 
 pub struct Hierarchy {
@@ -194,6 +201,12 @@ pub struct Hierarchy {
     /// `Topology::cores_per_llc` and `socket_of_node`, done once).
     cores_per_llc: usize,
     node_socket: Vec<usize>,
+    /// Socket-link hops from each socket to each node's memory
+    /// (`socket * nodes + node`; 0 for the socket's own nodes).
+    node_hops: Vec<u8>,
+    /// Hops from the socket to the nearest other LLC instance that held the
+    /// line the last probe found.
+    probe_hops: u8,
     /// Memory bytes per NUMA node, to divide by: physical addresses are
     /// laid out node by node.
     node_div: Divisor,
@@ -211,6 +224,9 @@ pub struct HierarchyParams {
     pub node_bytes: u64,
     pub dram_bytes_per_cycle: f64,
     pub link_bytes_per_cycle: f64,
+    /// Hops between NUMA nodes, node by node (empty: every node of another
+    /// socket is one hop away).
+    pub numa_hops: Vec<Vec<u8>>,
     pub seed: u64,
 }
 
@@ -275,7 +291,18 @@ impl Hierarchy {
             })
             .collect();
         let cores_per_llc = t.cores_per_llc();
-        let node_socket = (0..t.nr_nodes()).map(|n| t.socket_of_node(n)).collect();
+        let node_socket: Vec<usize> = (0..t.nr_nodes()).map(|n| t.socket_of_node(n)).collect();
+        // A socket's hops are its first node's row.
+        let node_hops = (0..t.sockets)
+            .flat_map(|s| {
+                let node_socket = &node_socket;
+                let numa_hops = &p.numa_hops;
+                (0..t.nr_nodes()).map(move |n| match numa_hops.get(s * t.nodes_per_socket) {
+                    Some(row) => row[n],
+                    None => u8::from(node_socket[n] != s),
+                })
+            })
+            .collect();
         Ok(Hierarchy {
             active_home: vec![0; t.nr_llcs() * t.nr_nodes()],
             defer: false,
@@ -299,6 +326,8 @@ impl Hierarchy {
             core_llc,
             cores_per_llc,
             node_socket,
+            node_hops,
+            probe_hops: 0,
             node_div: Divisor::new(p.node_bytes.max(1)),
         })
     }
@@ -307,6 +336,18 @@ impl Hierarchy {
     pub fn home_node(&self, line: u64) -> usize {
         let node = self.node_div.div(line << 6);
         (node as usize).min(self.dram.len() - 1)
+    }
+
+    /// Socket-link hops from `socket` to `node`'s memory.
+    #[inline]
+    pub fn hops(&self, socket: usize, node: usize) -> u8 {
+        self.node_hops[socket * self.dram.len() + node]
+    }
+
+    /// Socket-link hops from `socket` to socket `other`.
+    #[inline]
+    fn socket_hops(&self, socket: usize, other: usize) -> u8 {
+        self.hops(socket, other * self.topo.nodes_per_socket)
     }
 
     /// Moves 64 bytes between DRAM at `node` and a requester on `socket`; returns the queue wait.
@@ -461,6 +502,8 @@ impl Hierarchy {
     ) -> (bool, bool) {
         let mut found = false;
         let mut dirty = false;
+        let from = self.socket_of_llc(u);
+        self.probe_hops = u8::MAX;
         let (h, counts) = self.presence_at(line);
         let nodes = self.dram.len();
         for v in 0..self.llc.len() {
@@ -488,6 +531,8 @@ impl Hierarchy {
                         let c = base + b;
                         if self.l1[c].contains(line) || self.l2[c].contains(line) {
                             found = true;
+                            let vh = self.socket_hops(from, self.socket_of_llc(v));
+                            self.probe_hops = self.probe_hops.min(vh);
                             if store {
                                 dirty |= self.drop_private(c, line);
                             } else {
@@ -502,6 +547,8 @@ impl Hierarchy {
                 continue;
             };
             found = true;
+            let vh = self.socket_hops(from, self.socket_of_llc(v));
+            self.probe_hops = self.probe_hops.min(vh);
             if store {
                 dirty |= self.invalidate_line_sharers(v, line, sh, None, st);
                 if let Some((d, _)) = self.llc_invalidate(v, line) {
@@ -927,21 +974,23 @@ impl Hierarchy {
         let mut wait = 0;
         if found && (was_dirty || !store) {
             st.remote_cache_hits += 1;
-            served = Served::RemoteCache;
+            served = Served::RemoteCache {
+                hops: self.probe_hops,
+            };
         } else if kind == AccessKind::StringStore && self.no_rfo {
             let node = self.home_node(line);
             served = Served::NoFill {
-                remote: self.node_socket[node] != socket,
+                hops: self.hops(socket, node),
             };
         } else {
             let node = self.home_node(line);
-            let remote = self.node_socket[node] != socket;
+            let hops = self.hops(socket, node);
             st.dram_reads += 1;
-            if remote {
+            if self.node_socket[node] != socket {
                 st.dram_remote_reads += 1;
             }
             wait = self.dram_xfer(node, socket, t, false);
-            served = Served::Dram { remote };
+            served = Served::Dram { hops };
         }
         let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
         let mut llc_slot = NO_AUX as usize;
@@ -993,9 +1042,9 @@ impl Hierarchy {
         }
         self.probe_others(u, line, true, t, st);
         let node = self.home_node(line);
-        let remote = self.node_socket[node] != socket;
+        let hops = self.hops(socket, node);
         let wait = self.dram_xfer(node, socket, t, true);
-        (Served::NtWrite { remote }, wait)
+        (Served::NtWrite { hops }, wait)
     }
 
     /// Dirty lines the last access or prefetch evicted from the L1 and the
@@ -1013,14 +1062,18 @@ impl Hierarchy {
             Served::L2 => self.lat.l2,
             Served::Llc => self.lat.llc,
             Served::NoFill { .. } if !self.lat.no_rfo_grant_at_home => self.lat.llc,
-            Served::NoFill { remote: false } => self.lat.dram_local,
-            Served::NoFill { remote: true } => self.lat.dram_remote,
-            Served::RemoteCache => self.lat.remote_cache,
-            Served::Dram { remote: false } => self.lat.dram_local,
-            Served::Dram { remote: true } => self.lat.dram_remote,
-            Served::NtWrite { remote: false } => self.lat.nt_local,
-            Served::NtWrite { remote: true } => self.lat.nt_remote,
+            Served::NoFill { hops: 0 } | Served::Dram { hops: 0 } => self.lat.dram_local,
+            Served::NoFill { hops } | Served::Dram { hops } => self.far(self.lat.dram_remote, hops),
+            Served::RemoteCache { hops } => self.far(self.lat.remote_cache, hops),
+            Served::NtWrite { hops: 0 } => self.lat.nt_local,
+            Served::NtWrite { hops } => self.far(self.lat.nt_remote, hops),
         }
+    }
+
+    /// A remote latency `one_hop` for a path of `hops` socket-link hops.
+    #[inline]
+    fn far(&self, one_hop: u64, hops: u8) -> u64 {
+        one_hop + u64::from(hops.saturating_sub(1)) * self.lat.extra_hop
     }
 
     pub fn l1_occupancy(&self, core: usize) -> u64 {
