@@ -87,17 +87,6 @@ impl From<HugePageOrder> for ClearHugePage {
     }
 }
 
-impl ClearHugePage {
-    /// The one-page-at-a-time order of the per-page policies; None for the region policies.
-    pub fn per_page_order(self) -> Option<HugePageOrder> {
-        match self {
-            Self::Sequential => Some(HugePageOrder::Sequential),
-            Self::TargetLast => Some(HugePageOrder::TargetLast),
-            _ => None,
-        }
-    }
-}
-
 policy_enum! {
     /// The order in which a huge page's sub-pages are processed one at a time.
     /// Both orders live in one implementation,
