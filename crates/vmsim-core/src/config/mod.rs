@@ -9,6 +9,7 @@ pub mod lrufile;
 pub mod pftest;
 pub mod pmbench;
 pub mod preset;
+pub mod program;
 
 use crate::error::Error;
 pub use crate::kernel::config::KernelConfig;
@@ -202,18 +203,19 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             pftest::KEYS,
             lrufile::KEYS,
             pmbench::KEYS,
+            program::KEYS,
         ]
         .concat(),
     )?;
     let kind = w
         .choice_opt(
             "kind",
-            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench"],
+            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench", "program"],
         )?
         .ok_or_else(|| {
             cfg_err(
                 "workload.kind",
-                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\"",
+                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"program\"",
             )
         })?;
     let workload = match kind.as_str() {
@@ -265,6 +267,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, preset, scale)?)
         }
         "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, preset, scale)?),
+        "program" => WorkloadConfig::Program(program::parse(&mut w, scale)?),
         _ => unreachable!(),
     };
     w.finish()?;
@@ -365,6 +368,25 @@ fn check_fault_injection(
             WorkloadConfig::Pmbench(_) if kernel.thp == Thp::Always => 512,
             WorkloadConfig::Pmbench(_) => {
                 return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\""))
+            }
+            WorkloadConfig::Program(p) => {
+                let mut biggest = 0;
+                for t in &p.tasks {
+                    crate::workload::program::spec::walk(&t.steps, &mut |s| {
+                        use crate::workload::program::Backing;
+                        if let crate::workload::program::Step::Mmap { backing, .. } = s {
+                            biggest = biggest.max(match backing {
+                                Backing::Hugetlb { shift } => 1u64 << (shift - 12),
+                                Backing::Anon if kernel.thp == Thp::Always => 512,
+                                _ => 0,
+                            });
+                        }
+                    });
+                }
+                if biggest == 0 {
+                    return Err(cfg_err(key, "the program maps no memory a huge page is cleared for (hugetlb, or anonymous with kernel.thp = \"always\")"));
+                }
+                biggest
             }
         };
         if i >= subpages {

@@ -476,6 +476,8 @@ impl Mm {
         let mut mm = Mm::new(id);
         mm.vmas = self.vmas.clone();
         mm.next_mmap = self.next_mmap;
+        // The child reads what the parent wrote until it writes its own.
+        mm.shadow = self.shadow.clone();
         mm
     }
 
@@ -559,6 +561,68 @@ impl Mm {
         }
         self.generation += 1;
         Some((vma, freed))
+    }
+
+    /// Removes every mapping in [start, end) of a private anonymous VMA and
+    /// resets the range's shadow to zero-filled pages (`MADV_DONTNEED`,
+    /// `zap_page_range_single()`): the VMA stays. Returns the folios unmapped
+    /// as `munmap` does. Err (nothing changed) when a huge mapping straddles
+    /// an end of the range: the kernel would split it first, which is not
+    /// modelled here.
+    pub fn zap_range(&mut self, start: u64, end: u64) -> Result<Vec<(u64, bool)>, String> {
+        for k in [start >> PMD_SHIFT, (end - 1) >> PMD_SHIFT] {
+            if let Some(Pmd::Huge(_)) = self.pmds.get(&k) {
+                let (hs, he) = (k << PMD_SHIFT, (k + 1) << PMD_SHIFT);
+                if start > hs || end < he {
+                    return Err(format!(
+                        "[{start:#x}, {end:#x}) cuts the huge page at {hs:#x}; a range that is not whole huge pages needs a split, which is not modelled"
+                    ));
+                }
+            }
+        }
+        let mut freed = Vec::new();
+        let keys: Vec<u64> = self
+            .pmds
+            .range(pmd_keys(start, end))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            let empty = match self.pmds.get_mut(&k).unwrap() {
+                Pmd::Huge(p) => {
+                    freed.push((p.pfn, true));
+                    self.rss_pages -= 512;
+                    true
+                }
+                Pmd::Table(t) => {
+                    for i in 0..512u64 {
+                        let va = (k << PMD_SHIFT) | (i << 12);
+                        if va < start || va >= end {
+                            continue;
+                        }
+                        if let Some(p) = t[i as usize].take() {
+                            freed.push((p.pfn, false));
+                            self.rss_pages -= 1;
+                        }
+                    }
+                    t.iter().all(|e| e.is_none())
+                }
+            };
+            if empty {
+                self.pmds.remove(&k);
+            }
+        }
+        if let Some(vma) = self.find_vma(start) {
+            let vstart = vma.start;
+            if let Some(s) = self.shadow.get_mut(&vstart) {
+                let n = s.len();
+                let (a, b) = ((start - vstart) >> 12, (end - vstart).div_ceil(4096));
+                for tag in &mut s[a as usize..(b as usize).min(n)] {
+                    *tag = super::page_alloc::TAG_ZERO;
+                }
+            }
+        }
+        self.generation += 1;
+        Ok(freed)
     }
 }
 

@@ -24,6 +24,34 @@ impl Kernel {
         true
     }
 
+    /// `madvise(start, len, MADV_DONTNEED)` in `mm_id` on `hw.cpu`: the
+    /// system call, the range's entries zapped and flushed (`zap_page_range`).
+    /// Err names what the model cannot do: a range outside one private
+    /// anonymous mapping, or one that cuts a huge page.
+    pub fn madvise_dontneed(
+        &mut self,
+        hw: &mut Hw,
+        mm_id: usize,
+        start: u64,
+        len: u64,
+    ) -> Result<(), String> {
+        let end = start + len;
+        match self.mms[mm_id].find_vma(start) {
+            Some(v) if v.end >= end && v.kind == super::mm::VmaKind::AnonPrivate => {}
+            _ => {
+                return Err(format!(
+                    "madvise(MADV_DONTNEED) of [{start:#x}, {end:#x}): not within one private anonymous mapping"
+                ))
+            }
+        }
+        let zapped = self.mms[mm_id].zap_range(start, end)?;
+        hw.machine.set_mode(hw.cpu, Mode::Kernel);
+        hw.charge(self.costs.syscall_entry_exit_cycles);
+        self.zap(hw, mm_id, start, end, &zapped);
+        hw.machine.set_mode(hw.cpu, Mode::User);
+        Ok(())
+    }
+
     /// Releases the entries just removed from [start, end) of `mm_id` (each
     /// drops one mapping of its folio; the last one frees it) and flushes.
     pub fn zap(&mut self, hw: &mut Hw, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {

@@ -37,6 +37,16 @@ pub enum Op {
         seed: u64,
         instr_per_word: u64,
     },
+    /// `WriteSeq` whose stores are also recorded in the mm's shadow of
+    /// expected tags (kernel/mm.rs), so that later writes through the access
+    /// engine and `Expect::AccessWrites` see them: the workload language's
+    /// sequential write pass (workload/program.rs).
+    WriteSeqTracked {
+        start: u64,
+        len: u64,
+        seed: u64,
+        instr_per_word: u64,
+    },
     /// A run of accesses through the access engine (sim/access.rs).
     Access(Access),
     /// Check (untimed) that every 4 KiB page of the range holds what `expect` says.
@@ -86,6 +96,35 @@ pub enum Op {
     /// ... then write "go": every child polling the wake pipe wakes, in the
     /// order it began to poll.
     Go,
+    /// A barrier of `tasks` tasks (`pthread_barrier_wait`, a futex wait):
+    /// the caller sleeps until the `tasks`-th arrives, which wakes the others
+    /// in the order they arrived. `id` names the barrier; it may be used again
+    /// once it has opened.
+    Barrier {
+        id: u32,
+        tasks: u64,
+    },
+    /// `clock_gettime(CLOCK_MONOTONIC)`: `ret` is the simulated time in ns
+    /// since the run started.
+    ClockGettime,
+    /// Start and end of a measured phase of the task (the workload
+    /// language's access phases and loops): the report sums each phase's
+    /// accesses, bytes and latencies over the tasks that ran it.
+    PhaseBegin {
+        id: u32,
+    },
+    /// `iterations`: loop iterations the program counted in the phase.
+    PhaseEnd {
+        id: u32,
+        iterations: u64,
+    },
+    /// `madvise(start, len, MADV_DONTNEED)` of private anonymous memory: the
+    /// range's pages are unmapped and freed (the next access faults in a
+    /// zero-filled page); the mapping stays.
+    MadviseDontneed {
+        start: u64,
+        len: u64,
+    },
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,
@@ -150,6 +189,10 @@ pub enum Pattern {
     /// the middle page, standard deviation `sigma_pages`, redrawn outside the
     /// range), then a uniform line in it (seeded).
     Normal { sigma_pages: f64 },
+    /// A page drawn from a Zipf distribution of exponent `s` over the range's
+    /// pages (page 0 the most frequent, the k-th page's weight `1/(k+1)^s`),
+    /// then a uniform line in it (seeded).
+    Zipf { s: f64 },
 }
 
 /// A run of `count` word accesses to [start, start+len).

@@ -60,6 +60,8 @@ pub(crate) enum Cur {
         pfn: u64,
         page: u64,
         gen: u64,
+        /// The stores are recorded in the mm's shadow (`Op::WriteSeqTracked`).
+        shadow: bool,
     },
     /// MAP_POPULATE of a new mapping: `populate_vma_page_range()` faulting in
     /// one page (or huge page) at a time, in kernel mode.
@@ -103,6 +105,8 @@ pub struct Task {
     pub first_bad: Option<String>,
     /// The access engine's operation counts and latency histogram.
     pub access: access::AccessStats,
+    /// The phases the task is in, innermost last (sim/phase.rs).
+    pub(crate) phase_marks: Vec<phase::PhaseMark>,
     /// `cpus_allowed` (sched_setaffinity / taskset), inherited by children;
     /// None: every CPU.
     pub cpus_allowed: Option<crate::machine::ipi::CpuMask>,
@@ -198,6 +202,10 @@ pub struct Sim {
     /// whether one has left it.
     roi_joined: u64,
     roi_left: bool,
+    /// Each measured phase's figures, by the id its program gave (sim/phase.rs).
+    pub phases: Vec<phase::PhaseStats>,
+    /// Tasks asleep at each barrier, in the order they arrived.
+    barriers: std::collections::BTreeMap<u32, Vec<usize>>,
     /// `sim.window_cycles`: 0 for the ordinary loop, else the windowed one (sim/window.rs).
     pub(crate) window: u64,
     /// The partition phase 1 of a window is advancing, and why a step of it stopped.
@@ -253,6 +261,7 @@ impl IdleStats {
 
 pub mod access;
 mod exec;
+pub mod phase;
 mod task;
 mod user;
 pub mod window;
@@ -300,6 +309,8 @@ impl Sim {
             roi: None,
             roi_joined: 0,
             roi_left: false,
+            phases: Vec::new(),
+            barriers: std::collections::BTreeMap::new(),
             window: 0,
             win_part: None,
             parked: None,
@@ -506,6 +517,7 @@ impl Sim {
             bad_pages: 0,
             first_bad: None,
             access: access::AccessStats::default(),
+            phase_marks: Vec::new(),
             cpus_allowed: None,
             kernel_work: VecDeque::new(),
         });
@@ -575,6 +587,7 @@ impl Sim {
                 }
             }
         }
+        self.check_finished()?;
         progress(1.0);
         Ok(())
     }

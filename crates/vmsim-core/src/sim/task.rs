@@ -114,6 +114,15 @@ impl Sim {
         }
     }
 
+    /// madvise(MADV_DONTNEED) of [start, start+len) for task `t`.
+    pub(crate) fn madvise_dontneed(&mut self, cpu: usize, t: usize, start: u64, len: u64) {
+        let mm_id = self.tasks[t].user_mm();
+        let (k, mut hw) = self.kernel_hw(cpu);
+        if let Err(e) = k.madvise_dontneed(&mut hw, mm_id, start, len) {
+            self.error = Some(Error::Internal(format!("task {t}: {e}")));
+        }
+    }
+
     /// MAP_POPULATE of task `t`'s new mapping (kernel/gup.rs): the fault of
     /// the next missing page runs before the task continues here.
     pub(crate) fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, pos: u64) {

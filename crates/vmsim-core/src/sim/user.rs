@@ -192,29 +192,63 @@ impl Sim {
                     len,
                     seed,
                     instr_per_word,
-                } => {
-                    // Scalar stores retire at one per cycle per 32 B of store width.
-                    let issue = (8 * instr_per_word)
-                        .div_ceil(self.machine.issue_width)
-                        .max(8 / self.stores_per_cycle);
-                    self.tasks[t].cur = Some(Cur::Write {
-                        start,
-                        len,
-                        seed,
-                        issue,
-                        instr: 8 * instr_per_word,
-                        pos: 0,
-                        pfn: 0,
-                        page: u64::MAX,
-                        gen: u64::MAX,
-                    });
+                } => self.write_seq(t, start, len, seed, instr_per_word, false),
+                Op::WriteSeqTracked {
+                    start,
+                    len,
+                    seed,
+                    instr_per_word,
+                } => self.write_seq(t, start, len, seed, instr_per_word, true),
+                Op::Barrier { id, tasks } => self.barrier(cpu, t, id, tasks),
+                Op::ClockGettime => {
+                    // The vDSO reads the TSC in user mode: no system call, and
+                    // its few tens of instructions are not charged.
+                    self.tasks[t].ret = self.machine.cpus[cpu].clock * 1000 / self.machine.freq_mhz;
                 }
+                Op::PhaseBegin { id } => self.phase_begin(cpu, t, id),
+                Op::PhaseEnd { id, iterations } => self.phase_end(cpu, t, id, iterations),
+                Op::MadviseDontneed { start, len } => self.madvise_dontneed(cpu, t, start, len),
                 Op::Check { start, len, expect } => self.check(t, start, len, expect),
                 Op::Exit => self.exit(cpu, t),
             }
             return;
         }
-        let (start, len, seed, issue, instr, mut pos, mut pfn, mut page, mut gen) =
+        self.run_write(cpu, t, deadline);
+    }
+
+    /// Starts a sequential write loop (`Op::WriteSeq`, `Op::WriteSeqTracked`).
+    fn write_seq(
+        &mut self,
+        t: usize,
+        start: u64,
+        len: u64,
+        seed: u64,
+        instr_per_word: u64,
+        shadow: bool,
+    ) {
+        {
+            // Scalar stores retire at one per cycle per 32 B of store width.
+            let issue = (8 * instr_per_word)
+                .div_ceil(self.machine.issue_width)
+                .max(8 / self.stores_per_cycle);
+            self.tasks[t].cur = Some(Cur::Write {
+                start,
+                len,
+                seed,
+                issue,
+                instr: 8 * instr_per_word,
+                pos: 0,
+                pfn: 0,
+                page: u64::MAX,
+                gen: u64::MAX,
+                shadow,
+            });
+        }
+    }
+
+    /// Runs the task's current write loop, population or access run.
+    fn run_write(&mut self, cpu: usize, t: usize, deadline: u64) {
+        let (start, len, seed, issue, instr, mut pos, mut pfn, mut page, mut gen, shadow) =
             match self.tasks[t].cur.take() {
                 Some(Cur::Write {
                     start,
@@ -226,7 +260,8 @@ impl Sim {
                     pfn,
                     page,
                     gen,
-                }) => (start, len, seed, issue, instr, pos, pfn, page, gen),
+                    shadow,
+                }) => (start, len, seed, issue, instr, pos, pfn, page, gen, shadow),
                 Some(Cur::Populate { start, len, pos }) => {
                     return self.populate(cpu, t, start, len, pos)
                 }
@@ -268,6 +303,7 @@ impl Sim {
                             pfn,
                             page: u64::MAX,
                             gen,
+                            shadow,
                         });
                         if self.win_part.is_some() {
                             self.parked = Some(window::Park::Fault);
@@ -287,9 +323,13 @@ impl Sim {
             self.machine
                 .access(cpu, (pfn << 6) | lip, AccessKind::Store, true, issue);
             self.machine.advance(cpu, 0, instr);
-            self.kernel
-                .alloc
-                .store_line(pfn, lip, store_value(seed, vpage));
+            let v = store_value(seed, vpage);
+            self.kernel.alloc.store_line(pfn, lip, v);
+            if shadow {
+                self.kernel.mms[mm].shadow_store(va, lip, v);
+                // The line's 8 word stores, as the access engine counts them.
+                self.tasks[t].access.writes += 8;
+            }
             pos += 64;
             self.tasks[t].bytes += 64;
         }
@@ -304,6 +344,7 @@ impl Sim {
                 pfn,
                 page,
                 gen,
+                shadow,
             });
         }
     }

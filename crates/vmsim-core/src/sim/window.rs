@@ -610,6 +610,7 @@ impl Sim {
         }
         let all: u64 = (0..n).map(|c| self.demand_accesses(c)).sum();
         self.window_stats.accesses_partitioned = all - self.window_stats.accesses_serial;
+        self.check_finished()?;
         progress(1.0);
         Ok(())
     }

@@ -1,0 +1,305 @@
+//! The workload language (`workload.kind = "program"`): a program that is
+//! usemem gives usemem's figures; loops, forks, threads, barriers and
+//! madvise do what they say, with the faults and pages they should; the
+//! data check runs; bad programs are refused with the step named.
+
+use serde_json::Value;
+use vmsim_core::api::{self, Format};
+use vmsim_core::error::Error;
+
+fn run(text: &str) -> Value {
+    let out =
+        api::run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&out).unwrap()
+}
+
+fn m<'a>(v: &'a Value, k: &str) -> &'a Value {
+    &v["metrics"][k]
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    m(v, k)
+        .as_u64()
+        .unwrap_or_else(|| panic!("{k}: {}", m(v, k)))
+}
+
+fn err(text: &str) -> (String, String) {
+    match api::run_config(text, Format::Toml, None, &mut |_, _| {}) {
+        Err(Error::Config { key, message }) => (key, message),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+const HEAD: &str = "machine = \"xeon-e5-2699v3-2s\"\nseed = 1\n";
+
+fn program(kernel: &str, body: &str) -> String {
+    format!("{HEAD}[kernel]\n{kernel}\n[workload]\nkind = \"program\"\n{body}")
+}
+
+/// examples/workloads/anon-w-seq.toml is usemem's case-anon-w-seq: every
+/// figure of the built-in usemem with the same sizes, except usemem's
+/// allocation credit of bytes/8 in its throughput.
+#[test]
+fn program_writes_usemem_anon_w_seq() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/workloads/");
+    let shrink = |t: String| {
+        t.replace("size_mib = 64", "size_mib = 8")
+            .replace("size_per_task_mib = 64", "size_per_task_mib = 8")
+    };
+    let p = run(&shrink(
+        std::fs::read_to_string(format!("{root}anon-w-seq.toml")).unwrap(),
+    ));
+    let b = run(&shrink(
+        std::fs::read_to_string(format!("{root}usemem.toml")).unwrap(),
+    ));
+    let (pm, bm) = (
+        p["metrics"].as_object().unwrap(),
+        b["metrics"].as_object().unwrap(),
+    );
+    let mut shared = 0;
+    for (k, v) in bm {
+        if k == "throughput_bytes_per_s" {
+            let (x, y) = (v.as_f64().unwrap(), pm[k].as_f64().unwrap());
+            assert!((x / y - 9.0 / 8.0).abs() < 1e-9, "{x} vs {y}");
+            continue;
+        }
+        assert_eq!(pm.get(k), Some(v), "{k}");
+        shared += 1;
+    }
+    assert!(shared > 50, "{shared} metrics compared");
+    assert_eq!(u(&p, "phase.write.runs"), 4);
+    assert_eq!(u(&p, "phase.write.writes"), 4 * (8 << 20) / 8);
+    assert_eq!(m(&p, "data_verified"), &Value::Bool(true));
+}
+
+/// will-it-scale's page_fault1 loop: map, touch one word per 4 KiB page,
+/// unmap; one fault per page without THP, one per 2 MiB with it.
+#[test]
+fn page_fault_loop_counts_faults_and_pages() {
+    let body = r#"
+[[workload.task]]
+name = "pf"
+count = 2
+steps = [
+  { op = "repeat", count = 3, phase = "loop", steps = [
+    { op = "mmap", map = "c", size_mib = 8 },
+    { op = "access", map = "c", pattern = "strided", stride = 4096, count = 2048, write_ratio = 1.0, phase = "touch" },
+    { op = "munmap", map = "c" },
+  ] },
+]
+"#;
+    let small = run(&program("thp = \"never\"", body));
+    assert_eq!(u(&small, "phase.loop.iterations"), 6);
+    assert_eq!(u(&small, "phase.touch.runs"), 6);
+    assert_eq!(u(&small, "phase.touch.writes"), 6 * 2048);
+    assert_eq!(u(&small, "pgfault"), 6 * 2048);
+    assert_eq!(m(&small, "data_verified"), &Value::Bool(true));
+    let huge = run(&program("thp = \"always\"", body));
+    assert_eq!(u(&huge, "thp_fault_alloc"), 6 * 4);
+    assert_eq!(u(&huge, "pgfault"), 6 * 4);
+    assert_eq!(u(&huge, "phase.touch.writes"), 6 * 2048);
+}
+
+/// A loop for a duration stops once the time has passed, and counts its iterations.
+#[test]
+fn repeat_for_a_duration_stops_on_time() {
+    let body = |ms: f64| {
+        format!(
+            r#"
+[[workload.task]]
+steps = [
+  {{ op = "mmap", map = "a", size_mib = 2 }},
+  {{ op = "access", map = "a", write_ratio = 1.0 }},
+  {{ op = "repeat", duration_ms = {ms}, phase = "spin", steps = [
+    {{ op = "access", map = "a", pattern = "uniform", count = 1000 }},
+  ] }},
+]
+"#
+        )
+    };
+    let short = run(&program("thp = \"always\"", &body(0.1)));
+    let long = run(&program("thp = \"always\"", &body(0.4)));
+    let (a, b) = (
+        u(&short, "phase.spin.iterations"),
+        u(&long, "phase.spin.iterations"),
+    );
+    assert!(a >= 1 && b > 2 * a, "{a} then {b}");
+    let secs = m(&long, "phase.spin.seconds").as_f64().unwrap();
+    // It stops at the first iteration to end after the duration.
+    let per = secs / b as f64;
+    assert!(
+        secs >= 0.0004 && secs < 0.0004 + 2.0 * per,
+        "{secs} s, {b} iterations"
+    );
+}
+
+/// Forked children write their copies (copy on write), threads share one
+/// mapping, a barrier lines them up, MADV_DONTNEED zeroes a range: every
+/// page is checked, and a re-run gives the same bytes.
+#[test]
+fn fork_clone_barrier_madvise_verify_and_repeat_exactly() {
+    let body = r#"
+[[workload.file]]
+name = "data"
+size_mib = 4
+
+[[workload.task]]
+name = "main"
+cpus = [0, 1, 2, 3]
+steps = [
+  { op = "mmap", map = "heap", size_mib = 8 },
+  { op = "access", map = "heap", pattern = "zipf", zipf_s = 1.2, write_ratio = 0.5, count = 20000, phase = "warm" },
+  { op = "fork", count = 2, steps = [
+    { op = "barrier", name = "go" },
+    { op = "access", map = "heap", pattern = "uniform", write_ratio = 0.5, count = 4000, phase = "child" },
+    { op = "madvise", map = "heap", advice = "dontneed", offset_mib = 2, len_mib = 4 },
+    { op = "access", map = "heap", pattern = "normal", sigma_pages = 200, write_ratio = 0.3, count = 4000, phase = "child" },
+  ] },
+  { op = "clone", count = 2, steps = [
+    { op = "barrier", name = "go" },
+    { op = "access", map = "heap", pattern = "sequential", write_ratio = 1.0, phase = "thread" },
+  ] },
+  { op = "mmap", map = "f", backing = "file", file = "data" },
+  { op = "access", map = "f", phase = "read" },
+  { op = "wait" },
+]
+"#;
+    let text = program("thp = \"always\"", body);
+    let a = run(&text);
+    assert_eq!(m(&a, "data_verified"), &Value::Bool(true));
+    assert_eq!(u(&a, "phase.child.runs"), 4);
+    assert_eq!(u(&a, "phase.thread.runs"), 2);
+    assert_eq!(u(&a, "phase.thread.writes"), 2 * (8 << 20) / 8);
+    assert_eq!(u(&a, "phase.read.reads"), (4 << 20) / 8);
+    assert!(u(&a, "thp_fault_alloc") >= 4);
+    let b = run(&text);
+    assert_eq!(
+        serde_json::to_string(&a["metrics"]).unwrap(),
+        serde_json::to_string(&b["metrics"]).unwrap()
+    );
+}
+
+/// The data check catches a lost clear: the injected skipped sub-page of
+/// the first huge page cleared is found by the mapping's check.
+#[test]
+fn the_data_check_runs_on_program_mappings() {
+    let body = |inject: &str| {
+        format!(
+            r#"
+[[workload.task]]
+steps = [
+  {{ op = "mmap", map = "a", size_mib = 4 }},
+  {{ op = "access", map = "a", pattern = "uniform", write_ratio = 1.0, count = 100 }},
+  {{ op = "munmap", map = "a" }},
+]
+{inject}"#
+        )
+    };
+    let good = run(&program("thp = \"always\"", &body("")));
+    assert_eq!(m(&good, "data_verified"), &Value::Bool(true));
+    let bad = run(&program(
+        "thp = \"always\"",
+        &body("[sim.fault_injection]\nskip_clear_subpage = 5"),
+    ));
+    assert_eq!(m(&bad, "data_verified"), &Value::Bool(false));
+    let e = m(&bad, "data_errors")[0].as_str().unwrap();
+    assert!(
+        e.contains("bad page") && e.contains("0x7f0000005000"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_programs_are_refused_naming_the_step() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmapp", map = "a" } ]"#,
+            "workload.task[0].steps[0].op",
+            "accepted",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "access", map = "a" } ]"#,
+            "workload.task[0].steps[0].map",
+            "not mapped",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "access", map = "a", offset_mib = 1, len_mib = 2 } ]"#,
+            "workload.task[0].steps[1].len_mib",
+            "SIGSEGV",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "mmap", map = "a", size_mib = 2 } ]"#,
+            "workload.task[0].steps[1].map",
+            "already mapped",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "repeat", count = 2, steps = [ { op = "mmap", map = "a", size_mib = 2 } ] } ]"#,
+            "workload.task[0].steps[0].steps",
+            "leave the mappings",
+        ),
+        (
+            r#"[[workload.file]]
+name = "f"
+size_mib = 1
+[[workload.task]]
+steps = [ { op = "mmap", map = "a", backing = "file", file = "f" }, { op = "access", map = "a", write_ratio = 0.5 } ]"#,
+            "workload.task[0].steps[1].write_ratio",
+            "read-only",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "madvise", map = "a", advice = "hugepage" } ]"#,
+            "workload.task[0].steps[1].advice",
+            "not modelled",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2, colour = "red" } ]"#,
+            "workload.task[0].steps[0].colour",
+            "unknown key",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "access", map = "a", pattern = "zipf", stride = 64 } ]"#,
+            "workload.task[0].steps[1].stride",
+            "strided",
+        ),
+        (
+            r#"[[workload.task]]
+count = 5000
+steps = [ { op = "wait" } ]"#,
+            "workload.task[0].count",
+            "at most 4096",
+        ),
+    ];
+    for (body, key, words) in cases {
+        let (k, msg) = err(&program("", body));
+        assert_eq!(&k, key, "{body}: {msg}");
+        assert!(msg.contains(words), "{body}: {k}: {msg}");
+    }
+}
+
+/// A barrier that fewer tasks reach than wait at it is an error naming the
+/// task, not a run that ends early and reports success.
+#[test]
+fn a_program_that_cannot_finish_is_an_error() {
+    let body = r#"
+[[workload.task]]
+name = "a"
+steps = [ { op = "repeat", count = 2, steps = [ { op = "barrier", name = "b" } ] } ]
+[[workload.task]]
+name = "b"
+steps = [ { op = "barrier", name = "b" } ]
+"#;
+    let (k, msg) = err(&program("", body));
+    assert_eq!(k, "workload");
+    assert!(
+        msg.contains("barrier") && msg.contains("cannot finish"),
+        "{msg}"
+    );
+}
