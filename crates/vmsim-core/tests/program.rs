@@ -303,3 +303,91 @@ steps = [ { op = "barrier", name = "b" } ]
         "{msg}"
     );
 }
+
+fn wis(test: &str, mode: &str, thp: &str) -> Value {
+    run(&format!(
+        "{HEAD}[kernel]\nthp = \"{thp}\"\n[workload]\nkind = \"will-it-scale\"\ntest = \"{test}\"\nmode = \"{mode}\"\nnr_task = 3\nmemsize_mib = 4\nduration_s = 0.004\n"
+    ))
+}
+
+/// will-it-scale's page_fault1 and page_fault4 in both modes: one iteration
+/// per page, one fault per page (per 2 MiB with THP; per fault-around
+/// window for the file), TLB shootdowns only between threads, data verified.
+#[test]
+fn will_it_scale_page_faults_count_iterations_and_faults() {
+    for mode in ["process", "thread"] {
+        let a = wis("page_fault1", mode, "never");
+        let loops = u(&a, "phase.loop.iterations");
+        assert!(loops >= 3, "{mode}: {loops} loops");
+        assert_eq!(u(&a, "phase.testcase.accesses"), loops * 1024, "{mode}");
+        assert_eq!(u(&a, "pgfault"), loops * 1024, "{mode}");
+        assert_eq!(m(&a, "data_verified"), &Value::Bool(true));
+        let ops = m(&a, "will_it_scale_per_task_ops").as_f64().unwrap();
+        let total = m(&a, "will_it_scale_workload").as_f64().unwrap();
+        assert!(
+            ops > 0.0 && (total / ops - 3.0).abs() < 1e-9,
+            "{ops} {total}"
+        );
+        let shootdowns = u(&a, "ipis_tlb_shootdown");
+        if mode == "process" {
+            assert_eq!(
+                shootdowns, 0,
+                "a process's munmap has no other CPU to flush"
+            );
+        } else {
+            assert!(
+                shootdowns > 0,
+                "threads' munmaps flush their siblings' TLBs"
+            );
+        }
+        let h = wis("page_fault1", mode, "always");
+        let loops = u(&h, "phase.loop.iterations");
+        assert_eq!(u(&h, "pgfault"), loops * 2, "{mode}: two huge pages a loop");
+        let f = wis("page_fault4", mode, "never");
+        let loops = u(&f, "phase.loop.iterations");
+        assert_eq!(u(&f, "phase.testcase.reads"), loops * 1024);
+        // fault_around_bytes = 64 KiB: one fault maps 16 pages, once they
+        // are in the page cache (the first pass over a file meets pages
+        // still being read ahead, a few more faults).
+        let faults = u(&f, "pgfault");
+        assert!(
+            (loops * 64..=loops * 64 + 3 * 4).contains(&faults),
+            "{mode}: {faults} faults in {loops} loops"
+        );
+    }
+    let (k, msg) = err(&format!(
+        "{HEAD}[workload]\nkind = \"will-it-scale\"\ntest = \"page_fault2\"\nnr_task = 1\n"
+    ));
+    assert_eq!(k, "workload.test");
+    assert!(msg.contains("read-only"), "{msg}");
+}
+
+/// usemem --random (vm-scalability's case-anon-w-rand and, with --prealloc
+/// --prefault, case-anon-cow-rand): size/8 writes at random words, the
+/// pages they touch faulted, copied on write in the children, verified.
+#[test]
+fn usemem_random_writes_random_words_and_verifies() {
+    let cfg = |extra: &str| {
+        format!("{HEAD}[kernel]\nthp = \"never\"\n[workload]\nkind = \"usemem\"\nnr_task = 2\nsize_per_task_mib = 4\nrandom = true\n{extra}")
+    };
+    let w = run(&cfg(""));
+    assert_eq!(m(&w, "data_verified"), &Value::Bool(true));
+    // 2 x 4 MiB / 8 random words: nearly every one of the 2 x 1024 pages.
+    let faults = u(&w, "pgfault");
+    assert!((2000..=2048).contains(&faults), "{faults}");
+    let writes: u64 = w["metrics"]["task_accesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["writes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(writes, 2 * (4 << 20) / 8);
+    let c = run(&cfg("prealloc = true\nprefault = true"));
+    assert_eq!(m(&c, "data_verified"), &Value::Bool(true));
+    // The parent's populate (1024) and each child's copy of the pages it writes.
+    let faults = u(&c, "pgfault");
+    assert!(
+        (1024 + 2 * 1000..=1024 + 2 * 1024).contains(&faults),
+        "{faults}"
+    );
+}

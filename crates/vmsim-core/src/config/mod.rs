@@ -10,6 +10,7 @@ pub mod pftest;
 pub mod pmbench;
 pub mod preset;
 pub mod program;
+pub mod willitscale;
 
 use crate::error::Error;
 pub use crate::kernel::config::KernelConfig;
@@ -199,23 +200,32 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 "child_start_skew_us",
                 "warmup",
                 "clock",
+                "random",
             ][..],
             pftest::KEYS,
             lrufile::KEYS,
             pmbench::KEYS,
             program::KEYS,
+            willitscale::KEYS,
         ]
         .concat(),
     )?;
     let kind = w
         .choice_opt(
             "kind",
-            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench", "program"],
+            &[
+                "usemem",
+                "pf-test",
+                "lru-file-mmap-read",
+                "pmbench",
+                "program",
+                "will-it-scale",
+            ],
         )?
         .ok_or_else(|| {
             cfg_err(
                 "workload.kind",
-                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"program\"",
+                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"program\", \"will-it-scale\"",
             )
         })?;
     let workload = match kind.as_str() {
@@ -241,6 +251,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             let prefault = w.bool_opt("prefault")?.unwrap_or(false);
             let child_start_skew_us = w.u64_opt("child_start_skew_us")?.unwrap_or(0);
             let warmup = w.bool_opt("warmup")?.unwrap_or(false);
+            let random = w.bool_opt("random")?.unwrap_or(false);
             let clock = match w.choice_opt("clock", UsememClock::NAMES)?.as_deref() {
                 Some("after-go") => UsememClock::AfterGo,
                 _ => UsememClock::Start,
@@ -260,6 +271,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 child_start_skew_us,
                 warmup,
                 clock,
+                random,
             })
         }
         "pf-test" => WorkloadConfig::PfTest(pftest::parse(&mut w, preset, scale)?),
@@ -268,6 +280,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
         }
         "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, preset, scale)?),
         "program" => WorkloadConfig::Program(program::parse(&mut w, scale)?),
+        "will-it-scale" => WorkloadConfig::Program(willitscale::parse(&mut w, scale)?),
         _ => unreachable!(),
     };
     w.finish()?;

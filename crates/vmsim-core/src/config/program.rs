@@ -756,6 +756,7 @@ pub fn parse(w: &mut Fields, scale: f64) -> Result<ProgramConfig, Error> {
         files: ctx.files,
         phases: ctx.phases,
         maps: ctx.maps,
+        benchmark: None,
     })
 }
 

@@ -14,7 +14,7 @@
 pub mod interp;
 pub mod spec;
 
-pub use spec::{AccessCount, Backing, Mark, ProgramConfig, Step, TaskSpec};
+pub use spec::{AccessCount, Backing, Benchmark, Mark, ProgramConfig, Step, TaskSpec};
 
 use super::{Workload, MIB};
 use crate::error::Error;
@@ -92,6 +92,17 @@ impl Workload for ProgramWorkload<'_> {
 
     fn scale_text(&self) -> String {
         let p = self.0;
+        if let Some(b) = &p.benchmark {
+            let per = p.peak_bytes() / b.nr_task.max(1);
+            return format!(
+                "{} {}: {} {}(es), each looping over {} MiB (mmap, touch each 4 KiB page, munmap); sizes and duration x the scale",
+                b.suite,
+                b.test,
+                b.nr_task,
+                b.mode,
+                per / MIB
+            );
+        }
         let instances: u64 = p.tasks.iter().map(|t| t.count).sum();
         format!(
             "program: {} task(s) ({} instance(s)), {} MiB mapped at most at once, {} phase(s); sizes, counts and durations x the scale",
@@ -139,6 +150,16 @@ impl Workload for ProgramWorkload<'_> {
             r[k("iterations_per_s")] = json!(rate(s.iterations));
             r[k("latency_p50_ns")] = json!(lat(50.0));
             r[k("latency_p99_ns")] = json!(lat(99.0));
+        }
+        if let Some(b) = &self.0.benchmark {
+            // will-it-scale counts one iteration per page touched, and reports
+            // the rate per task and for all (LKP: per_process_ops or
+            // per_thread_ops, and workload).
+            let ops = r["phase.testcase.accesses"].as_u64().unwrap_or(0) as f64;
+            let secs = r["phase.loop.seconds"].as_f64().unwrap_or(0.0);
+            let total = if secs > 0.0 { ops / secs } else { 0.0 };
+            r["will_it_scale_workload"] = json!(total);
+            r["will_it_scale_per_task_ops"] = json!(total / b.nr_task as f64);
         }
     }
 }

@@ -17,6 +17,18 @@ pub struct ProgramConfig {
     /// Mapping names; a mapping's slot is its index.
     #[serde(skip)]
     pub maps: Vec<String>,
+    /// The built-in benchmark the program was generated for, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<Benchmark>,
+}
+
+/// A built-in benchmark written as a program (config/willitscale.rs).
+#[derive(Clone, Debug, Serialize)]
+pub struct Benchmark {
+    pub suite: String,
+    pub test: String,
+    pub mode: String,
+    pub nr_task: u64,
 }
 
 /// A file created (sparse, as a benchmark's set-up script creates it)
