@@ -391,3 +391,24 @@ fn usemem_random_writes_random_words_and_verifies() {
         "{faults}"
     );
 }
+
+/// A thread that unmaps what its siblings still use: the next access is a
+/// simulated SIGSEGV, reported as the workload's error naming the address.
+#[test]
+fn an_access_to_an_unmapped_range_is_a_sigsegv_error() {
+    let body = r#"
+[[workload.task]]
+steps = [
+  { op = "mmap", map = "a", size_mib = 2 },
+  { op = "clone", steps = [ { op = "munmap", map = "a" } ] },
+  { op = "wait" },
+  { op = "access", map = "a", count = 5 },
+]
+"#;
+    let (k, msg) = err(&program("", body));
+    assert_eq!(k, "workload");
+    assert!(
+        msg.contains("SIGSEGV") && msg.contains("0x7f0000000000"),
+        "{msg}"
+    );
+}

@@ -231,12 +231,14 @@ fn steps(
                                 .ok_or_else(|| {
                                     let names: Vec<&str> =
                                         ctx.files.iter().map(|x| x.name.as_str()).collect();
+                                    let have = if names.is_empty() {
+                                        "there are none".to_string()
+                                    } else {
+                                        format!("files: {}", quote_list(&names))
+                                    };
                                     cfg_err(
                                         &fkey,
-                                        format!(
-                                            "no file {file:?} in workload.file (files: {})",
-                                            quote_list(&names)
-                                        ),
+                                        format!("no file {file:?} in workload.file ({have})"),
                                     )
                                 })?;
                         Backing::File { file, index }

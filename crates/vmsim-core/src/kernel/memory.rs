@@ -675,8 +675,16 @@ fn copy_user_highpage(
 
 pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
     match e {
-        FaultError::Segv(a) => crate::error::Error::Internal(format!("task {t}: segmentation fault at {a:#x}")),
-        FaultError::Protection(a) => crate::error::Error::Internal(format!("task {t}: write to read-only mapping at {a:#x}")),
+        // The workload's accesses are the user's (a program, a trace): a
+        // signal the real kernel would send is the workload's error.
+        FaultError::Segv(a) => crate::error::Error::Config {
+            key: "workload".into(),
+            message: format!("task {t}: segmentation fault (SIGSEGV) at {a:#x}: no mapping there"),
+        },
+        FaultError::Protection(a) => crate::error::Error::Config {
+            key: "workload".into(),
+            message: format!("task {t}: segmentation fault (SIGSEGV) at {a:#x}: a write to a read-only mapping"),
+        },
         // The configuration gave the workload too little memory: the user's to fix.
         FaultError::Oom => crate::error::Error::Config {
             key: "sim.node_memory_mib".into(),

@@ -108,9 +108,12 @@ impl Sim {
         let mm_id = self.tasks[t].user_mm();
         let (k, mut hw) = self.kernel_hw(cpu);
         if !k.munmap(&mut hw, mm_id, start) {
-            self.error = Some(Error::Internal(format!(
-                "task {t}: munmap of {start:#x}, which is not a mapping start"
-            )));
+            self.error = Some(Error::Config {
+                key: "workload".into(),
+                message: format!(
+                    "task {t}: munmap of {start:#x}, which is not a mapping start (another thread unmapped it?)"
+                ),
+            });
         }
     }
 
@@ -119,7 +122,10 @@ impl Sim {
         let mm_id = self.tasks[t].user_mm();
         let (k, mut hw) = self.kernel_hw(cpu);
         if let Err(e) = k.madvise_dontneed(&mut hw, mm_id, start, len) {
-            self.error = Some(Error::Internal(format!("task {t}: {e}")));
+            self.error = Some(Error::Config {
+                key: "workload".into(),
+                message: format!("task {t}: {e}"),
+            });
         }
     }
 
