@@ -54,8 +54,10 @@ PGO_ENV = prof=$$(VMSIM_PGO=$${VMSIM_PGO:-0} $(PYTHON) tools/pgo/profile $(1) < 
 	else profile="$(2)"; fi; \
 	echo "building with cargo $${profile:-(default profile)}" >&2
 
-bench:
+# The simulator's speed, then a study's: the same sweep on 1 and 2 workers.
+bench: $(STAMP)
 	$(call PGO_ENV,bench,); $(CARGO) bench -p vmsim-core --bench sim_speed $$profile
+	$(BIN)/python tools/study_timing.py --speedup --points 8
 
 setup: $(STAMP)
 

@@ -6,6 +6,11 @@ figures of docs/usage.md, "Measured". Every run is a fresh `vmsim` process
 first's apart from the provenance fields docs/usage.md lists.
 
     python tools/study_timing.py [--points 12] [--size-mib 16] [--repeat 1]
+    python tools/study_timing.py --speedup   # make bench's study rows
+
+With --speedup only the same sweep on 1 and on 2 workers runs (the
+process pool, then a local dask cluster), each line with its speed-up
+over one worker; `make bench` prints these rows after its simulator table.
 """
 
 import argparse
@@ -59,6 +64,8 @@ def main():
     ap.add_argument("--points", type=int, default=12)
     ap.add_argument("--size-mib", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--speedup", action="store_true",
+                    help="only 1 against 2 workers, with the speed-up (make bench)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="vmsim-study-")
     cfg = os.path.join(work, "base.toml")
@@ -68,6 +75,8 @@ def main():
     sweep = ["sweep", cfg, "--set", "seed=" + ",".join(str(i) for i in range(a.points))]
     rows = []
     first = None
+    if a.speedup:
+        return speedup(a, sweep, env, work)
     for label, extra in (("process pool, -j 1", ["-j", "1", "--no-cache"]),
                          ("process pool, -j 2", ["-j", "2", "--no-cache"]),
                          ("dask, --workers 1", ["--workers", "1", "--no-cache"]),
@@ -86,6 +95,27 @@ def main():
     print(f"  host: {os.cpu_count()} CPUs; load = 1-minute load average before the line started")
     for label, secs, cpu, load, same in rows:
         print(f"  {label:24s} wall {secs:7.2f} s  cpu {cpu:7.2f} s  load {load:4.1f}  JSON equal to the first: {same}")
+
+
+def speedup(a, sweep, env, work):
+    try:
+        import distributed  # noqa: F401
+        engines = (("process pool", "-j"), ("dask", "--workers"))
+    except ImportError:
+        engines = (("process pool", "-j"),)
+    print(f"study: a {a.points}-point sweep of usemem, 2 tasks x {a.size_mib} MiB, THP; "
+          f"host {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    first = None
+    for name, flag in engines:
+        one = None
+        for n in (1, 2):
+            out = os.path.join(work, f"{name[0]}{n}.json")
+            secs, cpu, load = timed(sweep + [flag, str(n), "--no-cache", "--json", out], env)
+            same = first is None or stripped(out) == stripped(first)
+            first = first or out
+            one = one or secs
+            print(f"  {name + ', ' + str(n) + ' worker(s)':26s} wall {secs:7.2f} s  cpu {cpu:7.2f} s  "
+                  f"speed-up {one / secs:4.2f}x  JSON equal: {same}")
 
 
 if __name__ == "__main__":
