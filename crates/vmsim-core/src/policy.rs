@@ -122,6 +122,8 @@ policy_enum! {
     pub enum Thp (default Always) {
         Always = "always",
         Never = "never",
+        /// Only in mappings marked `madvise(MADV_HUGEPAGE)`.
+        Madvise = "madvise",
     }
 }
 

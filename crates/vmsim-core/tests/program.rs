@@ -253,8 +253,20 @@ steps = [ { op = "mmap", map = "a", backing = "file", file = "f" }, { op = "acce
         ),
         (
             r#"[[workload.task]]
-steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "madvise", map = "a", advice = "hugepage" } ]"#,
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "madvise", map = "a", advice = "cold" } ]"#,
             "workload.task[0].steps[1].advice",
+            "not modelled",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 4 }, { op = "madvise", map = "a", advice = "hugepage", len_mib = 2 } ]"#,
+            "workload.task[0].steps[1].offset_mib",
+            "whole mapping",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mprotect" } ]"#,
+            "workload.task[0].steps[0].op",
             "not modelled",
         ),
         (
@@ -411,4 +423,35 @@ steps = [
         msg.contains("SIGSEGV") && msg.contains("0x7f0000000000"),
         "{msg}"
     );
+}
+
+/// `kernel.thp = "madvise"` gives huge pages only to mappings marked
+/// MADV_HUGEPAGE, and MADV_NOHUGEPAGE keeps them out under "always".
+#[test]
+fn madvise_hugepage_and_nohugepage_choose_thp_per_mapping() {
+    let body = |advice: &str| {
+        format!(
+            r#"
+[[workload.task]]
+steps = [
+  {{ op = "mmap", map = "a", size_mib = 8 }},
+  {advice}
+  {{ op = "access", map = "a", write_ratio = 1.0 }},
+]
+"#
+        )
+    };
+    let none = "";
+    let huge = r#"{ op = "madvise", map = "a", advice = "hugepage" },"#;
+    let nohuge = r#"{ op = "madvise", map = "a", advice = "nohugepage" },"#;
+    let thp = |mode: &str, advice: &str| {
+        let r = run(&program(&format!("thp = \"{mode}\""), &body(advice)));
+        assert_eq!(m(&r, "data_verified"), &Value::Bool(true));
+        (u(&r, "thp_fault_alloc"), u(&r, "pgfault"))
+    };
+    assert_eq!(thp("madvise", none), (0, 2048));
+    assert_eq!(thp("madvise", huge), (4, 4));
+    assert_eq!(thp("always", none), (4, 4));
+    assert_eq!(thp("always", nohuge), (0, 2048));
+    assert_eq!(thp("never", huge), (0, 2048));
 }

@@ -21,7 +21,7 @@ pub const KEYS: &[&str] = &["task", "file"];
 
 const OPS: &[&str] = &[
     "mmap", "munmap", "madvise", "access", "fork", "clone", "wait", "barrier", "sleep", "repeat",
-    "clock", "roi",
+    "clock", "roi", "mprotect",
 ];
 const PATTERNS: &[&str] = &["sequential", "strided", "uniform", "normal", "zipf"];
 const MAX_INSTANCES: u64 = 4096;
@@ -197,6 +197,12 @@ fn steps(
         })?;
         let here = format!("{path}_{i}");
         let step = match op.as_str() {
+            "mprotect" => {
+                return Err(cfg_err(
+                    f.key("op"),
+                    "mprotect is not modelled (the kernel model has no change of a mapping's protection other than NUMA balancing's)",
+                ))
+            }
             "mmap" => {
                 f.declare(&[
                     "op", "map", "size_mib", "size_kib", "backing", "file", "populate",
@@ -311,32 +317,36 @@ fn steps(
                 let akey = f.key("advice");
                 let advice = f.string("advice")?;
                 match advice.as_str() {
-                    "dontneed" => {}
-                    "hugepage" | "nohugepage" | "free" | "cold" | "pageout" => {
+                    "dontneed" | "hugepage" | "nohugepage" => {}
+                    "free" | "cold" | "pageout" => {
                         return Err(cfg_err(
                             akey,
-                            format!("{advice:?} is not modelled (the kernel model has no per-VMA THP flag, lazy free or proactive reclaim of anonymous memory); accepted: \"dontneed\""),
+                            format!("{advice:?} is not modelled (the kernel model has no lazy free or proactive reclaim of anonymous memory); accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
                         ))
                     }
                     _ => {
                         return Err(cfg_err(
                             akey,
-                            format!("{advice:?} is not accepted; accepted: \"dontneed\""),
+                            format!("{advice:?} is not accepted; accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
                         ))
                     }
                 }
                 if m.file {
-                    return Err(cfg_err(
-                        f.key("map"),
-                        "MADV_DONTNEED is modelled for anonymous memory only",
-                    ));
+                    return Err(cfg_err(f.key("map"), "madvise is modelled for anonymous memory only"));
                 }
                 let (offset, len) = range(&mut f, ctx.scale, m.size)?;
-                let huge = 2 * MIB;
-                if offset % huge != 0 || (len % huge != 0 && offset + len != m.size) {
+                if advice == "dontneed" {
+                    let huge = 2 * MIB;
+                    if offset % huge != 0 || (len % huge != 0 && offset + len != m.size) {
+                        return Err(cfg_err(
+                            f.key("offset_mib"),
+                            "the range must be whole 2 MiB units (or run to the mapping's end): cutting a huge page needs a split, which is not modelled",
+                        ));
+                    }
+                } else if offset != 0 || len != m.size {
                     return Err(cfg_err(
                         f.key("offset_mib"),
-                        "the range must be whole 2 MiB units (or run to the mapping's end): cutting a huge page needs a split, which is not modelled",
+                        "MADV_HUGEPAGE and MADV_NOHUGEPAGE apply to the whole mapping here (splitting a VMA is not modelled)",
                     ));
                 }
                 Step::Madvise {

@@ -136,10 +136,14 @@ impl Kernel {
             }
             None => {}
         }
-        let thp_ok = self.cfg.thp == Thp::Always
-            && haddr >= vma.start
-            && haddr + PMD_SIZE <= vma.end
-            && mm.pmd_is_none(addr);
+        // hugepage_vma_check(): the sysfs mode and the VMA's madvise flags.
+        let wanted = match self.cfg.thp {
+            Thp::Always => !vma.nohugepage,
+            Thp::Madvise => vma.hugepage && !vma.nohugepage,
+            Thp::Never => false,
+        };
+        let thp_ok =
+            wanted && haddr >= vma.start && haddr + PMD_SIZE <= vma.end && mm.pmd_is_none(addr);
         if thp_ok && self.do_huge_pmd_anonymous_page(mm_id, addr, node, work) {
             return Ok(Mapped::Huge);
         }

@@ -63,6 +63,11 @@ pub struct Vma {
     pub end: u64,
     pub kind: VmaKind,
     pub writable: bool,
+    /// `VM_HUGEPAGE` / `VM_NOHUGEPAGE` (`madvise(MADV_HUGEPAGE)`,
+    /// `MADV_NOHUGEPAGE`): whether THP faults are wanted here under
+    /// `thp = "madvise"`, or refused here under any mode.
+    pub hugepage: bool,
+    pub nohugepage: bool,
 }
 
 /// A PTE or huge PMD/PUD entry that is not `pte_none` (absent entries are
@@ -278,6 +283,8 @@ impl Mm {
             end: start + len,
             kind,
             writable,
+            hugepage: false,
+            nohugepage: false,
         });
         start
     }
@@ -294,6 +301,8 @@ impl Mm {
             end: start + len,
             kind: VmaKind::Hugetlb(shift),
             writable: true,
+            hugepage: false,
+            nohugepage: false,
         });
         start
     }
@@ -561,6 +570,17 @@ impl Mm {
         }
         self.generation += 1;
         Some((vma, freed))
+    }
+
+    /// `madvise(MADV_HUGEPAGE)` (`huge`) or `MADV_NOHUGEPAGE` of the VMA
+    /// starting at `start`; false if none starts there.
+    pub fn madvise_hugepage(&mut self, start: u64, huge: bool) -> bool {
+        let Some(v) = self.vmas.iter_mut().find(|v| v.start == start) else {
+            return false;
+        };
+        v.hugepage = huge;
+        v.nohugepage = !huge;
+        true
     }
 
     /// Removes every mapping in [start, end) of a private anonymous VMA and

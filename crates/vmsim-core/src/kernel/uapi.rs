@@ -125,6 +125,14 @@ pub enum Op {
         start: u64,
         len: u64,
     },
+    /// `madvise(MADV_HUGEPAGE)` (`huge`) or `madvise(MADV_NOHUGEPAGE)` of
+    /// the whole mapping that starts at `start`: sets `VM_HUGEPAGE` or
+    /// `VM_NOHUGEPAGE` for its later faults (no khugepaged collapse of pages
+    /// already there).
+    MadviseHugepage {
+        start: u64,
+        huge: bool,
+    },
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,

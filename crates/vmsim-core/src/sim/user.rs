@@ -208,6 +208,18 @@ impl Sim {
                 Op::PhaseBegin { id } => self.phase_begin(cpu, t, id),
                 Op::PhaseEnd { id, iterations } => self.phase_end(cpu, t, id, iterations),
                 Op::MadviseDontneed { start, len } => self.madvise_dontneed(cpu, t, start, len),
+                Op::MadviseHugepage { start, huge } => {
+                    self.syscall(cpu, 0);
+                    let mm = self.tasks[t].user_mm();
+                    if !self.kernel.mms[mm].madvise_hugepage(start, huge) {
+                        self.error = Some(Error::Config {
+                            key: "workload".into(),
+                            message: format!(
+                                "task {t}: madvise of {start:#x}, which is not a mapping start"
+                            ),
+                        });
+                    }
+                }
                 Op::Check { start, len, expect } => self.check(t, start, len, expect),
                 Op::Exit => self.exit(cpu, t),
             }

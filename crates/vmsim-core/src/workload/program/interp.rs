@@ -31,6 +31,10 @@ enum Ins {
         offset: u64,
         len: u64,
     },
+    Hugepage {
+        slot: usize,
+        huge: bool,
+    },
     Access {
         slot: usize,
         offset: u64,
@@ -136,11 +140,21 @@ impl Code {
                 }),
                 Step::Munmap { slot, .. } => self.ins.push(Ins::Munmap { slot: *slot }),
                 Step::Madvise {
-                    slot, offset, len, ..
-                } => self.ins.push(Ins::Dontneed {
-                    slot: *slot,
-                    offset: *offset,
-                    len: *len,
+                    slot,
+                    offset,
+                    len,
+                    advice,
+                    ..
+                } => self.ins.push(match advice.as_str() {
+                    "dontneed" => Ins::Dontneed {
+                        slot: *slot,
+                        offset: *offset,
+                        len: *len,
+                    },
+                    a => Ins::Hugepage {
+                        slot: *slot,
+                        huge: a == "hugepage",
+                    },
                 }),
                 Step::Access(a) => {
                     let (count, until_ns, passes) = match a.count {
@@ -401,6 +415,10 @@ impl Interp {
             Ins::Dontneed { slot, offset, len } => self.queue.push_back(Op::MadviseDontneed {
                 start: self.addr[slot] + offset,
                 len,
+            }),
+            Ins::Hugepage { slot, huge } => self.queue.push_back(Op::MadviseHugepage {
+                start: self.addr[slot],
+                huge,
             }),
             Ins::Access {
                 slot,
