@@ -9,6 +9,7 @@ pub mod lrufile;
 pub mod pftest;
 pub mod pmbench;
 pub mod preset;
+pub mod trace;
 
 use crate::error::Error;
 pub use crate::kernel::config::KernelConfig;
@@ -166,7 +167,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let kernel = kernel::parse(&mut top, &preset, scale, policies, base_dir)?;
-        let workload = parse_workload(&mut top, &preset, scale)?;
+        let workload = parse_workload(&mut top, &preset, scale, base_dir)?;
         let sim = parse_sim(&mut top, &preset, &kernel, &workload)?;
         top.finish()?;
         Ok(RunConfig {
@@ -185,7 +186,12 @@ impl RunConfig {
 }
 
 /// `[workload]`: its kind, and the kind's own keys (each parsed by its file).
-fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<WorkloadConfig, Error> {
+fn parse_workload(
+    top: &mut Fields,
+    preset: &Preset,
+    scale: f64,
+    base_dir: Option<&Path>,
+) -> Result<WorkloadConfig, Error> {
     let mut w = top.sub("workload")?;
     w.declare(
         &[
@@ -202,18 +208,19 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             pftest::KEYS,
             lrufile::KEYS,
             pmbench::KEYS,
+            trace::KEYS,
         ]
         .concat(),
     )?;
     let kind = w
         .choice_opt(
             "kind",
-            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench"],
+            &["usemem", "pf-test", "lru-file-mmap-read", "pmbench", "trace"],
         )?
         .ok_or_else(|| {
             cfg_err(
                 "workload.kind",
-                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\"",
+                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"trace\"",
             )
         })?;
     let workload = match kind.as_str() {
@@ -265,6 +272,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             WorkloadConfig::LruFileMmapRead(lrufile::parse(&mut w, preset, scale)?)
         }
         "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, preset, scale)?),
+        "trace" => WorkloadConfig::Trace(trace::parse(&mut w, preset, scale, base_dir)?),
         _ => unreachable!(),
     };
     w.finish()?;
@@ -364,6 +372,10 @@ fn check_fault_injection(
             }
             WorkloadConfig::Pmbench(_) if kernel.thp == Thp::Always => 512,
             WorkloadConfig::Pmbench(_) => {
+                return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\""))
+            }
+            WorkloadConfig::Trace(_) if kernel.thp == Thp::Always => 512,
+            WorkloadConfig::Trace(_) => {
                 return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\""))
             }
         };

@@ -22,6 +22,10 @@ pub fn pmd_keys(start: u64, end: u64) -> std::ops::Range<u64> {
     start >> PMD_SHIFT..end.div_ceil(PMD_SIZE)
 }
 pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+/// x86-64's `TASK_SIZE` with 4-level paging: the end of the user range.
+pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
+/// The default `vm.mmap_min_addr`: nothing is mapped below it.
+pub const MMAP_MIN_ADDR: u64 = 65536;
 /// Entries in a PTE table (x86-64's `PTRS_PER_PTE`).
 pub const PTRS_PER_PTE: u64 = 512;
 
@@ -280,6 +284,44 @@ impl Mm {
             writable,
         });
         start
+    }
+
+    /// `mmap(MAP_FIXED_NOREPLACE)`: a VMA at exactly [addr, addr+len).
+    /// `Err(errno)`: `EINVAL` for an unaligned, empty or out-of-range
+    /// request (below `mmap_min_addr` or past x86-64's 47-bit `TASK_SIZE`),
+    /// `EEXIST` for one overlapping a VMA. Later placed mappings start
+    /// above it, so the two kinds of placement never collide.
+    pub fn mmap_fixed(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: VmaKind,
+        writable: bool,
+    ) -> Result<u64, i64> {
+        const EINVAL: i64 = 22;
+        const EEXIST: i64 = 17;
+        let end = addr.checked_add(len).ok_or(EINVAL)?;
+        if len == 0
+            || !addr.is_multiple_of(PAGE_SIZE)
+            || !len.is_multiple_of(PAGE_SIZE)
+            || addr < MMAP_MIN_ADDR
+            || end > TASK_SIZE
+        {
+            return Err(EINVAL);
+        }
+        if self.vmas.iter().any(|v| v.start < end && addr < v.end) {
+            return Err(EEXIST);
+        }
+        self.vmas.push(Vma {
+            start: addr,
+            end,
+            kind,
+            writable,
+        });
+        if end > self.next_mmap {
+            self.next_mmap = end.div_ceil(PMD_SIZE) * PMD_SIZE + PMD_SIZE;
+        }
+        Ok(addr)
     }
 
     /// Places a `MAP_HUGETLB` VMA of `len` bytes (rounded up to the huge page

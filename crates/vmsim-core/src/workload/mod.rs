@@ -6,6 +6,7 @@ pub mod lrufile;
 pub mod pftest;
 pub mod pmbench;
 pub mod randread;
+pub mod trace;
 pub mod usemem;
 
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
@@ -25,6 +26,7 @@ pub enum WorkloadConfig {
     PfTest(pftest::PfTestConfig),
     LruFileMmapRead(lrufile::LruFileConfig),
     Pmbench(pmbench::PmbenchConfig),
+    Trace(trace::TraceConfig),
 }
 
 /// A workload a run config can name: how it sizes memory, which tasks it
@@ -48,6 +50,7 @@ pub fn registry(cfg: &WorkloadConfig) -> Box<dyn Workload + '_> {
         WorkloadConfig::PfTest(p) => Box::new(pftest::PfTestWorkload(p)),
         WorkloadConfig::LruFileMmapRead(l) => Box::new(lrufile::LruFileWorkload(l)),
         WorkloadConfig::Pmbench(p) => Box::new(pmbench::PmbenchWorkload(p)),
+        WorkloadConfig::Trace(t) => Box::new(trace::TraceWorkload(t)),
     }
 }
 
