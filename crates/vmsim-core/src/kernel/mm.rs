@@ -632,6 +632,44 @@ mod tests {
         assert!(mm.take_tlb_flush_batched_pending());
     }
     #[test]
+    fn mmap_fixed_noreplace_places_exactly_or_refuses() {
+        let mut mm = Mm::new(1);
+        let anon = VmaKind::AnonPrivate;
+        assert_eq!(
+            mm.mmap_fixed(0x1000_0000, 0x4000, anon, true),
+            Ok(0x1000_0000)
+        );
+        assert_eq!(
+            mm.mmap_fixed(0x1000_3000, 0x1000, anon, true),
+            Err(17),
+            "overlap: EEXIST"
+        );
+        assert_eq!(
+            mm.mmap_fixed(0x1000_4000, 0x1000, anon, true),
+            Ok(0x1000_4000),
+            "adjacent"
+        );
+        for (addr, len) in [
+            (0x1000_8001, 0x1000),
+            (0x2000_0000, 0x10),
+            (0x2000_0000, 0),
+            (0x1000, 0x1000),
+            (TASK_SIZE, 0x1000),
+            (u64::MAX - 0xfff, 0x1000),
+        ] {
+            assert_eq!(
+                mm.mmap_fixed(addr, len, anon, true),
+                Err(22),
+                "{addr:#x} {len:#x}: EINVAL"
+            );
+        }
+        // A mapping placed later does not land on a fixed one.
+        mm.mmap_fixed(0x7f00_0000_0000, 8 << 20, anon, true)
+            .unwrap();
+        let b = mm.mmap(4096, anon, true);
+        assert!(b >= 0x7f00_0080_0000, "{b:#x}");
+    }
+    #[test]
     fn map_lookup_unmap() {
         let mut mm = Mm::new(1);
         let a = mm.mmap(3 << 20, VmaKind::AnonPrivate, true);

@@ -117,8 +117,10 @@ pub struct TraceScan {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceConfig {
-    /// The file as the config names it, and as resolved.
+    /// The file as the config names it, and as resolved (not in the
+    /// result: the same trace elsewhere gives the same bytes).
     pub trace: String,
+    #[serde(skip)]
     pub path: PathBuf,
     /// `regions = "auto"` (found by the pre-pass) or given.
     pub regions_auto: bool,
@@ -815,5 +817,94 @@ impl Workload for TraceWorkload<'_> {
             .and_then(|t| Some(t.end? - t.start?))
             .map_or(0.0, |c| c as f64 / hz);
         r["trace_elapsed_s"] = json!(elapsed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_as_lackey_writes_them() {
+        assert_eq!(parse_line(b"I  0401b771,7"), Ok(Line::Instr));
+        assert_eq!(
+            parse_line(b" L 1fff000770,8\r"),
+            Ok(Line::Data {
+                kind: b'L',
+                addr: 0x1f_ff00_0770,
+                size: 8
+            })
+        );
+        assert_eq!(parse_line(b"==8845== Lackey"), Ok(Line::Skip));
+        assert_eq!(parse_line(b""), Ok(Line::Skip));
+        assert_eq!(
+            parse_line(
+                b"--8845--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))"
+            ),
+            Ok(Line::Sched(Sched::Acquire {
+                tid: 2,
+                starting: true
+            }))
+        );
+        assert_eq!(
+            parse_line(b"--8845--   SCHED[3]: exiting VG_(scheduler)"),
+            Ok(Line::Sched(Sched::Exit { tid: 3 }))
+        );
+        assert_eq!(parse_line(b"--8845-- a debug line"), Ok(Line::Skip));
+        for bad in [
+            &b" Q 10,8"[..],
+            b" L10,8",
+            b" L 10",
+            b" L 10,",
+            b" L ,8",
+            b" L 12345678901234567,8",
+            b" L 10,9999",
+        ] {
+            assert!(
+                parse_line(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn threads_start_from_the_lock_holder_and_ids_are_reused() {
+        let mut th = Threads::new();
+        let acq = |tid, starting| Sched::Acquire { tid, starting };
+        assert!(matches!(th.sched(acq(1, true)), Ok(Step::None)));
+        assert!(matches!(
+            th.sched(acq(2, true)),
+            Ok(Step::Start {
+                stream: 1,
+                parent: 0
+            })
+        ));
+        // Thread 2 (stream 1) holds the lock and starts thread 3.
+        assert!(matches!(
+            th.sched(acq(3, true)),
+            Ok(Step::Start {
+                stream: 2,
+                parent: 1
+            })
+        ));
+        assert!(matches!(th.sched(Sched::Exit { tid: 2 }), Ok(Step::End(1))));
+        assert_eq!(th.owner, Some(2));
+        assert!(matches!(th.sched(Sched::Exit { tid: 3 }), Ok(Step::End(2))));
+        // The holder has exited: the lowest live thread starts the next,
+        // which reuses id 2 as a new stream.
+        assert!(matches!(
+            th.sched(acq(2, true)),
+            Ok(Step::Start {
+                stream: 3,
+                parent: 0
+            })
+        ));
+        assert!(matches!(th.sched(Sched::Exit { tid: 1 }), Ok(Step::End(0))));
+        assert!(matches!(th.sched(Sched::Exit { tid: 2 }), Ok(Step::End(3))));
+        assert!(
+            th.sched(acq(4, true)).is_err(),
+            "no thread left to start it"
+        );
     }
 }
