@@ -288,6 +288,7 @@ fn bad_traces_and_regions_get_errors_naming_the_line_or_key() {
             "line 1: the access at 0xffffffffffffffff of 8 bytes wraps",
         ),
         ("hello world\n", "line 1: expected a lackey record"),
+        ("==1== Lackey\nI  00400000,4\n", "no data access records"),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let t = synthetic(&dir, &format!("b{i}.lackey"), text);
@@ -330,6 +331,13 @@ fn bad_traces_and_regions_get_errors_naming_the_line_or_key() {
         assert_eq!(k, key, "{extra}: {message}");
         assert!(message.contains(want), "{extra}: {message}");
     }
+    // Many given regions: all mapped, all checked.
+    let many: Vec<String> = (0..600u64)
+        .map(|i| format!("{{ start = {}, len = 4096 }}", 0x1000_0000 + i * 0x2000))
+        .collect();
+    let r = run(&ok, "never", &format!("regions = [{}]", many.join(", "))).unwrap();
+    assert_eq!(r["data_verified"], true, "{}", r["data_errors"]);
+    assert_eq!(n(&r, "pgfault"), 1);
     // A region given as a hexadecimal string (JSON has no hex numbers) is taken.
     let c = config(
         &ok,

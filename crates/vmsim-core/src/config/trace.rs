@@ -203,6 +203,18 @@ pub fn parse(
         }
     };
     let (scan, auto) = scan_once(&path, &meta)?;
+    if scan.accesses == 0 {
+        // Nothing would be replayed or checked: a wrong file, or a trace
+        // made without --trace-mem=yes.
+        return Err(cfg_err(
+            &tkey,
+            format!(
+                "{}: no data access records (` L`, ` S`, ` M` lines) in {} lines; was it made with valgrind --tool=lackey --trace-mem=yes?",
+                path.display(),
+                scan.lines
+            ),
+        ));
+    }
     let regions = given.clone().unwrap_or(auto);
     let total: u64 = regions.iter().map(|r| r.len).sum();
     if total > MAX_REGION_BYTES {

@@ -606,23 +606,39 @@ struct TraceProgram {
     cfg: Arc<TraceConfig>,
     reader: Option<Reader>,
     main: bool,
-    step: u32,
+    phase: Phase,
     seed: u64,
     /// The thread to start at the `Op::Clone` just issued.
     child: Option<ChildStart>,
     source: Arc<str>,
 }
 
+/// Where a thread is: what its next op is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// The main thread maps region `i` (having asked for region `i - 1`).
+    Map(usize),
+    /// The replay proper, after the start mark.
+    Start,
+    Replay,
+    /// The stream has ended: wait for the threads this one started.
+    Wait,
+    /// Check region `i`.
+    Check(usize),
+    Exit,
+}
+
 impl TraceProgram {
     fn fail(&mut self, e: Error) -> Op {
-        self.step = u32::MAX - 1;
+        self.phase = Phase::Exit;
         Op::Fail(e)
     }
 
-    /// The next op of the replay proper (after the set-up).
+    /// The next op of the replay proper.
     fn replay(&mut self) -> Op {
         let Some(r) = self.reader.as_mut() else {
-            return Op::Exit;
+            self.phase = Phase::Wait;
+            return Op::MarkEnd;
         };
         match r.next() {
             Ok(Chunk::Records(records)) => Op::Replay(Replay {
@@ -642,7 +658,7 @@ impl TraceProgram {
             }
             Ok(Chunk::End) => {
                 self.reader = None;
-                self.step = 1000;
+                self.phase = Phase::Wait;
                 Op::MarkEnd
             }
             Err(e) => self.fail(e),
@@ -652,53 +668,64 @@ impl TraceProgram {
 
 impl Program for TraceProgram {
     fn next(&mut self, ret: u64) -> Op {
-        let nr = self.cfg.regions.len() as u32;
-        self.step = self.step.saturating_add(1);
-        match self.step {
-            // The main thread's set-up: one fixed mapping per region.
-            s if self.main && s <= nr + 1 => {
-                if s >= 2 {
-                    let r = self.cfg.regions[(s - 2) as usize];
-                    if ret != r.start {
-                        return self.fail(cfg_err(
-                            REGIONS_KEY,
-                            format!(
-                                "mmap(MAP_FIXED_NOREPLACE) of [{:#x}, {:#x}) failed with errno {}",
-                                r.start,
-                                r.start + r.len,
-                                ret.wrapping_neg()
-                            ),
-                        ));
+        let regions = &self.cfg.regions;
+        match self.phase {
+            Phase::Map(i) => {
+                if i > 0 && ret != regions[i - 1].start {
+                    let r = regions[i - 1];
+                    return self.fail(cfg_err(
+                        REGIONS_KEY,
+                        format!(
+                            "mmap(MAP_FIXED_NOREPLACE) of [{:#x}, {:#x}) failed with errno {}",
+                            r.start,
+                            r.start + r.len,
+                            ret.wrapping_neg()
+                        ),
+                    ));
+                }
+                match regions.get(i) {
+                    Some(r) => {
+                        let op = Op::MmapFixed {
+                            addr: r.start,
+                            len: r.len,
+                        };
+                        self.phase = Phase::Map(i + 1);
+                        op
+                    }
+                    None => {
+                        self.phase = Phase::Replay;
+                        Op::MarkStart
                     }
                 }
-                if s <= nr {
-                    let r = self.cfg.regions[(s - 1) as usize];
-                    return Op::MmapFixed {
-                        addr: r.start,
-                        len: r.len,
-                    };
-                }
+            }
+            Phase::Start => {
+                self.phase = Phase::Replay;
                 Op::MarkStart
             }
-            s if !self.main && s == 1 => Op::MarkStart,
-            s if s < 1000 => {
-                self.step = 500;
-                self.replay()
+            Phase::Replay => self.replay(),
+            Phase::Wait => {
+                self.phase = Phase::Check(0);
+                Op::Wait
             }
-            // The stream has ended: wait for the threads this one started,
-            // then check every region (each task checks, as every
-            // workload's do; the check is untimed, so one made while other
-            // threads still write sees frames and shadow agree all the same).
-            1001 => Op::Wait,
-            s if s >= 1002 && s < 1002 + nr => {
-                let r = self.cfg.regions[(s - 1002) as usize];
-                Op::Check {
-                    start: r.start,
-                    len: r.len,
-                    expect: Expect::AccessWrites,
+            // Each task checks every region, as every workload's tasks do;
+            // the check is untimed, so one made while other threads still
+            // write finds frames and shadow in agreement all the same.
+            Phase::Check(i) => match regions.get(i) {
+                Some(r) => {
+                    let op = Op::Check {
+                        start: r.start,
+                        len: r.len,
+                        expect: Expect::AccessWrites,
+                    };
+                    self.phase = Phase::Check(i + 1);
+                    op
                 }
-            }
-            _ => Op::Exit,
+                None => {
+                    self.phase = Phase::Exit;
+                    Op::Exit
+                }
+            },
+            Phase::Exit => Op::Exit,
         }
     }
 
@@ -725,7 +752,7 @@ impl Program for TraceProgram {
                 ended: false,
             }),
             main: false,
-            step: 0,
+            phase: Phase::Start,
             seed: self.seed,
             child: None,
             source: self.source.clone(),
@@ -758,7 +785,7 @@ impl Workload for TraceWorkload<'_> {
                 ended: false,
             }),
             main: true,
-            step: 0,
+            phase: Phase::Map(0),
             seed: seed ^ 0x7452_6163_6552_6570,
             child: None,
             source,
