@@ -11,7 +11,7 @@
 //! `--pid--   SCHED[tid]:  acquired lock (...)` lines into the same file,
 //! which say whose records follow. Each valgrind thread becomes a simulated
 //! thread (`clone`, sharing the address space), started by the thread that
-//! held the lock when it first appeared, at that point of its own stream; a
+//! held the lock just before it first appeared, at that point of its own stream; a
 //! thread ends at its `exiting VG_(scheduler)` line. Without these lines the
 //! whole trace is one thread. valgrind ran the threads one at a time; the
 //! replay runs them at once, each on its own CPU, with no ordering between
@@ -286,8 +286,10 @@ impl Threads {
                 Ok(Step::None)
             }
             Sched::Acquire { tid, starting } if starting || !self.live.contains_key(&tid) => {
-                // valgrind runs the new thread when its creator gives up the
-                // lock, normally at once after clone(): the holder started it.
+                // valgrind runs a new thread when its creator next gives up
+                // the lock, usually soon after clone(): the last holder is
+                // taken to have started it (if it has exited, the lowest
+                // live thread, so that a live task makes the clone).
                 let parent = match self.owner.filter(|&o| self.is_live(o)) {
                     Some(o) => o,
                     None => *self.live.values().min().ok_or_else(|| {
