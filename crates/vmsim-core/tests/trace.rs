@@ -389,3 +389,18 @@ fn a_windowed_run_replays_the_same_accesses_verified() {
     assert_eq!(n(&w, "trace_accesses"), 8000);
     assert_eq!(n(&w, "trace_accesses"), n(&plain, "trace_accesses"));
 }
+
+#[test]
+fn a_trace_rewritten_at_once_is_scanned_again() {
+    // Same length, same coarse modification time: the pre-pass must not
+    // take the first content's counts for the second's.
+    let dir = TempDir::new("rewrite");
+    let t = synthetic(&dir, "r.lackey", " S 10000000,8\n");
+    let scan = |c: RunConfig| match c.workload {
+        vmsim_core::config::WorkloadConfig::Trace(t) => (t.scan.loads, t.scan.stores),
+        _ => unreachable!(),
+    };
+    assert_eq!(scan(config(&t, "never", "").unwrap()), (0, 1));
+    std::fs::write(&t, " L 10000000,8\n").unwrap();
+    assert_eq!(scan(config(&t, "never", "").unwrap()), (1, 0));
+}

@@ -103,7 +103,10 @@ fn parse_regions(key: &str, v: Value) -> Result<Option<Vec<Region>>, Error> {
 /// The pre-pass of a file, once per process for the same file unchanged
 /// (same length and modification time): an experiment's plan, its arms
 /// and the result cache's key each read the config, and a 1 GB trace takes
-/// seconds to scan. The last few files are remembered.
+/// seconds to scan. The last few files are remembered. A file modified
+/// less than `RACY` before its scan began is not remembered: file times
+/// are coarse (a kernel tick), and a rewrite of the same length within one
+/// tick would keep its time (git's "racy clean" rule).
 fn scan_once(
     path: &Path,
     meta: &std::fs::Metadata,
@@ -124,7 +127,13 @@ fn scan_once(
             return Ok((s.3.clone(), s.4.clone()));
         }
     }
+    const RACY: std::time::Duration = std::time::Duration::from_secs(2);
+    let began = SystemTime::now();
     let (sc, regions) = scan(path)?;
+    let settled = mtime.is_some_and(|m| m + RACY <= began);
+    if !settled {
+        return Ok((sc, regions));
+    }
     if let Ok(mut scans) = SCANS.lock() {
         scans.retain(|s| s.0 != canon);
         if scans.len() >= 8 {
