@@ -1,6 +1,6 @@
 //! Trace replay (`kind = "trace"`) through a run config: a small C program
-//! compiled and traced with valgrind's lackey at test time (into a temporary
-//! folder, removed afterwards), replayed with its data verified, counted
+//! compiled and traced with valgrind's lackey at test time (into cargo's
+//! temporary folder under target/, made again by each run), replayed with its data verified, counted
 //! (accesses as recorded, one fault per page touched without THP) and
 //! byte-identical on re-run; a threaded one traced with `--trace-sched=yes`
 //! replayed as one simulated thread per valgrind thread; malformed lines,
@@ -67,9 +67,12 @@ int main(void) {
 "#;
 
 /// The folder holding `single.lackey` and `threaded.lackey`, traced once
-/// for all tests; None (said on stderr) without gcc or valgrind.
+/// for all tests; None (said on stderr) without gcc or valgrind. It is
+/// cargo's temporary folder for integration tests (under target/, made
+/// again by each run): a static is never dropped, so a folder of the
+/// system's would be left behind.
 fn traces() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<TempDir>> = OnceLock::new();
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         for tool in ["gcc", "valgrind"] {
             if Command::new(tool).arg("--version").output().is_err() {
@@ -77,11 +80,13 @@ fn traces() -> Option<&'static Path> {
                 return None;
             }
         }
-        let d = TempDir::new("valgrind");
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-valgrind");
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
         for (name, src, extra) in [("single", SINGLE, &[][..]), ("threaded", THREADED, &["--trace-sched=yes"][..])] {
-            let c = d.0.join(format!("{name}.c"));
+            let c = d.join(format!("{name}.c"));
             std::fs::write(&c, src).unwrap();
-            let exe = d.0.join(name);
+            let exe = d.join(name);
             let ok = Command::new("gcc")
                 .args(["-O1", "-pthread", "-o"])
                 .arg(&exe)
@@ -90,7 +95,7 @@ fn traces() -> Option<&'static Path> {
                 .unwrap()
                 .success();
             assert!(ok, "gcc failed on {name}.c");
-            let log = d.0.join(format!("{name}.lackey"));
+            let log = d.join(format!("{name}.lackey"));
             let ok = Command::new("valgrind")
                 .args(["--tool=lackey", "--trace-mem=yes"])
                 .args(extra)
@@ -103,8 +108,7 @@ fn traces() -> Option<&'static Path> {
         }
         Some(d)
     })
-    .as_ref()
-    .map(|d| d.0.as_path())
+    .as_deref()
 }
 
 fn config(trace: &Path, thp: &str, extra: &str) -> Result<RunConfig, Error> {
