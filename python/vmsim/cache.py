@@ -6,7 +6,9 @@ What is hashed (the key): the kind of run, the run config as given (or, for
 an experiment, its text and the core's plan: every arm's config as the core
 resolves it, at the scale and seed asked for), every machine preset it names
 resolved in full (``preset_json``: a preset file edited is a new key), the
-content of every Python policy file it names (``"FILE.py:NAME"``), the seed,
+content of every Python policy file it names (``"FILE.py:NAME"``), the
+content of a trace workload's file (a run's by its SHA-256; an experiment's
+plan holds the digest the core's pre-pass took of it), the seed,
 the vmsim version, the result schema version and a hash of the core
 extension itself (a rebuilt core is a new key). A config that names a
 callable registered in this process (``"python:..."``) is never cached.
@@ -146,6 +148,26 @@ def _policies(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
     return out
 
 
+def _traces(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
+    """``{trace path: content hash}`` of the file a trace workload replays
+    (docs/workloads.md#trace-replay), read in 1 MiB pieces however large it
+    is: a trace edited is a new key. Raises ``Uncacheable`` when it cannot
+    be read (the run then says what is wrong)."""
+    w = config.get("workload") if isinstance(config, Mapping) else None
+    if not isinstance(w, Mapping) or w.get("kind") != "trace" or not isinstance(w.get("trace"), str):
+        return {}
+    file = w["trace"]
+    path = os.path.abspath(file if os.path.isabs(file) else os.path.join(base_dir or os.getcwd(), file))
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for piece in iter(lambda: f.read(1 << 20), b""):
+                h.update(piece)
+    except OSError:
+        raise Uncacheable(f"{path} cannot be read") from None
+    return {path: h.hexdigest()}
+
+
 def _presets(configs: Iterable[Any], base_dir: Optional[str]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for cfg in configs:
@@ -171,8 +193,13 @@ def run_key(config_json: str, base_dir: Optional[str]) -> Optional[str]:
     it may not be cached."""
     try:
         cfg = json.loads(config_json)
-        return _digest({"kind": "run", "config": cfg, "presets": _presets([cfg], base_dir),
-                        "policies": _policies(cfg, base_dir)})
+        parts = {"kind": "run", "config": cfg, "presets": _presets([cfg], base_dir),
+                 "policies": _policies(cfg, base_dir)}
+        # Only a trace run has the entry, so every other run keeps its key.
+        traces = _traces(cfg, base_dir)
+        if traces:
+            parts["traces"] = traces
+        return _digest(parts)
     except Uncacheable:
         return None
 

@@ -10,6 +10,7 @@ pub mod pftest;
 pub mod pmbench;
 pub mod preset;
 pub mod program;
+pub mod trace;
 pub mod willitscale;
 
 use crate::error::Error;
@@ -168,7 +169,7 @@ impl RunConfig {
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let kernel = kernel::parse(&mut top, &preset, scale, policies, base_dir)?;
-        let workload = parse_workload(&mut top, &preset, scale)?;
+        let workload = parse_workload(&mut top, &preset, scale, base_dir)?;
         let sim = parse_sim(&mut top, &preset, &kernel, &workload)?;
         top.finish()?;
         Ok(RunConfig {
@@ -187,7 +188,12 @@ impl RunConfig {
 }
 
 /// `[workload]`: its kind, and the kind's own keys (each parsed by its file).
-fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<WorkloadConfig, Error> {
+fn parse_workload(
+    top: &mut Fields,
+    preset: &Preset,
+    scale: f64,
+    base_dir: Option<&Path>,
+) -> Result<WorkloadConfig, Error> {
     let mut w = top.sub("workload")?;
     w.declare(
         &[
@@ -207,6 +213,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
             pmbench::KEYS,
             program::KEYS,
             willitscale::KEYS,
+            trace::KEYS,
         ]
         .concat(),
     )?;
@@ -220,12 +227,13 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
                 "pmbench",
                 "program",
                 "will-it-scale",
+                "trace",
             ],
         )?
         .ok_or_else(|| {
             cfg_err(
                 "workload.kind",
-                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"program\", \"will-it-scale\"",
+                "missing; accepted: \"usemem\", \"pf-test\", \"lru-file-mmap-read\", \"pmbench\", \"program\", \"will-it-scale\", \"trace\"",
             )
         })?;
     let workload = match kind.as_str() {
@@ -281,6 +289,7 @@ fn parse_workload(top: &mut Fields, preset: &Preset, scale: f64) -> Result<Workl
         "pmbench" => WorkloadConfig::Pmbench(pmbench::parse(&mut w, preset, scale)?),
         "program" => WorkloadConfig::Program(program::parse(&mut w, scale)?),
         "will-it-scale" => WorkloadConfig::Program(willitscale::parse(&mut w, scale)?),
+        "trace" => WorkloadConfig::Trace(trace::parse(&mut w, preset, scale, base_dir)?),
         _ => unreachable!(),
     };
     w.finish()?;
@@ -400,6 +409,10 @@ fn check_fault_injection(
                     return Err(cfg_err(key, "the program maps no memory a huge page is cleared for (hugetlb, or anonymous with kernel.thp = \"always\")"));
                 }
                 biggest
+            }
+            WorkloadConfig::Trace(_) if kernel.thp == Thp::Always => 512,
+            WorkloadConfig::Trace(_) => {
+                return Err(cfg_err(key, "no huge page is cleared with kernel.thp = \"never\"; needs thp = \"always\""))
             }
         };
         if i >= subpages {

@@ -22,6 +22,10 @@ pub fn pmd_keys(start: u64, end: u64) -> std::ops::Range<u64> {
     start >> PMD_SHIFT..end.div_ceil(PMD_SIZE)
 }
 pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+/// x86-64's `TASK_SIZE` with 4-level paging: the end of the user range.
+pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
+/// The default `vm.mmap_min_addr`: nothing is mapped below it.
+pub const MMAP_MIN_ADDR: u64 = 65536;
 /// Entries in a PTE table (x86-64's `PTRS_PER_PTE`).
 pub const PTRS_PER_PTE: u64 = 512;
 
@@ -287,6 +291,46 @@ impl Mm {
             nohugepage: false,
         });
         start
+    }
+
+    /// `mmap(MAP_FIXED_NOREPLACE)`: a VMA at exactly [addr, addr+len).
+    /// `Err(errno)`: `EINVAL` for an unaligned, empty or out-of-range
+    /// request (below `mmap_min_addr` or past x86-64's 47-bit `TASK_SIZE`),
+    /// `EEXIST` for one overlapping a VMA. Later placed mappings start
+    /// above it, so the two kinds of placement never collide.
+    pub fn mmap_fixed(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: VmaKind,
+        writable: bool,
+    ) -> Result<u64, i64> {
+        const EINVAL: i64 = 22;
+        const EEXIST: i64 = 17;
+        let end = addr.checked_add(len).ok_or(EINVAL)?;
+        if len == 0
+            || !addr.is_multiple_of(PAGE_SIZE)
+            || !len.is_multiple_of(PAGE_SIZE)
+            || addr < MMAP_MIN_ADDR
+            || end > TASK_SIZE
+        {
+            return Err(EINVAL);
+        }
+        if self.vmas.iter().any(|v| v.start < end && addr < v.end) {
+            return Err(EEXIST);
+        }
+        self.vmas.push(Vma {
+            start: addr,
+            end,
+            kind,
+            writable,
+            hugepage: false,
+            nohugepage: false,
+        });
+        if end > self.next_mmap {
+            self.next_mmap = end.div_ceil(PMD_SIZE) * PMD_SIZE + PMD_SIZE;
+        }
+        Ok(addr)
     }
 
     /// Places a `MAP_HUGETLB` VMA of `len` bytes (rounded up to the huge page
@@ -672,6 +716,44 @@ mod tests {
         mm.set_tlb_flush_batched_pending();
         assert_eq!(mm.tlb_flush_batched, 1);
         assert!(mm.take_tlb_flush_batched_pending());
+    }
+    #[test]
+    fn mmap_fixed_noreplace_places_exactly_or_refuses() {
+        let mut mm = Mm::new(1);
+        let anon = VmaKind::AnonPrivate;
+        assert_eq!(
+            mm.mmap_fixed(0x1000_0000, 0x4000, anon, true),
+            Ok(0x1000_0000)
+        );
+        assert_eq!(
+            mm.mmap_fixed(0x1000_3000, 0x1000, anon, true),
+            Err(17),
+            "overlap: EEXIST"
+        );
+        assert_eq!(
+            mm.mmap_fixed(0x1000_4000, 0x1000, anon, true),
+            Ok(0x1000_4000),
+            "adjacent"
+        );
+        for (addr, len) in [
+            (0x1000_8001, 0x1000),
+            (0x2000_0000, 0x10),
+            (0x2000_0000, 0),
+            (0x1000, 0x1000),
+            (TASK_SIZE, 0x1000),
+            (u64::MAX - 0xfff, 0x1000),
+        ] {
+            assert_eq!(
+                mm.mmap_fixed(addr, len, anon, true),
+                Err(22),
+                "{addr:#x} {len:#x}: EINVAL"
+            );
+        }
+        // A mapping placed later does not land on a fixed one.
+        mm.mmap_fixed(0x7f00_0000_0000, 8 << 20, anon, true)
+            .unwrap();
+        let b = mm.mmap(4096, anon, true);
+        assert!(b >= 0x7f00_0080_0000, "{b:#x}");
     }
     #[test]
     fn map_lookup_unmap() {

@@ -137,6 +137,46 @@ pub enum Op {
     MarkStart,
     MarkEnd,
     Exit,
+    /// `mmap(addr, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|
+    /// MAP_FIXED_NOREPLACE)`: an anonymous mapping at exactly `addr`. `ret`
+    /// is `addr`, or `-EEXIST` (as u64) if it overlaps a mapping, `-EINVAL`
+    /// if `addr` or `len` is not page-aligned, zero or past the user range.
+    MmapFixed {
+        addr: u64,
+        len: u64,
+    },
+    /// A batch of recorded accesses, made in order through the access
+    /// engine (sim/replay.rs): a trace of a real program replayed.
+    Replay(Replay),
+    /// The program cannot go on (its input failed): the run stops with this error.
+    Fail(crate::error::Error),
+}
+
+/// One recorded data access of a replayed trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The virtual address accessed; the access is one line, the one holding it.
+    pub addr: u64,
+    /// Instructions the program executed since the previous access
+    /// (the accessing instruction included).
+    pub instrs: u32,
+    pub write: bool,
+    /// The trace's line the access came from, for the error of a fault
+    /// outside every mapping.
+    pub line: u64,
+}
+
+/// A batch of `Recorded` accesses and where they came from.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub records: Vec<Recorded>,
+    /// A write stores `store_value(seed, vpn)` into its line, as `Access` does.
+    pub seed: u64,
+    /// The trace file, for errors.
+    pub source: std::sync::Arc<str>,
+    /// The config key of the mappings: an access outside all of them (a
+    /// simulated SIGSEGV) is reported as their error, naming the line.
+    pub segv_key: std::sync::Arc<str>,
 }
 
 #[derive(Clone, Copy, Debug)]

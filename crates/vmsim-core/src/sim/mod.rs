@@ -68,6 +68,8 @@ pub(crate) enum Cur {
     Populate { start: u64, len: u64, pos: u64 },
     /// An `Op::Access` run of the access engine.
     Access(access::AccessRun),
+    /// An `Op::Replay` batch of recorded accesses.
+    Replay(replay::ReplayRun),
 }
 
 /// What a task runs.
@@ -262,6 +264,7 @@ impl IdleStats {
 pub mod access;
 mod exec;
 pub mod phase;
+mod replay;
 mod task;
 mod user;
 pub mod window;

@@ -222,6 +222,21 @@ impl Sim {
                 }
                 Op::Check { start, len, expect } => self.check(t, start, len, expect),
                 Op::Exit => self.exit(cpu, t),
+                Op::MmapFixed { addr, len } => {
+                    self.syscall(cpu, 0);
+                    let mm = self.tasks[t].user_mm();
+                    let r = self.kernel.mms[mm].mmap_fixed(
+                        addr,
+                        len,
+                        crate::kernel::mm::VmaKind::AnonPrivate,
+                        true,
+                    );
+                    self.tasks[t].ret = r.unwrap_or_else(|errno| errno.wrapping_neg() as u64);
+                }
+                Op::Replay(b) => {
+                    self.tasks[t].cur = Some(Cur::Replay(super::replay::ReplayRun::new(b)))
+                }
+                Op::Fail(e) => self.error = Some(e),
             }
             return;
         }
@@ -278,6 +293,7 @@ impl Sim {
                     return self.populate(cpu, t, start, len, pos)
                 }
                 Some(Cur::Access(r)) => return self.exec_access(cpu, t, deadline, r),
+                Some(Cur::Replay(r)) => return self.exec_replay(cpu, t, deadline, r),
                 None => unreachable!(),
             };
         let mm = self.tasks[t].user_mm();

@@ -7,6 +7,7 @@ pub mod pftest;
 pub mod pmbench;
 pub mod program;
 pub mod randread;
+pub mod trace;
 pub mod usemem;
 
 pub use crate::kernel::uapi::{store_value, Access, Expect, Op, Pattern, Program};
@@ -27,6 +28,7 @@ pub enum WorkloadConfig {
     LruFileMmapRead(lrufile::LruFileConfig),
     Pmbench(pmbench::PmbenchConfig),
     Program(program::ProgramConfig),
+    Trace(trace::TraceConfig),
 }
 
 /// A workload a run config can name: how it sizes memory, which tasks it
@@ -51,6 +53,7 @@ pub fn registry(cfg: &WorkloadConfig) -> Box<dyn Workload + '_> {
         WorkloadConfig::LruFileMmapRead(l) => Box::new(lrufile::LruFileWorkload(l)),
         WorkloadConfig::Pmbench(p) => Box::new(pmbench::PmbenchWorkload(p)),
         WorkloadConfig::Program(p) => Box::new(program::ProgramWorkload(p)),
+        WorkloadConfig::Trace(t) => Box::new(trace::TraceWorkload(t)),
     }
 }
 
