@@ -265,9 +265,15 @@ steps = [ { op = "mmap", map = "a", size_mib = 4 }, { op = "madvise", map = "a",
         ),
         (
             r#"[[workload.task]]
-steps = [ { op = "mprotect" } ]"#,
-            "workload.task[0].steps[0].op",
-            "not modelled",
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "mprotect", map = "a", prot = "read" }, { op = "access", map = "a", write_ratio = 0.1, count = 10 } ]"#,
+            "workload.task[0].steps[2].write_ratio",
+            "SIGSEGV",
+        ),
+        (
+            r#"[[workload.task]]
+steps = [ { op = "mmap", map = "a", size_mib = 2 }, { op = "mprotect", map = "a", prot = "none" } ]"#,
+            "workload.task[0].steps[1].prot",
+            "accepted",
         ),
         (
             r#"[[workload.task]]
@@ -454,4 +460,50 @@ steps = [
     assert_eq!(thp("always", none), (4, 4));
     assert_eq!(thp("always", nohuge), (0, 2048));
     assert_eq!(thp("never", huge), (0, 2048));
+}
+
+/// mprotect(PROT_READ) write-protects every entry and shoots down the TLBs
+/// of the threads' CPUs; back to PROT_READ|PROT_WRITE, each page's first
+/// write faults and reuses the page; data verified throughout.
+#[test]
+fn mprotect_write_protects_and_write_faults_reuse() {
+    let body = r#"
+[[workload.task]]
+steps = [
+  { op = "mmap", map = "a", size_mib = 2 },
+  { op = "access", map = "a", write_ratio = 1.0 },
+  { op = "clone", count = 2, steps = [ { op = "barrier", name = "b" }, { op = "access", map = "a", pattern = "uniform", count = 20000 } ] },
+  { op = "barrier", name = "b" },
+  { op = "mprotect", map = "a", prot = "read" },
+  { op = "access", map = "a", phase = "read" },
+  { op = "mprotect", map = "a", prot = "read-write" },
+  { op = "access", map = "a", write_ratio = 1.0, phase = "again" },
+  { op = "wait" },
+]
+"#;
+    let r = run(&program("thp = \"never\"", body));
+    assert_eq!(m(&r, "data_verified"), &Value::Bool(true));
+    // 512 first-touch faults, then one write fault per page after the upgrade.
+    assert_eq!(u(&r, "pgfault"), 512 + 512);
+    assert_eq!(u(&r, "cow_reuse"), 512);
+    assert!(
+        u(&r, "ipis_tlb_shootdown") > 0,
+        "the threads' CPUs are flushed"
+    );
+    // A thread that write-protects what the main thread then writes: SIGSEGV.
+    let body = r#"
+[[workload.task]]
+steps = [
+  { op = "mmap", map = "a", size_mib = 2 },
+  { op = "clone", steps = [ { op = "mprotect", map = "a", prot = "read" } ] },
+  { op = "wait" },
+  { op = "access", map = "a", write_ratio = 1.0, count = 5 },
+]
+"#;
+    let (k, msg) = err(&program("", body));
+    assert_eq!(k, "workload");
+    assert!(
+        msg.contains("SIGSEGV") && msg.contains("read-only"),
+        "{msg}"
+    );
 }

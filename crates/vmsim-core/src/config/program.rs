@@ -33,6 +33,9 @@ const MAX_BYTES: u64 = 256 << 30;
 struct Mapped {
     size: u64,
     file: bool,
+    hugetlb: bool,
+    /// False after `mprotect(PROT_READ)`: a write would be a SIGSEGV.
+    writable: bool,
 }
 
 struct Ctx {
@@ -198,10 +201,30 @@ fn steps(
         let here = format!("{path}_{i}");
         let step = match op.as_str() {
             "mprotect" => {
-                return Err(cfg_err(
-                    f.key("op"),
-                    "mprotect is not modelled (the kernel model has no change of a mapping's protection other than NUMA balancing's)",
-                ))
+                f.declare(&["op", "map", "prot"])?;
+                let map = map_name(&mut f)?;
+                let slot = ctx.slot(&map);
+                let m = mapped(&f, state, slot, &map)?.clone();
+                if m.file || m.hugetlb {
+                    return Err(cfg_err(
+                        f.key("map"),
+                        "mprotect is modelled for private anonymous mappings only",
+                    ));
+                }
+                let k = f.key("prot");
+                let write = match f.choice_opt("prot", &["read", "read-write"])?.as_deref() {
+                    Some("read") => false,
+                    Some(_) => true,
+                    None => return Err(cfg_err(
+                        k,
+                        "missing; accepted: \"read\", \"read-write\" (PROT_NONE is not modelled)",
+                    )),
+                };
+                state[slot] = Some(Mapped {
+                    writable: write,
+                    ..m
+                });
+                Step::Mprotect { map, slot, write }
             }
             "mmap" => {
                 f.declare(&[
@@ -292,6 +315,8 @@ fn steps(
                 state[slot] = Some(Mapped {
                     size,
                     file: matches!(backing, Backing::File { .. }),
+                    hugetlb: matches!(backing, Backing::Hugetlb { .. }),
+                    writable: !matches!(backing, Backing::File { .. }),
                 });
                 Step::Mmap {
                     map,
@@ -332,7 +357,10 @@ fn steps(
                     }
                 }
                 if m.file {
-                    return Err(cfg_err(f.key("map"), "madvise is modelled for anonymous memory only"));
+                    return Err(cfg_err(
+                        f.key("map"),
+                        "madvise is modelled for anonymous memory only",
+                    ));
                 }
                 let (offset, len) = range(&mut f, ctx.scale, m.size)?;
                 if advice == "dontneed" {
@@ -441,6 +469,12 @@ fn steps(
                     return Err(cfg_err(
                         wkey,
                         "file mappings are read-only (MAP_SHARED, PROT_READ) in the model",
+                    ));
+                }
+                if wr > 0.0 && !m.writable {
+                    return Err(cfg_err(
+                        wkey,
+                        "the mapping is read-only here (an earlier mprotect prot = \"read\"): the write would be a SIGSEGV",
                     ));
                 }
                 let ikey = f.key("instr_per_access");

@@ -616,6 +616,38 @@ impl Mm {
         Some((vma, freed))
     }
 
+    /// `change_protection()` of the VMA starting at `start` to `write`:
+    /// the VMA's permission, and on a downgrade every present entry's write
+    /// bit cleared. Returns the VMA's end and the entries visited (None if
+    /// no VMA starts there). An upgrade leaves the entries read-only: the
+    /// first write to each takes a write fault that reuses an exclusive
+    /// page (`do_wp_page`), as kernels before 6.0 do (6.0's 64fe24a3e05e
+    /// makes exclusive anonymous entries writable at once; not modelled).
+    pub fn change_protection(&mut self, start: u64, write: bool) -> Option<(u64, u64)> {
+        let v = self.vmas.iter_mut().find(|v| v.start == start)?;
+        v.writable = write;
+        let end = v.end;
+        let mut visited = 0u64;
+        if !write {
+            for (_, pmd) in self.pmds.range_mut(pmd_keys(start, end)) {
+                match pmd {
+                    Pmd::Huge(p) => {
+                        p.writable = false;
+                        visited += 1;
+                    }
+                    Pmd::Table(t) => {
+                        for p in t.iter_mut().flatten() {
+                            p.writable = false;
+                            visited += 1;
+                        }
+                    }
+                }
+            }
+            self.generation += 1;
+        }
+        Some((end, visited))
+    }
+
     /// `madvise(MADV_HUGEPAGE)` (`huge`) or `MADV_NOHUGEPAGE` of the VMA
     /// starting at `start`; false if none starts there.
     pub fn madvise_hugepage(&mut self, start: u64, huge: bool) -> bool {

@@ -52,6 +52,52 @@ impl Kernel {
         Ok(())
     }
 
+    /// `mprotect()` of the whole private anonymous mapping at `start` in
+    /// `mm_id` on `hw.cpu`: the system call, `change_protection()` at
+    /// `change_pte_cycles` an entry visited, and on a downgrade the range's
+    /// TLB flush (other CPUs may hold writable translations). Err when no
+    /// such mapping starts there.
+    pub fn mprotect(
+        &mut self,
+        hw: &mut Hw,
+        mm_id: usize,
+        start: u64,
+        write: bool,
+    ) -> Result<(), String> {
+        match self.mms[mm_id].find_vma(start) {
+            Some(v) if v.start == start && v.kind == super::mm::VmaKind::AnonPrivate => {}
+            _ => {
+                return Err(format!(
+                    "mprotect of {start:#x}: no private anonymous mapping starts there"
+                ))
+            }
+        }
+        hw.machine.set_mode(hw.cpu, Mode::Kernel);
+        hw.charge(self.costs.syscall_entry_exit_cycles);
+        hw.settle(KFn::Syscall);
+        let (end, visited) = self.mms[mm_id]
+            .change_protection(start, write)
+            .expect("the VMA was found");
+        hw.charge(visited * self.costs.change_pte_cycles);
+        hw.settle(KFn::Syscall);
+        if !write && visited > 0 {
+            self.flush_tlb_batched_pending(hw, mm_id);
+            flush_tlb_mm_range(
+                hw.machine,
+                &mut self.vmstat,
+                hw.cpu,
+                &mut self.mms[mm_id],
+                hw.tlbstate,
+                start,
+                end,
+                self.cfg.tlb_single_page_flush_ceiling,
+            );
+            hw.settle(KFn::FlushTlb);
+        }
+        hw.machine.set_mode(hw.cpu, Mode::User);
+        Ok(())
+    }
+
     /// Releases the entries just removed from [start, end) of `mm_id` (each
     /// drops one mapping of its folio; the last one frees it) and flushes.
     pub fn zap(&mut self, hw: &mut Hw, mm_id: usize, start: u64, end: u64, zapped: &[(u64, bool)]) {

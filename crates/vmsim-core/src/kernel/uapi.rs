@@ -133,6 +133,13 @@ pub enum Op {
         start: u64,
         huge: bool,
     },
+    /// `mprotect(start, len, PROT_READ)` (`write` false) or
+    /// `PROT_READ | PROT_WRITE` (true) of the whole private anonymous mapping
+    /// that starts at `start`.
+    Mprotect {
+        start: u64,
+        write: bool,
+    },
     /// usemem's timing points: the task's own measured interval.
     MarkStart,
     MarkEnd,

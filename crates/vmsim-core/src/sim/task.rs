@@ -129,6 +129,18 @@ impl Sim {
         }
     }
 
+    /// mprotect of the mapping at `start` for task `t`.
+    pub(crate) fn mprotect(&mut self, cpu: usize, t: usize, start: u64, write: bool) {
+        let mm_id = self.tasks[t].user_mm();
+        let (k, mut hw) = self.kernel_hw(cpu);
+        if let Err(e) = k.mprotect(&mut hw, mm_id, start, write) {
+            self.error = Some(Error::Config {
+                key: "workload".into(),
+                message: format!("task {t}: {e}"),
+            });
+        }
+    }
+
     /// MAP_POPULATE of task `t`'s new mapping (kernel/gup.rs): the fault of
     /// the next missing page runs before the task continues here.
     pub(crate) fn populate(&mut self, cpu: usize, t: usize, start: u64, len: u64, pos: u64) {

@@ -208,6 +208,7 @@ impl Sim {
                 Op::PhaseBegin { id } => self.phase_begin(cpu, t, id),
                 Op::PhaseEnd { id, iterations } => self.phase_end(cpu, t, id, iterations),
                 Op::MadviseDontneed { start, len } => self.madvise_dontneed(cpu, t, start, len),
+                Op::Mprotect { start, write } => self.mprotect(cpu, t, start, write),
                 Op::MadviseHugepage { start, huge } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();

@@ -35,6 +35,10 @@ enum Ins {
         slot: usize,
         huge: bool,
     },
+    Mprotect {
+        slot: usize,
+        write: bool,
+    },
     Access {
         slot: usize,
         offset: u64,
@@ -139,6 +143,10 @@ impl Code {
                     populate: *populate,
                 }),
                 Step::Munmap { slot, .. } => self.ins.push(Ins::Munmap { slot: *slot }),
+                Step::Mprotect { slot, write, .. } => self.ins.push(Ins::Mprotect {
+                    slot: *slot,
+                    write: *write,
+                }),
                 Step::Madvise {
                     slot,
                     offset,
@@ -415,6 +423,10 @@ impl Interp {
             Ins::Dontneed { slot, offset, len } => self.queue.push_back(Op::MadviseDontneed {
                 start: self.addr[slot] + offset,
                 len,
+            }),
+            Ins::Mprotect { slot, write } => self.queue.push_back(Op::Mprotect {
+                start: self.addr[slot],
+                write,
             }),
             Ins::Hugepage { slot, huge } => self.queue.push_back(Op::MadviseHugepage {
                 start: self.addr[slot],

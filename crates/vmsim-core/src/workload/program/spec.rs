@@ -135,6 +135,14 @@ pub enum Step {
         #[serde(skip)]
         slot: usize,
     },
+    /// `mprotect()` of the whole mapping: `write` false is `PROT_READ`,
+    /// true `PROT_READ | PROT_WRITE`.
+    Mprotect {
+        map: String,
+        #[serde(skip)]
+        slot: usize,
+        write: bool,
+    },
     /// `madvise(MADV_DONTNEED)` of [offset, offset+len) of the mapping.
     Madvise {
         map: String,
