@@ -507,3 +507,32 @@ steps = [
         "{msg}"
     );
 }
+
+/// A program reports its progress: rising fractions before the end, 1 at it.
+#[test]
+fn a_program_reports_progress() {
+    let body = r#"
+[[workload.task]]
+count = 2
+steps = [
+  { op = "mmap", map = "a", size_mib = 16 },
+  { op = "access", map = "a", write_ratio = 1.0, passes = 2 },
+]
+"#;
+    let mut seen = Vec::new();
+    api::run_config(
+        &program("thp = \"always\"", body),
+        Format::Toml,
+        None,
+        &mut |_, f| seen.push(f),
+    )
+    .unwrap();
+    assert_eq!(seen.last(), Some(&1.0));
+    let mid: Vec<f64> = seen
+        .iter()
+        .copied()
+        .filter(|f| *f > 0.0 && *f < 1.0)
+        .collect();
+    assert!(!mid.is_empty(), "{seen:?}");
+    assert!(mid.windows(2).all(|w| w[0] <= w[1]), "{mid:?}");
+}

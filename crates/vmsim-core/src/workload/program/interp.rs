@@ -89,6 +89,8 @@ pub struct Code {
     nr_slots: usize,
     /// Inode of each of the program's files.
     inos: Vec<usize>,
+    /// Bytes each task's instance and its children access (progress).
+    bytes: Vec<u64>,
 }
 
 impl Code {
@@ -99,6 +101,11 @@ impl Code {
             clocked: Vec::new(),
             nr_slots: p.maps.len(),
             inos,
+            bytes: p
+                .tasks
+                .iter()
+                .map(|t| super::spec::work(&t.steps, 1).0)
+                .collect(),
         };
         let mut bodies: Vec<(usize, Vec<Step>)> = Vec::new();
         for t in &p.tasks {
@@ -260,6 +267,7 @@ enum Pending {
 #[derive(Clone)]
 pub struct Interp {
     code: Arc<Code>,
+    task: usize,
     pc: usize,
     /// Each slot's address and length while mapped (0: not mapped).
     addr: Vec<u64>,
@@ -286,6 +294,7 @@ impl Interp {
             pc: code.entry[task],
             auto_clock: !code.clocked[task],
             code,
+            task,
             addr: vec![0; n],
             len: vec![0; n],
             kind: vec![None; n],
@@ -580,8 +589,10 @@ impl Program for Interp {
         }
     }
 
+    /// What this task and its children will access (the forked copies'
+    /// share is counted here, by the program that forks them).
     fn total_bytes(&self) -> u64 {
-        0
+        self.code.bytes[self.task]
     }
 
     fn fork(&self) -> Option<Box<dyn Program>> {

@@ -75,6 +75,15 @@ impl Workload for ProgramWorkload<'_> {
             }
         }
         let code = Arc::new(interp::Code::compile(p, inos));
+        // Progress of loops by duration: the simulated time they take (used
+        // when the program's accesses are not counted ahead).
+        let ns = p
+            .tasks
+            .iter()
+            .map(|t| spec::work(&t.steps, 1).1)
+            .max()
+            .unwrap_or(0);
+        sim.progress_horizon = ns.saturating_mul(sim.machine.freq_mhz) / 1000;
         let base = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for (ti, task) in p.tasks.iter().enumerate() {
             for k in 0..task.count {

@@ -270,6 +270,52 @@ impl TaskSpec {
     }
 }
 
+/// For progress reports: the bytes `steps` access, run by `inst` task
+/// instances (loops by count multiply, children by their count), and the
+/// longest time their loops by duration take, in ns.
+pub fn work(steps: &[Step], inst: u64) -> (u64, u64) {
+    let (mut bytes, mut ns) = (0u64, 0u64);
+    for s in steps {
+        match s {
+            Step::Access(a) => {
+                let per = match a.count {
+                    AccessCount::Passes(n) => n.saturating_mul(a.len),
+                    AccessCount::Accesses(n) => n.saturating_mul(8),
+                    AccessCount::DurationNs(d) => {
+                        ns = ns.saturating_add(d);
+                        0
+                    }
+                };
+                bytes = bytes.saturating_add(per.saturating_mul(inst));
+            }
+            Step::Fork { count, steps } | Step::Clone { count, steps } => {
+                let (b, n) = work(steps, inst.saturating_mul(*count));
+                bytes = bytes.saturating_add(b);
+                ns = ns.max(n);
+            }
+            Step::Repeat {
+                count,
+                duration_ns,
+                steps,
+                ..
+            } => {
+                let (b, n) = work(steps, inst);
+                match (count, duration_ns) {
+                    (Some(c), _) => {
+                        bytes = bytes.saturating_add(b.saturating_mul(*c));
+                        ns = ns.saturating_add(n.saturating_mul(*c));
+                    }
+                    (None, Some(d)) => ns = ns.saturating_add(*d),
+                    _ => {}
+                }
+            }
+            Step::Sleep { ns: d } => ns = ns.saturating_add(*d),
+            _ => {}
+        }
+    }
+    (bytes, ns)
+}
+
 /// Calls `f` on every step of `steps`, nested ones included.
 pub fn walk(steps: &[Step], f: &mut impl FnMut(&Step)) {
     for s in steps {
