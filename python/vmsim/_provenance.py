@@ -70,7 +70,10 @@ def preset_changes(reference: str, base_dir: Optional[str] = None) -> Optional[D
     "builtin_value", "source", "source_recorded"}]}``, one entry per value
     that differs from the built-in's, ``source_recorded`` false where the
     file kept the built-in's source text (then ``source`` is a ``user:``
-    note saying what it was changed from)."""
+    note saying what it was changed from). A value the built-in does not
+    have (a ``[numa]`` table added, say) is an entry with ``builtin_value``
+    None; one the file leaves out is an entry with ``value`` None and
+    ``source`` saying the model's default applies."""
     from ._config import tomllib
 
     if _core.builtin_toml("machine", reference) is not None:
@@ -87,14 +90,25 @@ def preset_changes(reference: str, base_dir: Optional[str] = None) -> Optional[D
         return None
     theirs = _leaves(tomllib.loads(builtin_text))
     changed = []
-    for key, leaf in _leaves(mine).items():
+    ours = _leaves(mine)
+    for key, leaf in ours.items():
         base = theirs.get(key)
-        if base is None or leaf["value"] == base["value"]:
+        if base is None:
+            changed.append({"key": key, "value": leaf["value"], "builtin_value": None,
+                            "source": leaf["source"], "source_recorded": True})
+            continue
+        if leaf["value"] == base["value"]:
             continue
         recorded = leaf["source"] != base["source"]
         changed.append({"key": key, "value": leaf["value"], "builtin_value": base["value"],
                         "source": leaf["source"] if recorded else user_source(key, name, base["value"]),
                         "source_recorded": recorded})
+    for key, base in theirs.items():
+        if key not in ours:
+            changed.append({"key": key, "value": None, "builtin_value": base["value"],
+                            "source": f"user: left out of the file (the built-in preset {name} has it); "
+                                      "the model's default for a preset without it applies",
+                            "source_recorded": True})
     return {"builtin": name, "changed": changed}
 
 

@@ -68,6 +68,23 @@ def test_changes_are_recorded_as_the_users(tmp_path, capsys, monkeypatch):
     assert machine["sources"]["llc.ways"] == "user: twice the ways"
 
 
+def test_added_and_removed_values_are_recorded(tmp_path, capsys):
+    # A NUMA hop table added to a preset that has none, and a value left out.
+    path = _copy(tmp_path, capsys, name="xeon-e5-2699v3-2s")
+    text = path.read_text()
+    text += ('\n[numa]\nhops = { value = [[0, 1], [1, 0]], source = "user: two sockets, one link" }\n'
+             'extra_hop_latency_ns = { value = 0.0, source = "user: no second hop" }\n')
+    line = next(l for l in text.splitlines() if l.startswith("issue_width ="))
+    path.write_text(text.replace(line + "\n", "", 1))
+    changes = _provenance.preset_changes(str(path))
+    by_key = {c["key"]: c for c in changes["changed"]}
+    assert by_key["numa.hops"] == {"key": "numa.hops", "value": [[0, 1], [1, 0]], "builtin_value": None,
+                                   "source": "user: two sockets, one link", "source_recorded": True}
+    assert by_key["numa.extra_hop_latency_ns"]["builtin_value"] is None
+    removed = [c for c in changes["changed"] if c["value"] is None]
+    assert len(removed) == 1 and removed[0]["source"].startswith("user: left out of the file")
+
+
 def test_show_tells_how_to_record_a_change(capsys):
     import tomllib
 
