@@ -58,22 +58,30 @@ pub struct AccessStats {
     pub latency: LatencyHist,
 }
 
+/// No pending access (addresses are 8-byte aligned, so never this).
+const NONE: u64 = u64::MAX;
+
 /// Progress of an `Access` run.
 #[derive(Clone, Debug)]
 pub(crate) struct AccessRun {
     a: Access,
     done: u64,
     rng: u64,
-    /// The access being made (kept across a fault so it is retried).
-    pending: Option<(u64, bool)>,
+    /// The access being made (kept across a fault so it is retried):
+    /// its address (`NONE` when there is none) and kind. Two fields rather
+    /// than an `Option`: a run is moved in and out of its task every
+    /// quantum, so its size is on the hot path.
+    pending_va: u64,
+    pending_write: bool,
     page: u64,
     pfn: u64,
     gen: u64,
     writable: bool,
     /// The cycle at which a timed run stops (set when it starts).
     until: Option<u64>,
-    /// The Zipf pattern's sampler over the range's pages.
-    zipf: Option<Zipf>,
+    /// The Zipf pattern's sampler over the range's pages (boxed: a run is
+    /// moved in and out of its task every quantum, and most runs have none).
+    zipf: Option<Box<Zipf>>,
 }
 
 /// Rejection-inversion sampling of a Zipf distribution over `1..=n` with
@@ -156,14 +164,15 @@ impl AccessRun {
             a,
             done: 0,
             rng: a.seed ^ 0x6A09_E667_F3BC_C909,
-            pending: None,
+            pending_va: NONE,
+            pending_write: false,
             page: u64::MAX,
             pfn: 0,
             gen: u64::MAX,
             writable: false,
             until: None,
             zipf: match a.pattern {
-                Pattern::Zipf { s } => Some(Zipf::new(a.len.max(8).div_ceil(4096), s)),
+                Pattern::Zipf { s } => Some(Box::new(Zipf::new(a.len.max(8).div_ceil(4096), s))),
                 _ => None,
             },
         }
@@ -203,7 +212,7 @@ impl AccessRun {
                 (page * 4096 + (self.next_u64() % 512) * 8) % len
             }
             Pattern::Zipf { .. } => {
-                let z = self.zipf.expect("a Zipf run has its sampler");
+                let z = *self.zipf.as_deref().expect("a Zipf run has its sampler");
                 let page = z.sample(|| self.unit()) - 1;
                 (page * 4096 + (self.next_u64() % 512) * 8) % len
             }
@@ -239,13 +248,12 @@ impl Sim {
                 r.done = r.a.count;
                 break;
             }
-            let (va, write) = match r.pending {
-                Some(p) => p,
-                None => {
-                    let p = r.next_access();
-                    r.pending = Some(p);
-                    p
-                }
+            let (va, write) = if r.pending_va != NONE {
+                (r.pending_va, r.pending_write)
+            } else {
+                let (va, write) = r.next_access();
+                (r.pending_va, r.pending_write) = (va, write);
+                (va, write)
             };
             let vpage = va >> 12;
             if vpage != r.page || r.gen != self.kernel.mms[mm].generation || (write && !r.writable)
@@ -315,7 +323,7 @@ impl Sim {
             }
             self.tasks[t].bytes += 8;
             r.done += 1;
-            r.pending = None;
+            r.pending_va = NONE;
         }
         if r.done < r.a.count {
             self.tasks[t].cur = Some(Cur::Access(r));

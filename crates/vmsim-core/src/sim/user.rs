@@ -95,8 +95,21 @@ impl Sim {
         }
     }
 
+    /// One step of user task `t`: its current loop runs on until `deadline`,
+    /// or, with none, the program's next operation starts.
     pub(super) fn exec_user(&mut self, cpu: usize, t: usize, deadline: u64) {
         if self.tasks[t].cur.is_none() {
+            self.start_op(cpu, t);
+            return;
+        }
+        self.run_write(cpu, t, deadline);
+    }
+
+    /// The program's next operation, dispatched. Kept out of line: the
+    /// quantum's hot path is the loop already running.
+    #[inline(never)]
+    fn start_op(&mut self, cpu: usize, t: usize) {
+        {
             let ret = self.tasks[t].ret;
             let op = self.tasks[t].prog().next(ret);
             self.tasks[t].ret = 0;
@@ -239,9 +252,7 @@ impl Sim {
                 }
                 Op::Fail(e) => self.error = Some(e),
             }
-            return;
         }
-        self.run_write(cpu, t, deadline);
     }
 
     /// Starts a sequential write loop (`Op::WriteSeq`, `Op::WriteSeqTracked`).
@@ -275,6 +286,7 @@ impl Sim {
     }
 
     /// Runs the task's current write loop, population or access run.
+    #[inline]
     fn run_write(&mut self, cpu: usize, t: usize, deadline: u64) {
         let (start, len, seed, issue, instr, mut pos, mut pfn, mut page, mut gen, shadow) =
             match self.tasks[t].cur.take() {
