@@ -568,6 +568,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(2),
         "Intel Optimization Reference Manual's streamer",
     );
+    w.default(
+        "l2_cross_page",
+        Val::B(amd_vendor()),
+        "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
+    );
 
     w.section("costs");
     let exc = 250.0;

@@ -313,6 +313,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "l2_streams",
                 "l2_distance_lines",
                 "l2_degree",
+                "l2_cross_page",
             ],
         ),
         (

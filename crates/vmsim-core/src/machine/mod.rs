@@ -123,6 +123,8 @@ pub struct Machine {
     /// This machine with one-set caches: what [`Machine::shell`] builds.
     shell_params: MachineParams,
     node_bytes: u64,
+    /// Lines of memory: a stream crossing pages stops at its end.
+    mem_lines: u64,
 }
 
 impl Machine {
@@ -196,6 +198,7 @@ impl Machine {
             cpu_core,
             shell_params,
             node_bytes,
+            mem_lines: node_bytes * topo.nr_nodes() as u64 / 64,
             topo,
             hier,
             cpus,
@@ -508,6 +511,9 @@ impl Machine {
             let mut k = 0;
             while let Some(p) = r.streamer.next(i, l, k) {
                 k += 1;
+                if p >= self.mem_lines {
+                    break;
+                }
                 if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
                     let st = &mut self.cpus[cpu].stats.cache;
                     self.hier.prefetch_l2_found(st);

@@ -274,6 +274,8 @@ pub struct PrefetchPreset {
     pub l2_streams: u64,
     pub l2_distance_lines: u64,
     pub l2_degree: u64,
+    /// The L2 streamer continues a stream into the physically next 4 KiB page.
+    pub l2_cross_page: bool,
 }
 
 /// `[costs]`: the kernel's software costs (declared in kernel/costs.rs) and
@@ -575,6 +577,7 @@ impl Preset {
             l2_streams: pf.u("l2_streams")?,
             l2_distance_lines: pf.u("l2_distance_lines")?,
             l2_degree: pf.u("l2_degree")?,
+            l2_cross_page: pf.b("l2_cross_page")?,
         };
         for (name, v, max) in [
             ("l2_streams", prefetch.l2_streams, 256),
@@ -837,6 +840,7 @@ impl Preset {
             l2_streams: p.l2_streams as usize,
             l2_distance_lines: p.l2_distance_lines,
             l2_degree: p.l2_degree,
+            l2_cross_page: p.l2_cross_page,
         }
     }
 
