@@ -294,6 +294,13 @@ fn page_crossing_takes_only_true_or_false_and_is_required() {
 }
 
 #[test]
+fn clzero_takes_only_true_or_false() {
+    let (k, msg) = preset_err("string", "clzero", "1");
+    assert_eq!(k, "string.clzero.value");
+    assert!(msg.contains("true or false"), "{k}: {msg}");
+}
+
+#[test]
 fn idle_states_name_the_state_at_fault() {
     let err = |from: &str, to: &str| match Preset::parse(&PRESET.replace(from, to), "test") {
         Err(Error::Config { key, message }) => (key, message),

@@ -549,6 +549,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
     }
 
+    w.read(
+        "clzero",
+        Val::B(host::has_flag("clzero")),
+        "/proc/cpuinfo flags",
+    );
+
     w.section("prefetch");
     w.default("enabled", Val::B(true), "hardware prefetchers assumed on");
     w.default("l1_next_line", Val::B(true), "");

@@ -104,6 +104,8 @@ pub struct Machine {
     string_drain: bool,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
+    /// The CPUs have `clzero`.
+    pub clzero: bool,
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
@@ -209,6 +211,7 @@ impl Machine {
             string_startup: p.string_startup_cycles,
             string_drain: p.string_drain,
             nocache_threshold: p.nocache_threshold_bytes,
+            clzero: p.clzero,
             ipi: p.ipi.clone(),
             tlb_flush_full_cycles: p.tlb_flush_full_cycles,
             invlpg_cycles: p.invlpg_cycles,

@@ -83,6 +83,8 @@ pub struct MachineParams {
     pub no_rfo_grant: NoRfoGrant,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
+    /// The CPU has `clzero` (AMD; CPUID Fn8000_0008 EBX bit 0).
+    pub clzero: bool,
     /// The cores' hardware prefetchers.
     pub prefetch: PrefetchParams,
     /// What perf's generic cache events count on the chip (for `llc_references`/`llc_misses`).

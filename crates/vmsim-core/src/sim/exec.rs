@@ -30,11 +30,13 @@ impl Sim {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.movq_issue),
                     StoreHow::NonTemporal => (AccessKind::NtStore, self.movq_issue),
+                    StoreHow::Clzero => (AccessKind::NtStore, self.clzero_issue),
                 };
                 let per_line = match how {
                     StoreHow::String => 0,
                     StoreHow::MovLoop => crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE,
                     StoreHow::NonTemporal => crate::kernel::instr::CLEAR_NT_PER_LINE,
+                    StoreHow::Clzero => crate::kernel::instr::CLEAR_CLZERO_PER_LINE,
                 };
                 let n = nlines.min(self.bulk_limit);
                 let i = self
@@ -54,7 +56,10 @@ impl Sim {
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
-                    StoreHow::NonTemporal => (AccessKind::NtStore, self.copy_issue),
+                    // No copy plan stores with clzero (it only zeroes); taken as movnti.
+                    StoreHow::NonTemporal | StoreHow::Clzero => {
+                        (AccessKind::NtStore, self.copy_issue)
+                    }
                 };
                 let per_line = match how {
                     StoreHow::MovLoop => crate::kernel::instr::COPY_PAGE_REGS_PER_LINE,

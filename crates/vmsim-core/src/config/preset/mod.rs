@@ -262,6 +262,8 @@ pub struct StringParams {
     /// copies in other sockets: the line's idle DRAM latency).
     pub no_rfo_grant: String,
     pub nocache_threshold_kib: u64,
+    /// The CPU has `clzero` (a clear plan may store with it).
+    pub clzero: bool,
 }
 
 /// The hardware prefetchers (`[prefetch]`).
@@ -563,6 +565,7 @@ impl Preset {
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
             no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
+            clzero: s.b("clzero")?,
         };
         s.finish()?;
 
@@ -792,6 +795,7 @@ impl Preset {
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            clzero: s.clzero,
             prefetch: self.prefetch_params(),
             perf_cache_events: if self.perf_cache_events == "l2" {
                 PerfCacheEvents::L2
