@@ -1090,16 +1090,16 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
         }),
         Bench::StringFill { kib } => {
             let lines = kib * 1024 / 64;
-            let elide = p.string.nocache_threshold_kib > 0 && kib > p.string.nocache_threshold_kib;
-            let kind = if elide {
-                AccessKind::NtStore
-            } else {
-                AccessKind::StringStore
-            };
+            let bypass = m.string_bypass_lines(lines);
             // One `rep stosb` per pass, each paying the start-up.
             let pass = |m: &mut Machine| {
                 m.string_start(0);
                 for i in 0..lines {
+                    let kind = if i < bypass {
+                        AccessKind::NtStore
+                    } else {
+                        AccessKind::StringStore
+                    };
                     m.access(0, i, kind, true, store_issue);
                 }
                 m.string_end(0);

@@ -549,6 +549,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
     }
 
+    w.default(
+        "nocache_by",
+        Val::S("call"),
+        "the probe above sees a whole call bypass (its last 4 KiB read back cold); a bypass of all but a call's tail would read back hot. On a Zen 4 host rep stosb calls of 4-28 MiB cleared at 28.6-29.1 GB/s and of 32 MiB and more at 60-78 GB/s, a step (vmsim hw store-sweep, docs/hw.md)",
+    );
     w.read(
         "clzero",
         Val::B(host::has_flag("clzero")),

@@ -302,6 +302,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "no_rfo_full_lines",
                 "no_rfo_grant",
                 "nocache_threshold_kib",
+                "nocache_by",
                 "clzero",
             ],
         ),

@@ -10,8 +10,8 @@ use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
 use crate::machine::{
-    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents,
-    PrefetchParams,
+    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, NocacheBy,
+    PerfCacheEvents, PrefetchParams,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -262,6 +262,9 @@ pub struct StringParams {
     /// copies in other sockets: the line's idle DRAM latency).
     pub no_rfo_grant: String,
     pub nocache_threshold_kib: u64,
+    /// How a string store longer than the threshold bypasses: "call" (all of
+    /// it) or "remaining" (its lines while more than the threshold remains).
+    pub nocache_by: String,
     /// The CPU has `clzero` (a clear plan may store with it).
     pub clzero: bool,
 }
@@ -316,6 +319,7 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+pub const NOCACHE_BY: &[&str] = &["call", "remaining"];
 pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
 struct P<'a> {
@@ -565,6 +569,7 @@ impl Preset {
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
             no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
+            nocache_by: s.choice("nocache_by", NOCACHE_BY)?,
             clzero: s.b("clzero")?,
         };
         s.finish()?;
@@ -743,6 +748,19 @@ impl Preset {
                 ))
             }
         };
+        let nocache_by = match s.nocache_by.as_str() {
+            "call" => NocacheBy::Call,
+            "remaining" => NocacheBy::Remaining,
+            o => {
+                return Err(cfg_err(
+                    "string.nocache_by.value",
+                    format!(
+                        "{o:?} is not accepted; accepted: {}",
+                        super::fields::quote_list(NOCACHE_BY)
+                    ),
+                ))
+            }
+        };
         let tlb = &self.tlb;
         let t = |(entries, ways): (u64, u64)| (entries as u32, ways as u32);
         Ok(MachineParams {
@@ -795,6 +813,7 @@ impl Preset {
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            nocache_by,
             clzero: s.clzero,
             prefetch: self.prefetch_params(),
             perf_cache_events: if self.perf_cache_events == "l2" {
