@@ -517,8 +517,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "no_rfo_full_lines",
-        Val::B(host::has_flag("erms")),
-        "assumed with ERMS, as the vendor optimisation manuals describe for fast strings",
+        Val::B(host::has_flag("erms") && !amd_vendor()),
+        if amd_vendor() {
+            "chosen by vendor: on AMD a rep stosb line below the bypass is read for ownership (EPYC 7J13 perf stat: about one L1 miss per line written, Arora, LKML 2025-06-16), and on a Zen 4 host its descending page order costs what a mov loop's does (vmsim hw store-sweep, docs/hw.md): the prefetcher follows it as it follows reads"
+        } else {
+            "assumed with ERMS, as Intel's optimisation manual describes fast strings (an ownership request without a read for each whole line)"
+        },
     );
     w.default(
         "no_rfo_grant",
