@@ -216,6 +216,9 @@ fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
     (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
 }
 
+/// The fill buffers a calibrated preset assumes (not measured).
+const FILL_BUFFERS: u64 = 16;
+
 pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let hostname = host::hostname();
     let mut w = W {
@@ -313,7 +316,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         quick_note,
     );
     w.default("replacement", Val::S("tree-plru"), "");
-    w.default("fill_buffers", Val::I(16), "");
+    w.default("fill_buffers", Val::I(FILL_BUFFERS as i64), "");
     w.section("l2");
     w.read(
         "size_kib",
@@ -492,11 +495,27 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("remote_latency_ns", Val::F(140.0), remote_note);
     w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
     w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
-    w.default(
-        "posted_write_ns",
-        Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
-        "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM), as the built-in presets estimate it",
-    );
+    if r.nt_gbps > 0.0 {
+        // Little's law: the hold that gives one core's measured bandwidth of
+        // unread full lines back through the fill buffers.
+        // Never above the read latency, which the preset's bound requires.
+        let hold = ((FILL_BUFFERS * 64) as f64 / r.nt_gbps).min(dram_ns.unwrap_or(90.0));
+        w.measured(
+            "posted_write_ns",
+            Val::F((hold * 10.0).round().max(1.0) / 10.0),
+            &format!(
+                "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
+                r.bw_bytes >> 20,
+                r.nt_gbps
+            ),
+        );
+    } else {
+        w.default(
+            "posted_write_ns",
+            Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
+            "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM): no non-temporal bandwidth was measured",
+        );
+    }
 
     w.section("string");
     w.read(
