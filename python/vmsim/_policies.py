@@ -17,7 +17,7 @@ _lock = threading.Lock()
 _modules: Dict[str, Any] = {}
 _callables: Dict[str, Callable[..., Any]] = {}
 
-_STORE_CODES = {"string": 0, "mov": 1, "nontemporal": 2}
+_STORE_CODES = {"string": 0, "mov": 1, "nontemporal": 2, "clzero": 3}
 _STORE_NAMES = {v: k for k, v in _STORE_CODES.items()}
 
 

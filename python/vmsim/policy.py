@@ -34,8 +34,10 @@ __all__ = [
 ]
 
 #: How a region's lines are stored: ``"string"`` (``rep stosb``), ``"mov"``
-#: (a ``movq`` loop), ``"nontemporal"`` (``movnti``).
-STORES = ("string", "mov", "nontemporal")
+#: (a ``movq`` loop), ``"nontemporal"`` (``movnti``), ``"clzero"`` (one
+#: ``clzero`` per line; only on a machine whose CPUs have it, the AMD presets:
+#: ``string.clzero``).
+STORES = ("string", "mov", "nontemporal", "clzero")
 
 
 class ClearContext(NamedTuple):

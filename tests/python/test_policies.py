@@ -120,6 +120,20 @@ def test_a_callable_works_in_run_compare_set_and_sweep(tmp_path):
     assert all(r["data_verified"] for r in rows)
 
 
+def test_a_clzero_region_runs_on_milan_and_is_a_policy_error_on_intel():
+    def clzero_whole(ctx):
+        return [vmsim.policy.Region(0, ctx.nr_pages, how="clzero"), vmsim.policy.Fence()]
+
+    cfg = {"machine": "epyc-7j13-milan",
+           "kernel": {"clear_huge_page": clzero_whole},
+           "workload": {"kind": "pf-test", "page_size": "2m", "size_mib": 8, "cpu": 0}}
+    r = vmsim.run(cfg)
+    assert r["metrics"]["data_verified"] is True
+    assert r["metrics"]["counters"]["cpu"]["cache"]["nt_stores"] == 8 * 1024 * 1024 // 64
+    with pytest.raises(vmsim.PolicyError, match="string.clzero = false"):
+        vmsim.run({**cfg, "machine": "xeon-8358-icx"})
+
+
 def test_a_plan_that_misses_a_subpage_raises_policy_error(tmp_path):
     f = tmp_path / "bad.py"
     f.write_text(textwrap.dedent("""\

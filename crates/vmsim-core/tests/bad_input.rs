@@ -278,6 +278,29 @@ fn write_back_sharing_takes_only_true_or_false() {
 }
 
 #[test]
+fn page_crossing_takes_only_true_or_false_and_is_required() {
+    let (k, msg) = preset_err("prefetch", "l2_cross_page", "\"yes\"");
+    assert_eq!(k, "prefetch.l2_cross_page.value");
+    assert!(msg.contains("true or false"), "{k}: {msg}");
+    let without: String = PRESET
+        .lines()
+        .filter(|l| !l.starts_with("l2_cross_page"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match Preset::parse(&without, "test") {
+        Err(Error::Config { key, .. }) => assert_eq!(key, "prefetch.l2_cross_page"),
+        other => panic!("a preset without l2_cross_page: {other:?}"),
+    }
+}
+
+#[test]
+fn clzero_takes_only_true_or_false() {
+    let (k, msg) = preset_err("string", "clzero", "1");
+    assert_eq!(k, "string.clzero.value");
+    assert!(msg.contains("true or false"), "{k}: {msg}");
+}
+
+#[test]
 fn idle_states_name_the_state_at_fault() {
     let err = |from: &str, to: &str| match Preset::parse(&PRESET.replace(from, to), "test") {
         Err(Error::Config { key, message }) => (key, message),

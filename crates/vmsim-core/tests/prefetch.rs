@@ -1,10 +1,11 @@
 //! The hardware prefetchers as requests (machine/prefetch.rs and
 //! `Machine::access`): what a sequential stream gains, that no prefetch
-//! leaves its 4 KiB page, that a random stream gains nothing, that perf's
+//! leaves its 4 KiB page on Intel and that Milan's streamer continues into
+//! the physically next one, that a random stream gains nothing, that perf's
 //! cache events count what they count on each chip, and determinism.
 
 use vmsim_core::config::{embedded_machines, Preset};
-use vmsim_core::machine::hierarchy::{AccessKind, CacheStats};
+use vmsim_core::machine::hierarchy::{AccessKind, CacheStats, Served};
 use vmsim_core::machine::{Machine, MachineParams, PrefetchParams};
 
 fn params(name: &str) -> MachineParams {
@@ -124,6 +125,102 @@ fn no_prefetch_crosses_a_4k_page() {
         // Every line fetched was read once: demand and prefetch reads are the page's 64.
         assert_eq!(s.dram_reads, 64);
     }
+}
+
+fn milan(cross: bool) -> MachineParams {
+    let mut p = params("epyc-7j13-milan");
+    assert!(p.prefetch.l2_cross_page, "the preset as shipped crosses");
+    p.prefetch.l2_cross_page = cross;
+    p
+}
+
+/// Stores of every line of `PAGES` pages, ascending within each page, the
+/// pages ascending or descending, each store once the previous has completed.
+fn spaced_pages(m: &mut Machine, descending: bool) -> CacheStats {
+    for k in 0..PAGES {
+        let pg = if descending { PAGES - 1 - k } else { k };
+        for l in BASE + 64 * pg..BASE + 64 * (pg + 1) {
+            m.access(0, l, AccessKind::Store, true, 1);
+            m.advance(0, 2000, 0);
+        }
+    }
+    m.cpus[0].stats.cache.clone()
+}
+
+#[test]
+fn milans_streamer_continues_a_store_stream_into_the_physically_next_page() {
+    let mut m = machine(&milan(true));
+    let s = spaced_pages(&mut m, false);
+    // Only the first page trains the stream (two demand misses); it then runs the
+    // distance (20 lines) into each next page, and a lookup there continues it.
+    assert_eq!(s.l2_misses, 2);
+    assert_eq!(s.pf_l2_requests, 64 * PAGES - 2 + 20);
+    assert!(m.hier.contains_l2(0, BASE + 64 * PAGES + 19));
+    assert!(!m.hier.contains_l2(0, BASE + 64 * PAGES + 20));
+    // Pages in descending order: an ascending stream does not continue into the
+    // page below, so every page trains anew, as on Intel.
+    let mut m = machine(&milan(true));
+    assert_eq!(spaced_pages(&mut m, true).l2_misses, 2 * PAGES);
+    // Without crossing, both orders train every page.
+    for descending in [false, true] {
+        let mut m = machine(&milan(false));
+        let s = spaced_pages(&mut m, descending);
+        assert_eq!(s.l2_misses, 2 * PAGES, "descending: {descending}");
+        assert_eq!(s.pf_l2_requests, 62 * PAGES);
+    }
+}
+
+#[test]
+fn the_first_store_of_the_next_page_waits_for_the_l2_not_dram() {
+    for cross in [true, false] {
+        let p = milan(cross);
+        let mut m = machine(&p);
+        for l in BASE..BASE + 64 {
+            m.access(0, l, AccessKind::Store, true, 1);
+            m.advance(0, 2000, 0);
+        }
+        let t = m.cpus[0].clock;
+        let served = m.access(0, BASE + 64, AccessKind::Store, true, 1);
+        let held = m.cores[0].lfb.iter().copied().max().unwrap() - t;
+        if cross {
+            // Prefetched by the stream of the page before: an L2 hit, its fill
+            // buffer held for the L2 latency.
+            assert_eq!(served, Served::L2);
+            assert_eq!(held, p.l2.latency_cycles);
+        } else {
+            assert_eq!(served, Served::Dram { hops: 0 });
+            assert_eq!(held, p.dram_local_cycles);
+        }
+        // The store itself costs its issue cycle either way.
+        assert_eq!(m.cpus[0].clock, t + 1);
+    }
+}
+
+#[test]
+fn intel_presets_do_not_cross_and_milan_does() {
+    for (name, cross) in [
+        ("xeon-e5-2699v3-2s", false),
+        ("xeon-e5-1650v3-1s", false),
+        ("xeon-e5-4655v3-4s", false),
+        ("xeon-6238m-clx", false),
+        ("xeon-8358-icx", false),
+        ("epyc-7j13-milan", true),
+    ] {
+        assert_eq!(params(name).prefetch.l2_cross_page, cross, "{name}");
+    }
+}
+
+#[test]
+fn a_crossing_stream_stops_at_the_end_of_memory() {
+    // The last page of memory, ascending: the stream's proposals beyond it are dropped.
+    let p = milan(true);
+    let mut m = Machine::new(&p, 1 << 30, 0).unwrap();
+    let last_page = (2u64 << 30) / 4096 - 1;
+    for l in last_page * 64..last_page * 64 + 64 {
+        m.access(0, l, AccessKind::Store, true, 1);
+        m.advance(0, 2000, 0);
+    }
+    assert_eq!(m.cpus[0].stats.cache.pf_l2_requests, 62);
 }
 
 #[test]

@@ -64,6 +64,25 @@ pub fn check_user(s: ClearStrategy, nr: usize, targets: &[usize]) -> Result<(), 
         let mut steps = Vec::new();
         plan.plan(&ctx, &mut steps)?;
         check(&ctx, &steps).map_err(|e| format!("{e} (target sub-page {n} of {nr})"))?;
+        let clzero = |s: &ClearStep| {
+            matches!(
+                s,
+                ClearStep::Region {
+                    how: StoreHow::Clzero,
+                    ..
+                }
+            )
+        };
+        if let Some(k) = steps
+            .iter()
+            .position(clzero)
+            .filter(|_| !crate::sweep::has_clzero())
+        {
+            return Err(format!(
+                "step {k} ({:?}) stores with clzero, which this host's CPU lacks (CPUID Fn8000_0008 EBX bit 0)",
+                steps[k]
+            ));
+        }
     }
     Ok(())
 }
@@ -175,6 +194,8 @@ unsafe fn store(how: StoreHow, p: *mut u8, len: usize) {
         StoreHow::String => rep_stosb(p, len),
         StoreHow::MovLoop => mov_clear(p, len),
         StoreHow::NonTemporal => nt_clear(p, len),
+        // check_user refused a plan with clzero on a CPU without it.
+        StoreHow::Clzero => crate::sweep::clzero_clear(p, len),
     }
 }
 

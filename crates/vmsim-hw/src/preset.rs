@@ -216,6 +216,9 @@ fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
     (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
 }
 
+/// The fill buffers a calibrated preset assumes (not measured).
+const FILL_BUFFERS: u64 = 16;
+
 pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let hostname = host::hostname();
     let mut w = W {
@@ -313,7 +316,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         quick_note,
     );
     w.default("replacement", Val::S("tree-plru"), "");
-    w.default("fill_buffers", Val::I(16), "");
+    w.default("fill_buffers", Val::I(FILL_BUFFERS as i64), "");
     w.section("l2");
     w.read(
         "size_kib",
@@ -492,11 +495,27 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("remote_latency_ns", Val::F(140.0), remote_note);
     w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
     w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
-    w.default(
-        "posted_write_ns",
-        Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
-        "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM), as the built-in presets estimate it",
-    );
+    if r.nt_gbps > 0.0 {
+        // Little's law: the hold that gives one core's measured bandwidth of
+        // unread full lines back through the fill buffers.
+        // Never above the read latency, which the preset's bound requires.
+        let hold = ((FILL_BUFFERS * 64) as f64 / r.nt_gbps).min(dram_ns.unwrap_or(90.0));
+        w.measured(
+            "posted_write_ns",
+            Val::F((hold * 10.0).round().max(1.0) / 10.0),
+            &format!(
+                "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
+                r.bw_bytes >> 20,
+                r.nt_gbps
+            ),
+        );
+    } else {
+        w.default(
+            "posted_write_ns",
+            Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
+            "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM): no non-temporal bandwidth was measured",
+        );
+    }
 
     w.section("string");
     w.read(
@@ -517,8 +536,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "no_rfo_full_lines",
-        Val::B(host::has_flag("erms")),
-        "assumed with ERMS, as the vendor optimisation manuals describe for fast strings",
+        Val::B(host::has_flag("erms") && !amd_vendor()),
+        if amd_vendor() {
+            "chosen by vendor: on AMD a rep stosb line below the bypass is read for ownership (EPYC 7J13 perf stat: about one L1 miss per line written, Arora, LKML 2025-06-16), and on a Zen 4 host its descending page order costs what a mov loop's does (vmsim hw store-sweep, docs/hw.md): the prefetcher follows it as it follows reads"
+        } else {
+            "assumed with ERMS, as Intel's optimisation manual describes fast strings (an ownership request without a read for each whole line)"
+        },
     );
     w.default(
         "no_rfo_grant",
@@ -549,6 +572,17 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
     }
 
+    w.default(
+        "nocache_by",
+        Val::S("call"),
+        "the probe above sees a whole call bypass (its last 4 KiB read back cold); a bypass of all but a call's tail would read back hot. On a Zen 4 host rep stosb calls of 4-28 MiB cleared at 28.6-29.1 GB/s and of 32 MiB and more at 60-78 GB/s, a step (vmsim hw store-sweep, docs/hw.md)",
+    );
+    w.read(
+        "clzero",
+        Val::B(host::has_flag("clzero")),
+        "/proc/cpuinfo flags",
+    );
+
     w.section("prefetch");
     w.default("enabled", Val::B(true), "hardware prefetchers assumed on");
     w.default("l1_next_line", Val::B(true), "");
@@ -567,6 +601,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "l2_degree",
         Val::I(2),
         "Intel Optimization Reference Manual's streamer",
+    );
+    w.default(
+        "l2_cross_page",
+        Val::B(amd_vendor()),
+        "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
     );
 
     w.section("costs");

@@ -302,6 +302,8 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "no_rfo_full_lines",
                 "no_rfo_grant",
                 "nocache_threshold_kib",
+                "nocache_by",
+                "clzero",
             ],
         ),
         (
@@ -313,6 +315,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "l2_streams",
                 "l2_distance_lines",
                 "l2_degree",
+                "l2_cross_page",
             ],
         ),
         (

@@ -114,6 +114,7 @@ fn store_code(h: StoreHow) -> u8 {
         StoreHow::String => 0,
         StoreHow::MovLoop => 1,
         StoreHow::NonTemporal => 2,
+        StoreHow::Clzero => 3,
     }
 }
 
@@ -139,6 +140,7 @@ impl ClearPlan for PyClear {
                                 how: match how {
                                     0 => StoreHow::String,
                                     1 => StoreHow::MovLoop,
+                                    3 => StoreHow::Clzero,
                                     _ => StoreHow::NonTemporal,
                                 },
                             },

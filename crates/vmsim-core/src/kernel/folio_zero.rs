@@ -56,6 +56,16 @@ impl Kernel {
                 )
             })
         });
+        let clzero = self.cpu_clzero;
+        let checked = checked.and_then(|()| match steps.iter().position(|s| {
+            !clzero && matches!(s, ClearStep::Region { how: StoreHow::Clzero, .. })
+        }) {
+            Some(k) => Err(format!(
+                "step {k} ({:?}) stores with clzero, which this machine's CPUs lack (string.clzero = false)",
+                steps[k]
+            )),
+            None => Ok(()),
+        });
         if let Err(e) = checked {
             let name = plan.name().to_string();
             self.policy_failed("clear_huge_page", &name, e);
@@ -105,7 +115,7 @@ impl Kernel {
         }
         let call = match how {
             StoreHow::String => instr::CLEAR_PAGES_ERMS,
-            StoreHow::MovLoop | StoreHow::NonTemporal => 4, // entry, length shift, ret; the loop is counted per line
+            StoreHow::MovLoop | StoreHow::NonTemporal | StoreHow::Clzero => 4, // entry, length shift, ret; the loop is counted per line
         };
         work.push_back(Work::Cycles {
             cycles: 0,

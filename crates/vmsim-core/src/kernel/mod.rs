@@ -57,6 +57,10 @@ pub enum StoreHow {
     MovLoop,
     /// A loop of 8 `movnti` per line: non-temporal, no cache allocation.
     NonTemporal,
+    /// A loop of one `clzero` per line (AMD): the line zeroed without a
+    /// read, weakly ordered and not allocated, as a non-temporal store.
+    /// Only on a CPU that has it (`string.clzero`); a clear only.
+    Clzero,
 }
 
 /// The kernel paths system time is broken down by (`sys_cycles_by_function`).
@@ -343,6 +347,8 @@ pub mod instr {
     pub const REGION_STEP: u64 = 20;
     /// A `movnti` clearing loop: 8 movnti + lea + dec + jnz per 64 B.
     pub const CLEAR_NT_PER_LINE: u64 = 11;
+    /// A `clzero` clearing loop: clzero + add + cmp + jb per 64 B.
+    pub const CLEAR_CLZERO_PER_LINE: u64 = 4;
     /// `copy_page` with X86_FEATURE_REP_GOOD: movl $512,%ecx; rep movsq; ret
     /// (arch/x86/lib/copy_page_64.S).
     pub const COPY_PAGE_REP: u64 = 3;
@@ -392,6 +398,8 @@ pub struct Kernel {
     pub current: (usize, usize),
     /// The NUMA node of every CPU (`cpu_to_node`), set when the machine is built.
     pub cpu_nodes: Vec<usize>,
+    /// The CPUs have `clzero` (`string.clzero`): a clear plan may store with it.
+    pub cpu_clzero: bool,
     /// The memory map in simulated memory (`kernel.struct_pages`; kernel/vmemmap.rs).
     pub vmemmap: Option<vmemmap::Vmemmap>,
     /// Page locks held and waited for (kernel/locking/page_lock.rs).
@@ -441,6 +449,7 @@ impl Kernel {
             task_numa: Vec::new(),
             current: (0, 0),
             cpu_nodes: Vec::new(),
+            cpu_clzero: false,
             vmemmap,
             page_locks: Default::default(),
             lock_stats: Default::default(),

@@ -38,8 +38,8 @@ use self::core::{CoreResources, FillBandwidth};
 use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
 use ipi::{CpuMask, IpiCause, IpiCosts};
 pub use params::{
-    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents,
-    PrefetchParams,
+    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, NocacheBy,
+    PerfCacheEvents, PrefetchParams,
 };
 use serde::Serialize;
 use tlb::{PageSize, Tlb, TlbHit, TlbStats};
@@ -104,6 +104,10 @@ pub struct Machine {
     string_drain: bool,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
+    /// Which lines of a string store over the threshold bypass.
+    nocache_by: NocacheBy,
+    /// The CPUs have `clzero`.
+    pub clzero: bool,
     pub ipi: IpiCosts,
     pub tlb_flush_full_cycles: u64,
     pub invlpg_cycles: u64,
@@ -123,6 +127,8 @@ pub struct Machine {
     /// This machine with one-set caches: what [`Machine::shell`] builds.
     shell_params: MachineParams,
     node_bytes: u64,
+    /// Lines of memory: a stream crossing pages stops at its end.
+    mem_lines: u64,
 }
 
 impl Machine {
@@ -196,6 +202,7 @@ impl Machine {
             cpu_core,
             shell_params,
             node_bytes,
+            mem_lines: node_bytes * topo.nr_nodes() as u64 / 64,
             topo,
             hier,
             cpus,
@@ -206,6 +213,8 @@ impl Machine {
             string_startup: p.string_startup_cycles,
             string_drain: p.string_drain,
             nocache_threshold: p.nocache_threshold_bytes,
+            nocache_by: p.nocache_by,
+            clzero: p.clzero,
             ipi: p.ipi.clone(),
             tlb_flush_full_cycles: p.tlb_flush_full_cycles,
             invlpg_cycles: p.invlpg_cycles,
@@ -508,6 +517,9 @@ impl Machine {
             let mut k = 0;
             while let Some(p) = r.streamer.next(i, l, k) {
                 k += 1;
+                if p >= self.mem_lines {
+                    break;
+                }
                 if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
                     let st = &mut self.cpus[cpu].stats.cache;
                     self.hier.prefetch_l2_found(st);
@@ -532,6 +544,22 @@ impl Machine {
                 }
                 r.streamer.advance(i, p);
             }
+        }
+    }
+
+    /// How many leading lines of one string store of `nlines` lines bypass
+    /// the caches (as non-temporal stores); the rest allocate. None below the
+    /// threshold; above it all of them, or all but the last threshold's worth
+    /// (`string.nocache_by`).
+    #[inline]
+    pub fn string_bypass_lines(&self, nlines: u64) -> u64 {
+        let t = self.nocache_threshold;
+        if t == 0 || nlines * 64 <= t {
+            return 0;
+        }
+        match self.nocache_by {
+            NocacheBy::Call => nlines,
+            NocacheBy::Remaining => nlines - t / 64,
         }
     }
 

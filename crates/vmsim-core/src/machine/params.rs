@@ -40,6 +40,18 @@ pub enum NoRfoGrant {
     Memory,
 }
 
+/// Which lines of a string store longer than the bypass threshold skip the
+/// caches (`string.nocache_by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NocacheBy {
+    /// All of them: a step in the call's length.
+    Call,
+    /// Those stored while more than the threshold remains to be stored: the
+    /// call's last threshold bytes are cached, so the bypassed share ramps
+    /// with the length.
+    Remaining,
+}
+
 #[derive(Clone, Debug)]
 pub struct MachineParams {
     pub topo: Topology,
@@ -83,6 +95,10 @@ pub struct MachineParams {
     pub no_rfo_grant: NoRfoGrant,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
+    /// Which lines of such a string store bypass the caches.
+    pub nocache_by: NocacheBy,
+    /// The CPU has `clzero` (AMD; CPUID Fn8000_0008 EBX bit 0).
+    pub clzero: bool,
     /// The cores' hardware prefetchers.
     pub prefetch: PrefetchParams,
     /// What perf's generic cache events count on the chip (for `llc_references`/`llc_misses`).

@@ -13,11 +13,20 @@
 //!   prefetches make, keeps up to `streams` streams, one per 4 KiB page, each
 //!   with a direction learnt from two lookups, and on each lookup of a trained
 //!   stream proposes up to `degree` lines ahead of it, never more than
-//!   `distance` lines ahead of the lookup and never outside its page.
+//!   `distance` lines ahead of the lookup and, unless the chip continues
+//!   streams across pages (`cross_page`), never outside its page.
 //!
-//! Invariants: every proposed line is in the same 4 KiB page as the lookup
-//! that proposed it; a stream's frontier only moves in its direction; the
-//! state depends only on the sequence of lookups (no time, no randomness).
+//! Crossing pages: the lines are physical, so the page after a stream's page
+//! in its direction is the physically contiguous one. Where the preset says
+//! the chip does (AMD: measured on a Zen 4 host, docs/store-path.md), the
+//! streamer proposes lines there too, and a lookup in that page takes the
+//! stream over, trained, instead of starting an untrained one. Intel's L2
+//! streamer does not ("prefetched cache lines must be in the same 4K page").
+//!
+//! Invariants: every proposed line is in the page of the lookup that
+//! proposed it or, with `cross_page`, in the next page in the stream's
+//! direction; a stream's frontier only moves in its direction; the state
+//! depends only on the sequence of lookups (no time, no randomness).
 
 /// A core's prefetchers as a preset describes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +41,9 @@ pub struct PrefetchParams {
     pub l2_distance_lines: u64,
     /// Prefetches proposed per L2 lookup.
     pub l2_degree: u64,
+    /// The L2 streamer continues a trained stream into the next 4 KiB page
+    /// (physically contiguous) in its direction.
+    pub l2_cross_page: bool,
 }
 
 impl PrefetchParams {
@@ -43,12 +55,13 @@ impl PrefetchParams {
             l2_streams: 0,
             l2_distance_lines: 0,
             l2_degree: 0,
+            l2_cross_page: false,
         }
     }
 }
 
-/// Lines per 4 KiB page: no prefetcher crosses a page (the next physical page
-/// need not be the next virtual one).
+/// Lines per 4 KiB page: the L1 prefetcher never crosses one, the L2 streamer
+/// only where the preset says so (`cross_page`).
 const PAGE_LINES: u64 = 64;
 
 #[inline]
@@ -95,6 +108,8 @@ pub struct Streamer {
     cap: usize,
     distance: u64,
     degree: u64,
+    /// A stream may continue into the next page in its direction.
+    cross_page: bool,
     clock: u64,
     /// The stream the last lookup found or allocated: a stream's page is
     /// unique among the streams, so when it matches it is the one a search
@@ -110,6 +125,7 @@ impl Streamer {
             cap: if p.l2_streamer { p.l2_streams } else { 0 },
             distance: p.l2_distance_lines,
             degree: p.l2_degree,
+            cross_page: p.l2_cross_page,
             clock: 0,
             recent: 0,
         }
@@ -127,6 +143,10 @@ impl Streamer {
         let found = match self.pages.get(self.recent) {
             Some(&p) if p == pg => Some(self.recent),
             _ => find_page(&self.pages, pg),
+        };
+        let found = match found {
+            None if self.cross_page => self.continued_into(pg),
+            f => f,
         };
         let Some(i) = found else {
             let s = Stream {
@@ -186,12 +206,27 @@ impl Streamer {
         let s = &self.streams[i];
         let cand = s.front.checked_add_signed(s.dir)?;
         let ahead = cand.abs_diff(line);
-        (page(cand) == self.pages[i] && ahead <= self.distance).then_some(cand)
+        // The distance (at most 63 lines) keeps a crossing stream within the next page.
+        ((self.cross_page || page(cand) == self.pages[i]) && ahead <= self.distance).then_some(cand)
     }
 
     #[inline]
     pub fn advance(&mut self, i: usize, to: u64) {
         self.streams[i].front = to;
+    }
+
+    /// The stream of the page before `pg` in its own direction (the page
+    /// below an ascending stream, above a descending one), moved to `pg`:
+    /// the lookup continues it, trained, where it had been prefetching.
+    #[cold]
+    fn continued_into(&mut self, pg: u64) -> Option<usize> {
+        let from = |prev: Option<u64>, dir: i64, s: &Self| {
+            prev.and_then(|p| find_page(&s.pages, p))
+                .filter(|&j| s.streams[j].dir == dir)
+        };
+        let j = from(pg.checked_sub(1), 1, self).or_else(|| from(pg.checked_add(1), -1, self))?;
+        self.pages[j] = pg;
+        Some(j)
     }
 }
 
@@ -230,6 +265,14 @@ mod tests {
             l2_streams: 4,
             l2_distance_lines: 20,
             l2_degree: 2,
+            l2_cross_page: false,
+        }
+    }
+
+    fn crossing() -> PrefetchParams {
+        PrefetchParams {
+            l2_cross_page: true,
+            ..params()
         }
     }
 
@@ -273,6 +316,63 @@ mod tests {
         let down = run(&mut s, (base..base + 64).rev());
         assert!(down.iter().all(|&l| page(l) == 7), "{down:?}");
         assert_eq!(*down.last().unwrap(), base);
+    }
+
+    #[test]
+    fn a_crossing_stream_runs_into_the_next_page_and_continues_there_trained() {
+        let mut s = Streamer::new(&crossing());
+        let base = 64 * 10;
+        let got = run(&mut s, base..base + 64);
+        // At the page's last line the stream is the full distance into page 11.
+        assert_eq!(*got.last().unwrap(), base + 63 + 20);
+        assert!(got.iter().all(|&l| page(l) == 10 || page(l) == 11));
+        // The first lookup in page 11 continues the stream (no training, no new
+        // stream): the frontier is 20 ahead already, one more line fits the distance.
+        assert_eq!(run(&mut s, [base + 64]), vec![base + 84]);
+        assert_eq!(s.streams.len(), 1);
+        assert_eq!(s.pages, vec![11]);
+        // Without crossing, the same lookups stop at the page and start afresh.
+        let mut s = Streamer::new(&params());
+        assert_eq!(*run(&mut s, base..base + 64).last().unwrap(), base + 63);
+        assert_eq!(run(&mut s, [base + 64]), Vec::<u64>::new());
+        assert_eq!(s.streams.len(), 2);
+    }
+
+    #[test]
+    fn a_crossing_stream_continues_only_in_its_own_direction() {
+        let base = 64 * 10;
+        // Descending within the page: it continues into the page below.
+        let mut s = Streamer::new(&crossing());
+        let got = run(&mut s, (base..base + 64).rev());
+        assert_eq!(*got.last().unwrap(), base - 20);
+        assert_eq!(run(&mut s, [base - 1]), vec![base - 21]);
+        assert_eq!(s.streams.len(), 1);
+        // Ascending within each page, pages descending (process_huge_page's tail):
+        // the page below is not where an ascending stream goes, so each page trains
+        // a stream of its own, and its proposals beyond the page find the page above
+        // (already cleared).
+        let mut s = Streamer::new(&crossing());
+        run(&mut s, base..base + 64);
+        assert_eq!(run(&mut s, [base - 64]), Vec::<u64>::new());
+        assert_eq!(s.streams.len(), 2);
+        assert_eq!(run(&mut s, [base - 63]), vec![base - 62, base - 61]);
+    }
+
+    proptest::proptest! {
+        /// A crossing streamer proposes within the distance, in the lookup's page
+        /// or the next one in the stream's direction.
+        #[test]
+        fn crossing_proposals_stay_within_the_distance_and_the_next_page(
+            lines in proptest::collection::vec(0u64..64 * 8, 0..400),
+        ) {
+            let mut s = Streamer::new(&crossing());
+            for l in lines {
+                for p in run(&mut s, [l]) {
+                    proptest::prop_assert!(p.abs_diff(l) <= 20);
+                    proptest::prop_assert!(page(p).abs_diff(page(l)) <= 1);
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,28 +18,45 @@ impl Sim {
                 self.machine.advance(cpu, cycles, instructions);
             }
             Work::Clear { line, nlines, how } => {
-                let i = self.begin_bulk(cpu, how);
+                let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {
-                    // One string store over more bytes than the chip's threshold elides cache allocation.
-                    StoreHow::String
-                        if self.machine.nocache_threshold > 0
-                            && nlines * 64 > self.machine.nocache_threshold =>
-                    {
-                        (AccessKind::NtStore, self.string_issue)
-                    }
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.movq_issue),
                     StoreHow::NonTemporal => (AccessKind::NtStore, self.movq_issue),
+                    StoreHow::Clzero => (AccessKind::NtStore, self.clzero_issue),
                 };
                 let per_line = match how {
                     StoreHow::String => 0,
                     StoreHow::MovLoop => crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE,
                     StoreHow::NonTemporal => crate::kernel::instr::CLEAR_NT_PER_LINE,
+                    StoreHow::Clzero => crate::kernel::instr::CLEAR_CLZERO_PER_LINE,
                 };
                 let n = nlines.min(self.bulk_limit);
-                let i = self
-                    .machine
-                    .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
+                // A string store over more bytes than the chip's threshold elides
+                // cache allocation for its first `bypass` lines.
+                let bypass = match how {
+                    StoreHow::String => self.machine.string_bypass_lines(nlines),
+                    _ => 0,
+                };
+                if i < bypass {
+                    let to = bypass.min(n);
+                    i = self.machine.bulk_run(
+                        cpu,
+                        line,
+                        None,
+                        i,
+                        to,
+                        AccessKind::NtStore,
+                        issue,
+                        per_line,
+                        deadline,
+                    );
+                }
+                if i >= bypass {
+                    i = self
+                        .machine
+                        .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
+                }
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
@@ -54,7 +71,10 @@ impl Sim {
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.copy_issue),
-                    StoreHow::NonTemporal => (AccessKind::NtStore, self.copy_issue),
+                    // No copy plan stores with clzero (it only zeroes); taken as movnti.
+                    StoreHow::NonTemporal | StoreHow::Clzero => {
+                        (AccessKind::NtStore, self.copy_issue)
+                    }
                 };
                 let per_line = match how {
                     StoreHow::MovLoop => crate::kernel::instr::COPY_PAGE_REGS_PER_LINE,

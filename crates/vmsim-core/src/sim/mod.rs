@@ -183,6 +183,8 @@ pub struct Sim {
     stores_per_cycle: u64,
     string_issue: u64,
     movq_issue: u64,
+    /// Issue cycles of one line of a `clzero` loop.
+    clzero_issue: u64,
     total_bytes: u64,
     /// User tasks created and not yet exited.
     pub(crate) live_user_tasks: usize,
@@ -273,11 +275,14 @@ impl Sim {
     pub fn new(m: Machine, mut k: Kernel, quantum: u64) -> Sim {
         let n = m.topo.nr_cpus();
         k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
+        k.cpu_clzero = m.clzero;
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
+        // One store per line: the loop's instructions decide.
+        let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE.div_ceil(m.issue_width);
         let copy_issue = (crate::kernel::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
@@ -301,6 +306,7 @@ impl Sim {
             stores_per_cycle,
             string_issue,
             movq_issue,
+            clzero_issue,
             total_bytes: 0,
             live_user_tasks: 0,
             progress_horizon: 0,

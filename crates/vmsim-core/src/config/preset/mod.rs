@@ -10,8 +10,8 @@ use crate::machine::ipi::IpiCosts;
 use crate::machine::tlb::TlbConfig;
 use crate::machine::topology::Topology;
 use crate::machine::{
-    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, PerfCacheEvents,
-    PrefetchParams,
+    CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, NocacheBy,
+    PerfCacheEvents, PrefetchParams,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -262,6 +262,11 @@ pub struct StringParams {
     /// copies in other sockets: the line's idle DRAM latency).
     pub no_rfo_grant: String,
     pub nocache_threshold_kib: u64,
+    /// How a string store longer than the threshold bypasses: "call" (all of
+    /// it) or "remaining" (its lines while more than the threshold remains).
+    pub nocache_by: String,
+    /// The CPU has `clzero` (a clear plan may store with it).
+    pub clzero: bool,
 }
 
 /// The hardware prefetchers (`[prefetch]`).
@@ -274,6 +279,8 @@ pub struct PrefetchPreset {
     pub l2_streams: u64,
     pub l2_distance_lines: u64,
     pub l2_degree: u64,
+    /// The L2 streamer continues a stream into the physically next 4 KiB page.
+    pub l2_cross_page: bool,
 }
 
 /// `[costs]`: the kernel's software costs (declared in kernel/costs.rs) and
@@ -312,6 +319,7 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+pub const NOCACHE_BY: &[&str] = &["call", "remaining"];
 pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
 struct P<'a> {
@@ -561,6 +569,8 @@ impl Preset {
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
             no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
+            nocache_by: s.choice("nocache_by", NOCACHE_BY)?,
+            clzero: s.b("clzero")?,
         };
         s.finish()?;
 
@@ -575,6 +585,7 @@ impl Preset {
             l2_streams: pf.u("l2_streams")?,
             l2_distance_lines: pf.u("l2_distance_lines")?,
             l2_degree: pf.u("l2_degree")?,
+            l2_cross_page: pf.b("l2_cross_page")?,
         };
         for (name, v, max) in [
             ("l2_streams", prefetch.l2_streams, 256),
@@ -737,6 +748,19 @@ impl Preset {
                 ))
             }
         };
+        let nocache_by = match s.nocache_by.as_str() {
+            "call" => NocacheBy::Call,
+            "remaining" => NocacheBy::Remaining,
+            o => {
+                return Err(cfg_err(
+                    "string.nocache_by.value",
+                    format!(
+                        "{o:?} is not accepted; accepted: {}",
+                        super::fields::quote_list(NOCACHE_BY)
+                    ),
+                ))
+            }
+        };
         let tlb = &self.tlb;
         let t = |(entries, ways): (u64, u64)| (entries as u32, ways as u32);
         Ok(MachineParams {
@@ -789,6 +813,8 @@ impl Preset {
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
+            nocache_by,
+            clzero: s.clzero,
             prefetch: self.prefetch_params(),
             perf_cache_events: if self.perf_cache_events == "l2" {
                 PerfCacheEvents::L2
@@ -837,6 +863,7 @@ impl Preset {
             l2_streams: p.l2_streams as usize,
             l2_distance_lines: p.l2_distance_lines,
             l2_degree: p.l2_degree,
+            l2_cross_page: p.l2_cross_page,
         }
     }
 
