@@ -57,7 +57,7 @@ PGO_ENV = prof=$$(VMSIM_PGO=$${VMSIM_PGO:-0} $(PYTHON) tools/pgo/profile $(1) < 
 # The simulator's speed, then a study's: the same sweep on 1 and 2 workers.
 bench: $(STAMP)
 	$(call PGO_ENV,bench,); $(CARGO) bench -p vmsim-core --bench sim_speed $$profile
-	$(BIN)/python tools/study_timing.py --speedup --points 8
+	$(BIN)/python tools/study_timing.py --speedup --points 8 --size-mib 128
 
 setup: $(STAMP)
 
