@@ -124,7 +124,7 @@ steps = [
         u(&long, "phase.spin.iterations"),
     );
     assert!(a >= 1 && b > 2 * a, "{a} then {b}");
-    let secs = m(&long, "phase.spin.seconds").as_f64().unwrap();
+    let secs = m(&long, "phase.spin.elapsed_s").as_f64().unwrap();
     // It stops at the first iteration to end after the duration.
     let per = secs / b as f64;
     assert!(

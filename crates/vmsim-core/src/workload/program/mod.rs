@@ -148,8 +148,8 @@ impl Workload for ProgramWorkload<'_> {
             r[k("writes")] = json!(s.writes);
             r[k("bytes")] = json!(s.bytes);
             r[k("iterations")] = json!(s.iterations);
-            r[k("seconds")] = json!(secs);
-            r[k("task_seconds")] = json!(if s.runs > 0 {
+            r[k("elapsed_s")] = json!(secs);
+            r[k("task_elapsed_s")] = json!(if s.runs > 0 {
                 s.task_cycles as f64 / hz / s.runs as f64
             } else {
                 0.0
@@ -165,7 +165,7 @@ impl Workload for ProgramWorkload<'_> {
             // the rate per task and for all (LKP: per_process_ops or
             // per_thread_ops, and workload).
             let ops = r["phase.testcase.accesses"].as_u64().unwrap_or(0) as f64;
-            let secs = r["phase.loop.seconds"].as_f64().unwrap_or(0.0);
+            let secs = r["phase.loop.elapsed_s"].as_f64().unwrap_or(0.0);
             let total = if secs > 0.0 { ops / secs } else { 0.0 };
             r["will_it_scale_workload"] = json!(total);
             r["will_it_scale_per_task_ops"] = json!(total / b.nr_task as f64);
