@@ -3,7 +3,6 @@
 //! folio (the last one frees it) and the range is flushed.
 
 use super::hw::Hw;
-use super::tlbflush::flush_tlb_mm_range;
 use super::{KFn, Kernel};
 use crate::machine::Mode;
 
@@ -82,16 +81,7 @@ impl Kernel {
         hw.settle(KFn::Syscall);
         if !write && visited > 0 {
             self.flush_tlb_batched_pending(hw, mm_id);
-            flush_tlb_mm_range(
-                hw.machine,
-                &mut self.vmstat,
-                hw.cpu,
-                &mut self.mms[mm_id],
-                hw.tlbstate,
-                start,
-                end,
-                self.cfg.tlb_single_page_flush_ceiling,
-            );
+            self.flush_tlb_range(hw, mm_id, start, end);
             hw.settle(KFn::FlushTlb);
         }
         hw.machine.set_mode(hw.cpu, Mode::User);
@@ -110,16 +100,7 @@ impl Kernel {
             hw.charge(self.costs.page_free_cycles);
         }
         hw.settle(KFn::FreePages);
-        flush_tlb_mm_range(
-            hw.machine,
-            &mut self.vmstat,
-            hw.cpu,
-            &mut self.mms[mm_id],
-            hw.tlbstate,
-            start,
-            end,
-            self.cfg.tlb_single_page_flush_ceiling,
-        );
+        self.flush_tlb_range(hw, mm_id, start, end);
         hw.settle(KFn::FlushTlb);
     }
 }

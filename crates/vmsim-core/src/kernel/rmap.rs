@@ -66,42 +66,39 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// `flush_tlb_mm_range(mm, start, end)`: the entries of [start, end) of
+    /// `mm_id` flushed from every TLB that may hold them (locally, and by
+    /// shootdown on the mm's other CPUs), from `hw.cpu`; the caller settles
+    /// the time.
+    pub fn flush_tlb_range(&mut self, hw: &mut Hw, mm_id: usize, start: u64, end: u64) {
+        flush_tlb_mm_range(
+            hw.machine,
+            &mut self.vmstat,
+            hw.cpu,
+            &mut self.mms[mm_id],
+            hw.tlbstate,
+            start,
+            end,
+            self.cfg.tlb_single_page_flush_ceiling,
+        );
+    }
+
+    /// `flush_tlb_page()`: the 4 KiB entry at `addr` of `mm_id`.
+    pub fn flush_tlb_page(&mut self, hw: &mut Hw, mm_id: usize, addr: u64) {
+        self.flush_tlb_range(hw, mm_id, addr, addr + 4096);
+    }
+
     /// `flush_tlb_batched_pending(mm)`, called on `hw.cpu` by a page-table
     /// walker that changes PTEs of `mm_id` (`zap_pte_range`; Linux also calls
     /// it from `change_pte_range`, `move_ptes` and the madvise walkers): if a
     /// batched unmap of the mm may be unflushed, flush the whole mm
     /// (`flush_tlb_mm`) before going on, so no TLB keeps an entry for a PTE
     /// this walker may now change or free. Returns whether it flushed.
-    /// `flush_tlb_page()`: the 4 KiB entry at `addr` of `mm_id` flushed from
-    /// every TLB that may hold it (locally, and by shootdown on the mm's
-    /// other CPUs), from `hw.cpu`; the caller settles the time.
-    pub fn flush_tlb_page(&mut self, hw: &mut Hw, mm_id: usize, addr: u64) {
-        flush_tlb_mm_range(
-            hw.machine,
-            &mut self.vmstat,
-            hw.cpu,
-            &mut self.mms[mm_id],
-            hw.tlbstate,
-            addr,
-            addr + 4096,
-            self.cfg.tlb_single_page_flush_ceiling,
-        );
-    }
-
     pub fn flush_tlb_batched_pending(&mut self, hw: &mut Hw, mm_id: usize) -> bool {
         if !self.mms[mm_id].take_tlb_flush_batched_pending() {
             return false;
         }
-        flush_tlb_mm_range(
-            hw.machine,
-            &mut self.vmstat,
-            hw.cpu,
-            &mut self.mms[mm_id],
-            hw.tlbstate,
-            0,
-            u64::MAX,
-            self.cfg.tlb_single_page_flush_ceiling,
-        );
+        self.flush_tlb_range(hw, mm_id, 0, u64::MAX);
         hw.settle(KFn::FlushTlb);
         true
     }
