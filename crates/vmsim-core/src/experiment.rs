@@ -59,6 +59,20 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
             ),
         });
     }
+    let map_blocks = if cfg.kernel.struct_pages {
+        crate::kernel::vmemmap::Vmemmap::blocks_for(nb)
+    } else {
+        0
+    };
+    if cfg.kernel.spinlocks.is_some() && !crate::kernel::kdata::KernelData::fits(nb, map_blocks) {
+        return Err(Error::Config {
+            key: "kernel.spinlocks".into(),
+            message: format!(
+                "the kernel's data (a 2 MiB block a node, 256 KiB of it kept) and the memory map leave nothing of each node's {} MiB: give sim.node_memory_mib at least 6",
+                nb / MIB
+            ),
+        });
+    }
     let m = Machine::new(&p.machine_params()?, nb, cfg.seed).map_err(|e| Error::Config {
         key: "machine".into(),
         message: e,

@@ -93,6 +93,7 @@ pub(super) fn parse(
         "fault_around_bytes",
         "read_ahead_kb",
         "struct_pages",
+        "spinlocks",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -233,6 +234,18 @@ pub(super) fn parse(
         ));
     }
     let struct_pages = k.bool_opt("struct_pages")?.unwrap_or(false);
+    use crate::kernel::locking::spinlock::SpinImpl;
+    let spinlocks = match k.str_opt("spinlocks")?.as_deref() {
+        None | Some("off") => None,
+        Some("ticket") => Some(SpinImpl::Ticket),
+        Some("queued") => Some(SpinImpl::Queued),
+        Some(other) => {
+            return Err(cfg_err(
+                "kernel.spinlocks",
+                format!("{other:?} is not accepted; accepted: \"off\", \"ticket\" (x86 before 4.2), \"queued\" (qspinlock, 4.2+)"),
+            ))
+        }
+    };
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -253,5 +266,6 @@ pub(super) fn parse(
         read_ahead_kb,
         skew_tick,
         struct_pages,
+        spinlocks,
     })
 }

@@ -54,6 +54,10 @@ pub struct KernelConfig {
     /// (kernel/huge_memory_wp.rs). Off by default while the rest of the
     /// kernel's own memory is still fixed costs.
     pub struct_pages: bool,
+    /// `kernel.spinlocks`: the allocator's, the LRU's and the page cache's
+    /// spinlocks as lines of simulated memory, and which implementation;
+    /// None: their sections are fixed costs.
+    pub spinlocks: Option<crate::kernel::locking::spinlock::SpinImpl>,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -81,6 +85,7 @@ impl Default for KernelConfig {
             read_ahead_kb: super::filemap::VM_READAHEAD_PAGES * 4,
             skew_tick: false,
             struct_pages: false,
+            spinlocks: None,
         }
     }
 }

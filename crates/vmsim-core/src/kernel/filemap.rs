@@ -24,6 +24,7 @@
 //! (`owner`); a page-cache folio's refcount is its mapcount plus one (the
 //! cache's reference).
 
+use super::locking::sections::{SpinRef, LRU_ADD_INSTR, PAGEVEC_SIZE, TREE_INSERT_INSTR};
 use super::memory::FaultError;
 use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT};
 use super::page_alloc::TAG_ZERO;
@@ -99,6 +100,11 @@ impl Kernel {
     /// `truncate -s size`: a new sparse file; returns its inode number.
     pub fn create_sparse_file(&mut self, size: u64) -> usize {
         let ino = self.pagecache.inodes.len();
+        // The address_space comes from the slab of the creating CPU's node.
+        let node = self.cpu_nodes.get(self.current.1).copied().unwrap_or(0);
+        if let Some(sl) = self.spinlocks.as_mut() {
+            sl.add_file(node);
+        }
         let ra = FileRaState {
             start: 0,
             size: 0,
@@ -156,12 +162,36 @@ impl Kernel {
         let pfn = self.alloc_file_folio(node, readahead)?;
         self.vmstat.pgalloc += 1;
         self.filemap.nr_page_cache_add += 1;
-        let c = self.costs.page_alloc_cycles + self.costs.page_cache_add_cycles;
+        // With kernel.spinlocks the tree insertion and the pagevec drain's
+        // share run as sections under their locks; the fixed cost keeps the rest.
+        let w = self.issue_width;
+        let moved =
+            self.moved_cycles(TREE_INSERT_INSTR, 0, w) + self.moved_cycles(LRU_ADD_INSTR, 1, w);
+        let c =
+            self.costs.page_alloc_cycles + self.costs.page_cache_add_cycles.saturating_sub(moved);
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
             what: KFn::HandleMmFault,
         });
+        self.rmqueue_lock(pfn, 0, work);
+        let cpu = self.current.1;
+        let pnode = self.alloc.node_of_pfn(pfn);
+        if let Some(sl) = self.spinlocks.as_mut() {
+            let what = KFn::HandleMmFault;
+            work.push_back(Work::SpinSection {
+                lock: SpinRef::Tree(ino),
+                instr: TREE_INSERT_INSTR,
+                what,
+            });
+            if sl.lru_cache_add(cpu) {
+                work.push_back(Work::SpinSection {
+                    lock: SpinRef::Lru(pnode),
+                    instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
+                    what,
+                });
+            }
+        }
         super::memory::clear_user_highpage(
             &mut self.alloc,
             &mut self.vmstat,

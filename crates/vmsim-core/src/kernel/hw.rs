@@ -58,6 +58,11 @@ impl<'a> Hw<'a> {
         self.machine.advance(self.cpu, cycles, cycles);
     }
 
+    /// The core's issue width (instructions a cycle at best).
+    pub fn issue_width(&self) -> u64 {
+        self.machine.issue_width
+    }
+
     /// This CPU's clock.
     pub fn now(&self) -> u64 {
         self.machine.cpus[self.cpu].clock
@@ -81,6 +86,25 @@ impl<'a> Hw<'a> {
     /// from wherever it is, and the CPU waits for it.
     pub fn atomic(&mut self, line: u64) -> Served {
         self.machine.atomic(self.cpu, line, LOCKED_RMW_CYCLES)
+    }
+
+    /// A store to one line of the kernel's own memory (a lock's release).
+    pub fn store(&mut self, line: u64) -> Served {
+        self.machine
+            .access(self.cpu, line, AccessKind::Store, true, 1)
+    }
+
+    /// Idle cycles for a line `from`'s core holds modified to reach this CPU.
+    pub fn transfer_latency(&self, from: usize) -> u64 {
+        let t = &self.machine.topo;
+        self.machine
+            .hier
+            .transfer_latency(t.core_of(from), t.core_of(self.cpu))
+    }
+
+    /// `cycles` spent spinning on a lock: system time, no instructions counted.
+    pub fn spin(&mut self, cycles: u64) {
+        self.machine.advance(self.cpu, cycles, 0);
     }
 
     /// Attributes this CPU's system cycles since the last settlement to `what`.

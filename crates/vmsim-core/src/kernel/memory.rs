@@ -269,6 +269,7 @@ impl Kernel {
             instructions: self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles,
             what: KFn::HandleMmFault,
         });
+        self.rmqueue_lock(pfn, HPAGE_PMD_ORDER, work);
         self.clear_huge_page(pfn, addr, work);
         let haddr = addr & !(PMD_SIZE - 1);
         work.push_back(Work::InstallPmd {
@@ -295,6 +296,7 @@ impl Kernel {
             instructions: self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles,
             what: KFn::HandleMmFault,
         });
+        self.rmqueue_lock(pfn, 0, work);
         self.clear_user_highpage(pfn, work);
         work.push_back(Work::InstallPte {
             mm: mm_id,
@@ -374,6 +376,7 @@ impl Kernel {
                     instructions: c,
                     what: KFn::HandleMmFault,
                 });
+                self.rmqueue_lock(new, HPAGE_PMD_ORDER, work);
                 // 4.18+: addr_hint = vmf->address, the fault address rounded down to 4 KiB.
                 self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
                 // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).

@@ -26,6 +26,9 @@
 //! only after the new one is mapped.
 
 use super::hw::Hw;
+use super::locking::sections::{
+    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR, PAGEVEC_SIZE, PCP_BATCH,
+};
 use super::mm::Pte;
 use super::sched::wait::WaitQueueId;
 use super::vmscan::TlbflushUnmapBatch;
@@ -110,12 +113,26 @@ impl Kernel {
             return false;
         };
         self.vmstat.pgalloc += 1;
-        let c = self.costs.migrate_folio_cycles + self.costs.page_alloc_cycles;
+        // With kernel.spinlocks, isolate_lru_page() and the new page's
+        // lru_cache_add() run as sections under the LRU lock
+        // (kernel/locking/sections.rs); the fixed cost keeps the rest.
+        let moved = self.moved_cycles(ISOLATE_INSTR + LRU_ADD_INSTR, 0, self.issue_width);
+        let c =
+            self.costs.migrate_folio_cycles.saturating_sub(moved) + self.costs.page_alloc_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
             what: KFn::MigratePages,
         });
+        let old_node = self.alloc.node_of_pfn(pfn);
+        if self.spinlocks.is_some() {
+            work.push_back(Work::SpinSection {
+                lock: SpinRef::Lru(old_node),
+                instr: ISOLATE_INSTR,
+                what: KFn::MigratePages,
+            });
+        }
+        self.rmqueue_lock(new, 0, work);
         work.push_back(Work::MigrateUnmap {
             mm,
             addr: addr & !4095,
@@ -140,6 +157,25 @@ impl Kernel {
             old: pfn,
             new,
         });
+        // putback_lru_page(new) → lru_cache_add(); the old page's free to
+        // the CPU's list.
+        let cpu = self.current.1;
+        if let Some(sl) = self.spinlocks.as_mut() {
+            if sl.lru_cache_add(cpu) {
+                work.push_back(Work::SpinSection {
+                    lock: SpinRef::Lru(target),
+                    instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
+                    what: KFn::MigratePages,
+                });
+            }
+            if sl.pcp_free(cpu, old_node) {
+                work.push_back(Work::SpinSection {
+                    lock: SpinRef::Zone(old_node),
+                    instr: FREE_ONE_PAGE_INSTR * PCP_BATCH as u64,
+                    what: KFn::MigratePages,
+                });
+            }
+        }
         true
     }
 

@@ -22,6 +22,7 @@ pub mod huge_memory;
 pub mod huge_memory_wp;
 pub mod hugetlb;
 pub mod hw;
+pub mod kdata;
 pub mod kthread;
 pub mod locking;
 pub mod memory;
@@ -104,10 +105,14 @@ pub enum KFn {
     /// The scheduler tick: the local timer interrupt's entry and exit and
     /// `update_process_times` → `scheduler_tick`.
     Tick,
+    /// Spinning for a contended spinlock (`kernel.spinlocks`):
+    /// `native_queued_spin_lock_slowpath`, or the ticket lock's spin in
+    /// `_raw_spin_lock` before 4.2.
+    SpinLock,
 }
 
 impl KFn {
-    pub const ALL: [KFn; 17] = [
+    pub const ALL: [KFn; 18] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -125,6 +130,7 @@ impl KFn {
         KFn::MigratePages,
         KFn::TryToUnmap,
         KFn::Tick,
+        KFn::SpinLock,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -145,6 +151,7 @@ impl KFn {
             KFn::MigratePages => "migrate_pages",
             KFn::TryToUnmap => "try_to_unmap",
             KFn::Tick => "tick",
+            KFn::SpinLock => "spin_lock",
         }
     }
 }
@@ -263,6 +270,14 @@ pub enum Work {
         pfn: u64,
         node: usize,
     },
+    /// A critical section of `instr` instructions under a spinning lock
+    /// (`kernel.spinlocks`, kernel/locking/sections.rs), taken when the CPU
+    /// reaches it.
+    SpinSection {
+        lock: locking::sections::SpinRef,
+        instr: u64,
+        what: KFn,
+    },
 }
 
 impl Work {
@@ -279,6 +294,7 @@ impl Work {
             Work::MigrateUnmap { .. } => KFn::TryToUnmap,
             Work::MigrateRemap { .. } => KFn::MigratePages,
             Work::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
+            Work::SpinSection { what, .. } => *what,
             _ => KFn::HandleMmFault,
         }
     }
@@ -400,12 +416,17 @@ pub struct Kernel {
     pub cpu_nodes: Vec<usize>,
     /// The CPUs have `clzero` (`string.clzero`): a clear plan may store with it.
     pub cpu_clzero: bool,
+    /// The cores' issue width, set when the machine is built.
+    pub issue_width: u64,
     /// The memory map in simulated memory (`kernel.struct_pages`; kernel/vmemmap.rs).
     pub vmemmap: Option<vmemmap::Vmemmap>,
     /// Page locks held and waited for (kernel/locking/page_lock.rs).
     pub page_locks: locking::page_lock::PageLocks,
     /// Lock statistics by class (`lock_stat`).
     pub lock_stats: locking::LockStats,
+    /// The spinning locks and their sections (`kernel.spinlocks`;
+    /// kernel/locking/sections.rs).
+    pub spinlocks: Option<locking::sections::Spinlocks>,
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
@@ -425,6 +446,14 @@ impl Kernel {
         // A windowed run's stand-ins have no memory, and so no memory map.
         let vmemmap = (cfg.struct_pages && node_bytes > 0)
             .then(|| vmemmap::Vmemmap::boot(&mut alloc, node_bytes));
+        let spinlocks = match cfg.spinlocks {
+            Some(imp) if node_bytes > 0 => {
+                let skip = vmemmap.as_ref().map_or(0, |v| v.blocks_per_node);
+                let kd = kdata::KernelData::boot(&mut alloc, skip);
+                Some(locking::sections::Spinlocks::new(imp, kd, nr_nodes))
+            }
+            _ => None,
+        };
         Kernel {
             cfg,
             costs,
@@ -450,9 +479,11 @@ impl Kernel {
             current: (0, 0),
             cpu_nodes: Vec::new(),
             cpu_clzero: false,
+            issue_width: 1,
             vmemmap,
             page_locks: Default::default(),
             lock_stats: Default::default(),
+            spinlocks,
             policy_error: None,
         }
     }

@@ -140,16 +140,38 @@ impl PageAlloc {
     /// kernel/vmemmap.rs); returns each node's first reserved frame. Must run
     /// before anything is allocated.
     pub fn reserve_top_blocks(&mut self, n: u64) -> Vec<u64> {
+        self.reserve_blocks_below_top(0, n)
+    }
+
+    /// As `reserve_top_blocks`, the `n` blocks just below the top `skip`
+    /// ones (which an earlier reservation took).
+    pub fn reserve_blocks_below_top(&mut self, skip: u64, n: u64) -> Vec<u64> {
         let per_node = self.node_frames / HPAGE_PMD_NR;
-        assert!(n < per_node, "a node's reserve must leave it memory");
+        assert!(skip + n < per_node, "a node's reserve must leave it memory");
         (0..self.nr_nodes)
             .map(|node| {
-                let first = node as u64 * self.node_frames + (per_node - n) * HPAGE_PMD_NR;
-                self.free_blocks[node].retain(|&b| b < first);
+                let base = node as u64 * self.node_frames;
+                let first = base + (per_node - skip - n) * HPAGE_PMD_NR;
+                let end = base + (per_node - skip) * HPAGE_PMD_NR;
+                self.free_blocks[node].retain(|&b| b < first || b >= end);
                 self.nr_free[node] -= n * HPAGE_PMD_NR;
                 first
             })
             .collect()
+    }
+
+    /// Takes the first `keep` frames of the block just below the top `skip`
+    /// blocks of every node for good and gives the rest of the block to the
+    /// 4 KiB free lists (memblock's boot allocations are page-granular);
+    /// returns each node's first kept frame. Must run at boot.
+    pub fn reserve_frames_below_top(&mut self, skip: u64, keep: u64) -> Vec<u64> {
+        assert!(keep <= HPAGE_PMD_NR);
+        let first = self.reserve_blocks_below_top(skip, 1);
+        for (node, &b) in first.iter().enumerate() {
+            self.free_frames[node].extend((keep..HPAGE_PMD_NR).rev().map(|i| b + i));
+            self.nr_free[node] += HPAGE_PMD_NR - keep;
+        }
+        first
     }
 
     /// A free 2 MiB block of `node`, allocated (a test's shorthand for `alloc(node, 9)`).

@@ -47,6 +47,9 @@
 
 use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
+use super::locking::sections::{
+    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, PCP_BATCH, PUTBACK_INSTR, TREE_DELETE_INSTR,
+};
 use super::mm::Mm;
 use super::policy::tlb::{BatchFlush, FlushCtx};
 use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
@@ -214,12 +217,28 @@ impl Kernel {
     /// tail and deactivates them (a referenced mapped file folio stays active
     /// only if executable, and none here is); their young bits are cleared.
     fn shrink_active_list(&mut self, hw: &mut Hw, node: usize, nr: usize) {
+        let locks = self.spinlocks.is_some();
+        let mut isolated = Vec::new();
+        if locks {
+            let l = &self.lru.nodes[node].active_file;
+            isolated.extend(l.iter().rev().take(nr));
+            self.spin_section(
+                hw,
+                SpinRef::Lru(node),
+                &isolated,
+                ISOLATE_INSTR * isolated.len() as u64,
+                KFn::ShrinkFolioList,
+            );
+        }
+        // The fixed cost keeps what the sections do not take (sections.rs).
+        let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2, hw.issue_width());
+        let per_folio = self.costs.shrink_folio_cycles.saturating_sub(moved);
         for _ in 0..nr {
             let Some(pfn) = self.lru.nodes[node].active_file.pop_back() else {
                 break;
             };
             self.reclaim.pgrefill += 1;
-            hw.charge(self.costs.shrink_folio_cycles);
+            hw.charge(per_folio);
             hw.settle(KFn::ShrinkFolioList);
             if self.alloc.folio_mapcount(pfn) > 0 {
                 let (_, visited) = self.folio_referenced(pfn);
@@ -230,6 +249,16 @@ impl Kernel {
             self.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
             self.lru.nodes[node].inactive_file.push_front(pfn);
             self.reclaim.pgdeactivate += 1;
+        }
+        if locks {
+            // move_active_pages_to_lru() under the lock again.
+            self.spin_section(
+                hw,
+                SpinRef::Lru(node),
+                &isolated,
+                PUTBACK_INSTR * isolated.len() as u64,
+                KFn::ShrinkFolioList,
+            );
         }
     }
 
@@ -245,7 +274,23 @@ impl Kernel {
             isolated.push(pfn);
         }
         let scanned = isolated.len() as u64;
-        let reclaimed = self.shrink_folio_list(hw, &isolated);
+        // isolate_lru_pages() under the LRU lock (the lists were taken above).
+        self.spin_section(
+            hw,
+            SpinRef::Lru(node),
+            &isolated,
+            ISOLATE_INSTR * scanned,
+            KFn::ShrinkFolioList,
+        );
+        let (reclaimed, kept) = self.shrink_folio_list(hw, &isolated);
+        // putback_inactive_pages() under it again.
+        self.spin_section(
+            hw,
+            SpinRef::Lru(node),
+            &kept,
+            PUTBACK_INSTR * kept.len() as u64,
+            KFn::ShrinkFolioList,
+        );
         let st = &mut self.reclaim;
         if kswapd {
             st.pgscan_kswapd += scanned;
@@ -281,24 +326,44 @@ impl Kernel {
 
     /// `shrink_folio_list`: sorts isolated folios; unmaps, removes from the
     /// page cache and frees those to reclaim, flushing TLBs as the policy
-    /// says before any is freed. Returns the number freed.
-    fn shrink_folio_list(&mut self, hw: &mut Hw, folios: &[u64]) -> u64 {
+    /// says before any is freed. Returns the number freed and the folios
+    /// kept (back on a list).
+    fn shrink_folio_list(&mut self, hw: &mut Hw, folios: &[u64]) -> (u64, Vec<u64>) {
         let mut ubc = TlbflushUnmapBatch::default();
         let mut free = Vec::new();
+        let mut kept = Vec::new();
+        let locks = self.spinlocks.is_some();
+        let w = hw.issue_width();
         for &pfn in folios {
-            hw.charge(self.costs.shrink_folio_cycles);
-            hw.settle(KFn::ShrinkFolioList);
+            if !locks {
+                hw.charge(self.costs.shrink_folio_cycles);
+                hw.settle(KFn::ShrinkFolioList);
+            }
             let node = self.alloc.node_of_pfn(pfn);
-            match self.folio_check_references(hw, pfn) {
+            let r = self.folio_check_references(hw, pfn);
+            if locks {
+                // The fixed cost keeps what the sections do not take: the
+                // isolation and the putback or the page-cache removal.
+                let moved = self.moved_cycles(ISOLATE_INSTR, 1, w)
+                    + match r {
+                        FolioRef::Reclaim => self.moved_cycles(TREE_DELETE_INSTR, 1, w),
+                        _ => self.moved_cycles(PUTBACK_INSTR, 1, w),
+                    };
+                hw.charge(self.costs.shrink_folio_cycles.saturating_sub(moved));
+                hw.settle(KFn::ShrinkFolioList);
+            }
+            match r {
                 FolioRef::Activate => {
                     self.lru.set(pfn, PG_LRU | PG_ACTIVE);
                     self.lru.nodes[node].active_file.push_front(pfn);
                     self.reclaim.pgactivate += 1;
                     self.reclaim_age[node] += 1;
+                    kept.push(pfn);
                 }
                 FolioRef::Keep => {
                     self.lru.set(pfn, PG_LRU);
                     self.lru.nodes[node].inactive_file.push_front(pfn);
+                    kept.push(pfn);
                 }
                 FolioRef::Reclaim => {
                     self.try_to_unmap(hw, pfn, &mut ubc);
@@ -313,6 +378,15 @@ impl Kernel {
                         .owner
                         .remove(&pfn)
                         .expect("a page-cache folio");
+                    // Under the file's tree_lock (page_freeze_refs on the
+                    // folio's struct page, the radix-tree replacement).
+                    self.spin_section(
+                        hw,
+                        SpinRef::Tree(ino),
+                        &[pfn],
+                        TREE_DELETE_INSTR,
+                        KFn::ShrinkFolioList,
+                    );
                     self.pagecache.inodes[ino].pages.remove(&index);
                     self.pagecache.inodes[ino].readahead.remove(&index);
                     self.workingset_eviction(ino, index, node);
@@ -327,13 +401,29 @@ impl Kernel {
                 self.alloc.folios[pfn as usize].refcount, 1,
                 "only the page cache's reference is left"
             );
+            let node = self.alloc.node_of_pfn(pfn);
             self.alloc.free(pfn);
             self.vmstat.pgfree += 1;
             let c = self.costs.page_free_cycles;
             hw.charge(c);
+            // free_hot_cold_page(): a full per-CPU list goes back in a batch.
+            let cpu = hw.cpu;
+            if self
+                .spinlocks
+                .as_mut()
+                .is_some_and(|s| s.pcp_free(cpu, node))
+            {
+                self.spin_section(
+                    hw,
+                    SpinRef::Zone(node),
+                    &[],
+                    FREE_ONE_PAGE_INSTR * PCP_BATCH as u64,
+                    KFn::ShrinkFolioList,
+                );
+            }
         }
         hw.settle(KFn::ShrinkFolioList);
-        free.len() as u64
+        (free.len() as u64, kept)
     }
 
     /// `try_to_unmap(folio, TTU_BATCH_FLUSH)`: clears every PTE of the folio;

@@ -165,6 +165,10 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.shrink_node(&mut hw, node, kswapd);
             }
+            Work::SpinSection { lock, instr, what } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.spin_section(&mut hw, lock, &[], instr, what);
+            }
             Work::MigrateUnmap { mm, addr, old, new } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 if !k.try_to_migrate(&mut hw, mm, addr, old, new) {

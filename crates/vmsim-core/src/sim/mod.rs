@@ -276,6 +276,7 @@ impl Sim {
         let n = m.topo.nr_cpus();
         k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
         k.cpu_clzero = m.clzero;
+        k.issue_width = m.issue_width;
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);

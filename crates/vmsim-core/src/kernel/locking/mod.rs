@@ -9,10 +9,14 @@
 //! queue and are woken one at a time (kernel/sched/wait.rs); each wake-up
 //! costs the waker `try_to_wake_up` and the woken CPU its exit from idle.
 //!
-//! Today one sleeping lock is modelled, the page lock (`PG_locked`,
-//! page_lock.rs). Spinning locks, rwsems and the others of issue #33 are not.
+//! One sleeping lock is modelled, the page lock (`PG_locked`,
+//! page_lock.rs), and, with `kernel.spinlocks`, the spinning locks of the
+//! allocator, the LRU lists and the page cache (spinlock.rs; their lines
+//! are kernel/kdata.rs's). Rwsems (`mmap_lock`, `i_mmap_rwsem`) are not.
 
 pub mod page_lock;
+pub mod sections;
+pub mod spinlock;
 
 use serde::Serialize;
 
@@ -24,13 +28,31 @@ pub enum LockClass {
     /// classes, so the real `/proc/lock_stat` does not list it; the model
     /// reports it as if it did.
     PageLock,
+    /// The buddy allocator's `zone->lock`: the per-CPU lists' refill
+    /// (`rmqueue_bulk`) and drain (`free_pcppages_bulk`).
+    ZoneLock,
+    /// The LRU lists' lock: `zone->lru_lock` until 4.7, `pgdat->lru_lock`
+    /// 4.8-5.10, `lruvec->lru_lock` since (one zone per node here, so the
+    /// same lock).
+    LruLock,
+    /// A file's page-cache lock: `mapping->tree_lock` until 4.16,
+    /// `mapping->i_pages`' xa_lock since.
+    TreeLock,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 1] = [LockClass::PageLock];
+    pub const ALL: [LockClass; 4] = [
+        LockClass::PageLock,
+        LockClass::ZoneLock,
+        LockClass::LruLock,
+        LockClass::TreeLock,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             LockClass::PageLock => "PG_locked",
+            LockClass::ZoneLock => "&zone->lock",
+            LockClass::LruLock => "&zone->lru_lock",
+            LockClass::TreeLock => "&mapping->tree_lock",
         }
     }
 }

@@ -632,6 +632,24 @@ impl Hierarchy {
         }
     }
 
+    /// Idle latency (cycles) of a line that core `from` holds modified,
+    /// read by core `to`: its own cache's hit if the same core, the LLC's
+    /// (a snoop of the other core's private cache behind it) within one LLC
+    /// instance, else another instance's forward across the socket links
+    /// between them (`RemoteCache`).
+    pub fn transfer_latency(&self, from: usize, to: usize) -> u64 {
+        if from == to {
+            return self.latency(Served::L1);
+        }
+        let (uf, _, sf) = self.core_llc[from];
+        let (ut, _, st) = self.core_llc[to];
+        if uf == ut {
+            return self.latency(Served::Llc);
+        }
+        let hops = self.socket_hops(st as usize, sf as usize);
+        self.latency(Served::RemoteCache { hops })
+    }
+
     /// The socket of a core.
     #[inline]
     pub fn socket_of_core(&self, core: usize) -> usize {
