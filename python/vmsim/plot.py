@@ -114,7 +114,7 @@ TITLES: Dict[str, str] = {
 KERNEL_PATHS: Sequence[str] = (
     "clear_page", "copy_page", "handle_mm_fault", "exc_page_fault", "free_pages", "flush_tlb", "irq", "tick",
     "schedule", "syscall", "copy_process", "split_huge_pmd", "shrink_folio_list", "rmap_walk", "try_to_unmap",
-    "migrate_pages", "task_numa_work",
+    "migrate_pages", "task_numa_work", "spin_lock",
 )
 
 #: tab20b's shades in an order that puts different hues side by side.

@@ -160,6 +160,13 @@ impl PageAlloc {
             .collect()
     }
 
+    /// Gives frames `first .. end` of `node` (reserved at boot) back to the
+    /// 4 KiB free lists, lowest handed out first.
+    pub fn release_frames(&mut self, node: usize, first: u64, end: u64) {
+        self.free_frames[node].extend((first..end).rev());
+        self.nr_free[node] += end - first;
+    }
+
     /// Takes the first `keep` frames of the block just below the top `skip`
     /// blocks of every node for good and gives the rest of the block to the
     /// 4 KiB free lists (memblock's boot allocations are page-granular);

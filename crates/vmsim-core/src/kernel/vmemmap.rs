@@ -6,9 +6,13 @@
 //! `vmemmap` and allocates each node's part of it from that node's own
 //! memory at boot (`vmemmap_populate` → `vmemmap_alloc_block_buf` on the
 //! section's node), so a frame's `struct page` is homed where the frame is.
-//! The model does the same: node n's map sits in the top whole 2 MiB blocks
-//! of node n, taken out of the free lists at boot (as memblock keeps them
-//! from the buddy allocator), frame i of the node's map at byte 64·i.
+//! The model does the same: node n's map sits at the start of the top 2 MiB
+//! blocks of node n, taken out of the free lists at boot (as memblock keeps
+//! them from the buddy allocator), frame i of the node's map at byte 64·i.
+//! x86-64 maps the array with 2 MiB pages (`vmemmap_populate_hugepages`),
+//! one per 128 MiB section, which the section's map fills exactly; a scaled
+//! node smaller than that gives the frames of the block its map does not
+//! need back to the 4 KiB free lists, so it too loses 1/64 of its memory.
 //! `struct page` is 64 bytes on x86-64 (`sizeof(struct page)` with the usual
 //! configuration), so each is one cache line of its own.
 //!
@@ -49,6 +53,14 @@ impl Vmemmap {
         let node_frames = node_bytes >> PAGE_SHIFT;
         let blocks = Vmemmap::blocks_for(node_bytes);
         let first = alloc.reserve_top_blocks(blocks);
+        // x86-64 maps the array with 2 MiB pages, one per 128 MiB section,
+        // which it fills exactly: the map is 1/64 of the node. A scaled
+        // node's map fills only part of a block; the rest goes back (as
+        // 4 KiB pages), so that the node loses the same 1/64.
+        let used = (node_frames * STRUCT_PAGE_BYTES).div_ceil(1 << PAGE_SHIFT);
+        for (node, &f) in first.iter().enumerate() {
+            alloc.release_frames(node, f + used, f + blocks * HPAGE_PMD_NR);
+        }
         let base_line = first.iter().map(|&pfn| (pfn << PAGE_SHIFT) / 64).collect();
         Vmemmap {
             node_frames,
@@ -76,7 +88,8 @@ mod tests {
         let free = a.nr_free.clone();
         let v = Vmemmap::boot(&mut a, node_bytes);
         assert_eq!(v.blocks_per_node, 1);
-        assert_eq!(a.nr_free, vec![free[0] - 512, free[1] - 512]);
+        // The map needs 256 frames (1 MiB); the block's other 256 stay free.
+        assert_eq!(a.nr_free, vec![free[0] - 256, free[1] - 256]);
         // Node 0's map is its last block; node 1's the last of node 1.
         assert_eq!(v.page_line(0), (31 * 512 * 4096) / 64);
         assert_eq!(v.page_line(1), v.page_line(0) + 1);
@@ -84,13 +97,16 @@ mod tests {
         let home = |line: u64| (line * 64) / node_bytes;
         assert_eq!(home(v.page_line(16383)), 0);
         assert_eq!(home(v.page_line(16384)), 1);
-        // No block of the map is ever allocated.
-        let map = |pfn: u64| (pfn % 16384) >= 31 * 512;
+        // No frame of the map is ever allocated.
+        let map = |pfn: u64| (31 * 512..31 * 512 + 256).contains(&(pfn % 16384));
         while let Some(pfn) = a.alloc_block(0) {
             assert!(!map(pfn), "{pfn}");
         }
-        while let Some(pfn) = a.alloc_block(1) {
+        let mut rest = 0;
+        while let Some(pfn) = a.alloc(1, 0) {
             assert!(!map(pfn), "{pfn}");
+            rest += 1;
         }
+        assert_eq!(rest, 31 * 512 + 256);
     }
 }
