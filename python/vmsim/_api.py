@@ -440,7 +440,8 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     if not force_scale:
         quick = plan.get("quick_scale")
         hint = (f"; its quick scale is {show_scale(quick['scale'])}, measured within {quick['tolerance']:g} "
-                "percentage points of scale 1's headline change") if isinstance(quick, dict) else ""
+                f"percentage points of scale {show_scale(plan['scale'])}'s headline change"
+                ) if isinstance(quick, dict) else ""
         raise config_error("scale", f"{show_scale(used)} is below {plan['experiment']}'s smallest valid scale "
                                     f"{show_scale(least)}: {why}; accepted: at least {show_scale(least)} "
                                     "(force_scale=True, --force-scale on the command line, runs anyway and "
@@ -450,9 +451,10 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
 
 def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
     """A note for a compare run at ``scale`` below the experiment's quick
-    scale (the smallest measured to give scale 1's headline change within
-    its tolerance), or None: such a scale is valid, but its answer may
-    differ from scale 1's by more than that."""
+    scale (the smallest measured to give the headline change of the
+    experiment's default scale, scale 1 unless its file says otherwise,
+    within its tolerance), or None: such a scale is valid, but its answer
+    may differ from that scale's by more than that."""
     if scale is None:
         return None
     try:
@@ -462,9 +464,10 @@ def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
     quick = plan.get("quick_scale")
     if not isinstance(quick, dict) or scale >= quick["scale"] * (1 - 1e-12):
         return None
+    reference = show_scale(plan["scale"])
     return (f"{show_scale(scale)} is below {plan['experiment']}'s quick scale {show_scale(quick['scale'])}, "
-            f"the smallest measured to give scale 1's headline change within {quick['tolerance']:g} percentage "
-            f"points: this answer may differ from scale 1's by more")
+            f"the smallest measured to give scale {reference}'s headline change within {quick['tolerance']:g} "
+            f"percentage points: this answer may differ from scale {reference}'s by more")
 
 
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:

@@ -346,7 +346,15 @@ def test_compare_refuses_a_scale_below_the_smallest_valid_one():
     assert plan["quick_scale"]["scale"] == 0.5 and plan["quick_scale"]["tolerance"] > 0
     assert "+26.28% at scale 1" in plan["quick_scale"]["measured"]
     assert "its quick scale is 1/2, measured within 0.6 percentage points" in e.value.message
-    assert _api.experiment_plan("numa-delay-map")["quick_scale"] is None
+    # numa-delay-map's was measured against its default scale 1/128 (its
+    # scale 1 has not been run), and the refusal says so.
+    numa = _api.experiment_plan("numa-delay-map")
+    assert numa["scale"] == 1 / 128 and numa["quick_scale"]["scale"] == 1 / 256
+    assert "at the default scale 1/128" in numa["quick_scale"]["measured"]
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare("numa-delay-map", scale=1 / 2048)
+    assert e.value.key == "scale"
+    assert "its quick scale is 1/256, measured within 1 percentage points of scale 1/128's" in e.value.message
     for bad in (1, "yes", None):
         with pytest.raises(vmsim.ConfigError) as e:
             vmsim.compare("clear-target-last", scale=1 / 32, force_scale=bad)
@@ -409,7 +417,10 @@ def test_a_scale_below_the_quick_scale_is_noted(capsys):
                            "scale 1's headline change within 0.6 percentage points: this answer may differ")
     assert _api.quick_scale_note("clear-target-last", 0.5) is None
     assert _api.quick_scale_note("clear-target-last", None) is None
-    assert _api.quick_scale_note("numa-delay-map", 0.01) is None  # no quick scale stated
+    assert _api.quick_scale_note("numa-delay-map", 0.01) is None  # above its quick scale 1/256
+    assert _api.quick_scale_note("numa-delay-map", 1 / 512).startswith(
+        "1/512 is below numa-delay-map's quick scale 1/256, the smallest measured to give scale 1/128's headline "
+        "change within 1 percentage points: this answer may differ from scale 1/128's by more")
     # The CLI says it on stderr under the answer (an error stays one line).
     assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "kernel.no_such_key=1"]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1
