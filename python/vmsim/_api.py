@@ -440,7 +440,7 @@ def check_min_scale(experiment: str, scale: Optional[float], settings: Optional[
     if not force_scale:
         quick = plan.get("quick_scale")
         hint = (f"; its quick scale is {show_scale(quick['scale'])}, measured within {quick['tolerance']:g} "
-                f"percentage points of scale {show_scale(plan['scale'])}'s headline change"
+                f"percentage {'point' if quick['tolerance'] == 1 else 'points'} of scale {show_scale(plan['scale'])}'s headline change"
                 ) if isinstance(quick, dict) else ""
         raise config_error("scale", f"{show_scale(used)} is below {plan['experiment']}'s smallest valid scale "
                                     f"{show_scale(least)}: {why}; accepted: at least {show_scale(least)} "
@@ -467,7 +467,8 @@ def quick_scale_note(experiment: str, scale: Optional[float]) -> Optional[str]:
     reference = show_scale(plan["scale"])
     return (f"{show_scale(scale)} is below {plan['experiment']}'s quick scale {show_scale(quick['scale'])}, "
             f"the smallest measured to give scale {reference}'s headline change within {quick['tolerance']:g} "
-            f"percentage points: this answer may differ from scale {reference}'s by more")
+            f"percentage {'point' if quick['tolerance'] == 1 else 'points'}: this answer may differ from scale "
+            f"{reference}'s by more")
 
 
 def check_set(experiment: str, settings: Any) -> Optional[Dict[str, Any]]:

@@ -354,7 +354,7 @@ def test_compare_refuses_a_scale_below_the_smallest_valid_one():
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("numa-delay-map", scale=1 / 2048)
     assert e.value.key == "scale"
-    assert "its quick scale is 1/256, measured within 1 percentage points of scale 1/128's" in e.value.message
+    assert "its quick scale is 1/256, measured within 1 percentage point of scale 1/128's" in e.value.message
     for bad in (1, "yes", None):
         with pytest.raises(vmsim.ConfigError) as e:
             vmsim.compare("clear-target-last", scale=1 / 32, force_scale=bad)
@@ -420,7 +420,7 @@ def test_a_scale_below_the_quick_scale_is_noted(capsys):
     assert _api.quick_scale_note("numa-delay-map", 0.01) is None  # above its quick scale 1/256
     assert _api.quick_scale_note("numa-delay-map", 1 / 512).startswith(
         "1/512 is below numa-delay-map's quick scale 1/256, the smallest measured to give scale 1/128's headline "
-        "change within 1 percentage points: this answer may differ from scale 1/128's by more")
+        "change within 1 percentage point: this answer may differ from scale 1/128's by more")
     # The CLI says it on stderr under the answer (an error stays one line).
     assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "kernel.no_such_key=1"]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1

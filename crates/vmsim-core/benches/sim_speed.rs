@@ -121,8 +121,64 @@ fn main() {
             lines as f64 / best / 1e6
         );
     }
+    kernel_memory(filter.as_deref(), reps);
     parallel(filter.as_deref(), reps);
     windowed(filter.as_deref(), reps);
+}
+
+/// What the kernel's own memory and locks cost the simulator: the cases
+/// whose experiments turn them on, run without and with
+/// `kernel.struct_pages` and `kernel.spinlocks`, host time per simulated
+/// line access and per page fault.
+fn kernel_memory(filter: Option<&str>, reps: usize) {
+    println!("\nThe kernel's memory and locks (kernel.struct_pages, kernel.spinlocks), one host thread, best of {reps}: host cost per simulated line access and per fault, off and on\n");
+    println!("| experiment | tasks | option | line accesses | faults | host s | ns / access | µs / fault |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
+    for c in cases() {
+        let on = match c.experiment {
+            "batched-tlb-flush" => "struct_pages = true\nspinlocks = \"ticket\"",
+            "copy-target-last" if c.tasks.starts_with("36") => {
+                "struct_pages = true\nspinlocks = \"queued\""
+            }
+            _ => continue,
+        };
+        if filter.is_some_and(|f| !c.experiment.contains(f)) {
+            continue;
+        }
+        for (label, config) in [
+            ("off", c.config.clone()),
+            (
+                on,
+                c.config
+                    .replacen("[kernel]\n", &format!("[kernel]\n{on}\n"), 1),
+            ),
+        ] {
+            let mut best = f64::MAX;
+            let (mut lines, mut faults) = (0u64, 0u64);
+            for _ in 0..reps {
+                let t = Instant::now();
+                let out = run_config_on(&config, Format::Toml, None, 1, &mut |_, _| {})
+                    .expect("bench config runs");
+                best = best.min(t.elapsed().as_secs_f64());
+                let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+                lines = v["metrics"]["simulated_line_accesses"]
+                    .as_u64()
+                    .expect("metric");
+                faults = v["metrics"]["pgfault"].as_u64().expect("metric");
+            }
+            println!(
+                "| {} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} |",
+                c.experiment,
+                c.tasks,
+                label.replace('\n', ", "),
+                lines,
+                faults,
+                best,
+                best * 1e9 / lines.max(1) as f64,
+                best * 1e6 / faults.max(1) as f64
+            );
+        }
+    }
 }
 
 /// One run spread over host threads: the many-task cases above with the

@@ -74,7 +74,7 @@ pub struct Experiment {
     /// task). `compare` refuses a smaller scale unless forced.
     pub min_scale: Option<MinScale>,
     /// A scale measured to give the headline change within `tolerance`
-    /// percentage points of scale 1's (`quick_scale`,
+    /// percentage points of the experiment's own `scale`'s (`quick_scale`,
     /// `quick_scale_tolerance`, and the figures in `quick_scale_measured`).
     pub quick_scale: Option<QuickScale>,
     pub config: toml::Table,

@@ -456,6 +456,7 @@ impl Kernel {
             instructions: c,
             what: KFn::HandleMmFault,
         });
+        self.rmqueue_lock(new, 0, work);
         copy_user_highpage(
             &mut self.alloc,
             &mut self.vmstat,
