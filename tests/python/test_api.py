@@ -354,7 +354,7 @@ def test_compare_refuses_a_scale_below_the_smallest_valid_one():
     with pytest.raises(vmsim.ConfigError) as e:
         vmsim.compare("numa-delay-map", scale=1 / 2048)
     assert e.value.key == "scale"
-    assert "its quick scale is 1/256, measured within 1 percentage point of scale 1/128's" in e.value.message
+    assert "its quick scale is 1/256, measured within 1.1 percentage points of scale 1/128's" in e.value.message
     for bad in (1, "yes", None):
         with pytest.raises(vmsim.ConfigError) as e:
             vmsim.compare("clear-target-last", scale=1 / 32, force_scale=bad)
@@ -420,10 +420,25 @@ def test_a_scale_below_the_quick_scale_is_noted(capsys):
     assert _api.quick_scale_note("numa-delay-map", 0.01) is None  # above its quick scale 1/256
     assert _api.quick_scale_note("numa-delay-map", 1 / 512).startswith(
         "1/512 is below numa-delay-map's quick scale 1/256, the smallest measured to give scale 1/128's headline "
-        "change within 1 percentage point: this answer may differ from scale 1/128's by more")
+        "change within 1.1 percentage points: this answer may differ from scale 1/128's by more")
     # The CLI says it on stderr under the answer (an error stays one line).
     assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "kernel.no_such_key=1"]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1
     assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "workload.nr_task=2"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("vmsim: note: 1/16 is below clear-target-last's quick scale 1/2") and len(err.splitlines()) == 1
+
+
+def test_spinlocks_from_python_report_lock_stat_and_refuse_unknown_names():
+    cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 3,
+           "kernel": {"spinlocks": "queued", "tlb_flush_on_unmap": "batched"},
+           "workload": {"kind": "lru-file-mmap-read", "nr_task": 8, "ram_mib": 16}}
+    m = vmsim.run(cfg)["metrics"]
+    assert m["data_verified"] is True
+    assert m["lock_stat"]["&mapping->tree_lock"]["acquisitions"] > 0
+    assert m["lock_stat"]["&zone->lru_lock"]["acquisitions"] > 0
+    cfg["kernel"]["spinlocks"] = "mcs"
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(cfg)
+    assert info.value.key == "kernel.spinlocks"
+    assert "ticket" in info.value.message and "queued" in info.value.message

@@ -10,7 +10,7 @@
 //! created the file.
 //!
 //! Sections, as 4.1 (the kernel of batched-tlb-flush's measurement) runs
-//! them, with what the section does under the lock:
+//! them unless said otherwise, with what the section does under the lock:
 //! - `shrink_inactive_list` / `shrink_active_list`: `isolate_lru_pages`
 //!   under `lru_lock` (per folio: `__isolate_lru_page`, whose
 //!   `get_page_unless_zero` and `ClearPageLRU` are atomics on its `struct
@@ -26,6 +26,9 @@
 //!   freed (`free_pcppages_bulk`); a huge page's allocation takes
 //!   `zone->lock` itself (`__rmqueue`; high-order pages have per-CPU lists
 //!   only since 5.13).
+//! - a misplaced page's migration (5.12): `isolate_lru_page` under the LRU
+//!   lock, the new page from the CPU's list, the new page's `lru_cache_add`
+//!   and the old page's free to the CPU's list (kernel/migrate.rs).
 //!
 //! Instruction counts under the locks are counted from the 4.1 C source
 //! (statements and the calls they make, not compiled code). The fixed
