@@ -42,6 +42,10 @@ pub(crate) struct Raw {
     /// half of the LLC (GB/s; 0 when the level's size is unknown).
     pub l2_load_gbps: f64,
     pub llc_load_gbps: f64,
+    /// Load bandwidth of every CPU of socket 0 at once over a DRAM-sized
+    /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
+    pub all_cpu_load_gbps: f64,
+    pub all_cpus: u64,
     pub l1_store_bpns: f64,
     pub l1_load_bpns: f64,
     pub l1_load_how: &'static str,
@@ -251,6 +255,16 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let levels = micro::Sizes::detect();
     let l2_load_gbps = level_load("l2_load_gbps", levels.l2 / 2)?;
     let llc_load_gbps = level_load("llc_load_gbps", levels.llc / 2)?;
+    // What memory sustains: every CPU of socket 0 reading its own share of
+    // the DRAM-sized buffer at once (the `microbench` all-CPU row's routine).
+    let all_cpus = micro::all_cpus();
+    let all_cpu_load_gbps = if all_cpus > 1 {
+        say(&format!("load bandwidth of {all_cpus} CPUs at once"))?;
+        let s = micro::all_cpu_load(all_cpus as usize, bw_bytes as u64, level_effort, avx2)?;
+        best_rate("all_cpu_load_gbps", &s)
+    } else {
+        0.0
+    };
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 10_000 })?;
     say("system call, faults, context switch")?;
@@ -303,6 +317,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         read_gbps,
         l2_load_gbps,
         llc_load_gbps,
+        all_cpu_load_gbps,
+        all_cpus,
         l1_store_bpns,
         l1_load_bpns,
         l1_load_how,
@@ -383,6 +399,8 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "read_gbps": round3(raw.read_gbps),
             "l2_load_gbps": round3(raw.l2_load_gbps),
             "llc_load_gbps": round3(raw.llc_load_gbps),
+            "all_cpu_load_gbps": round3(raw.all_cpu_load_gbps),
+            "all_cpu_load_cpus": raw.all_cpus,
             "level_load_method": micro::Kernel::Load.method(std::is_x86_feature_detected!("avx2")),
             "l1_store_bytes_per_ns": round3(raw.l1_store_bpns),
             "l1_load_bytes_per_ns": round3(raw.l1_load_bpns),

@@ -202,6 +202,17 @@ fn superqueue(read_gbps: f64, dram_ns: Option<f64>) -> Option<i64> {
     (lines.is_finite() && lines > 0.0).then(|| (lines.round() as i64).clamp(1, 1024))
 }
 
+/// The L2 streamer's distance that keeps `superqueue(read_gbps, dram_ns)`
+/// lines in flight in one core's sequential stream: in the model such a
+/// stream has the streamer's distance ahead of its L2 lookups plus the
+/// demand misses and L1 prefetches in the fill buffers
+/// (crates/vmsim-core/tests/prefetch.rs), so the distance is the lines in
+/// flight less `fill_buffers`, within the 1-63 lines the preset accepts.
+fn streamer_distance(read_gbps: f64, dram_ns: Option<f64>, fill_buffers: u64) -> Option<i64> {
+    let lines = superqueue(read_gbps, dram_ns)?;
+    Some((lines - fill_buffers as i64).clamp(1, 63))
+}
+
 /// Why `writebacks_share_sustained` follows the vendor.
 const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
 /// How a fill path's rate is measured (the level and its size follow).
@@ -472,14 +483,34 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::F(307.2),
         "8 channels x 4800 MT/s x 8 B, from the defaults above",
     );
-    w.measured(
-        "sustained_bandwidth_gbs",
-        Val::F(r.read_gbps),
-        &format!(
-            "single-thread read (sum of u64s) over {} MiB (4x LLC); a lower bound for the node",
-            r.bw_bytes >> 20
-        ),
-    );
+    let node_share = r.all_cpu_load_gbps / (nodes / sockets.max(1)).max(1) as f64;
+    if node_share > r.read_gbps {
+        w.measured(
+            "sustained_bandwidth_gbs",
+            Val::F(node_share),
+            &format!(
+                "{} CPUs of socket 0 loading at once (each its own share of {} MiB, 32 B loads where AVX2 exists, the slowest thread's time, the highest of the clean repetitions: raw.all_cpu_load_gbps {:.2} GB/s){}; a lower bound for the node where more CPUs would read more",
+                r.all_cpus,
+                r.bw_bytes >> 20,
+                r.all_cpu_load_gbps,
+                if nodes > sockets.max(1) { ", divided by the socket's NUMA nodes" } else { "" }
+            ),
+        );
+    } else {
+        w.measured(
+            "sustained_bandwidth_gbs",
+            Val::F(r.read_gbps),
+            &format!(
+                "single-thread read (sum of u64s) over {} MiB (4x LLC){}; a lower bound for the node",
+                r.bw_bytes >> 20,
+                if r.all_cpus > 1 {
+                    format!(", higher than the {} CPUs' load at once ({:.2} GB/s)", r.all_cpus, r.all_cpu_load_gbps)
+                } else {
+                    String::new()
+                }
+            ),
+        );
+    }
     w.either(
         "local_latency_ns",
         dram_ns.map(Val::F),
@@ -592,10 +623,16 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(32),
         "Intel Optimization Reference Manual's streamer",
     );
-    w.default(
+    w.either(
         "l2_distance_lines",
+        streamer_distance(r.read_gbps, dram_ns, FILL_BUFFERS).map(Val::I),
+        &format!(
+            "the lines one core keeps in flight by Little's law (l2.superqueue: {:.2} GB/s single-thread DRAM read x {:.1} ns DRAM latency / 64 B) less the {FILL_BUFFERS} fill buffers (a default), within 1-63: a sequential stream keeps the streamer's distance plus its fill buffers in flight in the model, so its one-core DRAM rate is the host's. Which of the chip's own queues (L1 or L2 prefetcher, miss buffers) hold those lines is not measured",
+            r.read_gbps,
+            dram_ns.unwrap_or(0.0)
+        ),
         Val::I(20),
-        "Intel Optimization Reference Manual's streamer",
+        "Intel Optimization Reference Manual's streamer; no DRAM latency or read bandwidth measured",
     );
     w.default(
         "l2_degree",
@@ -729,6 +766,16 @@ mod tests {
         assert_eq!(superqueue(1e6, Some(1e3)), Some(1024));
         assert_eq!(superqueue(19.2, None), None);
         assert_eq!(superqueue(0.0, Some(152.0)), None);
+    }
+
+    #[test]
+    fn the_streamer_distance_is_the_lines_in_flight_less_the_fill_buffers() {
+        // 30.25 GB/s at 175.1 ns: 82.8 -> 83 lines; 83 - 16 = 67, beyond one page.
+        assert_eq!(streamer_distance(30.25, Some(175.1), 16), Some(63));
+        // 19.2 GB/s at 152 ns: 46 lines, 30 of them the streamer's.
+        assert_eq!(streamer_distance(19.2, Some(152.0), 16), Some(30));
+        assert_eq!(streamer_distance(1.0, Some(100.0), 16), Some(1));
+        assert_eq!(streamer_distance(19.2, None, 16), None);
     }
 
     #[test]
