@@ -62,6 +62,12 @@ pub(crate) struct Raw {
     pub tail_touch_reps: Vec<Summary>,
     /// The same read of flushed memory that no store rewrote.
     pub cold_touch_ns: f64,
+    /// A `mov` clear in 4 KiB calls of a THP-backed DRAM-sized buffer,
+    /// ascending and descending page order (GB/s; none in quick mode).
+    pub page_order_mov: Option<(Summary, Summary)>,
+    /// `rep stosb` clearing the same buffer in calls of each size (bytes,
+    /// GB/s; none in quick mode).
+    pub stosb_calls: Vec<(usize, Summary)>,
     /// The repetitions behind each repeated scalar figure, by its key in `raw`.
     pub reps: Vec<(&'static str, Summary)>,
 }
@@ -111,7 +117,7 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe and of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {
@@ -301,6 +307,12 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let cold = m::stosb_tail_touch_ns(0, touch_reps, tsc_ghz)?.summary();
     reps.push(("cold_4k_touch_ns", cold));
     let cold_touch_ns = cold.median;
+    let (page_order_mov, stosb_calls) = if quick {
+        (None, Vec::new())
+    } else {
+        say("page order and string-store call sizes")?;
+        store_sweep(bw_bytes, llc)?
+    };
     Ok(Raw {
         quick,
         core_ghz,
@@ -334,8 +346,55 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         tail_touch,
         tail_touch_reps,
         cold_touch_ns,
+        page_order_mov,
+        stosb_calls,
         reps,
     })
+}
+
+/// Rounds of the page-order and call-size sweep: each round clears the
+/// buffer once per case (`store-sweep`'s interleaving), in 64 MiB samples.
+const SWEEP_REPS: usize = 7;
+
+/// The `rep stosb` call sizes of the bypass sweep, as eighths of the LLC:
+/// 1/16 of it to 4 times it, denser around the LLC's size.
+const CALL_EIGHTHS: [f64; 14] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0,
+];
+
+/// What `store-sweep` measures, on a THP-backed buffer of `bytes` (its
+/// 4 KiB pages physically contiguous within each 2 MiB): a `mov` clear in
+/// 4 KiB calls in ascending and in descending page order, and `rep stosb`
+/// in calls of [`CALL_EIGHTHS`] of the LLC (`llc` bytes; 4 KiB multiples
+/// no larger than the buffer), all interleaved by rounds. The medians of
+/// the kept samples classify the prefetcher's page crossing and the
+/// string-store bypass (preset.rs).
+fn store_sweep(
+    bytes: usize,
+    llc: usize,
+) -> Result<(Option<(Summary, Summary)>, Vec<(usize, Summary)>), HwError> {
+    use crate::sweep::{case_samples, StoreKind};
+    let mut buf = sys::Mapping::anon(bytes, Backing::Thp)?;
+    sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
+    let llc = if llc == 0 { 32 << 20 } else { llc };
+    let mut sizes: Vec<usize> = CALL_EIGHTHS
+        .iter()
+        .map(|e| ((llc as f64 * e / 8.0) as usize / SUBPAGE).max(1) * SUBPAGE)
+        .filter(|&c| c <= bytes)
+        .collect();
+    sizes.dedup();
+    let mut specs = vec![
+        (StoreKind::Mov, SUBPAGE, false),
+        (StoreKind::Mov, SUBPAGE, true),
+    ];
+    specs.extend(sizes.iter().map(|&c| (StoreKind::Stosb, c, false)));
+    let s = case_samples(&specs, &mut buf, SWEEP_REPS)?;
+    let order = Some((s[0].summary(), s[1].summary()));
+    let calls = sizes
+        .into_iter()
+        .zip(s[2..].iter().map(|x| x.summary()))
+        .collect();
+    Ok((order, calls))
 }
 
 pub fn run(opts_json: &str) -> Result<Value, HwError> {
@@ -415,6 +474,11 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "context_switch_ns": raw.ctxsw_ns.map(round3),
             "stosb_tail_touch_ns": kv(&raw.tail_touch, &raw.tail_touch_reps, "ns"),
             "cold_4k_touch_ns": round3(raw.cold_touch_ns),
+            "page_order_mov_4k_gbps": raw.page_order_mov.map(|(a, d)| json!({
+                "ascending": round3(a.median), "descending": round3(d.median),
+                "ascending_reps": a.json(), "descending_reps": d.json()})),
+            "stosb_calls_gbps": raw.stosb_calls.iter().map(|(b, sm)| json!({
+                "bytes": b, "gbps": round3(sm.median), "reps": sm.json()})).collect::<Vec<_>>(),
             "repetitions": repetitions,
         },
         "repetitions_method": REPS_METHOD,

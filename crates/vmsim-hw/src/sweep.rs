@@ -394,6 +394,36 @@ fn measure(
         .collect())
 }
 
+/// For `vmsim hw calibrate`: the samples (GB/s) of each `(kind, chunk,
+/// descending)` case clearing its whole multiple of `chunk` bytes of `buf`
+/// (at most `buf`'s length), the cases interleaved by rounds and timed in
+/// segments as `store-sweep` times them ([`measure`]).
+pub(crate) fn case_samples(
+    specs: &[(StoreKind, usize, bool)],
+    buf: &mut Mapping,
+    reps: usize,
+) -> Result<Vec<Samples>, HwError> {
+    let len = buf.as_mut_slice().len();
+    let cases: Vec<Case> = specs
+        .iter()
+        .map(|&(kind, chunk, descending)| {
+            let span = (len / chunk).max(1) * chunk;
+            Case::dram(
+                format!("{} {}", kind.name(), chunk_label(chunk)),
+                kind,
+                chunk,
+                span.min(len),
+                descending,
+                "calibration",
+            )
+        })
+        .collect();
+    Ok(measure(&cases, buf, reps, false)?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect())
+}
+
 fn backing_of(name: &str) -> (Backing, Option<u64>) {
     match name {
         "hugetlb-2m" => (Backing::Hugetlb(21), Some(2048)),
