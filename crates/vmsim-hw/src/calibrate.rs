@@ -352,6 +352,9 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     })
 }
 
+/// The page-order pair (ascending, descending) and the rate of each call size.
+type SweepFigures = (Option<(Summary, Summary)>, Vec<(usize, Summary)>);
+
 /// Rounds of the page-order and call-size sweep: each round clears the
 /// buffer once per case (`store-sweep`'s interleaving), in 64 MiB samples.
 const SWEEP_REPS: usize = 7;
@@ -369,10 +372,7 @@ const CALL_EIGHTHS: [f64; 14] = [
 /// no larger than the buffer), all interleaved by rounds. The medians of
 /// the kept samples classify the prefetcher's page crossing and the
 /// string-store bypass (preset.rs).
-fn store_sweep(
-    bytes: usize,
-    llc: usize,
-) -> Result<(Option<(Summary, Summary)>, Vec<(usize, Summary)>), HwError> {
+fn store_sweep(bytes: usize, llc: usize) -> Result<SweepFigures, HwError> {
     use crate::sweep::{case_samples, StoreKind};
     let mut buf = sys::Mapping::anon(bytes, Backing::Thp)?;
     sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
