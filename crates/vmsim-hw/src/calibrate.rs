@@ -357,7 +357,7 @@ type SweepFigures = (Option<(Summary, Summary)>, Vec<(usize, Summary)>);
 
 /// Rounds of the page-order and call-size sweep: each round clears the
 /// buffer once per case (`store-sweep`'s interleaving), in 64 MiB samples.
-const SWEEP_REPS: usize = 7;
+const SWEEP_REPS: usize = 15;
 
 /// The `rep stosb` call sizes of the bypass sweep, as eighths of the LLC:
 /// 1/16 of it to 4 times it, denser around the LLC's size.
