@@ -200,8 +200,9 @@ impl Case {
         }
     }
 
-    /// A DRAM-sized case over `span` bytes: segments of [`SEGMENT`] or one
-    /// call, whichever is larger.
+    /// A DRAM-sized case over `span` bytes: segments of as many whole calls
+    /// as fit [`SEGMENT`], at least one (a segment that ended inside a call
+    /// would time a shorter call there).
     fn dram(
         name: String,
         kind: StoreKind,
@@ -210,7 +211,7 @@ impl Case {
         descending: bool,
         what: &'static str,
     ) -> Case {
-        let segment = SEGMENT.max(chunk).min(span);
+        let segment = ((SEGMENT / chunk).max(1) * chunk).min(span);
         Case {
             name,
             kind,
@@ -652,6 +653,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_segment_holds_whole_calls() {
+        let mib = 1 << 20;
+        let seg = |chunk: usize| {
+            Case::dram(String::new(), StoreKind::Stosb, chunk, 120 * mib, false, "").segment
+        };
+        // 40 MiB calls: one per segment, not a 40 and a 24 MiB call.
+        assert_eq!(seg(40 * mib), 40 * mib);
+        assert_eq!(seg(12 * mib), 60 * mib);
+        assert_eq!(seg(4096), SEGMENT);
+        assert_eq!(seg(96 * mib), 96 * mib);
     }
 
     #[test]
