@@ -52,6 +52,13 @@ pub enum Bench {
     /// over four LLCs' worth of other lines has left the LLC full of dirty
     /// lines (where the node has room for them).
     StringChunks { chunk_kib: u64 },
+    /// As [`Bench::StringChunks`], each call `movnti` stores (eight per
+    /// line, one issue cycle each, as [`Bench::NtFill`]) and an `sfence`.
+    NtChunks { chunk_kib: u64 },
+    /// As [`Bench::StringChunks`], each call one `clzero` per line (the
+    /// kernel clear loop's instructions per line) and an `sfence`; only on a
+    /// preset whose CPUs have `clzero`.
+    ClzeroChunks { chunk_kib: u64 },
     /// One core, copy with non-temporal stores (STREAM Copy as glibc builds it for large sizes).
     NtCopy { kib: u64 },
     /// `cores` cores of socket 0 (one thread each) streaming loads from local memory, GB/s.
@@ -84,6 +91,16 @@ impl Bench {
             Bench::StringFill { kib } => format!("1 core rep stosb, {} (GB/s)", size(kib)),
             Bench::StringChunks { chunk_kib } => format!(
                 "1 core rep stosb in {} calls over {} (GB/s)",
+                size(chunk_kib),
+                size(chunks_extent_kib(chunk_kib))
+            ),
+            Bench::NtChunks { chunk_kib } => format!(
+                "1 core movnti in {} calls over {} (GB/s)",
+                size(chunk_kib),
+                size(chunks_extent_kib(chunk_kib))
+            ),
+            Bench::ClzeroChunks { chunk_kib } => format!(
+                "1 core clzero in {} calls over {} (GB/s)",
                 size(chunk_kib),
                 size(chunks_extent_kib(chunk_kib))
             ),
@@ -127,6 +144,9 @@ const KC_HSW: &str = "likwid-bench on E5-2695 v3 (Haswell-EP stand-in, 2.3 GHz):
 const BDW_NT: &str = "perf bench mem memset, one thread, no turbo, 2 x E5-2630 v4 (Broadwell-EP, adjacent generation): A. Arora, '[PATCH 4/8] x86/asm: add clear_page_nt()', LKML 2020-10-14";
 const INTEL_HSW_XPY: &str = "x[i] += y[i] (float, icc 16 -O3 -xHost, turbo off, best of 1000 repetitions, 12 bytes counted per element), one core of a Xeon E5-2680 v3 (Haswell-EP stand-in, 2.5 GHz): 'L1-, L2- and L3-bandwidth of E5-2680 v3 (i.e., Haswell)', Intel Community forum, Moderncode for Parallel Architectures, thread 1118044";
 const ARORA_ICX: &str = "REP-STOSB over a 4 GB extent in calls of the chunk, 4 KiB pages, one thread, no turbo, Ice Lake-SP with a 48 MB LLC (part not named; the Xeon Platinum 8358 of the author's later runs has that LLC): A. Arora, '[PATCH v3 00/21] huge page clearing optimizations', LKML 2022-06-06 (MB/s)";
+const ARORA_ICX_NT: &str = "MOVNTI over a 4 GB extent in calls of the chunk, an SFENCE after each, 4 KiB pages, one thread, no turbo, Ice Lake-SP with a 48 MB LLC (part not named): A. Arora, '[PATCH v3 00/21] huge page clearing optimizations', LKML 2022-06-06 (MB/s)";
+const ARORA_MILAN_NT: &str = "MOVNTI over a 4 GB extent in calls of the chunk, an SFENCE after each, 4 KiB pages, one thread, boost off, Milan with a 32 MB LLC (part not named): A. Arora, '[PATCH v3 00/21] huge page clearing optimizations', LKML 2022-06-06 (MB/s)";
+const ARORA_MILAN_CLZERO: &str = "CLZERO over a 4 GB extent in calls of the chunk, an SFENCE after each, 4 KiB pages, one thread, boost off, Milan with a 32 MB LLC (part not named): A. Arora, '[PATCH v3 00/21] huge page clearing optimizations', LKML 2022-06-06 (MB/s)";
 const ARORA_MILAN: &str = "REP-STOSB over a 4 GB extent in calls of the chunk, 4 KiB pages, one thread, boost off, Milan with a 32 MB LLC (part not named; the author's later Milan runs are on the EPYC 7J13): A. Arora, '[PATCH v3 00/21] huge page clearing optimizations', LKML 2022-06-06 (MB/s)";
 /// GB per GiB: some sources give GiB/s.
 const GIB_GB: f64 = 1.073_741_824;
@@ -636,6 +656,156 @@ pub const REFERENCES: &[Reference] = &[
         tolerance: STAND_IN,
         source: ARORA_MILAN,
     },
+    // The sweeps' MOVNTI and CLZERO columns, at the same chunks. Ice Lake-SP's
+    // MOVNTI and Milan's fastest CLZERO gave memory.posted_write_ns (one
+    // core's bandwidth of unread lines, by Little's law: a derivation from
+    // the chip's figures), so those rows check that the model gives the
+    // rates back through its buffers, issue and fences; Milan's MOVNTI was
+    // not used and is an independent check.
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks { chunk_kib: 4 },
+        published: 24.510,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks { chunk_kib: 64 },
+        published: 24.508,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks { chunk_kib: 2048 },
+        published: 24.524,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks {
+            chunk_kib: 32 * 1024,
+        },
+        published: 24.523,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks {
+            chunk_kib: 128 * 1024,
+        },
+        published: 24.522,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "xeon-8358-icx",
+        bench: Bench::NtChunks {
+            chunk_kib: 1024 * 1024,
+        },
+        published: 24.561,
+        tolerance: STAND_IN,
+        source: ARORA_ICX_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks { chunk_kib: 4 },
+        published: 17.815,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks { chunk_kib: 64 },
+        published: 18.549,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks { chunk_kib: 2048 },
+        published: 18.581,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks {
+            chunk_kib: 32 * 1024,
+        },
+        published: 18.560,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks {
+            chunk_kib: 128 * 1024,
+        },
+        published: 18.581,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::NtChunks {
+            chunk_kib: 1024 * 1024,
+        },
+        published: 18.574,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_NT,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks { chunk_kib: 4 },
+        published: 45.579,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks { chunk_kib: 64 },
+        published: 46.038,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks { chunk_kib: 2048 },
+        published: 39.064,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks {
+            chunk_kib: 32 * 1024,
+        },
+        published: 45.969,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks {
+            chunk_kib: 128 * 1024,
+        },
+        published: 38.924,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
+    Reference {
+        preset: "epyc-7j13-milan",
+        bench: Bench::ClzeroChunks {
+            chunk_kib: 1024 * 1024,
+        },
+        published: 45.981,
+        tolerance: STAND_IN,
+        source: ARORA_MILAN_CLZERO,
+    },
     // Cascade Lake-SP (xeon-6238m-clx): every row is a stand-in part of the same generation.
     Reference {
         preset: "xeon-6238m-clx",
@@ -1058,7 +1228,14 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> 
         | Bench::StringFill { kib }
         | Bench::NtFill { kib }
         | Bench::NtCopy { kib } => kib,
-        Bench::StringChunks { chunk_kib } => {
+        Bench::StringChunks { chunk_kib }
+        | Bench::NtChunks { chunk_kib }
+        | Bench::ClzeroChunks { chunk_kib } => {
+            if matches!(b, Bench::ClzeroChunks { .. }) && !params.clzero {
+                return Err(bad(
+                    "clzero: the preset's CPUs do not have it (string.clzero)".into(),
+                ));
+            }
             if chunk_kib == 0 || chunk_kib % 4 != 0 {
                 return Err(bad(format!(
                     "a chunk of {chunk_kib} KiB: chunks are whole 4 KiB pages"
@@ -1217,26 +1394,50 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
         Bench::NtFill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
             m.access(0, i, AccessKind::NtStore, true, 8);
         }),
-        Bench::StringChunks { chunk_kib } => {
+        Bench::StringChunks { chunk_kib }
+        | Bench::NtChunks { chunk_kib }
+        | Bench::ClzeroChunks { chunk_kib } => {
             let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
             let chunk = (chunk_kib * 1024 / 64).min(extent);
-            // One `rep stosb` per chunk of `lines`, each paying the start-up and
-            // bypassing the caches as the chip does for its length.
+            let params = p
+                .machine_params()
+                .expect("the bench's machine was built from it");
+            let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
+                .div_ceil(params.issue_width)
+                .max(1);
+            // One call per chunk of `lines`: a `rep stosb` pays the start-up and
+            // bypasses the caches as the chip does for its length; `movnti` and
+            // `clzero` lines are unread and unallocated (the `sfence` after a
+            // call waits for nothing the model holds back).
             let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
                 let mut at = lines.start;
                 while at < lines.end {
                     let n = chunk.min(lines.end - at);
-                    let bypass = m.string_bypass_lines(n);
-                    m.string_start(0);
-                    for i in 0..n {
-                        let kind = if i < bypass {
-                            AccessKind::NtStore
-                        } else {
-                            AccessKind::StringStore
-                        };
-                        m.access(0, at + i, kind, true, store_issue);
+                    match b {
+                        Bench::NtChunks { .. } => {
+                            for i in 0..n {
+                                m.access(0, at + i, AccessKind::NtStore, true, 8);
+                            }
+                        }
+                        Bench::ClzeroChunks { .. } => {
+                            for i in 0..n {
+                                m.access(0, at + i, AccessKind::NtStore, true, clzero_issue);
+                            }
+                        }
+                        _ => {
+                            let bypass = m.string_bypass_lines(n);
+                            m.string_start(0);
+                            for i in 0..n {
+                                let kind = if i < bypass {
+                                    AccessKind::NtStore
+                                } else {
+                                    AccessKind::StringStore
+                                };
+                                m.access(0, at + i, kind, true, store_issue);
+                            }
+                            m.string_end(0);
+                        }
                     }
-                    m.string_end(0);
                     at += n;
                 }
             };
@@ -1499,6 +1700,8 @@ mod tests {
             Bench::Chase { kib: 4 << 20 },
             Bench::StringChunks { chunk_kib: 6 },
             Bench::StringChunks { chunk_kib: 2 << 20 },
+            Bench::NtChunks { chunk_kib: 6 },
+            Bench::ClzeroChunks { chunk_kib: 4 },
             Bench::IdleLatency { remote: true },
             Bench::SocketLoad { cores: 1000 },
             Bench::Load {
@@ -1510,6 +1713,22 @@ mod tests {
                 Err(crate::error::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
                 other => panic!("{b:?}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn unread_lines_in_calls_run_at_the_posted_write_bound_or_the_issue_bound() {
+        // Milan: clzero lines hold one of 24 miss buffers for posted_write_ns
+        // (33.4 ns): 24 x 64 B / 33.4 ns = 45.99 GB/s, below clzero's issue
+        // (one cycle per line at 2.45 GHz, 156.8 GB/s), whatever the call
+        // size; movnti's eight stores per line bound it at 64 B / 8 cycles x
+        // 2.45 GHz = 19.6 GB/s.
+        let p = preset("epyc-7j13-milan");
+        for chunk_kib in [4, 2048] {
+            let cz = measure(&p, Bench::ClzeroChunks { chunk_kib });
+            assert!((cz - 24.0 * 64.0 / 33.4).abs() < 0.2, "{chunk_kib}: {cz}");
+            let nt = measure(&p, Bench::NtChunks { chunk_kib });
+            assert!((nt - 19.6).abs() < 0.01, "{chunk_kib}: {nt}");
         }
     }
 

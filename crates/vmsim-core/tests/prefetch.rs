@@ -2,7 +2,8 @@
 //! `Machine::access`): what a sequential stream gains, that no prefetch
 //! leaves its 4 KiB page on Intel and that Milan's streamer continues into
 //! the physically next one, that a random stream gains nothing, that perf's
-//! cache events count what they count on each chip, and determinism.
+//! cache events count what they count on each chip, determinism, and the
+//! lines one core's load stream keeps in flight.
 
 use vmsim_core::config::{embedded_machines, Preset};
 use vmsim_core::machine::hierarchy::{AccessKind, CacheStats, Served};
@@ -296,4 +297,43 @@ fn prefetching_is_deterministic() {
         cpus.join("\n")
     };
     assert_eq!(run(), run());
+}
+
+/// Lines one core keeps in flight streaming loads (the validate `load`
+/// kernel: each load waits for its data) over 16 MiB of cold memory, by
+/// Little's law: lines x DRAM latency / elapsed cycles.
+fn lines_in_flight(p: &MachineParams) -> f64 {
+    let mut m = machine(p);
+    let (warm, lines) = (4096, 16 << 14);
+    for l in BASE..BASE + warm {
+        m.access(0, l, AccessKind::Load, true, 1);
+    }
+    let t0 = m.cpus[0].clock;
+    for l in BASE + warm..BASE + warm + lines {
+        m.access(0, l, AccessKind::Load, true, 1);
+    }
+    (lines * p.dram_local_cycles) as f64 / (m.cpus[0].clock - t0) as f64
+}
+
+#[test]
+fn a_load_stream_keeps_the_streamers_distance_plus_the_fill_buffers_in_flight() {
+    // What `vmsim hw calibrate` derives `prefetch.l2_distance_lines` from:
+    // with neither the superqueue nor a bandwidth in the way, one core's
+    // sequential stream has the streamer's distance ahead of its L2 lookups
+    // and its fill buffers' lines in flight, so its DRAM rate is
+    // (distance + fill buffers) x 64 B / latency.
+    for d in [8, 20, 40, 63] {
+        let mut p = params("epyc-7j13-milan");
+        p.prefetch.l2_distance_lines = d;
+        p.l2.outstanding = 256;
+        p.l2.sustained_bytes_per_cycle = 0.0;
+        p.llc.sustained_bytes_per_cycle = 0.0;
+        p.dram_bytes_per_cycle = 1e4;
+        let got = lines_in_flight(&p);
+        let want = (d + p.l1d.outstanding) as f64;
+        assert!(
+            (got - want).abs() < 0.01,
+            "distance {d}: {got:.3} lines in flight, want {want}"
+        );
+    }
 }

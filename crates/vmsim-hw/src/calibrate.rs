@@ -42,6 +42,10 @@ pub(crate) struct Raw {
     /// half of the LLC (GB/s; 0 when the level's size is unknown).
     pub l2_load_gbps: f64,
     pub llc_load_gbps: f64,
+    /// Load bandwidth of every CPU of socket 0 at once over a DRAM-sized
+    /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
+    pub all_cpu_load_gbps: f64,
+    pub all_cpus: u64,
     pub l1_store_bpns: f64,
     pub l1_load_bpns: f64,
     pub l1_load_how: &'static str,
@@ -58,6 +62,12 @@ pub(crate) struct Raw {
     pub tail_touch_reps: Vec<Summary>,
     /// The same read of flushed memory that no store rewrote.
     pub cold_touch_ns: f64,
+    /// A `mov` clear in 4 KiB calls of a THP-backed DRAM-sized buffer,
+    /// ascending and descending page order (GB/s; none in quick mode).
+    pub page_order_mov: Option<(Summary, Summary)>,
+    /// `rep stosb` clearing the same buffer in calls of each size (bytes,
+    /// GB/s; none in quick mode).
+    pub stosb_calls: Vec<(usize, Summary)>,
     /// The repetitions behind each repeated scalar figure, by its key in `raw`.
     pub reps: Vec<(&'static str, Summary)>,
 }
@@ -107,7 +117,7 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe and of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {
@@ -251,6 +261,16 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let levels = micro::Sizes::detect();
     let l2_load_gbps = level_load("l2_load_gbps", levels.l2 / 2)?;
     let llc_load_gbps = level_load("llc_load_gbps", levels.llc / 2)?;
+    // What memory sustains: every CPU of socket 0 reading its own share of
+    // the DRAM-sized buffer at once (the `microbench` all-CPU row's routine).
+    let all_cpus = micro::all_cpus();
+    let all_cpu_load_gbps = if all_cpus > 1 {
+        say(&format!("load bandwidth of {all_cpus} CPUs at once"))?;
+        let s = micro::all_cpu_load(all_cpus as usize, bw_bytes as u64, level_effort, avx2)?;
+        best_rate("all_cpu_load_gbps", &s)
+    } else {
+        0.0
+    };
     let (l1_store_bpns, l1_load_bpns, l1_load_how) =
         m::l1_store_load_bytes_per_ns(if quick { 200 } else { 10_000 })?;
     say("system call, faults, context switch")?;
@@ -287,6 +307,12 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let cold = m::stosb_tail_touch_ns(0, touch_reps, tsc_ghz)?.summary();
     reps.push(("cold_4k_touch_ns", cold));
     let cold_touch_ns = cold.median;
+    let (page_order_mov, stosb_calls) = if quick {
+        (None, Vec::new())
+    } else {
+        say("page order and string-store call sizes")?;
+        store_sweep(bw_bytes, llc)?
+    };
     Ok(Raw {
         quick,
         core_ghz,
@@ -303,6 +329,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         read_gbps,
         l2_load_gbps,
         llc_load_gbps,
+        all_cpu_load_gbps,
+        all_cpus,
         l1_store_bpns,
         l1_load_bpns,
         l1_load_how,
@@ -318,8 +346,55 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         tail_touch,
         tail_touch_reps,
         cold_touch_ns,
+        page_order_mov,
+        stosb_calls,
         reps,
     })
+}
+
+/// The page-order pair (ascending, descending) and the rate of each call size.
+type SweepFigures = (Option<(Summary, Summary)>, Vec<(usize, Summary)>);
+
+/// Rounds of the page-order and call-size sweep: each round clears the
+/// buffer once per case (`store-sweep`'s interleaving), in 64 MiB samples.
+const SWEEP_REPS: usize = 15;
+
+/// The `rep stosb` call sizes of the bypass sweep, as eighths of the LLC:
+/// 1/16 of it to 4 times it, denser around the LLC's size.
+const CALL_EIGHTHS: [f64; 14] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0,
+];
+
+/// What `store-sweep` measures, on a THP-backed buffer of `bytes` (its
+/// 4 KiB pages physically contiguous within each 2 MiB): a `mov` clear in
+/// 4 KiB calls in ascending and in descending page order, and `rep stosb`
+/// in calls of [`CALL_EIGHTHS`] of the LLC (`llc` bytes; 4 KiB multiples
+/// no larger than the buffer), all interleaved by rounds. The medians of
+/// the kept samples classify the prefetcher's page crossing and the
+/// string-store bypass (preset.rs).
+fn store_sweep(bytes: usize, llc: usize) -> Result<SweepFigures, HwError> {
+    use crate::sweep::{case_samples, StoreKind};
+    let mut buf = sys::Mapping::anon(bytes, Backing::Thp)?;
+    sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
+    let llc = if llc == 0 { 32 << 20 } else { llc };
+    let mut sizes: Vec<usize> = CALL_EIGHTHS
+        .iter()
+        .map(|e| ((llc as f64 * e / 8.0) as usize / SUBPAGE).max(1) * SUBPAGE)
+        .filter(|&c| c <= bytes)
+        .collect();
+    sizes.dedup();
+    let mut specs = vec![
+        (StoreKind::Mov, SUBPAGE, false),
+        (StoreKind::Mov, SUBPAGE, true),
+    ];
+    specs.extend(sizes.iter().map(|&c| (StoreKind::Stosb, c, false)));
+    let s = case_samples(&specs, &mut buf, SWEEP_REPS)?;
+    let order = Some((s[0].summary(), s[1].summary()));
+    let calls = sizes
+        .into_iter()
+        .zip(s[2..].iter().map(|x| x.summary()))
+        .collect();
+    Ok((order, calls))
 }
 
 pub fn run(opts_json: &str) -> Result<Value, HwError> {
@@ -383,6 +458,8 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "read_gbps": round3(raw.read_gbps),
             "l2_load_gbps": round3(raw.l2_load_gbps),
             "llc_load_gbps": round3(raw.llc_load_gbps),
+            "all_cpu_load_gbps": round3(raw.all_cpu_load_gbps),
+            "all_cpu_load_cpus": raw.all_cpus,
             "level_load_method": micro::Kernel::Load.method(std::is_x86_feature_detected!("avx2")),
             "l1_store_bytes_per_ns": round3(raw.l1_store_bpns),
             "l1_load_bytes_per_ns": round3(raw.l1_load_bpns),
@@ -397,6 +474,11 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "context_switch_ns": raw.ctxsw_ns.map(round3),
             "stosb_tail_touch_ns": kv(&raw.tail_touch, &raw.tail_touch_reps, "ns"),
             "cold_4k_touch_ns": round3(raw.cold_touch_ns),
+            "page_order_mov_4k_gbps": raw.page_order_mov.map(|(a, d)| json!({
+                "ascending": round3(a.median), "descending": round3(d.median),
+                "ascending_reps": a.json(), "descending_reps": d.json()})),
+            "stosb_calls_gbps": raw.stosb_calls.iter().map(|(b, sm)| json!({
+                "bytes": b, "gbps": round3(sm.median), "reps": sm.json()})).collect::<Vec<_>>(),
             "repetitions": repetitions,
         },
         "repetitions_method": REPS_METHOD,

@@ -202,6 +202,137 @@ fn superqueue(read_gbps: f64, dram_ns: Option<f64>) -> Option<i64> {
     (lines.is_finite() && lines > 0.0).then(|| (lines.round() as i64).clamp(1, 1024))
 }
 
+/// The L2 streamer's distance that keeps `superqueue(read_gbps, dram_ns)`
+/// lines in flight in one core's sequential stream: in the model such a
+/// stream has the streamer's distance ahead of its L2 lookups plus the
+/// demand misses and L1 prefetches in the fill buffers
+/// (crates/vmsim-core/tests/prefetch.rs), so the distance is the lines in
+/// flight less `fill_buffers`, within the 1-63 lines the preset accepts.
+fn streamer_distance(read_gbps: f64, dram_ns: Option<f64>, fill_buffers: u64) -> Option<i64> {
+    let lines = superqueue(read_gbps, dram_ns)?;
+    Some((lines - fill_buffers as i64).clamp(1, 63))
+}
+
+/// Ascending over descending page order of a 4 KiB-call `mov` clear at or
+/// above which the prefetcher continues streams into the next page: a chip
+/// whose streamer stops at the page starts each page the same way in both
+/// orders (a ratio near 1); this host's Zen 4 measured 3.5 (docs/hw.md).
+const CROSS_RATIO: f64 = 1.25;
+
+/// A bypass rate under this multiple of the cached rate is no bypass.
+const BYPASS_GAIN: f64 = 1.3;
+
+/// Which string stores skip the caches, as a call-size sweep shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bypass {
+    /// Every call allocates.
+    Off,
+    /// Calls longer than the threshold bypass whole (`nocache_by = "call"`).
+    Call { threshold_kib: i64 },
+    /// A call's lines bypass while more than the tail remains (`"remaining"`).
+    Remaining { tail_kib: i64 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BypassFit {
+    rule: Bypass,
+    cached_gbps: f64,
+    bypass_gbps: f64,
+    step_err: f64,
+    ramp_err: f64,
+}
+
+/// Fits `rep stosb` rates by call size (bytes, GB/s) as a step and as a ramp
+/// and keeps the better fit; `None` with fewer than three sizes. Both fit
+/// time per byte with relative weights: the step two rates either side of a
+/// call size (calls up to it cached), the ramp a call of `L` taking
+/// `min(L, T) / Rc + max(L - T, 0) / Rb` (its last `T` bytes cached), `T` on
+/// a 64 KiB grid, `Rc` and `Rb` by linear least squares.
+fn bypass_rule(points: &[(usize, f64)]) -> Option<BypassFit> {
+    let mut p: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(b, g)| *b > 0 && g.is_finite() && *g > 0.0)
+        .map(|&(b, g)| (b as f64, 1.0 / g))
+        .collect();
+    if p.len() < 3 {
+        return None;
+    }
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Weighted mean of times per byte with weights 1 / t^2, and its error.
+    let group = |g: &[(f64, f64)]| {
+        let m = g.iter().map(|x| 1.0 / x.1).sum::<f64>()
+            / g.iter().map(|x| 1.0 / (x.1 * x.1)).sum::<f64>();
+        (m, g.iter().map(|x| ((x.1 - m) / x.1).powi(2)).sum::<f64>())
+    };
+    let (mut step_err, mut split, mut rc, mut rb) = (f64::INFINITY, p.len(), 0.0, 0.0);
+    for k in 1..p.len() {
+        let (ma, ea) = group(&p[..k]);
+        let (mb, eb) = group(&p[k..]);
+        if ea + eb < step_err && mb < ma {
+            (step_err, split, rc, rb) = (ea + eb, k, 1.0 / ma, 1.0 / mb);
+        }
+    }
+    let (m_all, e_all) = group(&p);
+    if split == p.len() || rb < BYPASS_GAIN * rc {
+        return Some(BypassFit {
+            rule: Bypass::Off,
+            cached_gbps: 1.0 / m_all,
+            bypass_gbps: 1.0 / m_all,
+            step_err: e_all,
+            ramp_err: e_all,
+        });
+    }
+    let largest = p.last().unwrap().0;
+    let (mut ramp_err, mut tail, mut ramp_rates) = (f64::INFINITY, 0.0, (0.0, 0.0));
+    let grid = 64.0 * 1024.0;
+    let mut t = grid;
+    while t < largest {
+        let (mut sxx, mut sxy, mut syy, mut sxt, mut syt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for &(l, tt) in &p {
+            let (x, y, w) = (l.min(t) / l, (l - t).max(0.0) / l, 1.0 / (tt * tt));
+            sxx += w * x * x;
+            sxy += w * x * y;
+            syy += w * y * y;
+            sxt += w * x * tt;
+            syt += w * y * tt;
+        }
+        let det = sxx * syy - sxy * sxy;
+        if det.abs() > 1e-18 {
+            let a = (sxt * syy - syt * sxy) / det;
+            let b = (syt * sxx - sxt * sxy) / det;
+            if a > 0.0 && b > 0.0 && b < a {
+                let err: f64 = p
+                    .iter()
+                    .map(|&(l, tt)| {
+                        ((tt - a * l.min(t) / l - b * (l - t).max(0.0) / l) / tt).powi(2)
+                    })
+                    .sum();
+                if err < ramp_err {
+                    (ramp_err, tail, ramp_rates) = (err, t, (1.0 / a, 1.0 / b));
+                }
+            }
+        }
+        t += grid;
+    }
+    let rule = if ramp_err < step_err {
+        (rc, rb) = ramp_rates;
+        Bypass::Remaining {
+            tail_kib: (tail / 1024.0).round() as i64,
+        }
+    } else {
+        Bypass::Call {
+            threshold_kib: (p[split - 1].0 / 1024.0).round() as i64,
+        }
+    };
+    Some(BypassFit {
+        rule,
+        cached_gbps: rc,
+        bypass_gbps: rb,
+        step_err,
+        ramp_err,
+    })
+}
+
 /// Why `writebacks_share_sustained` follows the vendor.
 const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
 /// How a fill path's rate is measured (the level and its size follow).
@@ -472,14 +603,34 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::F(307.2),
         "8 channels x 4800 MT/s x 8 B, from the defaults above",
     );
-    w.measured(
-        "sustained_bandwidth_gbs",
-        Val::F(r.read_gbps),
-        &format!(
-            "single-thread read (sum of u64s) over {} MiB (4x LLC); a lower bound for the node",
-            r.bw_bytes >> 20
-        ),
-    );
+    let node_share = r.all_cpu_load_gbps / (nodes / sockets.max(1)).max(1) as f64;
+    if node_share > r.read_gbps {
+        w.measured(
+            "sustained_bandwidth_gbs",
+            Val::F(node_share),
+            &format!(
+                "{} CPUs of socket 0 loading at once (each its own share of {} MiB, 32 B loads where AVX2 exists, the slowest thread's time, the highest of the clean repetitions: raw.all_cpu_load_gbps {:.2} GB/s){}; a lower bound for the node where more CPUs would read more",
+                r.all_cpus,
+                r.bw_bytes >> 20,
+                r.all_cpu_load_gbps,
+                if nodes > sockets.max(1) { ", divided by the socket's NUMA nodes" } else { "" }
+            ),
+        );
+    } else {
+        w.measured(
+            "sustained_bandwidth_gbs",
+            Val::F(r.read_gbps),
+            &format!(
+                "single-thread read (sum of u64s) over {} MiB (4x LLC){}; a lower bound for the node",
+                r.bw_bytes >> 20,
+                if r.all_cpus > 1 {
+                    format!(", higher than the {} CPUs' load at once ({:.2} GB/s)", r.all_cpus, r.all_cpu_load_gbps)
+                } else {
+                    String::new()
+                }
+            ),
+        );
+    }
     w.either(
         "local_latency_ns",
         dram_ns.map(Val::F),
@@ -557,26 +708,65 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         .iter()
         .map(|p| p.1)
         .fold(f64::INFINITY, f64::min);
+    // The tail-touch probe's threshold: the preset's without a call-size sweep.
     let bypass = bypass_kib(&r.tail_touch, hot);
-    let largest = r.tail_touch.last().map(|p| (p.0 >> 10) as i64).unwrap_or(0);
-    // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
-    let probe_works = hot < 0.5 * r.cold_touch_ns;
-    match (r.quick, bypass) {
-        (true, _) => w.default("nocache_threshold_kib", Val::I(0), quick_note),
-        (false, _) if !probe_works => w.default("nocache_threshold_kib", Val::I(0), &format!(
-            "probe inconclusive on this host: reading back 4 KiB right after a small rep stosb ({hot:.0} ns) was not clearly faster than a cold read ({:.0} ns)",
-            r.cold_touch_ns)),
-        (false, Some(k)) => w.measured("nocache_threshold_kib", Val::I(k),
-            "smallest rep stosb (power of two, 16 KiB..64 MiB, into clflushed memory) from which on, at every larger size too, reading back its last 4 KiB is >3x slower than after the fastest: the string store did not leave its lines in cache"),
-        (false, None) => w.measured("nocache_threshold_kib", Val::I(0),
-            &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
-    }
-
-    w.default(
-        "nocache_by",
-        Val::S("call"),
-        "the probe above sees a whole call bypass (its last 4 KiB read back cold); a bypass of all but a call's tail would read back hot. On a Zen 4 host rep stosb calls of 4-28 MiB cleared at 28.6-29.1 GB/s and of 32 MiB and more at 60-78 GB/s, a step (vmsim hw store-sweep, docs/hw.md)",
+    let fit = bypass_rule(
+        &r.stosb_calls
+            .iter()
+            .map(|(b, sm)| (*b, sm.median))
+            .collect::<Vec<_>>(),
     );
+    let sweep_text = |f: &BypassFit| {
+        format!(
+            "rep stosb clearing a THP-backed {} MiB buffer in calls of {} (store-sweep's interleaved rounds, the median of each), GB/s {}; fitted by least squares (relative, on time per byte) as a step at a call size (calls above it bypass whole: string.nocache_by = \"call\") and as a ramp (lines bypass while more than a cached tail T remains: \"remaining\"), the better fit chosen: step error {:.4}, ramp error {:.4}; cached rate {:.1} GB/s, bypass rate {:.1} GB/s; no bypass when the bypass rate is under {BYPASS_GAIN} x the cached rate",
+            r.bw_bytes >> 20,
+            r.stosb_calls.iter().map(|(b, _)| format!("{} KiB", b >> 10)).collect::<Vec<_>>().join(", "),
+            r.stosb_calls.iter().map(|(_, sm)| format!("{:.1}", sm.median)).collect::<Vec<_>>().join(" / "),
+            f.step_err,
+            f.ramp_err,
+            f.cached_gbps,
+            f.bypass_gbps
+        )
+    };
+    if let Some(f) = &fit {
+        let t = sweep_text(f);
+        let (kib, by) = match f.rule {
+            Bypass::Off => (0, "call"),
+            Bypass::Call { threshold_kib } => (threshold_kib, "call"),
+            Bypass::Remaining { tail_kib } => (tail_kib, "remaining"),
+        };
+        w.measured("nocache_threshold_kib", Val::I(kib), &t);
+        let why = match f.rule {
+            Bypass::Off => "no bypass measured (the key has no effect at threshold 0)",
+            Bypass::Call { .. } => {
+                "the step fitted better than the ramp (see nocache_threshold_kib)"
+            }
+            Bypass::Remaining { .. } => {
+                "the ramp fitted better than the step (see nocache_threshold_kib)"
+            }
+        };
+        w.measured("nocache_by", Val::S(by), why);
+    } else {
+        let largest = r.tail_touch.last().map(|p| (p.0 >> 10) as i64).unwrap_or(0);
+        // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
+        let probe_works = hot < 0.5 * r.cold_touch_ns;
+        match (r.quick, bypass) {
+            (true, _) => w.default("nocache_threshold_kib", Val::I(0), quick_note),
+            (false, _) if !probe_works => w.default("nocache_threshold_kib", Val::I(0), &format!(
+                "probe inconclusive on this host: reading back 4 KiB right after a small rep stosb ({hot:.0} ns) was not clearly faster than a cold read ({:.0} ns)",
+                r.cold_touch_ns)),
+            (false, Some(k)) => w.measured("nocache_threshold_kib", Val::I(k),
+                "smallest rep stosb (power of two, 16 KiB..64 MiB, into clflushed memory) from which on, at every larger size too, reading back its last 4 KiB is >3x slower than after the fastest: the string store did not leave its lines in cache"),
+            (false, None) => w.measured("nocache_threshold_kib", Val::I(0),
+                &format!("0 = no bypass seen: after rep stosb of up to {largest} KiB into clflushed memory its last 4 KiB still read back cache-hot")),
+        }
+
+        w.default(
+            "nocache_by",
+            Val::S("call"),
+            "the probe above sees a whole call bypass (its last 4 KiB read back cold); a bypass of all but a call's tail would read back hot. On a Zen 4 host rep stosb calls of 4-28 MiB cleared at 28.6-29.1 GB/s and of 32 MiB and more at 60-78 GB/s, a step (vmsim hw store-sweep, docs/hw.md)",
+        );
+    }
     w.read(
         "clzero",
         Val::B(host::has_flag("clzero")),
@@ -592,21 +782,40 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(32),
         "Intel Optimization Reference Manual's streamer",
     );
-    w.default(
+    w.either(
         "l2_distance_lines",
+        streamer_distance(r.read_gbps, dram_ns, FILL_BUFFERS).map(Val::I),
+        &format!(
+            "the lines one core keeps in flight by Little's law (l2.superqueue: {:.2} GB/s single-thread DRAM read x {:.1} ns DRAM latency / 64 B) less the {FILL_BUFFERS} fill buffers (a default), within 1-63: a sequential stream keeps the streamer's distance plus its fill buffers in flight in the model, so its one-core DRAM rate is the host's. Which of the chip's own queues (L1 or L2 prefetcher, miss buffers) hold those lines is not measured",
+            r.read_gbps,
+            dram_ns.unwrap_or(0.0)
+        ),
         Val::I(20),
-        "Intel Optimization Reference Manual's streamer",
+        "Intel Optimization Reference Manual's streamer; no DRAM latency or read bandwidth measured",
     );
     w.default(
         "l2_degree",
         Val::I(2),
         "Intel Optimization Reference Manual's streamer",
     );
-    w.default(
+    match r.page_order_mov {
+        Some((asc, desc)) if asc.median > 0.0 && desc.median > 0.0 => w.measured(
+            "l2_cross_page",
+            Val::B(asc.median >= CROSS_RATIO * desc.median),
+            &format!(
+                "a mov clear (ordinary stores, read for ownership) of a THP-backed {} MiB buffer in 4 KiB calls ran {:.1} GB/s in ascending and {:.1} GB/s in descending page order (store-sweep's interleaved rounds, the medians), a ratio of {:.2}, while the stores within each page ascend in both: at {CROSS_RATIO} or more the prefetcher goes on into the next page in its direction (a Zen 4 host: 3.5, docs/hw.md), under it each page starts its own stream, as Intel's manual says of its streamer",
+                r.bw_bytes >> 20,
+                asc.median,
+                desc.median,
+                asc.median / desc.median
+            ),
+        ),
+        _ => w.default(
         "l2_cross_page",
         Val::B(amd_vendor()),
         "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
-    );
+        ),
+    }
 
     w.section("costs");
     let exc = 250.0;
@@ -685,7 +894,22 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         );
     }
     derived.insert("walk_cycles".into(), json!(walk));
-    derived.insert("nocache_threshold_kib".into(), json!(bypass));
+    derived.insert("nocache_threshold_kib_probe".into(), json!(bypass));
+    derived.insert(
+        "nocache_threshold_kib".into(),
+        json!(fit.map_or(bypass, |f| match f.rule {
+            Bypass::Off => Some(0),
+            Bypass::Call { threshold_kib } => Some(threshold_kib),
+            Bypass::Remaining { tail_kib } => Some(tail_kib),
+        })),
+    );
+    derived.insert(
+        "nocache_fit".into(),
+        json!(fit.map(
+            |f| json!({"rule": format!("{:?}", f.rule), "cached_gbps": round3(f.cached_gbps),
+            "bypass_gbps": round3(f.bypass_gbps), "step_err": f.step_err, "ramp_err": f.ramp_err})
+        )),
+    );
     derived.insert("page_fault_handler_cycles".into(), json!(round3(handler)));
     derived.insert("first_touch_4k_ns".into(), json!(round3(r.fault4k_ns)));
     derived.insert("first_touch_thp_ns".into(), json!(round3(r.thp_fault_ns)));
@@ -729,6 +953,87 @@ mod tests {
         assert_eq!(superqueue(1e6, Some(1e3)), Some(1024));
         assert_eq!(superqueue(19.2, None), None);
         assert_eq!(superqueue(0.0, Some(152.0)), None);
+    }
+
+    #[test]
+    fn the_streamer_distance_is_the_lines_in_flight_less_the_fill_buffers() {
+        // 30.25 GB/s at 175.1 ns: 82.8 -> 83 lines; 83 - 16 = 67, beyond one page.
+        assert_eq!(streamer_distance(30.25, Some(175.1), 16), Some(63));
+        // 19.2 GB/s at 152 ns: 46 lines, 30 of them the streamer's.
+        assert_eq!(streamer_distance(19.2, Some(152.0), 16), Some(30));
+        assert_eq!(streamer_distance(1.0, Some(100.0), 16), Some(1));
+        assert_eq!(streamer_distance(19.2, None, 16), None);
+    }
+
+    #[test]
+    fn a_call_size_sweep_tells_a_step_from_a_ramp_and_from_no_bypass() {
+        let mib = |m: f64| (m * 1048576.0) as usize;
+        // This host's Zen 4 (docs/hw.md): 28-29 GB/s up to 28 MiB, 76-78 from 32 MiB.
+        let step: Vec<(usize, f64)> = [2.0, 4.0, 8.0, 12.0, 16.0, 20.0, 24.0, 28.0]
+            .iter()
+            .map(|&m| (mib(m), 28.6 + m / 100.0))
+            .chain(
+                [32.0, 40.0, 48.0, 64.0, 96.0, 128.0]
+                    .iter()
+                    .map(|&m| (mib(m), 77.0 - m / 200.0)),
+            )
+            .collect();
+        let f = bypass_rule(&step).unwrap();
+        assert_eq!(
+            f.rule,
+            Bypass::Call {
+                threshold_kib: 28 * 1024
+            }
+        );
+        assert!(
+            (f.cached_gbps - 28.7).abs() < 0.2 && (f.bypass_gbps - 76.7).abs() < 0.5,
+            "{f:?}"
+        );
+        // A ramp with a 16 MiB cached tail at 14.5 GB/s and 40 GB/s beyond it.
+        let ramp: Vec<(usize, f64)> = [2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 64.0, 128.0, 256.0]
+            .iter()
+            .map(|&m| {
+                (
+                    mib(m),
+                    m / (m.min(16.0) / 14.5 + (m - 16.0).max(0.0) / 40.0),
+                )
+            })
+            .collect();
+        let f = bypass_rule(&ramp).unwrap();
+        assert_eq!(
+            f.rule,
+            Bypass::Remaining {
+                tail_kib: 16 * 1024
+            }
+        );
+        assert!(
+            (f.cached_gbps - 14.5).abs() < 1e-6 && (f.bypass_gbps - 40.0).abs() < 1e-6,
+            "{f:?}"
+        );
+        // Arora's Milan sweep from 2 MiB calls (LKML 2022-06-06): a ramp. Its
+        // tail fits at 13.1 MiB with both rates free; docs/store-path.md's
+        // 14-19.5 MiB takes the rates from other figures (not from this fit).
+        let milan = [
+            (mib(2.0), 14.821),
+            (mib(8.0), 13.964),
+            (mib(32.0), 22.525),
+            (mib(128.0), 29.311),
+            (mib(1024.0), 35.807),
+        ];
+        match bypass_rule(&milan).unwrap().rule {
+            Bypass::Remaining { tail_kib } => assert_eq!(tail_kib, 13376),
+            other => panic!("{other:?}"),
+        }
+        // Arora's Ice Lake-SP sweep: flat, no bypass.
+        let icx = [
+            (mib(2.0), 12.355),
+            (mib(8.0), 12.369),
+            (mib(32.0), 12.368),
+            (mib(128.0), 12.374),
+            (mib(1024.0), 12.372),
+        ];
+        assert_eq!(bypass_rule(&icx).unwrap().rule, Bypass::Off);
+        assert!(bypass_rule(&icx[..2]).is_none());
     }
 
     #[test]

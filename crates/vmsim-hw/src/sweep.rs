@@ -200,8 +200,9 @@ impl Case {
         }
     }
 
-    /// A DRAM-sized case over `span` bytes: segments of [`SEGMENT`] or one
-    /// call, whichever is larger.
+    /// A DRAM-sized case over `span` bytes: segments of as many whole calls
+    /// as fit [`SEGMENT`], at least one (a segment that ended inside a call
+    /// would time a shorter call there).
     fn dram(
         name: String,
         kind: StoreKind,
@@ -210,7 +211,7 @@ impl Case {
         descending: bool,
         what: &'static str,
     ) -> Case {
-        let segment = SEGMENT.max(chunk).min(span);
+        let segment = ((SEGMENT / chunk).max(1) * chunk).min(span);
         Case {
             name,
             kind,
@@ -391,6 +392,36 @@ fn measure(
         .into_iter()
         .zip(verified)
         .map(|(a, v)| (Samples::from_attempts(usize::MAX, a), v.unwrap_or(false)))
+        .collect())
+}
+
+/// For `vmsim hw calibrate`: the samples (GB/s) of each `(kind, chunk,
+/// descending)` case clearing its whole multiple of `chunk` bytes of `buf`
+/// (at most `buf`'s length), the cases interleaved by rounds and timed in
+/// segments as `store-sweep` times them ([`measure`]).
+pub(crate) fn case_samples(
+    specs: &[(StoreKind, usize, bool)],
+    buf: &mut Mapping,
+    reps: usize,
+) -> Result<Vec<Samples>, HwError> {
+    let len = buf.as_mut_slice().len();
+    let cases: Vec<Case> = specs
+        .iter()
+        .map(|&(kind, chunk, descending)| {
+            let span = (len / chunk).max(1) * chunk;
+            Case::dram(
+                format!("{} {}", kind.name(), chunk_label(chunk)),
+                kind,
+                chunk,
+                span.min(len),
+                descending,
+                "calibration",
+            )
+        })
+        .collect();
+    Ok(measure(&cases, buf, reps, false)?
+        .into_iter()
+        .map(|(s, _)| s)
         .collect())
 }
 
@@ -622,6 +653,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_segment_holds_whole_calls() {
+        let mib = 1 << 20;
+        let seg = |chunk: usize| {
+            Case::dram(String::new(), StoreKind::Stosb, chunk, 120 * mib, false, "").segment
+        };
+        // 40 MiB calls: one per segment, not a 40 and a 24 MiB call.
+        assert_eq!(seg(40 * mib), 40 * mib);
+        assert_eq!(seg(12 * mib), 60 * mib);
+        assert_eq!(seg(4096), SEGMENT);
+        assert_eq!(seg(96 * mib), 96 * mib);
     }
 
     #[test]
