@@ -222,13 +222,7 @@ impl Kernel {
         if locks {
             let l = &self.lru.nodes[node].active_file;
             isolated.extend(l.iter().rev().take(nr));
-            self.spin_section(
-                hw,
-                SpinRef::Lru(node),
-                &isolated,
-                ISOLATE_INSTR * isolated.len() as u64,
-                KFn::ShrinkFolioList,
-            );
+            self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
         }
         // The fixed cost keeps what the sections do not take (sections.rs).
         let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2, hw.issue_width());
@@ -252,13 +246,7 @@ impl Kernel {
         }
         if locks {
             // move_active_pages_to_lru() under the lock again.
-            self.spin_section(
-                hw,
-                SpinRef::Lru(node),
-                &isolated,
-                PUTBACK_INSTR * isolated.len() as u64,
-                KFn::ShrinkFolioList,
-            );
+            self.lru_section(hw, node, &isolated, PUTBACK_INSTR);
         }
     }
 
@@ -275,22 +263,10 @@ impl Kernel {
         }
         let scanned = isolated.len() as u64;
         // isolate_lru_pages() under the LRU lock (the lists were taken above).
-        self.spin_section(
-            hw,
-            SpinRef::Lru(node),
-            &isolated,
-            ISOLATE_INSTR * scanned,
-            KFn::ShrinkFolioList,
-        );
+        self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
         let (reclaimed, kept) = self.shrink_folio_list(hw, &isolated);
         // putback_inactive_pages() under it again.
-        self.spin_section(
-            hw,
-            SpinRef::Lru(node),
-            &kept,
-            PUTBACK_INSTR * kept.len() as u64,
-            KFn::ShrinkFolioList,
-        );
+        self.lru_section(hw, node, &kept, PUTBACK_INSTR);
         let st = &mut self.reclaim;
         if kswapd {
             st.pgscan_kswapd += scanned;
@@ -300,6 +276,13 @@ impl Kernel {
             st.pgsteal_direct += reclaimed;
         }
         reclaimed
+    }
+
+    /// A section of reclaim under `node`'s LRU lock over `folios`,
+    /// `per_folio` instructions each (kernel/locking/sections.rs).
+    fn lru_section(&mut self, hw: &mut Hw, node: usize, folios: &[u64], per_folio: u64) {
+        let instr = per_folio * folios.len() as u64;
+        self.spin_section(hw, SpinRef::Lru(node), folios, instr, KFn::ShrinkFolioList);
     }
 
     /// `folio_check_references`.

@@ -15,6 +15,7 @@
 //! ones. A read of a never-touched anonymous page allocates and zeroes a
 //! page (the shared zero page is not modelled).
 
+use super::translate::Xlate;
 use super::*;
 use crate::kernel::uapi::{Access, Pattern};
 use serde::Serialize;
@@ -265,26 +266,16 @@ impl Sim {
                     self.parked = Some(window::Park::FilePage);
                     return;
                 }
-                match self.kernel.mms[mm].walk(va, write) {
-                    Some(tr) if tr.writable || !write => {
-                        let size = tr.page_size();
-                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                        if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base)
-                        {
-                            if cached != base {
-                                self.error = Some(Error::Internal(format!(
-                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
-                                )));
-                                return;
-                            }
-                        }
+                match self.translate(cpu, t, mm, asid, va, write) {
+                    Xlate::Stale => return,
+                    Xlate::Mapped(tr) => {
                         if vpage != r.page && !write {
                             self.check_file_page(t, mm, va, tr.pfn);
                         }
                         (r.pfn, r.page, r.gen, r.writable) =
                             (tr.pfn, vpage, self.kernel.mms[mm].generation, tr.writable);
                     }
-                    _ => {
+                    Xlate::Fault => {
                         r.page = u64::MAX;
                         self.tasks[t].cur = Some(Cur::Access(r));
                         if self.win_part.is_some() {

@@ -268,6 +268,7 @@ mod exec;
 pub mod phase;
 mod replay;
 mod task;
+mod translate;
 mod user;
 pub mod window;
 

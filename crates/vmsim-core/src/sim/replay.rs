@@ -19,6 +19,7 @@
 //! wait for earlier ones; the hardware model treats loads outside a
 //! sequential stream so, as for the access engine).
 
+use super::translate::Xlate;
 use super::*;
 use crate::kernel::uapi::Replay;
 
@@ -64,23 +65,13 @@ impl Sim {
             let vpage = va >> 12;
             if vpage != r.page || r.gen != self.kernel.mms[mm].generation || (write && !r.writable)
             {
-                match self.kernel.mms[mm].walk(va, write) {
-                    Some(tr) if tr.writable || !write => {
-                        let size = tr.page_size();
-                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                        if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base)
-                        {
-                            if cached != base {
-                                self.error = Some(Error::Internal(format!(
-                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
-                                )));
-                                return;
-                            }
-                        }
+                match self.translate(cpu, t, mm, asid, va, write) {
+                    Xlate::Stale => return,
+                    Xlate::Mapped(tr) => {
                         (r.pfn, r.page, r.gen, r.writable) =
                             (tr.pfn, vpage, self.kernel.mms[mm].generation, tr.writable);
                     }
-                    _ => {
+                    Xlate::Fault => {
                         r.page = u64::MAX;
                         let outside = self.kernel.mms[mm].find_vma(va).is_none();
                         let (line, source, key) =

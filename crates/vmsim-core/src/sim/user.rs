@@ -4,6 +4,7 @@
 //! mapping enters the fault handler, whose work the CPU then executes
 //! (exec.rs) before the write resumes.
 
+use super::translate::Xlate;
 use super::*;
 use crate::kernel::memory::{fault_error, FaultError};
 use crate::kernel::vmscan::SWAP_CLUSTER_MAX;
@@ -315,25 +316,14 @@ impl Sim {
             let va = start + pos;
             let vpage = va >> 12;
             if vpage != page || gen != self.kernel.mms[mm].generation {
-                match self.kernel.mms[mm].walk(va, true) {
-                    Some(tr) if tr.writable => {
-                        let size = tr.page_size();
-                        // The TLB truth check: a hit must translate to what the page tables say.
-                        let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                        if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base)
-                        {
-                            if cached != base {
-                                self.error = Some(Error::Internal(format!(
-                                    "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
-                                )));
-                                return;
-                            }
-                        }
+                match self.translate(cpu, t, mm, asid, va, true) {
+                    Xlate::Stale => return,
+                    Xlate::Mapped(tr) => {
                         pfn = tr.pfn;
                         page = vpage;
                         gen = self.kernel.mms[mm].generation;
                     }
-                    _ => {
+                    Xlate::Fault => {
                         self.tasks[t].cur = Some(Cur::Write {
                             start,
                             len,
