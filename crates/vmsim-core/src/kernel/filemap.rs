@@ -24,7 +24,7 @@
 //! (`owner`); a page-cache folio's refcount is its mapcount plus one (the
 //! cache's reference).
 
-use super::locking::sections::{SpinRef, LRU_ADD_INSTR, PAGEVEC_SIZE, TREE_INSERT_INSTR};
+use super::locking::sections::{SpinRef, LRU_ADD_INSTR, TREE_INSERT_INSTR};
 use super::memory::FaultError;
 use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT};
 use super::page_alloc::TAG_ZERO;
@@ -164,9 +164,7 @@ impl Kernel {
         self.filemap.nr_page_cache_add += 1;
         // With kernel.spinlocks the tree insertion and the pagevec drain's
         // share run as sections under their locks; the fixed cost keeps the rest.
-        let w = self.issue_width;
-        let moved =
-            self.moved_cycles(TREE_INSERT_INSTR, 0, w) + self.moved_cycles(LRU_ADD_INSTR, 1, w);
+        let moved = self.moved_cycles(TREE_INSERT_INSTR, 0) + self.moved_cycles(LRU_ADD_INSTR, 1);
         let c =
             self.costs.page_alloc_cycles + self.costs.page_cache_add_cycles.saturating_sub(moved);
         work.push_back(Work::Cycles {
@@ -175,23 +173,15 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         self.rmqueue_lock(pfn, 0, work);
-        let cpu = self.current.1;
-        let pnode = self.alloc.node_of_pfn(pfn);
-        if let Some(sl) = self.spinlocks.as_mut() {
-            let what = KFn::HandleMmFault;
+        if self.spinlocks.is_some() {
             work.push_back(Work::SpinSection {
                 lock: SpinRef::Tree(ino),
                 instr: TREE_INSERT_INSTR,
-                what,
+                what: KFn::HandleMmFault,
             });
-            if sl.lru_cache_add(cpu) {
-                work.push_back(Work::SpinSection {
-                    lock: SpinRef::Lru(pnode),
-                    instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
-                    what,
-                });
-            }
         }
+        let pnode = self.alloc.node_of_pfn(pfn);
+        self.lru_cache_add_lock(pnode, KFn::HandleMmFault, work);
         super::memory::clear_user_highpage(
             &mut self.alloc,
             &mut self.vmstat,

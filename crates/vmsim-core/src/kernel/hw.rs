@@ -58,11 +58,6 @@ impl<'a> Hw<'a> {
         self.machine.advance(self.cpu, cycles, cycles);
     }
 
-    /// The core's issue width (instructions a cycle at best).
-    pub fn issue_width(&self) -> u64 {
-        self.machine.issue_width
-    }
-
     /// This CPU's clock.
     pub fn now(&self) -> u64 {
         self.machine.cpus[self.cpu].clock

@@ -27,7 +27,7 @@
 
 use super::hw::Hw;
 use super::locking::sections::{
-    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR, PAGEVEC_SIZE, PCP_BATCH,
+    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR, PCP_BATCH,
 };
 use super::mm::Pte;
 use super::sched::wait::WaitQueueId;
@@ -116,7 +116,7 @@ impl Kernel {
         // With kernel.spinlocks, isolate_lru_page() and the new page's
         // lru_cache_add() run as sections under the LRU lock
         // (kernel/locking/sections.rs); the fixed cost keeps the rest.
-        let moved = self.moved_cycles(ISOLATE_INSTR + LRU_ADD_INSTR, 0, self.issue_width);
+        let moved = self.moved_cycles(ISOLATE_INSTR + LRU_ADD_INSTR, 0);
         let c =
             self.costs.migrate_folio_cycles.saturating_sub(moved) + self.costs.page_alloc_cycles;
         work.push_back(Work::Cycles {
@@ -159,15 +159,9 @@ impl Kernel {
         });
         // putback_lru_page(new) → lru_cache_add(); the old page's free to
         // the CPU's list.
+        self.lru_cache_add_lock(target, KFn::MigratePages, work);
         let cpu = self.current.1;
         if let Some(sl) = self.spinlocks.as_mut() {
-            if sl.lru_cache_add(cpu) {
-                work.push_back(Work::SpinSection {
-                    lock: SpinRef::Lru(target),
-                    instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
-                    what: KFn::MigratePages,
-                });
-            }
             if sl.pcp_free(cpu, old_node) {
                 work.push_back(Work::SpinSection {
                     lock: SpinRef::Zone(old_node),

@@ -225,7 +225,7 @@ impl Kernel {
             self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
         }
         // The fixed cost keeps what the sections do not take (sections.rs).
-        let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2, hw.issue_width());
+        let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2);
         let per_folio = self.costs.shrink_folio_cycles.saturating_sub(moved);
         for _ in 0..nr {
             let Some(pfn) = self.lru.nodes[node].active_file.pop_back() else {
@@ -316,7 +316,6 @@ impl Kernel {
         let mut free = Vec::new();
         let mut kept = Vec::new();
         let locks = self.spinlocks.is_some();
-        let w = hw.issue_width();
         for &pfn in folios {
             if !locks {
                 hw.charge(self.costs.shrink_folio_cycles);
@@ -327,10 +326,10 @@ impl Kernel {
             if locks {
                 // The fixed cost keeps what the sections do not take: the
                 // isolation and the putback or the page-cache removal.
-                let moved = self.moved_cycles(ISOLATE_INSTR, 1, w)
+                let moved = self.moved_cycles(ISOLATE_INSTR, 1)
                     + match r {
-                        FolioRef::Reclaim => self.moved_cycles(TREE_DELETE_INSTR, 1, w),
-                        _ => self.moved_cycles(PUTBACK_INSTR, 1, w),
+                        FolioRef::Reclaim => self.moved_cycles(TREE_DELETE_INSTR, 1),
+                        _ => self.moved_cycles(PUTBACK_INSTR, 1),
                     };
                 hw.charge(self.costs.shrink_folio_cycles.saturating_sub(moved));
                 hw.settle(KFn::ShrinkFolioList);

@@ -210,6 +210,23 @@ impl Kernel {
         });
     }
 
+    /// `lru_cache_add()` of a page of `node` by the current CPU, queued on
+    /// `work`: a full pagevec drains under the node's LRU lock.
+    pub(crate) fn lru_cache_add_lock(&mut self, node: usize, what: KFn, work: &mut VecDeque<Work>) {
+        let cpu = self.current.1;
+        if self
+            .spinlocks
+            .as_mut()
+            .is_some_and(|s| s.lru_cache_add(cpu))
+        {
+            work.push_back(Work::SpinSection {
+                lock: SpinRef::Lru(node),
+                instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
+                what,
+            });
+        }
+    }
+
     /// A critical section under `lock` from `hw`'s CPU: the lock, an atomic
     /// on each of `pages`' `struct page` (with `kernel.struct_pages`),
     /// `instr` instructions, the unlock. Cycles before the lock go to
@@ -241,13 +258,13 @@ impl Kernel {
     }
 
     /// Cycles of a fixed cost that sections now take as instructions and
-    /// atomics (`instr` instructions, `atomics` locked operations, at an
-    /// issue width of `width`), so that the fixed cost keeps only the rest.
-    pub(crate) fn moved_cycles(&self, instr: u64, atomics: u64, width: u64) -> u64 {
+    /// atomics (`instr` instructions at the cores' issue width, `atomics`
+    /// locked operations), so that the fixed cost keeps only the rest.
+    pub(crate) fn moved_cycles(&self, instr: u64, atomics: u64) -> u64 {
         if self.spinlocks.is_none() {
             return 0;
         }
-        instr.div_ceil(width.max(1)) + atomics * LOCKED_RMW_CYCLES
+        instr.div_ceil(self.issue_width.max(1)) + atomics * LOCKED_RMW_CYCLES
     }
 }
 

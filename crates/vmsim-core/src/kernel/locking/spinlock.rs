@@ -127,12 +127,7 @@ impl SpinLock {
             s.wait_cycles += spun;
             s.wait_max_cycles = s.wait_max_cycles.max(spun);
             self.waits.push((t, got));
-            if self.waits.len() > MAX_INTERVALS {
-                let oldest = (0..self.waits.len())
-                    .min_by_key(|&i| self.waits[i].1)
-                    .expect("not empty");
-                self.waits.remove(oldest);
-            }
+            keep_recent(&mut self.waits, |w| w.1);
         }
         self.held = Some((hw.cpu, got, hw.now()));
         spun
@@ -148,16 +143,19 @@ impl SpinLock {
         // Busy from the hand-over on, so that later arrivals queue behind it.
         let at = self.busy.partition_point(|&(s, _, _)| s <= from);
         self.busy.insert(at, (from, end, cpu));
-        if self.busy.len() > MAX_INTERVALS {
-            let oldest = (0..self.busy.len())
-                .min_by_key(|&i| self.busy[i].1)
-                .expect("not empty");
-            self.busy.remove(oldest);
-        }
+        keep_recent(&mut self.busy, |b| b.1);
         let s = stats.class(self.class);
         let h = end - since;
         s.hold_cycles += h;
         s.hold_max_cycles = s.hold_max_cycles.max(h);
+    }
+}
+
+/// Drops the entry that ended first once `v` holds more than `MAX_INTERVALS`.
+fn keep_recent<T>(v: &mut Vec<T>, end: impl Fn(&T) -> u64) {
+    if v.len() > MAX_INTERVALS {
+        let oldest = (0..v.len()).min_by_key(|&i| end(&v[i])).expect("not empty");
+        v.remove(oldest);
     }
 }
 
