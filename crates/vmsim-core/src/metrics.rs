@@ -232,6 +232,23 @@ pub fn report(sim: &Sim) -> Value {
     );
     put("stall_cycles", json!(tot.stall_cycles));
     put("tlb_walks", json!(tot.tlb_walks));
+    // kernel.page_tables: where the walker's entry loads were served, and the tables' memory.
+    let mut wl = [0u64; 5];
+    for c in &m.cpus {
+        for (t, x) in wl.iter_mut().zip(c.stats.walker_loads) {
+            *t += x;
+        }
+    }
+    put(
+        "page_walker_loads",
+        json!({"l1": wl[0], "l2": wl[1], "llc": wl[2], "remote_cache": wl[3], "dram": wl[4]}),
+    );
+    let pt = &sim.kernel.pgtable;
+    put("nr_page_table_pages", json!(pt.nr_page_table_pages));
+    put("nr_page_table_pages_max", json!(pt.nr_page_table_pages_max));
+    put("pgtable_alloc", json!(pt.pgtable_alloc));
+    put("pgtable_free", json!(pt.pgtable_free));
+    put("pgtable_alloc_failed", json!(pt.pgtable_alloc_failed));
     put("remote_cache_hits", json!(tot.cache.remote_cache_hits));
     put("back_invalidations", json!(tot.cache.back_invalidations));
     put("subpage_clears", json!(v.subpage_clears));

@@ -94,6 +94,7 @@ pub(super) fn parse(
         "read_ahead_kb",
         "struct_pages",
         "spinlocks",
+        "page_tables",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -246,6 +247,7 @@ pub(super) fn parse(
             ))
         }
     };
+    let page_tables = k.bool_opt("page_tables")?.unwrap_or(false);
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -267,5 +269,6 @@ pub(super) fn parse(
         skew_tick,
         struct_pages,
         spinlocks,
+        page_tables,
     })
 }

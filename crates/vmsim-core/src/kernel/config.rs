@@ -58,6 +58,10 @@ pub struct KernelConfig {
     /// spinlocks as lines of simulated memory, and which implementation;
     /// None: their sections are fixed costs.
     pub spinlocks: Option<crate::kernel::locking::spinlock::SpinImpl>,
+    /// `kernel.page_tables`: each mm's page tables are frames of simulated
+    /// memory that the hardware walk and the kernel's walks touch through
+    /// the caches (kernel/pgtable.rs); off: the walk is a fixed cost.
+    pub page_tables: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -86,6 +90,7 @@ impl Default for KernelConfig {
             skew_tick: false,
             struct_pages: false,
             spinlocks: None,
+            page_tables: false,
         }
     }
 }

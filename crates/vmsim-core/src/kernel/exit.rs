@@ -16,6 +16,8 @@ impl Kernel {
             for (start, end, zapped) in self.exit_mmap_ranges(mm_id) {
                 self.zap(hw, mm_id, start, end, &zapped);
             }
+            // pgd_free() as the mm goes (mmdrop).
+            self.free_pgtables(mm_id, true);
         }
         hw.machine.set_mode(hw.cpu, Mode::User);
     }

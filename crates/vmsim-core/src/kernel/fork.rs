@@ -6,7 +6,7 @@
 //! side then takes a copy-on-write fault.
 
 use super::hw::Hw;
-use super::mm::{pmd_keys, Pmd, VmaKind};
+use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT};
 use super::page_alloc::PageAlloc;
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
@@ -135,6 +135,27 @@ impl Kernel {
     pub fn fork_mm(&mut self, hw: &mut Hw, parent_mm: usize) -> usize {
         let copy = self.dup_mmap(parent_mm);
         hw.charge(copy.cycles);
+        if self.page_tables() {
+            // copy_page_range(): the child's tables allocated and each
+            // copied entry stored (kernel/pgtable.rs).
+            let child = copy.child_mm;
+            let mut entries = Vec::new();
+            for (&key, pmd) in &self.mms[child].pmds {
+                let base = key << PMD_SHIFT;
+                match pmd {
+                    Pmd::Huge(_) => entries.push(base),
+                    Pmd::Table(t) => entries.extend(
+                        t.iter()
+                            .enumerate()
+                            .filter(|(_, e)| e.is_some())
+                            .map(|(i, _)| base + ((i as u64) << 12)),
+                    ),
+                }
+            }
+            for va in entries {
+                self.set_entry_at(hw, child, va);
+            }
+        }
         hw.settle(KFn::Fork);
         flush_tlb_mm_range(
             hw.machine,

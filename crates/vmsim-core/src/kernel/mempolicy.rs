@@ -19,6 +19,7 @@
 //! does, through `flush_tlb_mm_range`).
 
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
+use super::pgtable::Level;
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 
@@ -71,6 +72,9 @@ impl Kernel {
             .collect();
         let alloc = &self.alloc;
         let mm = &mut self.mms[mm_id];
+        // ptep_modify_prot_start() on each entry changed (kernel.page_tables).
+        let mut rmw_lines = Vec::new();
+        let in_memory = self.cfg.page_tables;
         for key in keys {
             let base = key << PMD_SHIFT;
             match mm.pmds.get_mut(&key).expect("key") {
@@ -89,6 +93,9 @@ impl Kernel {
                     p.protnone = true;
                     nr += 512;
                     huge += 1;
+                    if in_memory {
+                        rmw_lines.extend(mm.pt.line(base, Level::Pmd));
+                    }
                 }
                 Pmd::Table(t) => {
                     let lo = if base < start {
@@ -101,7 +108,8 @@ impl Kernel {
                     } else {
                         512
                     };
-                    for e in t[lo as usize..hi as usize].iter_mut().flatten() {
+                    for (i, e) in t[lo as usize..hi as usize].iter_mut().enumerate() {
+                        let Some(e) = e else { continue };
                         visited += 1;
                         if !e.accessible()
                             || alloc.folio_mapcount(e.pfn) > 1
@@ -111,6 +119,10 @@ impl Kernel {
                         }
                         e.protnone = true;
                         nr += 1;
+                        if in_memory {
+                            let va = base + ((lo + i as u64) << 12);
+                            rmw_lines.extend(mm.pt.line(va, Level::Pte));
+                        }
                     }
                 }
             }
@@ -120,12 +132,20 @@ impl Kernel {
         }
         self.vmstat.numa_pte_updates += nr;
         self.vmstat.numa_huge_pte_updates += huge;
-        let c = visited * self.costs.change_pte_cycles;
+        // The locked exchanges below are part of the fixed cost no more.
+        let moved = rmw_lines.len() as u64 * super::hw::LOCKED_RMW_CYCLES;
+        let c = (visited * self.costs.change_pte_cycles).saturating_sub(moved);
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
             what: KFn::TaskNumaWork,
         });
+        if !rmw_lines.is_empty() {
+            work.push_back(Work::EntryRmw {
+                lines: rmw_lines,
+                what: KFn::TaskNumaWork,
+            });
+        }
         if nr > 0 {
             // inc_tlb_flush_pending() before the change; tlb_finish_mmu()
             // flushes the gathered range (in full above the ceiling), then

@@ -264,7 +264,8 @@ impl Kernel {
         new: u64,
     ) -> bool {
         let cpu = hw.cpu;
-        hw.charge(self.costs.rmap_pte_cycles);
+        let moved = self.entry_rmw(hw, mm, addr);
+        hw.charge(self.costs.rmap_pte_cycles.saturating_sub(moved));
         hw.settle(KFn::TryToUnmap);
         let Some(accessible) = self.migrate_unmap(mm, addr, old, new) else {
             return false;

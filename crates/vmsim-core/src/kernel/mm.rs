@@ -164,6 +164,9 @@ pub struct Mm {
     /// in the same order as the frame's tag. The data check compares the
     /// frames against it, so a migration or reclaim that loses a write is caught.
     pub shadow: BTreeMap<u64, Vec<u64>>,
+    /// Which frames hold this mm's page tables (`kernel.page_tables`;
+    /// kernel/pgtable.rs); empty otherwise.
+    pub pt: super::pgtable::PgTables,
 }
 
 /// Where a virtual address is mapped.
@@ -243,6 +246,7 @@ impl Mm {
             rss_pages: 0,
             numa: Default::default(),
             shadow: BTreeMap::new(),
+            pt: Default::default(),
         }
     }
 

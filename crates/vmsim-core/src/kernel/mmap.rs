@@ -102,5 +102,8 @@ impl Kernel {
         hw.settle(KFn::FreePages);
         self.flush_tlb_range(hw, mm_id, start, end);
         hw.settle(KFn::FlushTlb);
+        // free_pgtables(): the tables the range no longer needs (their
+        // entries are gone, and the TLBs flushed above).
+        self.free_pgtables(mm_id, false);
     }
 }

@@ -32,6 +32,7 @@ pub mod mm;
 pub mod mmap;
 pub mod mmzone;
 pub mod page_alloc;
+pub mod pgtable;
 pub mod policy;
 pub mod rmap;
 pub mod sched;
@@ -278,6 +279,10 @@ pub enum Work {
         instr: u64,
         what: KFn,
     },
+    /// Locked read-modify-writes of page-table entries on these lines
+    /// (`kernel.page_tables`, kernel/pgtable.rs): `change_prot_numa`'s
+    /// `ptep_modify_prot_start` on each entry it changes.
+    EntryRmw { lines: Vec<u64>, what: KFn },
 }
 
 impl Work {
@@ -295,6 +300,7 @@ impl Work {
             Work::MigrateRemap { .. } => KFn::MigratePages,
             Work::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
             Work::SpinSection { what, .. } => *what,
+            Work::EntryRmw { what, .. } => *what,
             _ => KFn::HandleMmFault,
         }
     }
@@ -427,6 +433,8 @@ pub struct Kernel {
     /// The spinning locks and their sections (`kernel.spinlocks`;
     /// kernel/locking/sections.rs).
     pub spinlocks: Option<locking::sections::Spinlocks>,
+    /// Page-table pages in simulated memory (`kernel.page_tables`; kernel/pgtable.rs).
+    pub pgtable: pgtable::PgtableStat,
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
@@ -484,6 +492,7 @@ impl Kernel {
             page_locks: Default::default(),
             lock_stats: Default::default(),
             spinlocks,
+            pgtable: Default::default(),
             policy_error: None,
         }
     }

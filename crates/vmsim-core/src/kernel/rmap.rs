@@ -54,6 +54,21 @@ impl Kernel {
         (young, maps.len() as u32)
     }
 
+    /// With `kernel.page_tables`, the locked read-modify-write that
+    /// `folio_referenced` does on each PTE mapping page-cache folio `pfn`
+    /// (`ptep_test_and_clear_young`), on `hw.cpu`; returns the fixed-cost
+    /// cycles those accesses now stand for (kernel/pgtable.rs).
+    pub fn rmap_entry_rmws(&mut self, hw: &mut Hw, pfn: u64) -> u64 {
+        if !self.page_tables() {
+            return 0;
+        }
+        let mut moved = 0;
+        for (mm, va) in self.rmap_walk_file(pfn) {
+            moved += self.entry_rmw(hw, mm, va);
+        }
+        moved
+    }
+
     /// The page-table part of `try_to_unmap_one` for one mapping: clears the
     /// PTE and drops its reference (`folio_remove_rmap_pte` + `folio_put`;
     /// the page cache keeps its own). Returns the entry that was cleared.

@@ -235,8 +235,9 @@ impl Kernel {
             hw.charge(per_folio);
             hw.settle(KFn::ShrinkFolioList);
             if self.alloc.folio_mapcount(pfn) > 0 {
+                let moved = self.rmap_entry_rmws(hw, pfn);
                 let (_, visited) = self.folio_referenced(pfn);
-                let c = visited as u64 * self.costs.rmap_pte_cycles;
+                let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
                 hw.charge(c);
                 hw.settle(KFn::RmapWalk);
             }
@@ -287,12 +288,14 @@ impl Kernel {
 
     /// `folio_check_references`.
     fn folio_check_references(&mut self, hw: &mut Hw, pfn: u64) -> FolioRef {
-        let (referenced_ptes, visited) = if self.alloc.folio_mapcount(pfn) > 0 {
-            self.folio_referenced(pfn)
+        let (referenced_ptes, visited, moved) = if self.alloc.folio_mapcount(pfn) > 0 {
+            let moved = self.rmap_entry_rmws(hw, pfn);
+            let (young, visited) = self.folio_referenced(pfn);
+            (young, visited, moved)
         } else {
-            (0, 0)
+            (0, 0, 0)
         };
-        let c = visited as u64 * self.costs.rmap_pte_cycles;
+        let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
         hw.charge(c);
         hw.settle(KFn::RmapWalk);
         let referenced_folio = self.lru.test(pfn, PG_REFERENCED);
@@ -413,8 +416,9 @@ impl Kernel {
     fn try_to_unmap(&mut self, hw: &mut Hw, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
         let cpu = hw.cpu;
         for (mm, va) in self.rmap_walk_file(pfn) {
+            let moved = self.entry_rmw(hw, mm, va);
             let pte = self.try_to_unmap_one(mm, va).expect("the walk found it");
-            hw.charge(self.costs.rmap_pte_cycles);
+            hw.charge(self.costs.rmap_pte_cycles.saturating_sub(moved));
             hw.settle(KFn::RmapWalk);
             // should_defer_flush() → arch_tlbbatch_should_defer() (kernel/policy/tlb.rs).
             let others = self.mms[mm].cpumask.any_but(cpu);

@@ -59,6 +59,10 @@ pub struct CpuStats {
     pub sys_instructions: u64,
     pub cache: CacheStats,
     pub tlb_walks: u64,
+    /// The walker's loads of page-table entries by where they were served,
+    /// L1, L2, LLC, another cache, memory (Haswell's
+    /// `PAGE_WALKER_LOADS.DTLB_L1/L2/L3/MEMORY`).
+    pub walker_loads: [u64; 5],
     pub stlb_hits: u64,
     pub ipis_sent: u64,
     pub ipis_received: u64,
@@ -590,6 +594,13 @@ impl Machine {
     /// charged and the entry filled with `pfn`, the frame the caller's walk
     /// found for the page. Returns the frame a hit translated to (None on a
     /// miss), for the caller to check against its page tables.
+    ///
+    /// `leaf_line`, asked on a miss only: the line of the leaf entry the
+    /// walker reads, if the page tables are in simulated memory. Then the
+    /// walk is that dependent load through the caches (the upper levels hit
+    /// the paging-structure caches) plus the walker's own time, the fixed
+    /// walk less an L1 hit, so that a walk whose entry is in the L1 costs
+    /// the fixed walk; otherwise the fixed walk.
     #[inline]
     pub fn tlb_translate(
         &mut self,
@@ -598,6 +609,7 @@ impl Machine {
         vaddr: u64,
         size: PageSize,
         pfn: u64,
+        leaf_line: impl FnOnce() -> Option<u64>,
     ) -> Option<u64> {
         let (hit, cached) = self.cpus[cpu].tlb.lookup_pfn(asid, vaddr, size);
         match hit {
@@ -609,7 +621,22 @@ impl Machine {
             }
             TlbHit::Miss => {
                 self.cpus[cpu].stats.tlb_walks += 1;
-                self.advance(cpu, self.walk_cycles, 0);
+                match leaf_line() {
+                    Some(line) => {
+                        let own = self.walk_cycles.saturating_sub(self.hier.lat.l1);
+                        self.advance(cpu, own, 0);
+                        let served = self.access_one(cpu, line, AccessKind::Load, true, 0);
+                        let i = match served {
+                            Served::L1 => 0,
+                            Served::L2 => 1,
+                            Served::Llc => 2,
+                            Served::RemoteCache { .. } => 3,
+                            _ => 4,
+                        };
+                        self.cpus[cpu].stats.walker_loads[i] += 1;
+                    }
+                    None => self.advance(cpu, self.walk_cycles, 0),
+                }
                 self.cpus[cpu].tlb.fill_pfn(asid, vaddr, size, pfn);
                 None
             }

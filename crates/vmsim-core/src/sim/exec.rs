@@ -135,6 +135,9 @@ impl Sim {
             } => {
                 if !self.kernel.install_pmd(mm, haddr, pfn, orig) {
                     self.drop_put_of_replaced(cpu);
+                } else if self.kernel.page_tables() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.set_entry_at(&mut hw, mm, haddr);
                 }
             }
             Work::InstallPte {
@@ -146,6 +149,9 @@ impl Sim {
             } => {
                 if !self.kernel.install_pte(mm, addr, pfn, writable, orig) {
                     self.drop_put_of_replaced(cpu);
+                } else if self.kernel.page_tables() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.set_entry_at(&mut hw, mm, addr);
                 }
             }
             Work::InstallFilePte {
@@ -155,15 +161,29 @@ impl Sim {
                 index,
                 pfn,
             } => {
-                self.kernel.install_file_pte(mm, addr, ino, index, pfn);
+                if self.kernel.install_file_pte(mm, addr, ino, index, pfn)
+                    && self.kernel.page_tables()
+                {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.set_entry_at(&mut hw, mm, addr);
+                }
             }
             Work::InstallPud { mm, haddr, pfn } => {
-                self.kernel.install_pud(mm, haddr, pfn);
+                if self.kernel.install_pud(mm, haddr, pfn) && self.kernel.page_tables() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.set_entry_at(&mut hw, mm, haddr);
+                }
             }
             Work::ReturnToUser => self.machine.set_mode(cpu, Mode::User),
             Work::ShrinkNode { node, kswapd } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.shrink_node(&mut hw, node, kswapd);
+            }
+            Work::EntryRmw { lines, .. } => {
+                let (_, mut hw) = self.kernel_hw(cpu);
+                for &line in &lines {
+                    hw.atomic(line);
+                }
             }
             Work::SpinSection { lock, instr, what } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
@@ -187,6 +207,10 @@ impl Sim {
             }
             Work::MigrateRemap { mm, addr, old, new } => {
                 self.kernel.migrate_remap(mm, addr, old, new);
+                if self.kernel.page_tables() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.entry_store(&mut hw, mm, addr);
+                }
                 let c = self.kernel.costs.rmap_pte_cycles + self.kernel.costs.page_free_cycles;
                 self.machine.advance(cpu, c, c);
             }

@@ -10,6 +10,8 @@
 use super::Sim;
 use crate::error::Error;
 use crate::kernel::mm::Translation;
+use crate::kernel::pgtable::Level;
+use crate::machine::tlb::PageSize;
 
 /// What the translation of one access found.
 pub(crate) enum Xlate {
@@ -40,7 +42,18 @@ impl Sim {
             Some(tr) if tr.writable || !write => {
                 let size = tr.page_size();
                 let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
-                if let Some(cached) = self.machine.tlb_translate(cpu, asid, va, size, base) {
+                let pt = &self.kernel.mms[mm].pt;
+                let leaf = match size {
+                    PageSize::Size4K => Level::Pte,
+                    PageSize::Size2M => Level::Pmd,
+                    PageSize::Size1G => Level::Pud,
+                };
+                let in_memory = self.kernel.cfg.page_tables;
+                let leaf_line = || if in_memory { pt.line(va, leaf) } else { None };
+                if let Some(cached) = self
+                    .machine
+                    .tlb_translate(cpu, asid, va, size, base, leaf_line)
+                {
                     if cached != base {
                         self.error = Some(Error::Internal(format!(
                             "task {t}: stale TLB entry on CPU {cpu}: {va:#x} hit frame {cached:#x}, the page table maps {base:#x} (a missing TLB flush)"
