@@ -686,3 +686,53 @@ fn presets_without_a_hop_table_keep_one_hop() {
     assert!(p.numa_hops.is_empty());
     assert_eq!(p.extra_hop_cycles, 0);
 }
+
+#[test]
+fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
+    use vmsim_core::machine::tlb::PageSize;
+    let (p, mut m) = e5();
+    let (walk, l1, dram) = (p.walk_cycles, p.l1d.latency_cycles, p.dram_local_cycles);
+    // The leaf entry's line, cold: the walker's own time, then a dependent DRAM read.
+    let pte_line = 4000;
+    let va = 0x7f00_0000_0000u64;
+    assert_eq!(
+        m.tlb_translate(0, 1, va, PageSize::Size4K, 77, || Some(pte_line)),
+        None
+    );
+    assert_eq!(m.cpus[0].clock, walk - l1 + dram);
+    assert_eq!(m.cpus[0].stats.walker_loads, [0, 0, 0, 0, 1]);
+    // The next page's entry shares the line (eight entries a line): an L1
+    // hit, and the walk costs exactly the fixed walk it stands for.
+    let t = m.cpus[0].clock;
+    let next = va + 4096;
+    assert_eq!(
+        m.tlb_translate(0, 1, next, PageSize::Size4K, 78, || Some(pte_line)),
+        None
+    );
+    assert_eq!(m.cpus[0].clock - t, walk);
+    assert_eq!(m.cpus[0].stats.walker_loads, [1, 0, 0, 0, 1]);
+    // A TLB hit asks for no line and costs nothing.
+    let t = m.cpus[0].clock;
+    let hit = m.tlb_translate(0, 1, next, PageSize::Size4K, 78, || -> Option<u64> {
+        panic!("a hit walks nothing")
+    });
+    assert_eq!(hit, Some(78));
+    assert_eq!(m.cpus[0].clock, t);
+    // Another core's walk of the same entry finds the line in the LLC.
+    let t = m.cpus[1].clock;
+    assert_eq!(
+        m.tlb_translate(1, 1, next, PageSize::Size4K, 78, || Some(pte_line)),
+        None
+    );
+    assert_eq!(m.cpus[1].clock - t, walk - l1 + p.llc.latency_cycles);
+    assert_eq!(m.cpus[1].stats.walker_loads, [0, 0, 1, 0, 0]);
+    // Without a line (page tables not in memory) the walk is the fixed cost.
+    let t = m.cpus[2].clock;
+    assert_eq!(
+        m.tlb_translate(2, 1, va, PageSize::Size4K, 77, || None),
+        None
+    );
+    assert_eq!(m.cpus[2].clock - t, walk);
+    assert_eq!(m.cpus[2].stats.walker_loads, [0; 5]);
+    assert_eq!(m.cpus[2].stats.tlb_walks, 1);
+}

@@ -157,20 +157,30 @@ impl Kernel {
 
     /// `set_pte_at` / `set_pmd_at` / `set_pud_at` of `va` in `mm_id` on
     /// `hw.cpu`, after the entry was installed: the tables on the way are
-    /// allocated if missing (zeroed: 64 line stores each, on the CPU's
-    /// node, as `__pte_alloc` and friends do) and the entry is stored.
+    /// allocated if missing ([`Kernel::alloc_pgtables`]) and the entry is
+    /// stored.
     pub fn set_entry_at(&mut self, hw: &mut Hw, mm_id: usize, va: u64) {
-        if !self.page_tables() {
-            return;
+        if let Some(leaf) = self.alloc_pgtables(hw, mm_id, va) {
+            if let Some(line) = self.mms[mm_id].pt.line(va, leaf) {
+                hw.store(line);
+            }
         }
-        let Some(leaf) = leaf_level(&self.mms[mm_id], va) else {
-            return;
-        };
+    }
+
+    /// `__pte_alloc` / `__pmd_alloc` / `__pud_alloc` for `va`'s mapping in
+    /// `mm_id` on `hw.cpu`: each table on the way that has no frame gets one
+    /// on the CPU's node, zeroed (64 line stores). Returns the level of the
+    /// leaf entry, None if `va` is not mapped or page tables are not in memory.
+    pub fn alloc_pgtables(&mut self, hw: &mut Hw, mm_id: usize, va: u64) -> Option<Level> {
+        if !self.page_tables() {
+            return None;
+        }
+        let leaf = leaf_level(&self.mms[mm_id], va)?;
         let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
         for table in self.mms[mm_id].pt.missing(va, leaf) {
             let Some(pfn) = self.alloc_near(node, 0) else {
                 self.pgtable.pgtable_alloc_failed += 1;
-                return;
+                return None;
             };
             for l in 0..PAGE_SIZE / 64 {
                 hw.store((pfn << 6) | l);
@@ -181,9 +191,7 @@ impl Kernel {
             s.nr_page_table_pages += 1;
             s.nr_page_table_pages_max = s.nr_page_table_pages_max.max(s.nr_page_table_pages);
         }
-        if let Some(line) = self.mms[mm_id].pt.line(va, leaf) {
-            hw.store(line);
-        }
+        Some(leaf)
     }
 
     /// A locked read-modify-write of `va`'s leaf entry in `mm_id` on

@@ -57,7 +57,15 @@ impl Sim {
             self.cpus[cpu].work = work;
         }
         match r {
-            Ok(()) => true,
+            Ok(()) => {
+                // A fault that mapped the address itself (a file fault's
+                // fault-around) has its tables now, as the kernel's does.
+                if self.kernel.page_tables() && self.kernel.mms[mm].entry(addr).is_some() {
+                    let (k, mut hw) = self.kernel_hw(cpu);
+                    k.alloc_pgtables(&mut hw, mm, addr);
+                }
+                true
+            }
             Err(e) => {
                 self.error = Some(fault_error(t, e));
                 false

@@ -1,0 +1,140 @@
+//! Page tables in simulated memory (`kernel.page_tables`,
+//! kernel/pgtable.rs): every level of every address space is a frame taken
+//! from the allocator when a fault first needs it and given back when its
+//! range is unmapped; every TLB-miss walk reads its leaf entry through the
+//! caches; the reclaim, migration and NUMA-scan paths touch the entries;
+//! data is still verified, runs are deterministic, and without the option
+//! nothing changes.
+
+use serde_json::Value;
+use vmsim_core::api::{self, Format};
+
+fn usemem(thp: &str, pt: &str) -> String {
+    format!(
+        "machine = \"xeon-e5-2699v3-2s\"\nseed = 1\n[kernel]\nthp = \"{thp}\"\n{pt}[workload]\nkind = \"usemem\"\nnr_task = 4\nsize_per_task_mib = 8\n"
+    )
+}
+
+fn run(text: &str) -> Value {
+    let out = api::run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+fn u(v: &Value, path: &[&str]) -> u64 {
+    let mut x = &v["metrics"];
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64().unwrap_or_else(|| panic!("{}", path.join(".")))
+}
+
+fn walker_loads(v: &Value) -> u64 {
+    ["l1", "l2", "llc", "remote_cache", "dram"]
+        .iter()
+        .map(|k| u(v, &["page_walker_loads", k]))
+        .sum()
+}
+
+fn strip(v: &Value) -> Value {
+    let mut v = v.clone();
+    v["provenance"] = Value::Null;
+    v["metrics"]["host_seconds"] = Value::Null;
+    v
+}
+
+#[test]
+fn each_level_is_a_frame_from_first_fault_to_exit() {
+    // Four processes, 8 MiB each in one VMA below one 1 GiB boundary: a
+    // PGD, a PUD page, a PMD page and, with 4 KiB pages, four PTE pages each.
+    for (thp, per_process) in [("never", 1 + 1 + 1 + 4), ("always", 1 + 1 + 1)] {
+        let v = run(&usemem(thp, "page_tables = true\n"));
+        assert_eq!(v["metrics"]["data_verified"], true, "{thp}");
+        assert_eq!(u(&v, &["pgtable_alloc"]), 4 * per_process, "{thp}");
+        assert_eq!(
+            u(&v, &["nr_page_table_pages_max"]),
+            4 * per_process,
+            "{thp}"
+        );
+        // Every process exited: every table went back.
+        assert_eq!(u(&v, &["pgtable_free"]), 4 * per_process, "{thp}");
+        assert_eq!(u(&v, &["nr_page_table_pages"]), 0, "{thp}");
+        assert_eq!(u(&v, &["pgtable_alloc_failed"]), 0, "{thp}");
+        // Every walk found its table and read its leaf entry; the fault had
+        // just written it, so it was in the L1.
+        let walks = u(&v, &["tlb_walks"]);
+        assert!(walks > 0);
+        assert_eq!(walker_loads(&v), walks, "{thp}");
+        assert_eq!(u(&v, &["page_walker_loads", "l1"]), walks, "{thp}");
+    }
+}
+
+#[test]
+fn off_is_the_model_without_page_tables_and_on_is_deterministic() {
+    let none = run(&usemem("never", ""));
+    let off = run(&usemem("never", "page_tables = false\n"));
+    assert_eq!(strip(&none), strip(&off));
+    assert_eq!(walker_loads(&off), 0);
+    assert_eq!(u(&off, &["pgtable_alloc"]), 0);
+    let on = run(&usemem("never", "page_tables = true\n"));
+    let again = run(&usemem("never", "page_tables = true\n"));
+    assert_eq!(strip(&on), strip(&again));
+    // The tables take memory and their zeroing takes time.
+    let sys = |v: &Value| v["metrics"]["sys_s"].as_f64().unwrap();
+    assert!(sys(&on) > sys(&off));
+}
+
+/// numa-delay-map's pmbench in miniature: the NUMA scanner's
+/// `change_prot_numa`, hint faults and migrations touch the entries.
+fn pmbench(pt: bool) -> String {
+    format!(
+        "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\npage_tables = {pt}\n[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n"
+    )
+}
+
+#[test]
+fn numa_balancing_walks_and_migrates_through_the_tables() {
+    let v = run(&pmbench(true));
+    assert_eq!(v["metrics"]["data_verified"], true);
+    assert!(u(&v, &["numa_pages_migrated"]) > 0);
+    assert_eq!(walker_loads(&v), u(&v, &["tlb_walks"]));
+    // Threads on other cores walk entries written elsewhere (faults,
+    // migrations, the scanner's PROT_NONE changes): not all in their L1.
+    assert!(walker_loads(&v) > u(&v, &["page_walker_loads", "l1"]));
+    assert_eq!(u(&v, &["nr_page_table_pages"]), 0);
+    assert_eq!(u(&v, &["pgtable_alloc"]), u(&v, &["pgtable_free"]));
+    // The scanner's exchanges moved out of its fixed cost: the run differs.
+    let off = run(&pmbench(false));
+    assert_ne!(v["metrics"]["sys_s"], off["metrics"]["sys_s"]);
+}
+
+#[test]
+fn reclaim_unmaps_through_the_tables_and_a_windowed_run_is_the_same_on_two_threads() {
+    let text = "machine = \"xeon-e5-2699v3-2s\"\nseed = 3\n[kernel]\npage_tables = true\n[workload]\nkind = \"lru-file-mmap-read\"\nnr_task = 24\nram_mib = 16\n";
+    let v = run(text);
+    assert_eq!(v["metrics"]["data_verified"], true);
+    assert!(u(&v, &["pgsteal_kswapd"]) + u(&v, &["pgsteal_direct"]) > 0);
+    assert_eq!(walker_loads(&v), u(&v, &["tlb_walks"]));
+    assert_eq!(u(&v, &["nr_page_table_pages"]), 0);
+    let text = format!("{text}[sim]\nwindow_cycles = \"auto\"\n");
+    let one = api::run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
+    let two = api::run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
+    let (one, two): (Value, Value) = (
+        serde_json::from_str(&one).unwrap(),
+        serde_json::from_str(&two).unwrap(),
+    );
+    assert_eq!(strip(&one)["metrics"], strip(&two)["metrics"]);
+    assert_eq!(one["metrics"]["data_verified"], true);
+}
+
+#[test]
+fn a_value_that_is_not_a_boolean_is_refused_naming_the_key() {
+    let err = api::run_config(
+        &usemem("never", "page_tables = \"yes\"\n"),
+        Format::Toml,
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("kernel.page_tables"), "{err}");
+}
