@@ -64,9 +64,17 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     } else {
         0
     };
-    if cfg.kernel.spinlocks.is_some() && !crate::kernel::kdata::KernelData::fits(nb, map_blocks) {
+    let kdata_key = if cfg.kernel.spinlocks.is_some() {
+        Some("kernel.spinlocks")
+    } else if cfg.kernel.rwsems {
+        Some("kernel.rwsems")
+    } else {
+        None
+    };
+    if let Some(key) = kdata_key.filter(|_| !crate::kernel::kdata::KernelData::fits(nb, map_blocks))
+    {
         return Err(Error::Config {
-            key: "kernel.spinlocks".into(),
+            key: key.into(),
             message: format!(
                 "the kernel's data (a 2 MiB block a node, 256 KiB of it kept) and the memory map leave nothing of each node's {} MiB: give sim.node_memory_mib at least 6",
                 nb / MIB

@@ -95,6 +95,7 @@ pub(super) fn parse(
         "struct_pages",
         "spinlocks",
         "page_tables",
+        "rwsems",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -248,6 +249,7 @@ pub(super) fn parse(
         }
     };
     let page_tables = k.bool_opt("page_tables")?.unwrap_or(false);
+    let rwsems = k.bool_opt("rwsems")?.unwrap_or(false);
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -270,5 +272,6 @@ pub(super) fn parse(
         struct_pages,
         spinlocks,
         page_tables,
+        rwsems,
     })
 }

@@ -62,6 +62,11 @@ pub struct KernelConfig {
     /// memory that the hardware walk and the kernel's walks touch through
     /// the caches (kernel/pgtable.rs); off: the walk is a fixed cost.
     pub page_tables: bool,
+    /// `kernel.rwsems`: `mmap_lock` and `i_mmap_rwsem` as lines of
+    /// simulated memory, taken by the faults, the address-space system
+    /// calls and the rmap walks (kernel/locking/rwsem.rs); off: their cost
+    /// is in the fixed costs and nobody waits.
+    pub rwsems: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -91,6 +96,7 @@ impl Default for KernelConfig {
             struct_pages: false,
             spinlocks: None,
             page_tables: false,
+            rwsems: false,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! side then takes a copy-on-write fault.
 
 use super::hw::Hw;
+use super::locking::rwsem::SemRef;
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT};
 use super::page_alloc::PageAlloc;
 use super::tlbflush::flush_tlb_mm_range;
@@ -133,6 +134,8 @@ impl Kernel {
     /// copying charged, then `flush_tlb_mm(oldmm)` (the parent's writable
     /// entries are gone). Returns the child's mm.
     pub fn fork_mm(&mut self, hw: &mut Hw, parent_mm: usize) -> usize {
+        // dup_mmap() holds the parent's mmap_lock for write throughout.
+        self.down_write(hw, SemRef::Mmap(parent_mm));
         let copy = self.dup_mmap(parent_mm);
         hw.charge(copy.cycles);
         if self.page_tables() {
@@ -156,6 +159,7 @@ impl Kernel {
                 self.set_entry_at(hw, child, va);
             }
         }
+        self.up_write(hw, SemRef::Mmap(parent_mm));
         hw.settle(KFn::Fork);
         flush_tlb_mm_range(
             hw.machine,

@@ -102,6 +102,17 @@ impl<'a> Hw<'a> {
         self.machine.advance(self.cpu, cycles, 0);
     }
 
+    /// The exit latency of the idle state this CPU would enter for an idle
+    /// period of `idle` cycles with nothing in iowait: the deepest state
+    /// whose target residency the period reaches and whose exit latency is
+    /// at most the period (the menu governor's choice with an exact
+    /// prediction, `performance_multiplier()` 1); 0 with no such state.
+    pub fn idle_exit_cycles(&self, idle: u64) -> u64 {
+        let m = &self.machine;
+        m.idle_state_for(idle, idle)
+            .map_or(0, |s| m.idle_states[s].exit_cycles)
+    }
+
     /// Attributes this CPU's system cycles since the last settlement to `what`.
     pub fn settle(&mut self, what: KFn) {
         settle(self.machine, self.cpu, self.settled, self.kfn_cycles, what);

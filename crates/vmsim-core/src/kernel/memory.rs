@@ -61,7 +61,17 @@ impl Kernel {
             instructions: 0,
             what: KFn::ExcPageFault,
         });
-        self.__handle_mm_fault(mm_id, addr, write, node, work)?;
+        // do_user_addr_fault(): mmap_read_trylock() for the whole fault
+        // (kernel.rwsems; its cost is the fixed costs' otherwise).
+        let locked = self.rwsems.is_some();
+        if locked {
+            work.push_back(Work::MmapReadLock { mm: mm_id });
+        }
+        let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
+        if locked {
+            work.push_back(Work::MmapReadUnlock { mm: mm_id });
+        }
+        r?;
         work.push_back(Work::ReturnToUser);
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! folio (the last one frees it) and the range is flushed.
 
 use super::hw::Hw;
+use super::locking::rwsem::SemRef;
 use super::{KFn, Kernel};
 use crate::machine::Mode;
 
@@ -18,7 +19,9 @@ impl Kernel {
         let zapped = self.hugetlb_unmap(&vma, zapped);
         hw.machine.set_mode(hw.cpu, Mode::Kernel);
         hw.charge(self.costs.syscall_entry_exit_cycles);
+        self.down_write(hw, SemRef::Mmap(mm_id));
         self.zap(hw, mm_id, vma.start, vma.end, &zapped);
+        self.up_write(hw, SemRef::Mmap(mm_id));
         hw.machine.set_mode(hw.cpu, Mode::User);
         true
     }
@@ -46,7 +49,9 @@ impl Kernel {
         let zapped = self.mms[mm_id].zap_range(start, end)?;
         hw.machine.set_mode(hw.cpu, Mode::Kernel);
         hw.charge(self.costs.syscall_entry_exit_cycles);
+        self.down_read(hw, SemRef::Mmap(mm_id));
         self.zap(hw, mm_id, start, end, &zapped);
+        self.up_read(hw, SemRef::Mmap(mm_id));
         hw.machine.set_mode(hw.cpu, Mode::User);
         Ok(())
     }
@@ -73,6 +78,7 @@ impl Kernel {
         }
         hw.machine.set_mode(hw.cpu, Mode::Kernel);
         hw.charge(self.costs.syscall_entry_exit_cycles);
+        self.down_write(hw, SemRef::Mmap(mm_id));
         hw.settle(KFn::Syscall);
         let (end, visited) = self.mms[mm_id]
             .change_protection(start, write)
@@ -84,6 +90,7 @@ impl Kernel {
             self.flush_tlb_range(hw, mm_id, start, end);
             hw.settle(KFn::FlushTlb);
         }
+        self.up_write(hw, SemRef::Mmap(mm_id));
         hw.machine.set_mode(hw.cpu, Mode::User);
         Ok(())
     }

@@ -192,7 +192,11 @@ pub enum Work {
         orig: Option<mm::Pte>,
     },
     /// Map a cleared 1 GiB hugetlb folio (`set_huge_pte_at` on a PUD).
-    InstallPud { mm: usize, haddr: u64, pfn: u64 },
+    InstallPud {
+        mm: usize,
+        haddr: u64,
+        pfn: u64,
+    },
     /// Map a 4 KiB page once it is ready, if the entry is still `orig`
     /// (`pte_none` or, on copy-on-write, `pte_same`); as `InstallPmd` otherwise.
     InstallPte {
@@ -222,13 +226,18 @@ pub enum Work {
     },
     /// Drop the mapping of the folio holding `pfn` that a copy-on-write fault
     /// just replaced (`page_remove_rmap` + `put_page`); frees it on the last one.
-    PutPage { pfn: u64 },
+    PutPage {
+        pfn: u64,
+    },
     /// Return to user mode (exception or system-call exit).
     ReturnToUser,
     /// One round of `shrink_node` on `node` (kernel/vmscan.rs), by kswapd or
     /// in direct reclaim: unmapping, flushing and freeing happen together
     /// when the item executes.
-    ShrinkNode { node: usize, kswapd: bool },
+    ShrinkNode {
+        node: usize,
+        kswapd: bool,
+    },
     /// `try_to_unmap` of a page being migrated (kernel/migrate.rs): its PTE
     /// becomes a migration entry, flushed from other TLBs if it was accessible.
     MigrateUnmap {
@@ -238,7 +247,9 @@ pub enum Work {
         new: u64,
     },
     /// `dec_tlb_flush_pending(mm)`: the flush of a protection change is done.
-    DecTlbFlushPending { mm: usize },
+    DecTlbFlushPending {
+        mm: usize,
+    },
     /// `remove_migration_ptes`: the new page is mapped, the old one freed.
     MigrateRemap {
         mm: usize,
@@ -249,7 +260,11 @@ pub enum Work {
     /// `migration_entry_wait`: if the PTE at `addr` is still a migration
     /// entry of `pfn`, the current task sleeps until the migration ends,
     /// then retries its access.
-    WaitMigration { mm: usize, addr: u64, pfn: u64 },
+    WaitMigration {
+        mm: usize,
+        addr: u64,
+        pfn: u64,
+    },
     /// `do_huge_pmd_wp_page` from `trylock_page` on (`kernel.struct_pages`,
     /// kernel/huge_memory_wp.rs): the page lock of the shared huge page at
     /// `pfn`, `reuse_swap_page` under it, then the reuse or the copy. If
@@ -263,7 +278,9 @@ pub enum Work {
     },
     /// `reuse_swap_page()`'s scan of the 512 sub-pages' `struct page` under
     /// the page lock of the huge page at `pfn` (resumable at a quantum boundary).
-    ReuseSwapPage { pfn: u64 },
+    ReuseSwapPage {
+        pfn: u64,
+    },
     /// `unlock_page()` and the rest of `do_huge_pmd_wp_page` (the reuse or the copy).
     WpHugePageUnlock {
         mm: usize,
@@ -282,7 +299,18 @@ pub enum Work {
     /// Locked read-modify-writes of page-table entries on these lines
     /// (`kernel.page_tables`, kernel/pgtable.rs): `change_prot_numa`'s
     /// `ptep_modify_prot_start` on each entry it changes.
-    EntryRmw { lines: Vec<u64>, what: KFn },
+    EntryRmw {
+        lines: Vec<u64>,
+        what: KFn,
+    },
+    /// A fault's `mmap_read_lock` / `mmap_read_unlock` of its mm
+    /// (`kernel.rwsems`, kernel/locking/rwsem.rs).
+    MmapReadLock {
+        mm: usize,
+    },
+    MmapReadUnlock {
+        mm: usize,
+    },
 }
 
 impl Work {
@@ -435,6 +463,8 @@ pub struct Kernel {
     pub spinlocks: Option<locking::sections::Spinlocks>,
     /// Page-table pages in simulated memory (`kernel.page_tables`; kernel/pgtable.rs).
     pub pgtable: pgtable::PgtableStat,
+    /// The reader-writer semaphores (`kernel.rwsems`; kernel/locking/rwsem.rs).
+    pub rwsems: Option<locking::rwsem::Rwsems>,
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
@@ -462,6 +492,12 @@ impl Kernel {
             }
             _ => None,
         };
+        let rwsems = (cfg.rwsems && node_bytes > 0).then(|| {
+            locking::rwsem::Rwsems::new(spinlocks.is_none().then(|| {
+                let skip = vmemmap.as_ref().map_or(0, |v| v.blocks_per_node);
+                kdata::KernelData::boot(&mut alloc, skip)
+            }))
+        });
         Kernel {
             cfg,
             costs,
@@ -493,6 +529,7 @@ impl Kernel {
             lock_stats: Default::default(),
             spinlocks,
             pgtable: Default::default(),
+            rwsems,
             policy_error: None,
         }
     }

@@ -235,8 +235,10 @@ impl Kernel {
             hw.charge(per_folio);
             hw.settle(KFn::ShrinkFolioList);
             if self.alloc.folio_mapcount(pfn) > 0 {
+                let sem = self.i_mmap_lock_read(hw, pfn);
                 let moved = self.rmap_entry_rmws(hw, pfn);
                 let (_, visited) = self.folio_referenced(pfn);
+                self.i_mmap_unlock_read(hw, sem);
                 let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
                 hw.charge(c);
                 hw.settle(KFn::RmapWalk);
@@ -289,8 +291,10 @@ impl Kernel {
     /// `folio_check_references`.
     fn folio_check_references(&mut self, hw: &mut Hw, pfn: u64) -> FolioRef {
         let (referenced_ptes, visited, moved) = if self.alloc.folio_mapcount(pfn) > 0 {
+            let sem = self.i_mmap_lock_read(hw, pfn);
             let moved = self.rmap_entry_rmws(hw, pfn);
             let (young, visited) = self.folio_referenced(pfn);
+            self.i_mmap_unlock_read(hw, sem);
             (young, visited, moved)
         } else {
             (0, 0, 0)
@@ -415,6 +419,7 @@ impl Kernel {
     /// flushes each at once (`per-page`) or adds it to the batch (`batched`).
     fn try_to_unmap(&mut self, hw: &mut Hw, pfn: u64, ubc: &mut TlbflushUnmapBatch) {
         let cpu = hw.cpu;
+        let sem = self.i_mmap_lock_read(hw, pfn);
         for (mm, va) in self.rmap_walk_file(pfn) {
             let moved = self.entry_rmw(hw, mm, va);
             let pte = self.try_to_unmap_one(mm, va).expect("the walk found it");
@@ -431,6 +436,7 @@ impl Kernel {
                 hw.settle(KFn::FlushTlb);
             }
         }
+        self.i_mmap_unlock_read(hw, sem);
     }
 
     /// `should_defer_flush()` for an entry of `mm` just cleared, by the

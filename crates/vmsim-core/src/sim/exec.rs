@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::kernel::huge_memory_wp::WpLockStep;
+use crate::kernel::locking::rwsem::SemRef;
 
 impl Sim {
     pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
@@ -179,6 +180,14 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.shrink_node(&mut hw, node, kswapd);
             }
+            Work::MmapReadLock { mm } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.down_read(&mut hw, SemRef::Mmap(mm));
+            }
+            Work::MmapReadUnlock { mm } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.up_read(&mut hw, SemRef::Mmap(mm));
+            }
             Work::EntryRmw { lines, .. } => {
                 let (_, mut hw) = self.kernel_hw(cpu);
                 for &line in &lines {
@@ -284,6 +293,16 @@ impl Sim {
                     let w = &mut self.cpus[cpu].work;
                     if let Some(i) = w.iter().position(|w| matches!(w, Work::ReturnToUser)) {
                         w.remove(i);
+                    }
+                    // The fault returns to retry: its mmap_lock goes now.
+                    if let Some(i) = w
+                        .iter()
+                        .position(|w| matches!(w, Work::MmapReadUnlock { .. }))
+                    {
+                        if let Some(Work::MmapReadUnlock { mm }) = w.remove(i) {
+                            let (k, mut hw) = self.kernel_hw(cpu);
+                            k.up_read(&mut hw, SemRef::Mmap(mm));
+                        }
                     }
                     self.account_runtime(cpu, t);
                     self.sched.sleep_current(cpu);

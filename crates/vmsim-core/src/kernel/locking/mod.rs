@@ -12,9 +12,11 @@
 //! One sleeping lock is modelled, the page lock (`PG_locked`,
 //! page_lock.rs), and, with `kernel.spinlocks`, the spinning locks of the
 //! allocator, the LRU lists and the page cache (spinlock.rs; their lines
-//! are kernel/kdata.rs's). Rwsems (`mmap_lock`, `i_mmap_rwsem`) are not.
+//! are kernel/kdata.rs's), and, with `kernel.rwsems`, the reader-writer
+//! semaphores `mmap_lock` and `i_mmap_rwsem` (rwsem.rs).
 
 pub mod page_lock;
+pub mod rwsem;
 pub mod sections;
 pub mod spinlock;
 
@@ -38,14 +40,20 @@ pub enum LockClass {
     /// A file's page-cache lock: `mapping->tree_lock` until 4.16,
     /// `mapping->i_pages`' xa_lock since.
     TreeLock,
+    /// An mm's `mmap_lock` (`mmap_sem` before 5.8; `kernel.rwsems`).
+    MmapLock,
+    /// A file's `i_mmap_rwsem` (`kernel.rwsems`).
+    IMmapRwsem,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 4] = [
+    pub const ALL: [LockClass; 6] = [
         LockClass::PageLock,
         LockClass::ZoneLock,
         LockClass::LruLock,
         LockClass::TreeLock,
+        LockClass::MmapLock,
+        LockClass::IMmapRwsem,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -53,6 +61,8 @@ impl LockClass {
             LockClass::ZoneLock => "&zone->lock",
             LockClass::LruLock => "&zone->lru_lock",
             LockClass::TreeLock => "&mapping->tree_lock",
+            LockClass::MmapLock => "&mm->mmap_lock",
+            LockClass::IMmapRwsem => "&mapping->i_mmap_rwsem",
         }
     }
 }

@@ -1,0 +1,91 @@
+//! `mmap_lock` and `i_mmap_rwsem` with `kernel.rwsems`
+//! (kernel/locking/rwsem.rs): faults take their mm's semaphore for read,
+//! reclaim's rmap walks the file's; readers on many cores move the lines;
+//! data is verified, runs are deterministic, and without the option
+//! nothing changes.
+
+use serde_json::Value;
+use vmsim_core::api::{self, Format};
+
+fn lru(rwsems: &str) -> String {
+    lru_n(rwsems, 48)
+}
+
+fn lru_n(rwsems: &str, nr_task: u32) -> String {
+    format!(
+        "machine = \"xeon-e5-2699v3-2s\"\nseed = 3\n[kernel]\nspinlocks = \"queued\"\n{rwsems}[workload]\nkind = \"lru-file-mmap-read\"\nnr_task = {nr_task}\nram_mib = 16\n"
+    )
+}
+
+fn run(text: &str) -> Value {
+    let out = api::run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+fn lock(v: &Value, class: &str, k: &str) -> u64 {
+    v["metrics"]["lock_stat"][class][k].as_u64().unwrap()
+}
+
+fn strip(v: &Value) -> Value {
+    let mut v = v.clone();
+    v["provenance"] = Value::Null;
+    v["metrics"]["host_seconds"] = Value::Null;
+    v
+}
+
+#[test]
+fn faults_and_rmap_walks_take_the_semaphores_and_readers_share_them() {
+    let v = run(&lru("rwsems = true\n"));
+    assert_eq!(v["metrics"]["data_verified"], true);
+    // Every fault takes its mm's mmap_lock for read, and each of the 48
+    // readers' munmap of the file at its end for write.
+    let faults = v["metrics"]["pgfault"].as_u64().unwrap();
+    let mmap = lock(&v, "&mm->mmap_lock", "acquisitions");
+    assert_eq!(mmap, faults + 48);
+    // Every reclaim rmap walk of a mapped folio takes the file's i_mmap_rwsem.
+    assert!(lock(&v, "&mapping->i_mmap_rwsem", "acquisitions") > 0);
+    assert_eq!(lock(&v, "&mapping->i_mmap_rwsem", "contentions"), 0);
+    // 48 CPUs' reclaim moves one line between them: more system time.
+    let off = run(&lru(""));
+    let sys = |v: &Value| v["metrics"]["sys_s"].as_f64().unwrap();
+    assert!(sys(&v) > sys(&off), "{} {}", sys(&v), sys(&off));
+}
+
+#[test]
+fn off_is_the_model_without_rwsems_and_on_is_deterministic() {
+    let none = run(&lru(""));
+    let off = run(&lru("rwsems = false\n"));
+    assert_eq!(strip(&none), strip(&off));
+    assert_eq!(lock(&off, "&mm->mmap_lock", "acquisitions"), 0);
+    let text = format!(
+        "{}[sim]\nwindow_cycles = \"auto\"\n",
+        lru_n("rwsems = true\n", 24)
+    );
+    let one = api::run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
+    let two = api::run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
+    let (one, two): (Value, Value) = (
+        serde_json::from_str(&one).unwrap(),
+        serde_json::from_str(&two).unwrap(),
+    );
+    assert_eq!(strip(&one)["metrics"], strip(&two)["metrics"]);
+    assert_eq!(one["metrics"]["data_verified"], true);
+}
+
+#[test]
+fn rwsems_without_spinlocks_have_kernel_data_of_their_own() {
+    let text = "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"never\"\nrwsems = true\n[workload]\nkind = \"usemem\"\nnr_task = 4\nsize_per_task_mib = 8\n";
+    let v = run(text);
+    assert_eq!(v["metrics"]["data_verified"], true);
+    // One read hold per fault, and a write hold for each fork of usemem's parent.
+    let faults = v["metrics"]["pgfault"].as_u64().unwrap();
+    assert!(lock(&v, "&mm->mmap_lock", "acquisitions") >= faults);
+    let bad = api::run_config(
+        &text.replace("rwsems = true", "rwsems = 1"),
+        Format::Toml,
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("kernel.rwsems"), "{bad}");
+}
