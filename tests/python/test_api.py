@@ -442,3 +442,21 @@ def test_spinlocks_from_python_report_lock_stat_and_refuse_unknown_names():
         vmsim.run(cfg)
     assert info.value.key == "kernel.spinlocks"
     assert "ticket" in info.value.message and "queued" in info.value.message
+
+
+def test_page_tables_and_rwsems_from_python_report_their_metrics_and_refuse_non_booleans():
+    cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 3,
+           "kernel": {"page_tables": True, "rwsems": True},
+           "workload": {"kind": "lru-file-mmap-read", "nr_task": 8, "ram_mib": 16}}
+    m = vmsim.run(cfg)["metrics"]
+    assert m["data_verified"] is True
+    assert m["pgtable_alloc"] == m["pgtable_free"] > 0
+    assert m["nr_page_table_pages"] == 0
+    assert sum(m["page_walker_loads"].values()) == m["tlb_walks"]
+    assert m["lock_stat"]["&mm->mmap_lock"]["acquisitions"] >= m["pgfault"]
+    assert m["lock_stat"]["&mapping->i_mmap_rwsem"]["acquisitions"] > 0
+    for key in ("page_tables", "rwsems"):
+        bad = dict(cfg, kernel=dict(cfg["kernel"], **{key: "yes"}))
+        with pytest.raises(vmsim.ConfigError) as info:
+            vmsim.run(bad)
+        assert info.value.key == f"kernel.{key}"
