@@ -131,27 +131,30 @@ fn main() {
 /// `kernel.struct_pages` and `kernel.spinlocks`, host time per simulated
 /// line access and per page fault.
 fn kernel_memory(filter: Option<&str>, reps: usize) {
-    println!("\nThe kernel's memory and locks (kernel.struct_pages, kernel.spinlocks), one host thread, best of {reps}: host cost per simulated line access and per fault, off and on\n");
+    println!("\nThe kernel's memory and locks (kernel.struct_pages, kernel.spinlocks, kernel.page_tables, kernel.rwsems), one host thread, best of {reps}: host cost per simulated line access and per fault, off and on\n");
     println!("| experiment | tasks | option | line accesses | faults | host s | ns / access | µs / fault |");
     println!("|---|---|---|---:|---:|---:|---:|---:|");
     for c in cases() {
-        let on = match c.experiment {
+        let locks = match c.experiment {
             "batched-tlb-flush" => "struct_pages = true\nspinlocks = \"ticket\"",
             "copy-target-last" if c.tasks.starts_with("36") => {
                 "struct_pages = true\nspinlocks = \"queued\""
             }
+            "numa-delay-map" => "spinlocks = \"queued\"",
             _ => continue,
         };
         if filter.is_some_and(|f| !c.experiment.contains(f)) {
             continue;
         }
+        let tables = format!("{locks}\npage_tables = true\nrwsems = true");
+        let with = |on: &str| {
+            c.config
+                .replacen("[kernel]\n", &format!("[kernel]\n{on}\n"), 1)
+        };
         for (label, config) in [
-            ("off", c.config.clone()),
-            (
-                on,
-                c.config
-                    .replacen("[kernel]\n", &format!("[kernel]\n{on}\n"), 1),
-            ),
+            ("off".to_string(), c.config.clone()),
+            (locks.to_string(), with(locks)),
+            (tables.clone(), with(&tables)),
         ] {
             let mut best = f64::MAX;
             let (mut lines, mut faults) = (0u64, 0u64);
