@@ -89,3 +89,18 @@ fn rwsems_without_spinlocks_have_kernel_data_of_their_own() {
     .to_string();
     assert!(bad.contains("kernel.rwsems"), "{bad}");
 }
+
+#[test]
+fn a_numa_migration_takes_the_anon_vma_lock_to_unmap_and_to_remap() {
+    let text = "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nmigrate_tlb_flush = \"per-page\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\nrwsems = true\n[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n";
+    let v = run(text);
+    assert_eq!(v["metrics"]["data_verified"], true);
+    let migrated = v["metrics"]["numa_pages_migrated"].as_u64().unwrap();
+    assert!(migrated > 0);
+    // try_to_migrate's rmap walk, then remove_migration_ptes' (no
+    // migration here is abandoned: each unmap has its remap).
+    assert_eq!(v["metrics"]["pgmigrate_fail"].as_u64(), Some(0));
+    assert_eq!(lock(&v, "&anon_vma->rwsem", "acquisitions"), 2 * migrated);
+    // The 8 threads of each process fault under their mm's mmap_lock.
+    assert!(lock(&v, "&mm->mmap_lock", "acquisitions") > 0);
+}

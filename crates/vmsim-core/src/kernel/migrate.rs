@@ -26,6 +26,7 @@
 //! only after the new one is mapped.
 
 use super::hw::Hw;
+use super::locking::rwsem::SemRef;
 use super::locking::sections::{
     SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR, PCP_BATCH,
 };
@@ -264,8 +265,11 @@ impl Kernel {
         new: u64,
     ) -> bool {
         let cpu = hw.cpu;
+        // rmap_walk_anon() under anon_vma_lock_read() (kernel.rwsems).
+        self.down_read(hw, SemRef::AnonVma(mm));
         let moved = self.entry_rmw(hw, mm, addr);
         hw.charge(self.costs.rmap_pte_cycles.saturating_sub(moved));
+        self.up_read(hw, SemRef::AnonVma(mm));
         hw.settle(KFn::TryToUnmap);
         let Some(accessible) = self.migrate_unmap(mm, addr, old, new) else {
             return false;

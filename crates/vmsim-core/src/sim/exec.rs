@@ -215,11 +215,12 @@ impl Sim {
                 *p = p.saturating_sub(1);
             }
             Work::MigrateRemap { mm, addr, old, new } => {
-                self.kernel.migrate_remap(mm, addr, old, new);
-                if self.kernel.page_tables() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.entry_store(&mut hw, mm, addr);
-                }
+                // remove_migration_ptes(): rmap_walk() under anon_vma_lock_read().
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.down_read(&mut hw, SemRef::AnonVma(mm));
+                k.migrate_remap(mm, addr, old, new);
+                k.entry_store(&mut hw, mm, addr);
+                k.up_read(&mut hw, SemRef::AnonVma(mm));
                 let c = self.kernel.costs.rmap_pte_cycles + self.kernel.costs.page_free_cycles;
                 self.machine.advance(cpu, c, c);
             }

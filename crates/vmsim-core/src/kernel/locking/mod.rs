@@ -13,7 +13,7 @@
 //! page_lock.rs), and, with `kernel.spinlocks`, the spinning locks of the
 //! allocator, the LRU lists and the page cache (spinlock.rs; their lines
 //! are kernel/kdata.rs's), and, with `kernel.rwsems`, the reader-writer
-//! semaphores `mmap_lock` and `i_mmap_rwsem` (rwsem.rs).
+//! semaphores `mmap_lock`, `i_mmap_rwsem` and the `anon_vma` lock (rwsem.rs).
 
 pub mod page_lock;
 pub mod rwsem;
@@ -44,16 +44,19 @@ pub enum LockClass {
     MmapLock,
     /// A file's `i_mmap_rwsem` (`kernel.rwsems`).
     IMmapRwsem,
+    /// An `anon_vma`'s `rwsem` (`kernel.rwsems`).
+    AnonVmaRwsem,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 6] = [
+    pub const ALL: [LockClass; 7] = [
         LockClass::PageLock,
         LockClass::ZoneLock,
         LockClass::LruLock,
         LockClass::TreeLock,
         LockClass::MmapLock,
         LockClass::IMmapRwsem,
+        LockClass::AnonVmaRwsem,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -63,6 +66,7 @@ impl LockClass {
             LockClass::TreeLock => "&mapping->tree_lock",
             LockClass::MmapLock => "&mm->mmap_lock",
             LockClass::IMmapRwsem => "&mapping->i_mmap_rwsem",
+            LockClass::AnonVmaRwsem => "&anon_vma->rwsem",
         }
     }
 }

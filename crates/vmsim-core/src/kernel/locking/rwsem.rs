@@ -159,6 +159,10 @@ pub enum SemRef {
     Mmap(usize),
     /// A file's `mapping->i_mmap_rwsem`.
     IMmap(usize),
+    /// The root `anon_vma`'s `rwsem` of an mm's anonymous memory (one
+    /// `anon_vma` per mm: the model's processes map their anonymous
+    /// memory before they fork or start threads).
+    AnonVma(usize),
 }
 
 /// The semaphores of `kernel.rwsems`, each given its line on first use,
@@ -188,6 +192,7 @@ impl crate::kernel::Kernel {
         let (key, class) = match r {
             SemRef::Mmap(mm) => ((0, mm), LockClass::MmapLock),
             SemRef::IMmap(ino) => ((1, ino), LockClass::IMmapRwsem),
+            SemRef::AnonVma(mm) => ((2, mm), LockClass::AnonVmaRwsem),
         };
         if !rw.sems.contains_key(&key) {
             let line = match (&mut self.spinlocks, &mut rw.kdata) {
