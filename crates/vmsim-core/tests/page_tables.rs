@@ -6,6 +6,9 @@
 //! data is still verified, runs are deterministic, and without the option
 //! nothing changes.
 
+mod common;
+
+use common::{run_json as run, strip_volatile as strip, windowed_same_on_two_threads};
 use serde_json::Value;
 use vmsim_core::api::{self, Format};
 
@@ -13,11 +16,6 @@ fn usemem(thp: &str, pt: &str) -> String {
     format!(
         "machine = \"xeon-e5-2699v3-2s\"\nseed = 1\n[kernel]\nthp = \"{thp}\"\n{pt}[workload]\nkind = \"usemem\"\nnr_task = 4\nsize_per_task_mib = 8\n"
     )
-}
-
-fn run(text: &str) -> Value {
-    let out = api::run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap();
-    serde_json::from_str(&out).unwrap()
 }
 
 fn u(v: &Value, path: &[&str]) -> u64 {
@@ -33,13 +31,6 @@ fn walker_loads(v: &Value) -> u64 {
         .iter()
         .map(|k| u(v, &["page_walker_loads", k]))
         .sum()
-}
-
-fn strip(v: &Value) -> Value {
-    let mut v = v.clone();
-    v["provenance"] = Value::Null;
-    v["metrics"]["host_seconds"] = Value::Null;
-    v
 }
 
 #[test]
@@ -83,17 +74,9 @@ fn off_is_the_model_without_page_tables_and_on_is_deterministic() {
     assert!(sys(&on) > sys(&off));
 }
 
-/// numa-delay-map's pmbench in miniature: the NUMA scanner's
-/// `change_prot_numa`, hint faults and migrations touch the entries.
-fn pmbench(pt: bool) -> String {
-    format!(
-        "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\npage_tables = {pt}\n[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n"
-    )
-}
-
 #[test]
 fn numa_balancing_walks_and_migrates_through_the_tables() {
-    let v = run(&pmbench(true));
+    let v = run(&common::pmbench_numa("page_tables = true\n"));
     assert_eq!(v["metrics"]["data_verified"], true);
     assert!(u(&v, &["numa_pages_migrated"]) > 0);
     assert_eq!(walker_loads(&v), u(&v, &["tlb_walks"]));
@@ -103,7 +86,7 @@ fn numa_balancing_walks_and_migrates_through_the_tables() {
     assert_eq!(u(&v, &["nr_page_table_pages"]), 0);
     assert_eq!(u(&v, &["pgtable_alloc"]), u(&v, &["pgtable_free"]));
     // The scanner's exchanges moved out of its fixed cost: the run differs.
-    let off = run(&pmbench(false));
+    let off = run(&common::pmbench_numa(""));
     assert_ne!(v["metrics"]["sys_s"], off["metrics"]["sys_s"]);
 }
 
@@ -115,14 +98,7 @@ fn reclaim_unmaps_through_the_tables_and_a_windowed_run_is_the_same_on_two_threa
     assert!(u(&v, &["pgsteal_kswapd"]) + u(&v, &["pgsteal_direct"]) > 0);
     assert_eq!(walker_loads(&v), u(&v, &["tlb_walks"]));
     assert_eq!(u(&v, &["nr_page_table_pages"]), 0);
-    let text = format!("{text}[sim]\nwindow_cycles = \"auto\"\n");
-    let one = api::run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
-    let two = api::run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
-    let (one, two): (Value, Value) = (
-        serde_json::from_str(&one).unwrap(),
-        serde_json::from_str(&two).unwrap(),
-    );
-    assert_eq!(strip(&one)["metrics"], strip(&two)["metrics"]);
+    let one = windowed_same_on_two_threads(text);
     assert_eq!(one["metrics"]["data_verified"], true);
 }
 

@@ -4,48 +4,35 @@
 //! data is verified, runs are deterministic, and without the option
 //! nothing changes.
 
+mod common;
+
+use common::{run_json as run, strip_volatile as strip, windowed_same_on_two_threads};
 use serde_json::Value;
 use vmsim_core::api::{self, Format};
 
 fn lru(rwsems: &str) -> String {
-    lru_n(rwsems, 48)
-}
-
-fn lru_n(rwsems: &str, nr_task: u32) -> String {
     format!(
-        "machine = \"xeon-e5-2699v3-2s\"\nseed = 3\n[kernel]\nspinlocks = \"queued\"\n{rwsems}[workload]\nkind = \"lru-file-mmap-read\"\nnr_task = {nr_task}\nram_mib = 16\n"
+        "machine = \"xeon-e5-2699v3-2s\"\nseed = 3\n[kernel]\nspinlocks = \"queued\"\n{rwsems}[workload]\nkind = \"lru-file-mmap-read\"\nnr_task = 24\nram_mib = 16\n"
     )
-}
-
-fn run(text: &str) -> Value {
-    let out = api::run_config(text, Format::Toml, None, &mut |_, _| {}).unwrap();
-    serde_json::from_str(&out).unwrap()
 }
 
 fn lock(v: &Value, class: &str, k: &str) -> u64 {
     v["metrics"]["lock_stat"][class][k].as_u64().unwrap()
 }
 
-fn strip(v: &Value) -> Value {
-    let mut v = v.clone();
-    v["provenance"] = Value::Null;
-    v["metrics"]["host_seconds"] = Value::Null;
-    v
-}
-
 #[test]
 fn faults_and_rmap_walks_take_the_semaphores_and_readers_share_them() {
     let v = run(&lru("rwsems = true\n"));
     assert_eq!(v["metrics"]["data_verified"], true);
-    // Every fault takes its mm's mmap_lock for read, and each of the 48
+    // Every fault takes its mm's mmap_lock for read, and each of the 24
     // readers' munmap of the file at its end for write.
     let faults = v["metrics"]["pgfault"].as_u64().unwrap();
     let mmap = lock(&v, "&mm->mmap_lock", "acquisitions");
-    assert_eq!(mmap, faults + 48);
+    assert_eq!(mmap, faults + 24);
     // Every reclaim rmap walk of a mapped folio takes the file's i_mmap_rwsem.
     assert!(lock(&v, "&mapping->i_mmap_rwsem", "acquisitions") > 0);
     assert_eq!(lock(&v, "&mapping->i_mmap_rwsem", "contentions"), 0);
-    // 48 CPUs' reclaim moves one line between them: more system time.
+    // 24 CPUs' reclaim moves one line between them: more system time.
     let off = run(&lru(""));
     let sys = |v: &Value| v["metrics"]["sys_s"].as_f64().unwrap();
     assert!(sys(&v) > sys(&off), "{} {}", sys(&v), sys(&off));
@@ -57,17 +44,7 @@ fn off_is_the_model_without_rwsems_and_on_is_deterministic() {
     let off = run(&lru("rwsems = false\n"));
     assert_eq!(strip(&none), strip(&off));
     assert_eq!(lock(&off, "&mm->mmap_lock", "acquisitions"), 0);
-    let text = format!(
-        "{}[sim]\nwindow_cycles = \"auto\"\n",
-        lru_n("rwsems = true\n", 24)
-    );
-    let one = api::run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
-    let two = api::run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
-    let (one, two): (Value, Value) = (
-        serde_json::from_str(&one).unwrap(),
-        serde_json::from_str(&two).unwrap(),
-    );
-    assert_eq!(strip(&one)["metrics"], strip(&two)["metrics"]);
+    let one = windowed_same_on_two_threads(&lru("rwsems = true\n"));
     assert_eq!(one["metrics"]["data_verified"], true);
 }
 
@@ -92,7 +69,7 @@ fn rwsems_without_spinlocks_have_kernel_data_of_their_own() {
 
 #[test]
 fn a_numa_migration_takes_the_anon_vma_lock_to_unmap_and_to_remap() {
-    let text = "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nmigrate_tlb_flush = \"per-page\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\nrwsems = true\n[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n";
+    let text = &common::pmbench_numa("rwsems = true\n");
     let v = run(text);
     assert_eq!(v["metrics"]["data_verified"], true);
     let migrated = v["metrics"]["numa_pages_migrated"].as_u64().unwrap();

@@ -43,3 +43,47 @@ pub fn with_value(section: &str, key: &str, value: &str) -> String {
     let v1 = v0 + PRESET[v0..].find(',').unwrap();
     format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
 }
+
+/// A run config's JSON result (`api::run_config`, one host thread).
+pub fn run_json(text: &str) -> serde_json::Value {
+    let out =
+        vmsim_core::api::run_config(text, vmsim_core::api::Format::Toml, None, &mut |_, _| {})
+            .unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+/// A result without the fields that differ from run to run (provenance,
+/// host time), for byte-for-byte comparisons of the model's output.
+pub fn strip_volatile(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
+    v["provenance"] = serde_json::Value::Null;
+    v["metrics"]["host_seconds"] = serde_json::Value::Null;
+    v
+}
+
+/// Runs `text` with the windowed loop on 1 and on 2 host threads and
+/// checks that the metrics are the same; returns the one-thread result.
+pub fn windowed_same_on_two_threads(text: &str) -> serde_json::Value {
+    use vmsim_core::api::{run_config_on, Format};
+    let text = format!("{text}[sim]\nwindow_cycles = \"auto\"\n");
+    let one = run_config_on(&text, Format::Toml, None, 1, &mut |_, _| {}).unwrap();
+    let two = run_config_on(&text, Format::Toml, None, 2, &mut |_, _| {}).unwrap();
+    let (one, two): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&one).unwrap(),
+        serde_json::from_str(&two).unwrap(),
+    );
+    assert_eq!(
+        strip_volatile(&one)["metrics"],
+        strip_volatile(&two)["metrics"]
+    );
+    one
+}
+
+/// numa-delay-map's pmbench in miniature (bench/prof/pmbench.toml): the
+/// NUMA scanner, hinting faults and migrations within 0.002 s, with
+/// `kernel` lines added to the kernel section.
+pub fn pmbench_numa(kernel: &str) -> String {
+    format!(
+        "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nmigrate_tlb_flush = \"per-page\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\n{kernel}[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n"
+    )
+}

@@ -119,3 +119,36 @@ impl LockStats {
         serde_json::Value::Object(m)
     }
 }
+
+/// The locks' unit tests' machine: the E5-2699 v3 preset with 64 MiB a
+/// node, every CPU in kernel mode, and a `Hw` lent for one CPU at a time.
+#[cfg(test)]
+pub(crate) mod test_hw {
+    use crate::config::{embedded_machines, Preset};
+    use crate::kernel::hw::{Hw, KfnCycles};
+    use crate::kernel::tlbflush::TlbState;
+    use crate::machine::{Machine, Mode};
+
+    pub fn machine() -> Machine {
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+            .unwrap();
+        let p = Preset::parse(text, name).unwrap();
+        let mut m = Machine::new(&p.machine_params().unwrap(), 64 << 20, 0).unwrap();
+        for c in &mut m.cpus {
+            c.mode = Mode::Kernel;
+        }
+        m
+    }
+
+    /// Runs `f` with a `Hw` of `cpu`.
+    pub fn on<R>(m: &mut Machine, cpu: usize, f: impl FnOnce(&mut Hw) -> R) -> R {
+        let n = m.cpus.len();
+        let mut ts = vec![TlbState::default(); n];
+        let mut settled = 0;
+        let mut kfn: KfnCycles = Default::default();
+        let mut hw = Hw::new(cpu, m, &mut ts, &mut settled, &mut kfn);
+        f(&mut hw)
+    }
+}

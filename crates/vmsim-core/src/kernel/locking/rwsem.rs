@@ -264,32 +264,7 @@ impl crate::kernel::Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{embedded_machines, Preset};
-    use crate::kernel::hw::KfnCycles;
-    use crate::kernel::tlbflush::TlbState;
-    use crate::machine::{Machine, Mode};
-
-    fn machine() -> Machine {
-        let (name, text) = embedded_machines()
-            .iter()
-            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-            .unwrap();
-        let p = Preset::parse(text, name).unwrap();
-        let mut m = Machine::new(&p.machine_params().unwrap(), 64 << 20, 0).unwrap();
-        for c in &mut m.cpus {
-            c.mode = Mode::Kernel;
-        }
-        m
-    }
-
-    fn on<R>(m: &mut Machine, cpu: usize, f: impl FnOnce(&mut Hw) -> R) -> R {
-        let n = m.cpus.len();
-        let mut ts = vec![TlbState::default(); n];
-        let mut settled = 0;
-        let mut kfn: KfnCycles = Default::default();
-        let mut hw = Hw::new(cpu, m, &mut ts, &mut settled, &mut kfn);
-        f(&mut hw)
-    }
+    use crate::kernel::locking::test_hw::{machine, on};
 
     const LINE: u64 = 1000;
 

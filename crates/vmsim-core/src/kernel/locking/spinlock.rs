@@ -162,33 +162,9 @@ fn keep_recent<T>(v: &mut Vec<T>, end: impl Fn(&T) -> u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{embedded_machines, Preset};
-    use crate::kernel::hw::{KfnCycles, LOCKED_RMW_CYCLES};
-    use crate::kernel::tlbflush::TlbState;
-    use crate::machine::{Machine, Mode};
-
-    fn machine() -> Machine {
-        let (name, text) = embedded_machines()
-            .iter()
-            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-            .unwrap();
-        let p = Preset::parse(text, name).unwrap();
-        let mut m = Machine::new(&p.machine_params().unwrap(), 64 << 20, 0).unwrap();
-        for c in &mut m.cpus {
-            c.mode = Mode::Kernel;
-        }
-        m
-    }
-
-    /// Runs `f` with a `Hw` of `cpu`.
-    fn on<R>(m: &mut Machine, cpu: usize, f: impl FnOnce(&mut Hw) -> R) -> R {
-        let n = m.cpus.len();
-        let mut ts = vec![TlbState::default(); n];
-        let mut settled = 0;
-        let mut kfn: KfnCycles = Default::default();
-        let mut hw = Hw::new(cpu, m, &mut ts, &mut settled, &mut kfn);
-        f(&mut hw)
-    }
+    use crate::kernel::hw::LOCKED_RMW_CYCLES;
+    use crate::kernel::locking::test_hw::{machine, on};
+    use crate::machine::Machine;
 
     const LINE: u64 = 1000;
 
