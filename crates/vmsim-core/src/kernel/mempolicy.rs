@@ -18,8 +18,8 @@
 //! do); the range's TLB entries are flushed after the change (as mprotect
 //! does, through `flush_tlb_mm_range`).
 
+use super::mm::Level;
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
-use super::pgtable::Level;
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 

@@ -166,7 +166,92 @@ pub struct Mm {
     pub shadow: BTreeMap<u64, Vec<u64>>,
     /// Which frames hold this mm's page tables (`kernel.page_tables`;
     /// kernel/pgtable.rs); empty otherwise.
-    pub pt: super::pgtable::PgTables,
+    pub pt: PgTables,
+}
+
+/// x86-64's `PGDIR_SHIFT` with four-level paging: one PGD entry maps 512 GiB.
+pub const PGDIR_SHIFT: u32 = 39;
+
+/// The level of a page-table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Pgd,
+    Pud,
+    Pmd,
+    Pte,
+}
+
+/// Which frame holds which table of one mm (`kernel.page_tables`,
+/// kernel/pgtable.rs): entry *i* of the table in frame *f* is line
+/// *f*·64 + *i*/8.
+#[derive(Clone, Debug, Default)]
+pub struct PgTables {
+    pgd: Option<u64>,
+    /// PUD pages by `va >> PGDIR_SHIFT`.
+    pud: BTreeMap<u64, u64>,
+    /// PMD pages by `va >> PUD_SHIFT`.
+    pmd: BTreeMap<u64, u64>,
+    /// PTE pages by `va >> PMD_SHIFT`.
+    pte: BTreeMap<u64, u64>,
+}
+
+/// The line holding entry `index` of the table in frame `pfn`.
+#[inline]
+fn entry_line(pfn: u64, index: u64) -> u64 {
+    (pfn << 6) | ((index & 511) >> 3)
+}
+
+impl PgTables {
+    /// The line of `va`'s entry at `level`, if that table has a frame.
+    #[inline]
+    pub fn line(&self, va: u64, level: Level) -> Option<u64> {
+        let (pfn, shift) = match level {
+            Level::Pgd => (self.pgd?, PGDIR_SHIFT),
+            Level::Pud => (*self.pud.get(&(va >> PGDIR_SHIFT))?, PUD_SHIFT),
+            Level::Pmd => (*self.pmd.get(&(va >> PUD_SHIFT))?, PMD_SHIFT),
+            Level::Pte => (*self.pte.get(&(va >> PMD_SHIFT))?, 12),
+        };
+        Some(entry_line(pfn, va >> shift))
+    }
+
+    /// Frames held by this mm's tables.
+    pub fn nr_tables(&self) -> u64 {
+        self.pgd.is_some() as u64 + (self.pud.len() + self.pmd.len() + self.pte.len()) as u64
+    }
+
+    /// The tables on the way to `va`'s entry at `leaf` that have no frame
+    /// yet, top down, with where each would be recorded.
+    pub(crate) fn missing(&self, va: u64, leaf: Level) -> Vec<Level> {
+        let mut out = Vec::new();
+        if self.pgd.is_none() {
+            out.push(Level::Pgd);
+        }
+        if !self.pud.contains_key(&(va >> PGDIR_SHIFT)) {
+            out.push(Level::Pud);
+        }
+        if leaf != Level::Pud && !self.pmd.contains_key(&(va >> PUD_SHIFT)) {
+            out.push(Level::Pmd);
+        }
+        if leaf == Level::Pte && !self.pte.contains_key(&(va >> PMD_SHIFT)) {
+            out.push(Level::Pte);
+        }
+        out
+    }
+
+    pub(crate) fn record(&mut self, va: u64, table: Level, pfn: u64) {
+        match table {
+            Level::Pgd => self.pgd = Some(pfn),
+            Level::Pud => {
+                self.pud.insert(va >> PGDIR_SHIFT, pfn);
+            }
+            Level::Pmd => {
+                self.pmd.insert(va >> PUD_SHIFT, pfn);
+            }
+            Level::Pte => {
+                self.pte.insert(va >> PMD_SHIFT, pfn);
+            }
+        }
+    }
 }
 
 /// Where a virtual address is mapped.
@@ -274,6 +359,43 @@ impl Mm {
         }
         self.tlb_flush_batched = pending | (pending << TLB_FLUSH_BATCH_FLUSHED_SHIFT);
         true
+    }
+
+    /// `free_pgtables`' choice: removes and returns the frames of the
+    /// tables whose range maps nothing any more (a PTE page whose 2 MiB
+    /// holds no table, a PMD page whose 1 GiB maps nothing, a PUD page with
+    /// neither), and with `all` (the mm's end) the PGD too.
+    pub fn take_unused_tables(&mut self, all: bool) -> Vec<u64> {
+        let mut freed = Vec::new();
+        let (pmds, puds, pt) = (&self.pmds, &self.puds, &mut self.pt);
+        pt.pte.retain(|k, pfn| {
+            let keep = matches!(pmds.get(k), Some(Pmd::Table(_)));
+            if !keep {
+                freed.push(*pfn);
+            }
+            keep
+        });
+        pt.pmd.retain(|g, pfn| {
+            let keep = pmds.range(g << 9..(g + 1) << 9).next().is_some();
+            if !keep {
+                freed.push(*pfn);
+            }
+            keep
+        });
+        let pmd_pages = &pt.pmd;
+        pt.pud.retain(|t, pfn| {
+            let r = t << 9..(t + 1) << 9;
+            let keep =
+                pmd_pages.range(r.clone()).next().is_some() || puds.range(r).next().is_some();
+            if !keep {
+                freed.push(*pfn);
+            }
+            keep
+        });
+        if all {
+            freed.extend(pt.pgd.take());
+        }
+        freed
     }
 
     /// Places a new VMA of `len` bytes (rounded up to 4 KiB, as `mmap()`
@@ -881,5 +1003,30 @@ mod tests {
         let (_, freed) = mm.munmap(g).unwrap();
         assert_eq!(freed, vec![(1 << 18, true)]);
         assert!(mm.lookup(g + PUD_SIZE).is_none());
+    }
+
+    #[test]
+    fn entry_lines_follow_the_x86_64_index_split() {
+        let mut pt = PgTables::default();
+        let va: u64 = (3 << PGDIR_SHIFT) | (5 << PUD_SHIFT) | (17 << PMD_SHIFT) | (200 << 12);
+        assert_eq!(pt.missing(va, Level::Pte).len(), 4);
+        assert_eq!(pt.missing(va, Level::Pmd).len(), 3);
+        assert_eq!(pt.missing(va, Level::Pud).len(), 2);
+        pt.record(va, Level::Pgd, 10);
+        pt.record(va, Level::Pud, 11);
+        pt.record(va, Level::Pmd, 12);
+        pt.record(va, Level::Pte, 13);
+        assert!(pt.missing(va, Level::Pte).is_empty());
+        // Eight entries a line: entry i of frame f is at line f*64 + i/8.
+        assert_eq!(pt.line(va, Level::Pgd), Some(10 * 64));
+        assert_eq!(pt.line(va, Level::Pud), Some(11 * 64));
+        assert_eq!(pt.line(va, Level::Pmd), Some(12 * 64 + 2));
+        assert_eq!(pt.line(va, Level::Pte), Some(13 * 64 + 25));
+        // The next 2 MiB has no PTE table; the same PMD table holds its entry.
+        let next = va + (1 << PMD_SHIFT);
+        assert_eq!(pt.line(next, Level::Pte), None);
+        assert_eq!(pt.line(next, Level::Pmd), Some(12 * 64 + 2));
+        assert_eq!(pt.missing(next, Level::Pte), vec![Level::Pte]);
+        assert_eq!(pt.nr_tables(), 4);
     }
 }

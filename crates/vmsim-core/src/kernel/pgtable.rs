@@ -4,6 +4,9 @@
 //! allocator, so that the hardware walker and the kernel's own walks read
 //! and write entries through the caches, and the tables take memory.
 //!
+//! Which frame holds which table is the mm's (`Mm::pt`, kernel/mm.rs);
+//! this file allocates and frees them and does the kernel's accesses.
+//!
 //! The kernel allocates a table when a fault first needs it (`__pte_alloc`,
 //! `__pmd_alloc`, `__pud_alloc`: `GFP_PGTABLE_USER`, zeroed, on the
 //! faulting CPU's node under the default policy) and frees it when the
@@ -33,92 +36,8 @@
 //! allocator by the mm's exit.
 
 use super::hw::Hw;
-use super::mm::{Pmd, PAGE_SIZE, PMD_SHIFT, PUD_SHIFT};
+use super::mm::{Level, Pmd, PAGE_SIZE, PMD_SHIFT, PUD_SHIFT};
 use super::Kernel;
-use std::collections::BTreeMap;
-
-/// x86-64's `PGDIR_SHIFT` with four-level paging: one PGD entry maps 512 GiB.
-pub const PGDIR_SHIFT: u32 = 39;
-
-/// The level of a page-table entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Pgd,
-    Pud,
-    Pmd,
-    Pte,
-}
-
-/// Which frame holds which table of one mm.
-#[derive(Clone, Debug, Default)]
-pub struct PgTables {
-    pgd: Option<u64>,
-    /// PUD pages by `va >> PGDIR_SHIFT`.
-    pud: BTreeMap<u64, u64>,
-    /// PMD pages by `va >> PUD_SHIFT`.
-    pmd: BTreeMap<u64, u64>,
-    /// PTE pages by `va >> PMD_SHIFT`.
-    pte: BTreeMap<u64, u64>,
-}
-
-/// The line holding entry `index` of the table in frame `pfn`.
-#[inline]
-fn entry_line(pfn: u64, index: u64) -> u64 {
-    (pfn << 6) | ((index & 511) >> 3)
-}
-
-impl PgTables {
-    /// The line of `va`'s entry at `level`, if that table has a frame.
-    #[inline]
-    pub fn line(&self, va: u64, level: Level) -> Option<u64> {
-        let (pfn, shift) = match level {
-            Level::Pgd => (self.pgd?, PGDIR_SHIFT),
-            Level::Pud => (*self.pud.get(&(va >> PGDIR_SHIFT))?, PUD_SHIFT),
-            Level::Pmd => (*self.pmd.get(&(va >> PUD_SHIFT))?, PMD_SHIFT),
-            Level::Pte => (*self.pte.get(&(va >> PMD_SHIFT))?, 12),
-        };
-        Some(entry_line(pfn, va >> shift))
-    }
-
-    /// Frames held by this mm's tables.
-    pub fn nr_tables(&self) -> u64 {
-        self.pgd.is_some() as u64 + (self.pud.len() + self.pmd.len() + self.pte.len()) as u64
-    }
-
-    /// The tables on the way to `va`'s entry at `leaf` that have no frame
-    /// yet, top down, with where each would be recorded.
-    fn missing(&self, va: u64, leaf: Level) -> Vec<Level> {
-        let mut out = Vec::new();
-        if self.pgd.is_none() {
-            out.push(Level::Pgd);
-        }
-        if !self.pud.contains_key(&(va >> PGDIR_SHIFT)) {
-            out.push(Level::Pud);
-        }
-        if leaf != Level::Pud && !self.pmd.contains_key(&(va >> PUD_SHIFT)) {
-            out.push(Level::Pmd);
-        }
-        if leaf == Level::Pte && !self.pte.contains_key(&(va >> PMD_SHIFT)) {
-            out.push(Level::Pte);
-        }
-        out
-    }
-
-    fn record(&mut self, va: u64, table: Level, pfn: u64) {
-        match table {
-            Level::Pgd => self.pgd = Some(pfn),
-            Level::Pud => {
-                self.pud.insert(va >> PGDIR_SHIFT, pfn);
-            }
-            Level::Pmd => {
-                self.pmd.insert(va >> PUD_SHIFT, pfn);
-            }
-            Level::Pte => {
-                self.pte.insert(va >> PMD_SHIFT, pfn);
-            }
-        }
-    }
-}
 
 /// What `va`'s mapping is, for the level of its leaf entry.
 fn leaf_level(mm: &super::mm::Mm, va: u64) -> Option<Level> {
@@ -230,71 +149,11 @@ impl Kernel {
         if !self.page_tables() {
             return;
         }
-        let mm = &mut self.mms[mm_id];
-        let mut freed = Vec::new();
-        let pmds = &mm.pmds;
-        mm.pt.pte.retain(|k, pfn| {
-            let keep = matches!(pmds.get(k), Some(Pmd::Table(_)));
-            if !keep {
-                freed.push(*pfn);
-            }
-            keep
-        });
-        let puds = &mm.puds;
-        mm.pt.pmd.retain(|g, pfn| {
-            let keep = pmds.range(g << 9..(g + 1) << 9).next().is_some();
-            if !keep {
-                freed.push(*pfn);
-            }
-            keep
-        });
-        let pmd_pages = &mm.pt.pmd;
-        mm.pt.pud.retain(|t, pfn| {
-            let r = t << 9..(t + 1) << 9;
-            let keep =
-                pmd_pages.range(r.clone()).next().is_some() || puds.range(r).next().is_some();
-            if !keep {
-                freed.push(*pfn);
-            }
-            keep
-        });
-        if all {
-            freed.extend(mm.pt.pgd.take());
-        }
+        let freed = self.mms[mm_id].take_unused_tables(all);
         for pfn in freed {
             self.alloc.free(pfn);
             self.pgtable.pgtable_free += 1;
             self.pgtable.nr_page_table_pages -= 1;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entry_lines_follow_the_x86_64_index_split() {
-        let mut pt = PgTables::default();
-        let va: u64 = (3 << PGDIR_SHIFT) | (5 << PUD_SHIFT) | (17 << PMD_SHIFT) | (200 << 12);
-        assert_eq!(pt.missing(va, Level::Pte).len(), 4);
-        assert_eq!(pt.missing(va, Level::Pmd).len(), 3);
-        assert_eq!(pt.missing(va, Level::Pud).len(), 2);
-        pt.record(va, Level::Pgd, 10);
-        pt.record(va, Level::Pud, 11);
-        pt.record(va, Level::Pmd, 12);
-        pt.record(va, Level::Pte, 13);
-        assert!(pt.missing(va, Level::Pte).is_empty());
-        // Eight entries a line: entry i of frame f is at line f*64 + i/8.
-        assert_eq!(pt.line(va, Level::Pgd), Some(10 * 64));
-        assert_eq!(pt.line(va, Level::Pud), Some(11 * 64));
-        assert_eq!(pt.line(va, Level::Pmd), Some(12 * 64 + 2));
-        assert_eq!(pt.line(va, Level::Pte), Some(13 * 64 + 25));
-        // The next 2 MiB has no PTE table; the same PMD table holds its entry.
-        let next = va + (1 << PMD_SHIFT);
-        assert_eq!(pt.line(next, Level::Pte), None);
-        assert_eq!(pt.line(next, Level::Pmd), Some(12 * 64 + 2));
-        assert_eq!(pt.missing(next, Level::Pte), vec![Level::Pte]);
-        assert_eq!(pt.nr_tables(), 4);
     }
 }

@@ -9,8 +9,8 @@
 
 use super::Sim;
 use crate::error::Error;
+use crate::kernel::mm::Level;
 use crate::kernel::mm::Translation;
-use crate::kernel::pgtable::Level;
 use crate::machine::tlb::PageSize;
 
 /// What the translation of one access found.
