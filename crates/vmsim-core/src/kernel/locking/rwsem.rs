@@ -205,42 +205,44 @@ impl crate::kernel::Kernel {
         rw.sems.get_mut(&key)
     }
 
-    /// `down_read(r)` on `hw.cpu` (`kernel.rwsems`; nothing otherwise).
-    pub fn down_read(&mut self, hw: &mut Hw, r: SemRef) {
+    /// Runs `op` on semaphore `r` for `hw.cpu` (`kernel.rwsems`; nothing
+    /// otherwise), with the lock statistics.
+    fn on_rwsem(
+        &mut self,
+        hw: &mut Hw,
+        r: SemRef,
+        op: impl FnOnce(&mut RwSem, &mut Hw, &mut LockStats),
+    ) {
         let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
         let mut stats = std::mem::take(&mut self.lock_stats);
         if let Some(s) = self.rwsem(r, node) {
-            s.down_read(hw, &mut stats);
+            op(s, hw, &mut stats);
         }
         self.lock_stats = stats;
+    }
+
+    /// `down_read(r)` on `hw.cpu`.
+    pub fn down_read(&mut self, hw: &mut Hw, r: SemRef) {
+        self.on_rwsem(hw, r, |s, hw, st| {
+            s.down_read(hw, st);
+        });
     }
 
     /// `up_read(r)` on `hw.cpu`.
     pub fn up_read(&mut self, hw: &mut Hw, r: SemRef) {
-        let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
-        if let Some(s) = self.rwsem(r, node) {
-            s.up_read(hw);
-        }
+        self.on_rwsem(hw, r, |s, hw, _| s.up_read(hw));
     }
 
     /// `down_write(r)` on `hw.cpu`.
     pub fn down_write(&mut self, hw: &mut Hw, r: SemRef) {
-        let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
-        let mut stats = std::mem::take(&mut self.lock_stats);
-        if let Some(s) = self.rwsem(r, node) {
-            s.down_write(hw, &mut stats);
-        }
-        self.lock_stats = stats;
+        self.on_rwsem(hw, r, |s, hw, st| {
+            s.down_write(hw, st);
+        });
     }
 
     /// `up_write(r)` on `hw.cpu`.
     pub fn up_write(&mut self, hw: &mut Hw, r: SemRef) {
-        let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
-        let mut stats = std::mem::take(&mut self.lock_stats);
-        if let Some(s) = self.rwsem(r, node) {
-            s.up_write(hw, &mut stats);
-        }
-        self.lock_stats = stats;
+        self.on_rwsem(hw, r, |s, hw, st| s.up_write(hw, st));
     }
 
     /// The file whose `i_mmap` an rmap walk of page-cache folio `pfn`
