@@ -87,10 +87,14 @@ def check_engine(scheduler: Any, workers: Any, jobs: Any = None) -> None:
 #: a dashboard or for long-lived shared clusters run seldom or not at all:
 #: the event-loop health tick (every 20 ms by default), the workers'
 #: statistical profiler (a stack sample every 10 ms while a task runs),
-#: the memory monitors (every 100 ms), the system monitor, work stealing
-#: (the scheduler's queue already hands a worker a task when it has room)
-#: and the active memory manager (nothing to move: a task's result is
-#: fetched once). Heartbeats, and so the detection of a dead worker, are
+#: the memory monitors (every 100 ms), the system monitor and the active
+#: memory manager (nothing to move: a task's result is fetched once).
+#: A worker holds one queued task at a time (saturation 1.0: a study's
+#: tasks take seconds, so a worker fetching its next one on finishing costs
+#: nothing), and work stealing stays on: the first few tasks of a study are
+#: assigned at once, and a worker that finishes early takes those another
+#: one holds (experiments of ``reproduce`` take minutes to a quarter of an
+#: hour each). Heartbeats, and so the detection of a dead worker, are
 #: unchanged.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.multiprocessing-method": "fork",
@@ -98,7 +102,7 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.worker.profile.enabled": False,
     "distributed.worker.memory.monitor-interval": "1s",
-    "distributed.scheduler.work-stealing": False,
+    "distributed.scheduler.worker-saturation": 1.0,
     "distributed.scheduler.active-memory-manager.start": False,
     "distributed.client.scheduler-info-interval": "10s",
     "distributed.deploy.cluster-repr-interval": "10s",
