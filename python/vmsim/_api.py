@@ -168,9 +168,12 @@ def compare(
     result is the same; ``provenance.host_seconds`` and ``host_threads``
     may differ.
 
-    A seed whose result is in the result cache (docs/usage.md) is read
-    instead of simulated, and a fresh one is stored; ``cache=False`` does
-    neither. A compare result read from the cache has ``provenance.cached``.
+    The result cache (docs/usage.md) holds each arm on its own: an arm
+    whose result is there (from this experiment or another with an arm of
+    the same config) is read instead of simulated, only the others run, and
+    each fresh one is stored; ``cache=False`` does neither. A compare result
+    read from the cache has ``provenance.cached``: true, or the list of the
+    arms read when only some were.
     """
     if isinstance(set, Mapping):
         set = _policies.replace_callables(dict(set))
