@@ -243,7 +243,7 @@ def _compare_label(exp: str, scale: Optional[float], seed: int, settings: Option
 def _compare_finish(result: Dict[str, Any], exp: str, seed: int, scale: Optional[float],
                     settings: Optional[Mapping[str, Any]], forced: Optional[Mapping[str, Any]], threads: int,
                     host_seconds: float, cached: Any) -> Dict[str, Any]:
-    """A compare result from the core's (parsed, filled in): the settings
+    """A compare result from the core's, parsed and filled in: the settings
     and scale marks and the provenance block (the same whether the result is
     fresh, from a worker or from the cache); ``cached`` as ``_fill_arms``
     gives it."""
