@@ -168,9 +168,12 @@ def compare(
     result is the same; ``provenance.host_seconds`` and ``host_threads``
     may differ.
 
-    A seed whose result is in the result cache (docs/usage.md) is read
-    instead of simulated, and a fresh one is stored; ``cache=False`` does
-    neither. A compare result read from the cache has ``provenance.cached``.
+    The result cache (docs/usage.md) holds each arm on its own: an arm
+    whose result is there (from this experiment or another with an arm of
+    the same config) is read instead of simulated, only the others run, and
+    each fresh one is stored; ``cache=False`` does neither. A compare result
+    read from the cache has ``provenance.cached``: true, or the list of the
+    arms read when only some were.
     """
     if isinstance(set, Mapping):
         set = _policies.replace_callables(dict(set))
@@ -185,17 +188,50 @@ def compare(
     scale = check_scale(scale)
     set = check_set(exp, set)
     forced = check_min_scale(exp, scale, set, force_scale)
-    key = _cache.compare_key(exp, scale, seed, set) if _cache.enabled(cache) else None
+    runs = _cache.compare_arms(exp, scale, seed, set) if _cache.enabled(cache) else None
     t0 = time.monotonic()
-    text = _cache.get(key)
-    hit = text is not None
-    if not hit:
-        text = _core.compare(exp, scale, seed, progress, json.dumps(set) if set else None, threads)
-        _cache.put(key, text, _compare_label(exp, scale, seed, set))
-    result = _compare_finish(text, exp, seed, scale, set, forced, threads, time.monotonic() - t0, hit)
+    texts, skip = _cached_arms(runs)
+    # Only the arms not in the cache are simulated (none: the core assembles the result).
+    text = _core.compare(exp, scale, seed, progress, json.dumps(set) if set else None, threads, skip=skip)
+    doc, cached = _fill_arms(text, runs, texts, _compare_label(exp, scale, seed, set))
+    result = _compare_finish(doc, exp, seed, scale, set, forced, threads, time.monotonic() - t0, cached)
     if check:
         check_verified(result)
     return result
+
+
+def _arm_name(run: Mapping[str, Any]) -> str:
+    """An arm as ``provenance.cached`` lists it: its name, or ``case/arm``."""
+    return run["arm"] if run["case"] is None else f"{run['case']}/{run['arm']}"
+
+
+def _cached_arms(runs: Optional[Sequence[Mapping[str, Any]]]) -> tuple:
+    """The cached metrics text of each run of ``runs`` (``cache.compare_arms``;
+    None: not cached) and the places of those found, for ``_core.compare``'s
+    ``skip``."""
+    texts = [_cache.get(r["key"]) for r in runs or []]
+    return texts, [i for i, t in enumerate(texts) if t is not None]
+
+
+def _fill_arms(text: str, runs: Optional[Sequence[Mapping[str, Any]]], texts: Sequence[Optional[str]],
+               label: str) -> tuple:
+    """The compare result of the core's ``text``, each run the core skipped
+    filled in with its cached metrics, and each run it simulated stored in
+    the cache; with what ``provenance.cached`` says (True: every arm was read
+    from the cache; a list of the arms read; None: none)."""
+    doc = json.loads(text)
+    if not runs:
+        return doc, None
+    for run, cached in zip(runs, texts):
+        target = doc["cases"][run["case"]] if run["case"] is not None else doc
+        where, k = (target, "baseline") if run["baseline"] else (target["variants"], run["arm"])
+        if cached is not None:
+            where[k] = json.loads(cached)
+        else:
+            _cache.put(run["key"], json.dumps(where[k], separators=(",", ":"), ensure_ascii=False),
+                       f"{label} arm {_arm_name(run)}")
+    read = [_arm_name(r) for r, t in zip(runs, texts) if t is not None]
+    return doc, (True if len(read) == len(runs) else read or None)
 
 
 def _compare_label(exp: str, scale: Optional[float], seed: int, settings: Optional[Mapping[str, Any]]) -> str:
@@ -204,13 +240,13 @@ def _compare_label(exp: str, scale: Optional[float], seed: int, settings: Option
     return label + (f" set {json.dumps(dict(settings), sort_keys=True)}" if settings else "")
 
 
-def _compare_finish(text: str, exp: str, seed: int, scale: Optional[float], settings: Optional[Mapping[str, Any]],
-                    forced: Optional[Mapping[str, Any]], threads: int, host_seconds: float,
-                    cached: bool) -> Dict[str, Any]:
-    """A compare result from the core's JSON text: the settings and scale
-    marks and the provenance block (the same whether the text is fresh,
-    from a worker or from the cache)."""
-    result = json.loads(text)
+def _compare_finish(result: Dict[str, Any], exp: str, seed: int, scale: Optional[float],
+                    settings: Optional[Mapping[str, Any]], forced: Optional[Mapping[str, Any]], threads: int,
+                    host_seconds: float, cached: Any) -> Dict[str, Any]:
+    """A compare result from the core's, parsed and filled in: the settings
+    and scale marks and the provenance block (the same whether the result is
+    fresh, from a worker or from the cache); ``cached`` as ``_fill_arms``
+    gives it."""
     if settings:
         result["set"] = dict(settings)
     if forced:
@@ -219,7 +255,7 @@ def _compare_finish(text: str, exp: str, seed: int, scale: Optional[float], sett
     _provenance.attach(result, "compare", seeds=[seed], scale=scale, host_seconds=host_seconds,
                        base_dir=exp_dir, host_threads=threads)
     if cached:
-        result["provenance"]["cached"] = True
+        result["provenance"]["cached"] = cached
     return result
 
 
@@ -236,12 +272,13 @@ def _check_build(expected: Optional[Sequence[str]]) -> None:
 
 
 def _compare_text(experiment: str, scale: Optional[float], seed: int, set_json: Optional[str], threads: int,
-                  build: Optional[Sequence[str]] = None) -> tuple:
+                  build: Optional[Sequence[str]] = None, skip: Sequence[int] = ()) -> tuple:
     """One seed of an experiment in a worker (a process pool's or a dask
-    cluster's): the core's JSON text and the host seconds it took."""
+    cluster's): the core's JSON text (the runs in ``skip`` not simulated,
+    their metrics null) and the host seconds it took."""
     _check_build(build)
     t0 = time.monotonic()
-    text = _core.compare(experiment, scale, seed, None, set_json, threads)
+    text = _core.compare(experiment, scale, seed, None, set_json, threads, skip=list(skip))
     return text, time.monotonic() - t0
 
 
@@ -256,18 +293,24 @@ def compare_many(specs: Sequence[Mapping[str, Any]], executor: Optional[Executor
     host threads, default its share of the CPUs; on a given executor one
     thread, unless ``threads``)."""
     use_cache = _cache.enabled(cache)
-    keys = [_cache.compare_key(s["experiment"], s["scale"], s["seed"], s.get("set")) if use_cache else None
+    runs = [_cache.compare_arms(s["experiment"], s["scale"], s["seed"], s.get("set")) if use_cache else None
             for s in specs]
     t0 = time.monotonic()
     results: List[Optional[Dict[str, Any]]] = [None] * len(specs)
+    cached = [_cached_arms(r) for r in runs]
     todo = []
-    for i, (s, key) in enumerate(zip(specs, keys)):
-        text = _cache.get(key)
-        if text is None:
+    for i, s in enumerate(specs):
+        texts, skip = cached[i]
+        if not runs[i] or len(skip) < len(runs[i]):
             todo.append(i)
-        else:
-            results[i] = _compare_finish(text, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
-                                         check_threads(threads), time.monotonic() - t0, True)
+            continue
+        # Every arm cached: the core assembles the result here, simulating nothing.
+        text = _core.compare(s["experiment"], s["scale"], s["seed"], None,
+                             json.dumps(s["set"]) if s.get("set") else None, 1, skip=skip)
+        doc, mark = _fill_arms(text, runs[i], texts, _compare_label(s["experiment"], s["scale"], s["seed"],
+                                                                    s.get("set")))
+        results[i] = _compare_finish(doc, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
+                                     check_threads(threads), time.monotonic() - t0, mark)
     finished = len(specs) - len(todo)
     if progress is not None and finished:
         progress(label, finished / len(specs))
@@ -287,15 +330,17 @@ def compare_many(specs: Sequence[Mapping[str, Any]], executor: Optional[Executor
         for i in todo:
             s = specs[i]
             futures.append(_dask.submit(executor, _compare_text, s["experiment"], s["scale"], s["seed"],
-                                        json.dumps(s["set"]) if s.get("set") else None, threads, build))
+                                        json.dumps(s["set"]) if s.get("set") else None, threads, build,
+                                        cached[i][1]))
         index_of = {id(f): i for f, i in zip(futures, todo)}
         for fut in _dask.as_completed(futures):
             i = index_of[id(fut)]
             s = specs[i]
             text, seconds = fut.result()
-            _cache.put(keys[i], text, _compare_label(s["experiment"], s["scale"], s["seed"], s.get("set")))
-            results[i] = _compare_finish(text, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
-                                         threads, seconds, False)
+            doc, mark = _fill_arms(text, runs[i], cached[i][0], _compare_label(s["experiment"], s["scale"],
+                                                                               s["seed"], s.get("set")))
+            results[i] = _compare_finish(doc, s["experiment"], s["seed"], s["scale"], s.get("set"), s.get("forced"),
+                                         threads, seconds, mark)
             finished += 1
             if progress is not None:
                 progress(label, finished / len(specs))

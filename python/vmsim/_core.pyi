@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``vmsim._core`` (built from crates/vmsim-py)."""
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 __version__: str
 
@@ -33,12 +33,16 @@ def compare(
     progress: Optional[ProgressCallback] = None,
     set_json: Optional[str] = None,
     threads: Optional[int] = None,
+    skip: Optional[Sequence[int]] = None,
 ) -> str:
     """Run an experiment (built-in name or path to an experiment TOML): its
     baseline and variants, with ``set_json`` (a JSON object of dotted config
     keys to values) applied to every arm, up to ``threads`` simulations at
     once (default: one per host CPU; the result does not depend on it).
-    Returns the result as JSON text."""
+    Returns the result as JSON text. The runs whose places in the plan's
+    order (``experiment_plan``'s arms, case by case) are in ``skip`` are not
+    simulated: their metrics are null, for the caller to fill in with the
+    same run's metrics (the result cache's)."""
 
 def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
     """Check a run config without running it (raises ConfigError)."""

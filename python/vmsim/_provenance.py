@@ -5,8 +5,10 @@ a saved result can be judged and re-run without its command line.
 ``vmsim_version``, ``git_revision`` (of the build), ``command``, ``seeds``,
 ``scale``, ``host_seconds`` (wall time on the host: with ``host_threads``,
 where compare records it, the only fields that may differ between two runs
-of the same config and seed, and ``cached``, present and true on a result
-read from the result cache: docs/usage.md), ``python`` and ``platform``,
+of the same config and seed, and ``cached``, present on a result read from
+the result cache: true, or on a compare result of which only some arms were
+read, the list of those arms, each ``arm`` or ``case/arm``: docs/usage.md),
+``python`` and ``platform``,
 and ``machines``: every machine preset the result used, resolved in full with
 the source of each parameter (not only its name).
 """

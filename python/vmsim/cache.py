@@ -3,8 +3,8 @@ determines it, so that a study run again (a re-plot, a resumed sweep, the
 same experiment at the same scale and seed) reads it instead of simulating.
 
 What is hashed (the key): the kind of run, the run config as given (or, for
-an experiment, its text and the core's plan: every arm's config as the core
-resolves it, at the scale and seed asked for), every machine preset it names
+an experiment, each arm on its own: the arm's config as the core resolves
+it, at the scale and seed asked for), every machine preset it names
 resolved in full (``preset_json``: a preset file edited is a new key), the
 content of every Python policy file it names (``"FILE.py:NAME"``), the
 content of a trace workload's file (a run's by its SHA-256; an experiment's
@@ -13,11 +13,15 @@ the vmsim version, the result schema version and a hash of the core
 extension itself (a rebuilt core is a new key). A config that names a
 callable registered in this process (``"python:..."``) is never cached.
 
-What is stored: the core's JSON text of the result, byte for byte, with a
-SHA-256 checksum; the Python layer builds the result from it as it does from
-a fresh run, so a cached result is the fresh one (apart from the provenance
-fields ``host_seconds`` and ``cached``). An entry whose checksum does not
-match is removed and the simulation runs again.
+What is stored: the core's JSON text of a run's result, byte for byte, or
+an experiment arm's metrics (the arm's part of the compare result, as JSON),
+with a SHA-256 checksum. The Python layer builds the result from them as it
+does from a fresh run: an experiment whose arms are all cached is assembled
+by the core without simulating, one with some cached runs only the others
+(``_core.compare(..., skip=...)``), so a cached result is the fresh one
+(apart from the provenance fields ``host_seconds`` and ``cached``). An
+entry whose checksum does not match is removed and the simulation runs
+again.
 
 Where: ``$VMSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/vmsim``, else
 ``~/.cache/vmsim``. How much: at most ``$VMSIM_CACHE_MAX_BYTES`` (default
@@ -204,33 +208,44 @@ def run_key(config_json: str, base_dir: Optional[str]) -> Optional[str]:
         return None
 
 
-def compare_key(experiment: str, scale: Optional[float], seed: int,
-                settings: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The key of one seed of an experiment (its arms at ``scale``), or None
-    when it may not be cached (or cannot be planned: the run says why)."""
+def compare_arms(experiment: str, scale: Optional[float], seed: int,
+                 settings: Optional[Mapping[str, Any]]) -> Optional[List[Dict[str, Any]]]:
+    """The runs of one seed of an experiment at ``scale``, in the plan's
+    order (case by case, the baseline first), each ``{"case", "arm",
+    "baseline", "key"}``: ``key`` the cache key of that run's metrics, or
+    None when it may not be cached. None when the experiment cannot be
+    planned (the run then says why).
+
+    A run's key is that of its resolved config (``kind`` "arm"): the config
+    the core builds for it (the experiment's ``[config]``, the case's and
+    the arm's settings and ``--set`` applied, at the scale and seed), the
+    machine preset it names resolved in full and the Python policy files it
+    names, as for a run config. Nothing else decides a run's metrics, so two
+    experiments (or two versions of one) with an arm of the same config
+    share its entry, whatever their names, descriptions or other arms."""
     is_file = os.path.isfile(experiment)
     base_dir = os.path.dirname(os.path.abspath(experiment)) if is_file else None
     try:
-        if is_file:
-            with open(experiment, "rb") as f:
-                source = f.read().decode("utf-8", "replace")
-        else:
-            source = _core.builtin_toml("experiment", experiment)
-            if source is None:
-                return None
         plan = json.loads(_core.experiment_plan(experiment, scale, seed,
                                                 json.dumps(dict(settings)) if settings else None, False))
-        configs = [arm.get("config") for case in plan.get("cases", []) for arm in case.get("arms", [])]
-        policies: Dict[str, str] = {}
-        for cfg in configs + [dict(settings or {})]:
-            policies.update(_policies(cfg, base_dir))
-        return _digest({"kind": "compare", "experiment": experiment if not is_file else None, "source": source,
-                        "plan": plan, "scale": scale, "seed": seed, "set": dict(settings or {}),
-                        "presets": _presets(configs, base_dir), "policies": policies})
-    except Uncacheable:
-        return None
     except (_core.VmsimError, OSError, ValueError):
         return None
+    out: List[Dict[str, Any]] = []
+    for case in plan.get("cases", []):
+        for arm in case.get("arms", []):
+            cfg = arm.get("config")
+            try:
+                parts = {"kind": "arm", "config": cfg, "presets": _presets([cfg], base_dir),
+                         "policies": _policies(cfg, base_dir)}
+                traces = _traces(cfg, base_dir)
+                if traces:
+                    parts["traces"] = traces
+                key: Optional[str] = _digest(parts)
+            except Uncacheable:
+                key = None
+            out.append({"case": case.get("name"), "arm": arm.get("name"), "baseline": bool(arm.get("baseline")),
+                        "key": key})
+    return out
 
 
 # -- the store ---------------------------------------------------------------

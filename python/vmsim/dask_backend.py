@@ -16,6 +16,7 @@ that dies has its tasks run again on the others (the scheduler's
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Iterator, Optional, Sequence
 
 from ._errors import config_error, cut
@@ -76,11 +77,65 @@ def check_engine(scheduler: Any, workers: Any, jobs: Any = None) -> None:
                                         "the cluster's workers run the simulations")
 
 
+#: dask settings of a local cluster (``--workers N``), in force while it
+#: runs. A local cluster shares the host's cores with its workers, so what
+#: its scheduler, nannies and workers do besides running simulations comes
+#: out of the study's time; docs/speed.md, "A local dask cluster's overhead",
+#: has the measurements. Workers are forked from the process that starts the
+#: cluster (which has vmsim and dask imported already) instead of spawned
+#: (which imports both again in each worker); the periodic checks meant for
+#: a dashboard or for long-lived shared clusters run seldom or not at all:
+#: the event-loop health tick (every 20 ms by default), the workers'
+#: statistical profiler (a stack sample every 10 ms while a task runs),
+#: the memory monitors (every 100 ms), the system monitor and the active
+#: memory manager (nothing to move: a task's result is fetched once).
+#: A worker holds one queued task at a time (saturation 1.0: a study's
+#: tasks take seconds, so a worker fetching its next one on finishing costs
+#: nothing), and work stealing stays on: the first few tasks of a study are
+#: assigned at once, and a worker that finishes early takes those another
+#: one holds (experiments of ``reproduce`` take minutes to a quarter of an
+#: hour each). Heartbeats, and so the detection of a dead worker, are
+#: unchanged.
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.worker.multiprocessing-method": "fork",
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.scheduler.active-memory-manager.start": False,
+    "distributed.client.scheduler-info-interval": "10s",
+    "distributed.deploy.cluster-repr-interval": "10s",
+}
+
+#: Local clusters this process runs now; a process forked meanwhile is a
+#: worker of one (see ``_after_fork_in_child``).
+_local_clusters = 0
+_fork_hook = False
+
+
+def _after_fork_in_child() -> None:
+    """In a worker forked for a local cluster: Ctrl-C is left to the process
+    that started the study (it closes the cluster, as it stops a process
+    pool), and SIGTERM ends the worker (the ``vmsim`` command's own handler,
+    inherited by the fork, would raise in it instead)."""
+    if not _local_clusters:
+        return
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):  # pragma: no cover - not the main thread
+        pass
+
+
 @contextlib.contextmanager
 def client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> Iterator[Any]:
     """A ``dask.distributed.Client`` of the scheduler at ``scheduler``, or of
     a local cluster of ``workers`` single-threaded worker processes (closed
-    on exit)."""
+    on exit; ``LOCAL_CLUSTER_CONFIG`` in force while it runs)."""
+    global _local_clusters, _fork_hook
     check_engine(scheduler, workers)
     distributed = _distributed()
     if scheduler is not None:
@@ -90,16 +145,29 @@ def client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> It
         finally:
             c.close()
         return
-    cluster = distributed.LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    try:
-        c = distributed.Client(cluster)
+    import dask
+
+    if not _fork_hook:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_hook = True
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):
+        _local_clusters += 1
         try:
-            yield c
+            # No dashboard; the scheduler's HTTP server (health checks) on a
+            # free port of the loopback, not 8787, which another cluster may hold.
+            cluster = distributed.LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                                               host="127.0.0.1", dashboard_address=None,
+                                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+            try:
+                c = distributed.Client(cluster)
+                try:
+                    yield c
+                finally:
+                    c.close()
+            finally:
+                cluster.close()
         finally:
-            c.close()
-    finally:
-        cluster.close()
+            _local_clusters -= 1
 
 
 def add_options(parser: Any) -> None:

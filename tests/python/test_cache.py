@@ -48,22 +48,41 @@ def count_calls(monkeypatch, name):
     return calls
 
 
+def count_simulated(monkeypatch):
+    """A spy on ``_core.compare``; ``runs(n)`` gives, for each call so far,
+    the places of the runs it simulated of the experiment's ``n`` (those not
+    in its ``skip``: an empty list for a result assembled from the cache)."""
+    skips = []
+    real = _core.compare
+
+    def spy(*a, skip=None, **kw):
+        skips.append(list(skip or []))
+        return real(*a, skip=skip, **kw)
+
+    monkeypatch.setattr(_core, "compare", spy)
+
+    def runs(n):
+        return [[i for i in range(n) if i not in skip] for skip in skips]
+
+    return skips, runs
+
+
 def entry_files(d):
     return sorted(p for p in d.rglob("*.json") if not p.name.startswith("."))
 
 
 @pytest.mark.sim
 def test_compare_hit_is_the_fresh_result_byte_for_byte(cache_dir, monkeypatch):
-    calls = count_calls(monkeypatch, "compare")
+    calls, runs = count_simulated(monkeypatch)
     fresh = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True)
-    assert len(calls) == 1 and "cached" not in fresh["provenance"]
+    assert runs(2) == [[0, 1]] and "cached" not in fresh["provenance"]
     hit = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True)
-    assert len(calls) == 1, "the second compare must come from the cache"
+    assert runs(2) == [[0, 1], []], "the second compare must come from the cache (the core only assembles it)"
     assert hit["provenance"]["cached"] is True
     assert text_of(hit) == text_of(fresh)
     # and both are what the simulator gives with the cache off
     off = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, cache=False)
-    assert len(calls) == 2
+    assert runs(2)[-1] == [0, 1]
     assert text_of(off) == text_of(fresh)
 
 
@@ -106,13 +125,76 @@ def test_compare_runs_reads_cached_seeds(cache_dir, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as ex:
-        calls = count_calls(monkeypatch, "compare")
+        calls, runs = count_simulated(monkeypatch)
         doc = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, runs=2, executor=ex)
-    assert len(calls) == 1, "seed 1 was cached: only seed 0 runs"
+    assert sorted(runs(2)) == [[], [0, 1]], "seed 1 was cached: only seed 0 runs"
     assert [r["provenance"].get("cached", False) for r in doc["runs"]] == [False, True]
     with ThreadPoolExecutor(max_workers=1) as ex:
         off = vmsim.compare("clear-target-last", scale=SCALE, force_scale=True, runs=2, executor=ex, cache=False)
     assert text_of(off) == text_of(doc)
+
+
+def other_experiment(tmp_path, cases=False):
+    """clear-target-last under another name and description, its baseline
+    the same and its variant clearing another way (with ``cases``: two
+    cases of 1 and 2 tasks, each with both arms)."""
+    text = _core.builtin_toml("experiment", "clear-target-last")
+    edits = [('name = "clear-target-last"', 'name = "clear-other"'),
+             ('description = "', 'description = "another experiment: '),
+             ('name = "target-last"\nset = { "kernel.clear_huge_page" = "target-last" }',
+              'name = "target-last"\nset = { "kernel.clear_huge_page" = "multipage-2023" }')]
+    if cases:
+        edits.append(("[baseline]", '[[cases]]\nname = "one"\nset = { "workload.nr_task" = 1 }\n\n'
+                                    '[[cases]]\nname = "two"\nset = { "workload.nr_task" = 2 }\n\n[baseline]'))
+        edits.append(("[[published]]\n", '[[published]]\ncase = "one"\n'))
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new, 1)
+    path = tmp_path / ("other-cases.toml" if cases else "other.toml")
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.sim
+def test_an_arm_shared_by_two_experiments_runs_once(cache_dir, monkeypatch, tmp_path):
+    other = other_experiment(tmp_path)
+    skips, runs = count_simulated(monkeypatch)
+    vmsim.compare("clear-target-last", scale=SCALE, force_scale=True)
+    doc = vmsim.compare(other, scale=SCALE, force_scale=True)
+    assert runs(2) == [[0, 1], [1]], "the shared baseline is read from the cache, the new variant runs"
+    assert doc["provenance"]["cached"] == ["sequential"]
+    assert doc["experiment"] == "clear-other" and doc["description"].startswith("another experiment: ")
+    off = vmsim.compare(other, scale=SCALE, force_scale=True, cache=False)
+    assert text_of(doc) == text_of(off)
+    again = vmsim.compare(other, scale=SCALE, force_scale=True)
+    assert runs(2)[-1] == [] and again["provenance"]["cached"] is True
+    assert text_of(again) == text_of(off)
+
+
+@pytest.mark.sim
+def test_shared_arms_across_seeds_cases_and_an_executor(cache_dir, monkeypatch, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    other = other_experiment(tmp_path, cases=True)
+    # Seed 0's baselines of both cases are cached by an experiment of the
+    # same cases whose variant is another.
+    (tmp_path / "first").mkdir()
+    first = other_experiment(tmp_path / "first", cases=True)
+    with open(first) as f:
+        text = f.read().replace('"multipage-2023" }', '"target-last" }')
+    with open(first, "w") as f:
+        f.write(text)
+    vmsim.compare(first, scale=SCALE, force_scale=True)
+    skips, runs = count_simulated(monkeypatch)
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        doc = vmsim.compare(other, scale=SCALE, force_scale=True, runs=2, executor=ex)
+    # the plan's order: case one's baseline and variant, then case two's
+    assert sorted(runs(4)) == [[0, 1, 2, 3], [1, 3]]
+    assert doc["runs"][0]["provenance"]["cached"] == ["one/sequential", "two/sequential"]
+    assert "cached" not in doc["runs"][1]["provenance"]
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        off = vmsim.compare(other, scale=SCALE, force_scale=True, runs=2, executor=ex, cache=False)
+    assert text_of(doc) == text_of(off)
 
 
 @pytest.mark.sim
@@ -160,25 +242,41 @@ def test_keys_follow_what_the_result_depends_on(cache_dir, tmp_path, monkeypatch
     assert key(tiny_config) != k
 
 
-def test_compare_keys(cache_dir):
-    k = cache.compare_key("clear-target-last", SCALE, 0, None)
-    assert k and k == cache.compare_key("clear-target-last", SCALE, 0, None)
-    assert cache.compare_key("clear-target-last", SCALE, 1, None) != k
-    assert cache.compare_key("clear-target-last", SCALE * 2, 0, None) != k
-    assert cache.compare_key("clear-target-last", None, 0, None) != k
-    assert cache.compare_key("clear-target-last", SCALE, 0, {"kernel.page_alloc_shuffle": True}) != k
-    assert cache.compare_key("copy-target-last", SCALE, 0, None) != k
-    assert cache.compare_key("no-such-experiment", SCALE, 0, None) is None
+def arm_keys(*args):
+    return [r["key"] for r in cache.compare_arms(*args)]
 
 
-def test_an_edited_experiment_file_is_a_new_key(cache_dir, tmp_path):
+def test_compare_arm_keys(cache_dir):
+    runs = cache.compare_arms("clear-target-last", SCALE, 0, None)
+    assert [(r["case"], r["arm"], r["baseline"]) for r in runs] == [(None, "sequential", True),
+                                                                    (None, "target-last", False)]
+    k = arm_keys("clear-target-last", SCALE, 0, None)
+    assert all(k) and len(set(k)) == 2 and k == arm_keys("clear-target-last", SCALE, 0, None)
+    for other in (("clear-target-last", SCALE, 1, None), ("clear-target-last", SCALE * 2, 0, None),
+                  ("clear-target-last", None, 0, None),
+                  ("clear-target-last", SCALE, 0, {"kernel.page_alloc_shuffle": True})):
+        assert not set(arm_keys(*other)) & set(k), other
+    assert cache.compare_arms("no-such-experiment", SCALE, 0, None) is None
+    # an arm's key is its config's: a run of the same config in another experiment shares it
+    (cfg,) = [a["config"] for c in json.loads(_core.experiment_plan("clear-target-last", SCALE, 0, None, False))["cases"]
+              for a in c["arms"] if a["name"] == "target-last"]
+    assert k[1] == cache._digest({"kind": "arm", "config": cfg, "presets": cache._presets([cfg], None),
+                                  "policies": {}})
+
+
+def test_an_edited_experiment_file_keeps_the_keys_of_the_arms_it_leaves(cache_dir, tmp_path):
     path = tmp_path / "exp.toml"
     text = _core.builtin_toml("experiment", "clear-target-last")
     path.write_text(text)
-    k = cache.compare_key(str(path), SCALE, 0, None)
-    assert k
-    path.write_text(text + "\n# a comment changes no arm, but the description could have changed\n")
-    assert cache.compare_key(str(path), SCALE, 0, None) not in (None, k)
+    k = arm_keys(str(path), SCALE, 0, None)
+    assert all(k) and k == arm_keys("clear-target-last", SCALE, 0, None)
+    path.write_text(text.replace('description = "', 'description = "edited: ') + "\n# a comment\n")
+    assert arm_keys(str(path), SCALE, 0, None) == k
+    # one arm edited: that arm's key only
+    path.write_text(text.replace('name = "target-last"\nset = { "kernel.clear_huge_page" = "target-last" }',
+                                 'name = "target-last"\nset = { "kernel.clear_huge_page" = "multipage-2023" }'))
+    edited = arm_keys(str(path), SCALE, 0, None)
+    assert edited[0] == k[0] and edited[1] not in (None, k[1])
 
 
 POLICY = '''\
@@ -289,7 +387,7 @@ def test_cli_cache_list_clear_path_and_no_cache(cache_dir, tmp_path):
     assert entry_files(cache_dir) == []
     p = vmsim_cmd(*common, "--json", str(tmp_path / "b.json"))
     assert p.returncode == 0, p.stderr
-    assert len(entry_files(cache_dir)) == 1
+    assert len(entry_files(cache_dir)) == 2  # one per arm
     p = vmsim_cmd(*common, "--json", str(tmp_path / "c.json"))
     assert p.returncode == 0, p.stderr
     docs = [json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"]
@@ -297,10 +395,11 @@ def test_cli_cache_list_clear_path_and_no_cache(cache_dir, tmp_path):
     assert text_of(docs[0]) == text_of(docs[1]) == text_of(docs[2])
     p = vmsim_cmd("cache", "list")
     assert p.returncode == 0
-    assert str(cache_dir) in p.stdout and "1 result(s)" in p.stdout
-    assert "compare clear-target-last seed 0 scale 1/256" in p.stdout
+    assert str(cache_dir) in p.stdout and "2 result(s)" in p.stdout
+    assert "compare clear-target-last seed 0 scale 1/256 arm sequential" in p.stdout
+    assert "compare clear-target-last seed 0 scale 1/256 arm target-last" in p.stdout
     p = vmsim_cmd("cache", "clear")
-    assert p.returncode == 0 and "removed 1" in p.stdout
+    assert p.returncode == 0 and "removed 2" in p.stdout
     assert entry_files(cache_dir) == []
     p = vmsim_cmd("compare", str(tmp_path / "a.json"), "--no-cache")
     assert p.returncode == 2 and "--no-cache" in p.stderr and "saved results" in p.stderr
@@ -310,14 +409,14 @@ def test_cli_cache_list_clear_path_and_no_cache(cache_dir, tmp_path):
 def test_reproduce_reads_the_cache(cache_dir, tmp_path, monkeypatch):
     from vmsim.reproduce import reproduce
 
-    calls = count_calls(monkeypatch, "compare")
+    calls, runs = count_simulated(monkeypatch)
     reproduce(str(tmp_path / "a"), only=["clear-target-last"], scale=SCALE, force_scale=True)
-    assert len(calls) == 1
+    assert runs(2) == [[0, 1]]
     reproduce(str(tmp_path / "b"), only=["clear-target-last"], scale=SCALE, force_scale=True)
-    assert len(calls) == 1, "the second reproduce reads the cache"
+    assert runs(2) == [[0, 1], []], "the second reproduce reads the cache"
     for name in ("README.md", "clear-target-last.txt"):
         assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
     a, b = (json.loads((tmp_path / d / "clear-target-last.json").read_text()) for d in "ab")
     assert b["provenance"]["cached"] is True and text_of(a) == text_of(b)
     reproduce(str(tmp_path / "c"), only=["clear-target-last"], scale=SCALE, force_scale=True, cache=False)
-    assert len(calls) == 2
+    assert runs(2)[-1] == [0, 1]

@@ -97,6 +97,44 @@ def test_a_worker_that_dies_loses_no_point(client, tmp_path, tiny_config):
     client.wait_for_workers(2, timeout=60)
 
 
+def _worker_settings():
+    """In a worker: what a local cluster of ``dask_backend.client`` sets."""
+    import signal
+
+    import dask
+
+    return {"profile": dask.config.get("distributed.worker.profile.enabled"),
+            "method": dask.config.get("distributed.worker.multiprocessing-method"),
+            "sigterm": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+            "sigint": signal.getsignal(signal.SIGINT) == signal.SIG_IGN}
+
+
+@pytest.mark.sim
+def test_the_local_cluster_of_workers_n_loses_no_point(tmp_path, tiny_config):
+    # --workers N's own cluster (forked workers, fewer periodic checks): a
+    # worker killed mid-study is restarted and its point run again.
+    (tmp_path / "pol.py").write_text(DIES_ONCE)
+    cfg = dict(tiny_config, kernel=dict(tiny_config["kernel"], clear_huge_page="pol.py:clear"))
+    (tmp_path / "base.json").write_text(json.dumps(cfg))
+    grid = {"seed": [0, 1, 2, 3]}
+    with dask_backend.client(workers=2) as c:
+        seen = c.run(_worker_settings)
+        assert len(seen) == 2
+        for s in seen.values():
+            assert s == {"profile": False, "method": "fork", "sigterm": True, "sigint": True}
+        rows = vmsim.sweep_rows(grid, tmp_path / "base.json", c)
+        assert (tmp_path / "died").exists(), "a worker died"
+        c.wait_for_workers(2, timeout=60)
+        assert len(c.scheduler_info()["workers"]) == 2
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    assert json.dumps(rows) == json.dumps(vmsim.sweep_rows(grid, tmp_path / "base.json"))
+    # the settings are the cluster's only: none is left in this process
+    import dask
+
+    assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"
+    assert dask_backend._local_clusters == 0
+
+
 def test_engine_options_are_checked():
     for scheduler, workers, jobs, key in ((None, 0, None, "--workers"), ("", None, None, "--scheduler"),
                                           ("tcp://x:1", 2, None, "--workers"), (None, 2, 2, "-j/--jobs"),

@@ -323,9 +323,28 @@ impl Lib {
         threads: usize,
         progress: &mut dyn FnMut(&str, f64),
     ) -> Result<String, Error> {
+        self.compare_except(experiment, scale, seed, set_json, threads, &[], progress)
+    }
+
+    /// [`Lib::compare`] without simulating the runs whose places in the
+    /// plan's order ([`experiment_plan`]'s arms, case by case) are in
+    /// `skip`: their metrics are `null` in the result, for the caller to
+    /// fill in with the metrics it has of them (a cache's). A run's metrics
+    /// are the same bytes whether it ran alone or with the others.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_except(
+        &self,
+        experiment: &str,
+        scale: Option<f64>,
+        seed: u64,
+        set_json: Option<&str>,
+        threads: usize,
+        skip: &[usize],
+        progress: &mut dyn FnMut(&str, f64),
+    ) -> Result<String, Error> {
         check_threads(threads)?;
         let (exp, scale) = self.prepare(experiment, scale, seed, set_json)?;
-        let out = crate::experiment::compare(&exp, scale, seed, threads, progress)?;
+        let out = crate::experiment::compare_except(&exp, scale, seed, threads, skip, progress)?;
         Ok(serde_json::to_string_pretty(&out).expect("serialises"))
     }
 

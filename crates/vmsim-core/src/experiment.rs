@@ -151,8 +151,26 @@ pub fn compare(
     threads: usize,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<Value, Error> {
+    compare_except(exp, scale, seed, threads, &[], progress)
+}
+
+/// [`compare`] without simulating the runs whose places are in `skip`
+/// (places in the order of [`Experiment::runs`], the plan's order: case by
+/// case, the baseline first): their metrics are `null` in the result, for
+/// the caller to put in the metrics it already has of the same run (a result
+/// cache's). Everything else is what `compare` gives: no field of the result
+/// is computed from more than one run, so a run's metrics are the same
+/// bytes whichever of the others ran with it.
+pub fn compare_except(
+    exp: &Experiment,
+    scale: f64,
+    seed: u64,
+    threads: usize,
+    skip: &[usize],
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<Value, Error> {
     // Every configuration is checked before any runs.
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<(String, RunConfig)> = Vec::new();
     let mut arms_of_case: Vec<Vec<String>> = Vec::new();
     let mut current = None;
     for (c, a) in exp.runs() {
@@ -171,13 +189,44 @@ pub fn compare(
             .expect("a case was pushed")
             .push(a.name.clone());
     }
+    if let Some(&i) = skip.iter().find(|&&i| i >= jobs.len()) {
+        return Err(Error::Config {
+            key: "skip".into(),
+            message: format!(
+                "run {i} is not one of the experiment's {} runs (0..{})",
+                jobs.len(),
+                jobs.len()
+            ),
+        });
+    }
+    let wanted: Vec<(String, RunConfig)> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !skip.contains(i))
+        .map(|(_, job)| job.clone())
+        .collect();
     let label = format!(
         "{} ({} runs, up to {threads} at once)",
         exp.name,
-        jobs.len()
+        wanted.len()
     );
-    let results = crate::parallel::run_all(simulate_on, &jobs, threads, &label, progress)?;
-    let mut done = jobs.into_iter().zip(results);
+    let mut results = if wanted.is_empty() {
+        Vec::new()
+    } else {
+        crate::parallel::run_all(simulate_on, &wanted, threads, &label, progress)?
+    }
+    .into_iter();
+    // In the plan's order, a skipped run's metrics null.
+    let metrics: Vec<Value> = (0..jobs.len())
+        .map(|i| {
+            if skip.contains(&i) {
+                Value::Null
+            } else {
+                results.next().expect("one result per run")
+            }
+        })
+        .collect();
+    let mut done = jobs.into_iter().zip(metrics);
     let mut out = Vec::new();
     for (i, names) in arms_of_case.into_iter().enumerate() {
         let case_results = names

@@ -173,3 +173,68 @@ fn progress_is_reported_and_a_failing_hook_stops_every_arm() {
     // Each arm at full size takes minutes; stopping takes a fraction of a second.
     assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
 }
+
+/// The runs a caller skips (their metrics from a cache) are null in the
+/// result, and the rest is the full result's, byte for byte, whichever runs
+/// are skipped and on any number of threads.
+#[test]
+fn skipped_runs_leave_the_others_as_they_are() {
+    use serde_json::Value;
+    use vmsim_core::api::Lib;
+
+    let p = experiment("skip", CASES);
+    let p = p.to_str().unwrap();
+    let lib = Lib::builtin();
+    let run = |skip: &[usize], threads| {
+        let text = lib
+            .compare_except(p, None, 1, None, threads, skip, &mut |_, _| {})
+            .unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    // Compared as parsed values: serde_json's default float parsing is not
+    // exact to the last bit, so text parsed and written again may differ
+    // from the core's (the Python layer, whose parsing is exact, checks the
+    // bytes: tests/python/test_cache.py).
+    let full = run(&[], 2);
+    assert_eq!(
+        full,
+        serde_json::from_str::<Value>(&compare_with(p, None, 1, None, 1, &mut |_, _| {}).unwrap())
+            .unwrap()
+    );
+    // The plan's order: case by case, the baseline first.
+    let slot = |v: &Value, i: usize| -> Value {
+        let case = &v["cases"][["icx", "milan"][i / 3]];
+        match i % 3 {
+            0 => case["baseline"].clone(),
+            n => case["variants"][["target-last", "multipage-2023"][n - 1]].clone(),
+        }
+    };
+    for (skip, threads) in [(vec![0], 1), (vec![1, 5], 2), (vec![0, 1, 2, 3, 4, 5], 2)] {
+        let part = run(&skip, threads);
+        for i in 0..6 {
+            if skip.contains(&i) {
+                assert_eq!(slot(&part, i), Value::Null, "{skip:?}: run {i}");
+            } else {
+                assert_eq!(slot(&part, i), slot(&full, i), "{skip:?}: run {i}");
+            }
+        }
+        // Filled in, it is the full result.
+        let mut filled = part.clone();
+        for &i in &skip {
+            let case = &mut filled["cases"][["icx", "milan"][i / 3]];
+            let m = slot(&full, i);
+            match i % 3 {
+                0 => case["baseline"] = m,
+                n => case["variants"][["target-last", "multipage-2023"][n - 1]] = m,
+            }
+        }
+        assert!(filled == full, "{skip:?}");
+    }
+    let err = lib
+        .compare_except(p, None, 1, None, 1, &[6], &mut |_, _| {})
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Config { ref key, .. } if key == "skip"),
+        "{err}"
+    );
+}

@@ -57,9 +57,12 @@ fn run_config(
 /// Runs an experiment (a built-in name or a path to an experiment TOML):
 /// its baseline and variants, up to `threads` at once (default: one per
 /// host CPU; the result is the same for any number). Returns the result as
-/// JSON text.
+/// JSON text. The runs whose places in the plan's order (`experiment_plan`'s
+/// arms, case by case) are in `skip` are not simulated: their metrics are
+/// null, for the caller to fill in (the result cache's arms).
 #[pyfunction]
-#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None, set_json = None, threads = None))]
+#[pyo3(signature = (experiment, scale = None, seed = 0, progress = None, set_json = None, threads = None, skip = None))]
+#[allow(clippy::too_many_arguments)]
 fn compare(
     py: Python<'_>,
     experiment: &str,
@@ -68,16 +71,19 @@ fn compare(
     progress: Option<Py<PyAny>>,
     set_json: Option<String>,
     threads: Option<usize>,
+    skip: Option<Vec<usize>>,
 ) -> PyResult<String> {
     let experiment = experiment.to_owned();
     let threads = threads.unwrap_or_else(vmsim_core::experiment::default_threads);
+    let skip = skip.unwrap_or_default();
     let result = progress::run_detached(py, progress, move |hook| {
-        api::Lib::new(policies::policies()).compare(
+        api::Lib::new(policies::policies()).compare_except(
             &experiment,
             scale,
             seed,
             set_json.as_deref(),
             threads,
+            &skip,
             hook,
         )
     })?;
