@@ -119,11 +119,7 @@ impl Kernel {
     /// cost that the access now stands for (the locked operation's own
     /// issue cycles), 0 when page tables are not in memory.
     pub fn entry_rmw(&mut self, hw: &mut Hw, mm_id: usize, va: u64) -> u64 {
-        if !self.page_tables() {
-            return 0;
-        }
-        let mm = &self.mms[mm_id];
-        let Some(line) = leaf_level(mm, va).and_then(|l| mm.pt.line(va, l)) else {
+        let Some(line) = self.leaf_entry_line(mm_id, va) else {
             return 0;
         };
         hw.atomic(line);
@@ -133,13 +129,19 @@ impl Kernel {
     /// A store to `va`'s leaf entry in `mm_id` on `hw.cpu`
     /// (`set_pte_at` over an existing table: `remove_migration_ptes`).
     pub fn entry_store(&mut self, hw: &mut Hw, mm_id: usize, va: u64) {
-        if !self.page_tables() {
-            return;
-        }
-        let mm = &self.mms[mm_id];
-        if let Some(line) = leaf_level(mm, va).and_then(|l| mm.pt.line(va, l)) {
+        if let Some(line) = self.leaf_entry_line(mm_id, va) {
             hw.store(line);
         }
+    }
+
+    /// The line of `va`'s leaf entry in `mm_id`, if page tables are in
+    /// memory and its table has a frame.
+    fn leaf_entry_line(&self, mm_id: usize, va: u64) -> Option<u64> {
+        if !self.page_tables() {
+            return None;
+        }
+        let mm = &self.mms[mm_id];
+        leaf_level(mm, va).and_then(|l| mm.pt.line(va, l))
     }
 
     /// `free_pgtables()` of `mm_id` after a range was unmapped: every table

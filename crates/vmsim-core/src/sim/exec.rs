@@ -134,11 +134,10 @@ impl Sim {
                 pfn,
                 orig,
             } => {
-                if !self.kernel.install_pmd(mm, haddr, pfn, orig) {
+                if self.kernel.install_pmd(mm, haddr, pfn, orig) {
+                    self.set_entry_at(cpu, mm, haddr);
+                } else {
                     self.drop_put_of_replaced(cpu);
-                } else if self.kernel.page_tables() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.set_entry_at(&mut hw, mm, haddr);
                 }
             }
             Work::InstallPte {
@@ -148,11 +147,10 @@ impl Sim {
                 writable,
                 orig,
             } => {
-                if !self.kernel.install_pte(mm, addr, pfn, writable, orig) {
+                if self.kernel.install_pte(mm, addr, pfn, writable, orig) {
+                    self.set_entry_at(cpu, mm, addr);
+                } else {
                     self.drop_put_of_replaced(cpu);
-                } else if self.kernel.page_tables() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.set_entry_at(&mut hw, mm, addr);
                 }
             }
             Work::InstallFilePte {
@@ -162,17 +160,13 @@ impl Sim {
                 index,
                 pfn,
             } => {
-                if self.kernel.install_file_pte(mm, addr, ino, index, pfn)
-                    && self.kernel.page_tables()
-                {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.set_entry_at(&mut hw, mm, addr);
+                if self.kernel.install_file_pte(mm, addr, ino, index, pfn) {
+                    self.set_entry_at(cpu, mm, addr);
                 }
             }
             Work::InstallPud { mm, haddr, pfn } => {
-                if self.kernel.install_pud(mm, haddr, pfn) && self.kernel.page_tables() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.set_entry_at(&mut hw, mm, haddr);
+                if self.kernel.install_pud(mm, haddr, pfn) {
+                    self.set_entry_at(cpu, mm, haddr);
                 }
             }
             Work::ReturnToUser => self.machine.set_mode(cpu, Mode::User),
@@ -315,6 +309,15 @@ impl Sim {
             }
         }
         self.cpus[cpu].work.pop_front();
+    }
+
+    /// The entry just installed at `va` of `mm` stored through the caches,
+    /// its tables allocated first (`kernel.page_tables`; nothing otherwise).
+    fn set_entry_at(&mut self, cpu: usize, mm: usize, va: u64) {
+        if self.kernel.page_tables() {
+            let (k, mut hw) = self.kernel_hw(cpu);
+            k.set_entry_at(&mut hw, mm, va);
+        }
     }
 
     /// Where the front bulk work item (a clear or copy of many lines) resumes;

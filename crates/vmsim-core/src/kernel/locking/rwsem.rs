@@ -213,6 +213,9 @@ impl crate::kernel::Kernel {
         r: SemRef,
         op: impl FnOnce(&mut RwSem, &mut Hw, &mut LockStats),
     ) {
+        if self.rwsems.is_none() {
+            return;
+        }
         let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
         let mut stats = std::mem::take(&mut self.lock_stats);
         if let Some(s) = self.rwsem(r, node) {
