@@ -96,6 +96,7 @@ pub(super) fn parse(
         "spinlocks",
         "page_tables",
         "rwsems",
+        "pte_locks",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -250,6 +251,15 @@ pub(super) fn parse(
     };
     let page_tables = k.bool_opt("page_tables")?.unwrap_or(false);
     let rwsems = k.bool_opt("rwsems")?.unwrap_or(false);
+    let pte_locks = k.bool_opt("pte_locks")?.unwrap_or(false);
+    if pte_locks && !(struct_pages && spinlocks.is_some() && page_tables) {
+        // The lock's word lives in the table's struct page and is a spinlock
+        // of the kind kernel.spinlocks names.
+        return Err(cfg_err(
+            "kernel.pte_locks",
+            "true needs kernel.struct_pages = true, kernel.spinlocks = \"ticket\" or \"queued\" and kernel.page_tables = true (the lock is a spinlock in the page-table page's struct page)".to_string(),
+        ));
+    }
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -273,5 +283,6 @@ pub(super) fn parse(
         spinlocks,
         page_tables,
         rwsems,
+        pte_locks,
     })
 }

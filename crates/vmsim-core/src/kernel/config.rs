@@ -67,6 +67,12 @@ pub struct KernelConfig {
     /// calls and the rmap walks (kernel/locking/rwsem.rs); off: their cost
     /// is in the fixed costs and nobody waits.
     pub rwsems: bool,
+    /// `kernel.pte_locks`: the split page-table locks (`ptlock_ptr()`: a
+    /// spinlock in the `struct page` of each page-table page), taken around
+    /// the entries the faults install and the rmap, NUMA-scan and migration
+    /// walks change (kernel/pgtable.rs); needs `struct_pages`, `spinlocks`
+    /// and `page_tables`. Off: their cost is in the fixed costs.
+    pub pte_locks: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -97,6 +103,7 @@ impl Default for KernelConfig {
             spinlocks: None,
             page_tables: false,
             rwsems: false,
+            pte_locks: false,
         }
     }
 }

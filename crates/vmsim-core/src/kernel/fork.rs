@@ -156,7 +156,7 @@ impl Kernel {
                 }
             }
             for va in entries {
-                self.set_entry_at(hw, child, va);
+                self.set_entry_at(hw, child, va, false);
             }
         }
         self.up_write(hw, SemRef::Mmap(parent_mm));

@@ -267,7 +267,7 @@ impl Kernel {
         let cpu = hw.cpu;
         // rmap_walk_anon() under anon_vma_lock_read() (kernel.rwsems).
         self.down_read(hw, SemRef::AnonVma(mm));
-        let moved = self.entry_rmw(hw, mm, addr);
+        let moved = self.entry_rmw(hw, mm, addr, KFn::TryToUnmap);
         hw.charge(self.costs.rmap_pte_cycles.saturating_sub(moved));
         self.up_read(hw, SemRef::AnonVma(mm));
         hw.settle(KFn::TryToUnmap);

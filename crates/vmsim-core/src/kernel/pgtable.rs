@@ -30,14 +30,26 @@
 //!   (`ptep_modify_prot_start`), and `remove_migration_ptes` stores the new
 //!   entry.
 //!
+//! With `kernel.pte_locks` those accesses, but for fork's copies, are made
+//! under the table's split lock (`ptlock_ptr()`: a spinlock whose word is
+//! the table's `struct page` line), per entry, or per table for
+//! `change_prot_numa` as `change_pte_range` takes it.
+//!
 //! Invariants: a table has a frame from the first entry written into its
 //! range until `free_pgtables` finds its range empty; the frames are never
 //! on an LRU list nor mapped to user space; every frame is returned to the
 //! allocator by the mm's exit.
 
-use super::hw::Hw;
+use super::hw::{Hw, LOCKED_RMW_CYCLES};
+use super::locking::sections::SpinRef;
 use super::mm::{Level, Pmd, PAGE_SIZE, PMD_SHIFT, PUD_SHIFT};
-use super::Kernel;
+use super::{KFn, Kernel};
+
+/// An uncontended split-lock round trip with the lock's line in the L1:
+/// the acquire's locked operation and the release's store (one issue
+/// cycle). `rmap_pte_cycles`, whose estimate names the lock, loses it when
+/// the lock is taken as a line (`kernel.pte_locks`).
+pub const PTL_ROUND_TRIP_CYCLES: u64 = LOCKED_RMW_CYCLES + 1;
 
 /// What `va`'s mapping is, for the level of its leaf entry.
 fn leaf_level(mm: &super::mm::Mm, va: u64) -> Option<Level> {
@@ -77,11 +89,18 @@ impl Kernel {
     /// `set_pte_at` / `set_pmd_at` / `set_pud_at` of `va` in `mm_id` on
     /// `hw.cpu`, after the entry was installed: the tables on the way are
     /// allocated if missing ([`Kernel::alloc_pgtables`]) and the entry is
-    /// stored.
-    pub fn set_entry_at(&mut self, hw: &mut Hw, mm_id: usize, va: u64) {
+    /// stored; with `locked` (a fault's install), under the leaf table's
+    /// split lock (`kernel.pte_locks`).
+    pub fn set_entry_at(&mut self, hw: &mut Hw, mm_id: usize, va: u64, locked: bool) {
         if let Some(leaf) = self.alloc_pgtables(hw, mm_id, va) {
             if let Some(line) = self.mms[mm_id].pt.line(va, leaf) {
+                let ptl = if locked {
+                    self.ptl_lock(hw, line, KFn::HandleMmFault)
+                } else {
+                    None
+                };
                 hw.store(line);
+                self.ptl_unlock(hw, ptl);
             }
         }
     }
@@ -114,23 +133,91 @@ impl Kernel {
     }
 
     /// A locked read-modify-write of `va`'s leaf entry in `mm_id` on
-    /// `hw.cpu` (`ptep_get_and_clear`, `ptep_test_and_clear_young`,
-    /// `ptep_modify_prot_start`). Returns the cycles of the path's fixed
-    /// cost that the access now stands for (the locked operation's own
-    /// issue cycles), 0 when page tables are not in memory.
-    pub fn entry_rmw(&mut self, hw: &mut Hw, mm_id: usize, va: u64) -> u64 {
+    /// `hw.cpu` (`ptep_test_and_clear_young`, `ptep_get_and_clear` of an
+    /// rmap walk's `page_vma_mapped_walk`), under the table's split lock
+    /// with `kernel.pte_locks`; `what` is the path the time before the lock
+    /// goes to. Returns the cycles of `rmap_pte_cycles` (whose estimate
+    /// names the locked operation and the lock's round trip) that the
+    /// accesses now stand for when the lines are in the L1, 0 when page
+    /// tables are not in memory.
+    pub fn entry_rmw(&mut self, hw: &mut Hw, mm_id: usize, va: u64, what: KFn) -> u64 {
         let Some(line) = self.leaf_entry_line(mm_id, va) else {
             return 0;
         };
+        let ptl = self.ptl_lock(hw, line, what);
         hw.atomic(line);
-        super::hw::LOCKED_RMW_CYCLES
+        let moved = LOCKED_RMW_CYCLES
+            + if ptl.is_some() {
+                PTL_ROUND_TRIP_CYCLES
+            } else {
+                0
+            };
+        self.ptl_unlock(hw, ptl);
+        moved
     }
 
-    /// A store to `va`'s leaf entry in `mm_id` on `hw.cpu`
-    /// (`set_pte_at` over an existing table: `remove_migration_ptes`).
-    pub fn entry_store(&mut self, hw: &mut Hw, mm_id: usize, va: u64) {
-        if let Some(line) = self.leaf_entry_line(mm_id, va) {
-            hw.store(line);
+    /// Locked read-modify-writes of the entries in `lines` (`change_prot_numa`'s
+    /// `ptep_modify_prot_start`), each table's under its split lock once
+    /// (`change_pte_range` takes it per table; `kernel.pte_locks`). The
+    /// per-entry estimate `change_pte_cycles` does not name the lock, so
+    /// nothing is moved out of it for the lock.
+    pub fn entry_rmws(&mut self, hw: &mut Hw, lines: &[u64], what: KFn) {
+        let mut i = 0;
+        while i < lines.len() {
+            let table = lines[i] >> 6;
+            let n = lines[i..].iter().take_while(|&&l| l >> 6 == table).count();
+            let ptl = self.ptl_lock(hw, lines[i], what);
+            for &line in &lines[i..i + n] {
+                hw.atomic(line);
+            }
+            self.ptl_unlock(hw, ptl);
+            i += n;
+        }
+    }
+
+    /// A store to `va`'s leaf entry in `mm_id` on `hw.cpu` (`set_pte_at`
+    /// over an existing table: `remove_migration_ptes`), under the table's
+    /// split lock with `kernel.pte_locks`. Returns the cycles of
+    /// `rmap_pte_cycles` the lock's round trip now stands for.
+    pub fn entry_store(&mut self, hw: &mut Hw, mm_id: usize, va: u64, what: KFn) -> u64 {
+        let Some(line) = self.leaf_entry_line(mm_id, va) else {
+            return 0;
+        };
+        let ptl = self.ptl_lock(hw, line, what);
+        hw.store(line);
+        let moved = if ptl.is_some() {
+            PTL_ROUND_TRIP_CYCLES
+        } else {
+            0
+        };
+        self.ptl_unlock(hw, ptl);
+        moved
+    }
+
+    /// `spin_lock(ptlock_ptr(page))` of the table holding the entry on
+    /// `line` (`kernel.pte_locks`; None when off): the lock's word is in
+    /// the table's `struct page` (`USE_SPLIT_PTE_PTLOCKS` without lockdep:
+    /// the spinlock fits in the page's `ptl` field). Time before the lock
+    /// goes to `what`, the spinning to `KFn::SpinLock`.
+    fn ptl_lock(&mut self, hw: &mut Hw, line: u64, what: KFn) -> Option<SpinRef> {
+        if !self.cfg.pte_locks {
+            return None;
+        }
+        let table = line >> 6;
+        let word = self.vmemmap.as_ref()?.page_line(table);
+        let sl = self.spinlocks.as_mut()?;
+        let r = sl.ptl(table, word);
+        let imp = sl.imp;
+        hw.settle(what);
+        sl.lock_of(r).lock(hw, imp, &mut self.lock_stats);
+        hw.settle(KFn::SpinLock);
+        Some(r)
+    }
+
+    /// `spin_unlock` of a lock [`Kernel::ptl_lock`] took (nothing for None).
+    fn ptl_unlock(&mut self, hw: &mut Hw, ptl: Option<SpinRef>) {
+        if let (Some(r), Some(sl)) = (ptl, self.spinlocks.as_mut()) {
+            sl.lock_of(r).unlock(hw, &mut self.lock_stats);
         }
     }
 
@@ -153,6 +240,9 @@ impl Kernel {
         }
         let freed = self.mms[mm_id].take_unused_tables(all);
         for pfn in freed {
+            if let Some(sl) = self.spinlocks.as_mut() {
+                sl.drop_ptl(pfn);
+            }
             self.alloc.free(pfn);
             self.pgtable.pgtable_free += 1;
             self.pgtable.nr_page_table_pages -= 1;

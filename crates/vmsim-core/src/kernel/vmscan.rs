@@ -421,7 +421,7 @@ impl Kernel {
         let cpu = hw.cpu;
         let sem = self.i_mmap_lock_read(hw, pfn);
         for (mm, va) in self.rmap_walk_file(pfn) {
-            let moved = self.entry_rmw(hw, mm, va);
+            let moved = self.entry_rmw(hw, mm, va, KFn::RmapWalk);
             let pte = self.try_to_unmap_one(mm, va).expect("the walk found it");
             hw.charge(self.costs.rmap_pte_cycles.saturating_sub(moved));
             hw.settle(KFn::RmapWalk);

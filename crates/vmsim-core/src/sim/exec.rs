@@ -182,11 +182,9 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.up_read(&mut hw, SemRef::Mmap(mm));
             }
-            Work::EntryRmw { lines, .. } => {
-                let (_, mut hw) = self.kernel_hw(cpu);
-                for &line in &lines {
-                    hw.atomic(line);
-                }
+            Work::EntryRmw { lines, what } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.entry_rmws(&mut hw, &lines, what);
             }
             Work::SpinSection { lock, instr, what } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
@@ -213,9 +211,10 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.down_read(&mut hw, SemRef::AnonVma(mm));
                 k.migrate_remap(mm, addr, old, new);
-                k.entry_store(&mut hw, mm, addr);
+                let moved = k.entry_store(&mut hw, mm, addr, KFn::MigratePages);
                 k.up_read(&mut hw, SemRef::AnonVma(mm));
-                let c = self.kernel.costs.rmap_pte_cycles + self.kernel.costs.page_free_cycles;
+                let c = self.kernel.costs.rmap_pte_cycles.saturating_sub(moved)
+                    + self.kernel.costs.page_free_cycles;
                 self.machine.advance(cpu, c, c);
             }
             Work::WpHugePageLocked {
@@ -316,7 +315,7 @@ impl Sim {
     fn set_entry_at(&mut self, cpu: usize, mm: usize, va: u64) {
         if self.kernel.page_tables() {
             let (k, mut hw) = self.kernel_hw(cpu);
-            k.set_entry_at(&mut hw, mm, va);
+            k.set_entry_at(&mut hw, mm, va, true);
         }
     }
 

@@ -46,10 +46,14 @@ pub enum LockClass {
     IMmapRwsem,
     /// An `anon_vma`'s `rwsem` (`kernel.rwsems`).
     AnonVmaRwsem,
+    /// A page-table page's split lock (`kernel.pte_locks`): the spinlock in
+    /// its `struct page` that `ptlock_ptr()` returns (`pte_offset_map_lock`,
+    /// `pmd_lock`); lockdep names the class by that expression.
+    PteLock,
 }
 
 impl LockClass {
-    pub const ALL: [LockClass; 7] = [
+    pub const ALL: [LockClass; 8] = [
         LockClass::PageLock,
         LockClass::ZoneLock,
         LockClass::LruLock,
@@ -57,6 +61,7 @@ impl LockClass {
         LockClass::MmapLock,
         LockClass::IMmapRwsem,
         LockClass::AnonVmaRwsem,
+        LockClass::PteLock,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +72,7 @@ impl LockClass {
             LockClass::MmapLock => "&mm->mmap_lock",
             LockClass::IMmapRwsem => "&mapping->i_mmap_rwsem",
             LockClass::AnonVmaRwsem => "&anon_vma->rwsem",
+            LockClass::PteLock => "&(ptlock_ptr(page))->rlock",
         }
     }
 }

@@ -53,7 +53,7 @@ use super::LockClass;
 use crate::kernel::hw::{Hw, LOCKED_RMW_CYCLES};
 use crate::kernel::kdata::KernelData;
 use crate::kernel::{KFn, Kernel, Work};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// `PAGEVEC_SIZE` of 4.1 (14; 15 from 5.8's pagevec change).
 pub const PAGEVEC_SIZE: u32 = 14;
@@ -87,6 +87,8 @@ pub enum SpinRef {
     Zone(usize),
     Lru(usize),
     Tree(usize),
+    /// The split lock of the page-table page in this frame (`kernel.pte_locks`).
+    Ptl(u64),
 }
 
 /// The spinning locks and the per-CPU batches that decide when they are taken.
@@ -97,6 +99,9 @@ pub struct Spinlocks {
     zone: Vec<SpinLock>,
     lru: Vec<SpinLock>,
     tree: Vec<SpinLock>,
+    /// Each page-table page's split lock, by the table's frame, made when
+    /// first taken (`kernel.pte_locks`); a table's free drops it.
+    ptl: BTreeMap<u64, SpinLock>,
     /// Per CPU x node: pages left in the per-CPU list since its last refill,
     /// and pages on it to free before a drain.
     pcp_left: Vec<u32>,
@@ -120,6 +125,7 @@ impl Spinlocks {
             zone,
             lru,
             tree: Vec::new(),
+            ptl: BTreeMap::new(),
             pcp_left: Vec::new(),
             pcp_freed: Vec::new(),
             pagevec: Vec::new(),
@@ -133,12 +139,27 @@ impl Spinlocks {
         self.tree.push(SpinLock::new(line, LockClass::TreeLock));
     }
 
-    fn lock_of(&mut self, r: SpinRef) -> &mut SpinLock {
+    pub(crate) fn lock_of(&mut self, r: SpinRef) -> &mut SpinLock {
         match r {
             SpinRef::Zone(n) => &mut self.zone[n],
             SpinRef::Lru(n) => &mut self.lru[n],
             SpinRef::Tree(i) => &mut self.tree[i],
+            SpinRef::Ptl(pfn) => self.ptl.get_mut(&pfn).expect("made by Spinlocks::ptl"),
         }
+    }
+
+    /// The split lock of the table in frame `pfn`, whose word is `line` (its
+    /// `struct page`'s), made on first use.
+    pub fn ptl(&mut self, pfn: u64, line: u64) -> SpinRef {
+        self.ptl
+            .entry(pfn)
+            .or_insert_with(|| SpinLock::new(line, LockClass::PteLock));
+        SpinRef::Ptl(pfn)
+    }
+
+    /// The table in frame `pfn` was freed: its lock goes with it.
+    pub fn drop_ptl(&mut self, pfn: u64) {
+        self.ptl.remove(&pfn);
     }
 
     fn slot(v: &mut Vec<u32>, i: usize, init: u32) -> &mut u32 {
