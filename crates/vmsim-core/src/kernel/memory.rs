@@ -191,6 +191,7 @@ impl Kernel {
         }
         if m == Mapped::Huge {
             self.mms[mm_id].set_protnone(addr, false);
+            self.restore_numa_entry(mm_id, addr, work);
             return m;
         }
         let hint = HintCtx {
@@ -208,6 +209,7 @@ impl Kernel {
         if map_first {
             // The PTE is accessible again before the migration is tried.
             self.mms[mm_id].set_protnone(addr, false);
+            self.restore_numa_entry(mm_id, addr, work);
         }
         // numa_migrate_prep() → mpol_misplaced() → should_numa_migrate_memory().
         let (migrate, last) = self.should_numa_migrate_memory(pid, orig.pfn, cpu, node);
@@ -226,10 +228,25 @@ impl Kernel {
             // the fault saw (a racing fault may have restored it already).
             if self.mms[mm_id].entry(addr).is_some_and(|p| p.same(&orig)) {
                 self.mms[mm_id].set_protnone(addr, false);
+                self.restore_numa_entry(mm_id, addr, work);
             }
         }
         self.task_numa_fault(pid, mm_id, last, mem_node, node, failed);
         m
+    }
+
+    /// The hint fault's restore of the entry it found PROT_NONE
+    /// (`ptep_modify_prot_start`/`commit`, an exchange, under the table's
+    /// lock; `do_huge_pmd_numa_page`'s `pmd_modify` under `pmd_lock`) as a
+    /// locked operation on its line (`kernel.page_tables`, the lock with
+    /// `kernel.pte_locks`); nothing without page tables in memory.
+    fn restore_numa_entry(&mut self, mm_id: usize, addr: u64, work: &mut VecDeque<Work>) {
+        if let Some(line) = self.leaf_entry_line(mm_id, addr) {
+            work.push_back(Work::EntryRmw {
+                lines: vec![line],
+                what: KFn::HandleMmFault,
+            });
+        }
     }
 
     /// A fault on a migration entry (`migration_entry_wait`): the task

@@ -27,8 +27,9 @@
 //!   migration's `try_to_migrate`) does a locked read-modify-write of the
 //!   PTE (`ptep_test_and_clear_young`, `ptep_get_and_clear`);
 //! - `change_prot_numa` does one on every entry it changes
-//!   (`ptep_modify_prot_start`), and `remove_migration_ptes` stores the new
-//!   entry.
+//!   (`ptep_modify_prot_start`), a NUMA hint fault one on the entry it
+//!   makes accessible again (kernel/memory.rs), and `remove_migration_ptes`
+//!   stores the new entry.
 //!
 //! With `kernel.pte_locks` those accesses, but for fork's copies, are made
 //! under the table's split lock (`ptlock_ptr()`: a spinlock whose word is
@@ -223,7 +224,7 @@ impl Kernel {
 
     /// The line of `va`'s leaf entry in `mm_id`, if page tables are in
     /// memory and its table has a frame.
-    fn leaf_entry_line(&self, mm_id: usize, va: u64) -> Option<u64> {
+    pub(crate) fn leaf_entry_line(&self, mm_id: usize, va: u64) -> Option<u64> {
         if !self.page_tables() {
             return None;
         }
