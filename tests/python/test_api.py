@@ -444,6 +444,21 @@ def test_spinlocks_from_python_report_lock_stat_and_refuse_unknown_names():
     assert "ticket" in info.value.message and "queued" in info.value.message
 
 
+def test_pte_locks_from_python_count_in_lock_stat_and_name_what_they_need():
+    kernel = {"struct_pages": True, "spinlocks": "queued", "page_tables": True, "pte_locks": True}
+    cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 3, "kernel": kernel,
+           "workload": {"kind": "lru-file-mmap-read", "nr_task": 8, "ram_mib": 16}}
+    m = vmsim.run(cfg)["metrics"]
+    assert m["data_verified"] is True
+    # Faults install under it, and reclaim's rmap walks take it per PTE.
+    assert m["lock_stat"]["&(ptlock_ptr(page))->rlock"]["acquisitions"] > m["pgfault"]
+    bad = dict(cfg, kernel=dict(kernel, struct_pages=False))
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(bad)
+    assert info.value.key == "kernel.pte_locks"
+    assert "kernel.struct_pages" in str(info.value)
+
+
 def test_page_tables_and_rwsems_from_python_report_their_metrics_and_refuse_non_booleans():
     cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 3,
            "kernel": {"page_tables": True, "rwsems": True},
