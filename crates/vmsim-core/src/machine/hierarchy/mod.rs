@@ -395,6 +395,8 @@ impl Hierarchy {
     }
 
     /// Invalidates `line` in instance `u`'s private caches (via core-valid bits) except core bit `keep`.
+    /// Usually no other core holds it: that test is made in line.
+    #[inline(always)]
     fn invalidate_line_sharers<S: Spec>(
         &mut self,
         u: usize,
@@ -403,11 +405,26 @@ impl Hierarchy {
         keep: Option<usize>,
         st: &mut CacheStats,
     ) -> bool {
-        let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL;
         if let Some(k) = keep {
             bits &= !(1u64 << k);
         }
+        if bits == 0 {
+            return false;
+        }
+        self.invalidate_cores::<S>(u, line, bits, st)
+    }
+
+    /// [`Hierarchy::invalidate_line_sharers`] of the cores `bits` of `u`.
+    #[inline(never)]
+    fn invalidate_cores<S: Spec>(
+        &mut self,
+        u: usize,
+        line: u64,
+        mut bits: u64,
+        st: &mut CacheStats,
+    ) -> bool {
+        let base = u * self.cores_per_llc;
         let mut dirty = false;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
@@ -422,7 +439,18 @@ impl Hierarchy {
 
     /// Writes back any dirty private copy held by the cores of `u` in
     /// `sharers`, except those in `keep`, into the LLC (they keep a clean copy).
+    #[inline(always)]
     fn downgrade_sharers<S: Spec>(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
+        // Usually no core but the reader's holds it: nothing to look for.
+        if sharers & !EXCL & !keep == 0 {
+            return false;
+        }
+        self.downgrade_cores::<S>(u, line, sharers, keep)
+    }
+
+    /// [`Hierarchy::downgrade_sharers`] with some core to look at.
+    #[inline(never)]
+    fn downgrade_cores<S: Spec>(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
         // With an inclusive LLC a private copy turns dirty only through a
         // store miss or an upgrade, both of which leave one core-valid bit,
         // and every bit added later comes through here: a line with two or
@@ -628,7 +656,7 @@ impl Hierarchy {
     /// `line` entered (`up`) or left LLC `u`: its region's presence count
     /// there changes, or later if it is homed on another socket and the run
     /// defers.
-    #[inline]
+    #[inline(always)]
     fn presence_change(&mut self, u: usize, line: u64, up: bool) {
         let (h, base) = self.presence_at(line);
         if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
@@ -741,6 +769,7 @@ impl Hierarchy {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn fill_l1<S: Spec>(
         &mut self,
         core: usize,
@@ -767,7 +796,7 @@ impl Hierarchy {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     fn fill_l2<S: Spec>(
         &mut self,
         core: usize,
@@ -867,15 +896,20 @@ impl Hierarchy {
         debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains_as::<S::L2>(line)));
         self.wb_wait = 0;
         self.forget_victims();
-        let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
-        let l2_absent = !into_l1 || in_l2 == Some(false);
-        let (s, w) = self.access_inner::<S>(core, line, AccessKind::Load, req, l2_absent, t, st);
+        // Each kind of request on a path of its own, its tests folded.
+        let (s, w) = if into_l1 {
+            let l2_absent = in_l2 == Some(false);
+            self.access_inner::<S>(core, line, AccessKind::Load, Req::PfL1, l2_absent, t, st)
+        } else {
+            self.access_inner::<S>(core, line, AccessKind::Load, Req::PfL2, true, t, st)
+        };
         (s, w.max(self.wb_wait))
     }
 
     /// `l2_absent`: the caller knows the line is not in the L2 (a prefetch
     /// that looked it up), so the L2 lookup is skipped.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn access_inner<S: Spec>(
         &mut self,
         core: usize,
