@@ -313,6 +313,8 @@ pub struct Cache {
     psel: u16,
     /// Valid lines.
     valid: u64,
+    /// Capacity in lines (`geom.lines()`, kept to compare `valid` with).
+    lines: u64,
     /// Opaque per-way word the owner stores with a fill (empty: none kept),
     /// indexed like `sharers`; [`Cache::evicted_aux`] hands back the word of
     /// the line the last fill evicted.
@@ -532,6 +534,7 @@ impl Cache {
             rng,
             psel: PSEL_MID,
             valid: 0,
+            lines: geom.lines(),
             aux: Vec::new(),
             evicted_aux: NO_AUX,
         };
@@ -934,7 +937,7 @@ impl Cache {
     #[inline(always)]
     fn victim<S: Shape>(&mut self, set: usize) -> usize {
         // A full cache has no invalid way in any set: skip the scan.
-        if self.valid == self.geom.lines() {
+        if self.valid == self.lines {
             return self.victim_of_full::<S>(set);
         }
         match self.match_mask::<S>(set, INVALID_TAG) {
