@@ -503,8 +503,26 @@ impl Machine {
         let cyc = new_clock - now;
         c.clock = new_clock;
         account(c, cyc);
-        self.train_prefetchers::<S>(cpu, core, line, kind, served, start);
+        // Most accesses give the prefetchers nothing to see (an L1 hit or a
+        // string store without data, not a load the L1 prefetcher follows):
+        // that test is made here, in line.
+        let loads_train = kind == AccessKind::Load && self.l1_next_line;
+        if loads_train || (self.data_request::<S>(kind) && !matches!(served, Served::L1)) {
+            self.train_prefetchers::<S>(cpu, core, line, kind, served, start);
+        }
         served
+    }
+
+    /// Whether an access of `kind` that misses the L1 looks up the L2: not
+    /// an ownership-only string store (no data to follow) nor a
+    /// non-temporal store (it bypasses the caches).
+    #[inline(always)]
+    fn data_request<S: Spec>(&self, kind: AccessKind) -> bool {
+        match kind {
+            AccessKind::Load | AccessKind::Store => true,
+            AccessKind::StringStore => !S::NO_RFO.unwrap_or(self.no_rfo),
+            AccessKind::NtStore => false,
+        }
     }
 
     /// Trains the core's prefetchers with a demand access served at `served`
@@ -519,15 +537,9 @@ impl Machine {
         served: Served,
         t: u64,
     ) {
+        let data_request = self.data_request::<S>(kind);
         let r = &mut self.cores[core];
         let mut l2_lookups = [None; 2];
-        // An L1 miss looks up the L2, unless it is an ownership-only string store
-        // (no data to follow) or a non-temporal store (bypasses the caches).
-        let data_request = match kind {
-            AccessKind::Load | AccessKind::Store => true,
-            AccessKind::StringStore => !self.no_rfo,
-            AccessKind::NtStore => false,
-        };
         if data_request && !matches!(served, Served::L1) {
             l2_lookups[0] = Some(line);
         }
