@@ -61,8 +61,8 @@ pub struct MinSlots {
     /// hold `u64::MAX`, above every real key).
     tree: Box<[u64]>,
     leaves: usize,
-    /// A time too large for a key (never in practice: 2^58 cycles), or more
-    /// than 64 entries: the tree is abandoned for a linear scan.
+    /// A time too large for a key (never in practice: 2^58 cycles), more
+    /// than 64 entries or none: the tree is abandoned for a linear scan.
     wide: bool,
 }
 
@@ -73,7 +73,8 @@ const KEY_INDEX_BITS: u32 = 6;
 impl MinSlots {
     pub fn new(n: usize, v: u64) -> MinSlots {
         let leaves = n.max(1).next_power_of_two();
-        let wide = n > 1 << KEY_INDEX_BITS || v >= KEY_LIMIT;
+        // No entries at all are left to the scan too (it finds none).
+        let wide = n == 0 || n > 1 << KEY_INDEX_BITS || v >= KEY_LIMIT;
         let mut tree = vec![u64::MAX; 2 * leaves].into_boxed_slice();
         if !wide {
             for (i, l) in tree[leaves..leaves + n].iter_mut().enumerate() {
@@ -94,7 +95,7 @@ impl MinSlots {
     /// `(index, time)` of the first entry of least time (`(0, u64::MAX)` if none).
     #[inline]
     pub fn argmin(&self) -> (usize, u64) {
-        if self.vals.is_empty() || self.wide {
+        if self.wide {
             return argmin_scan(&self.vals);
         }
         let k = self.tree[1];
