@@ -159,3 +159,93 @@ impl Hierarchy {
         S::NO_RFO.unwrap_or(self.no_rfo)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SpecId;
+    use crate::config::{embedded_machines, Preset};
+    use crate::machine::hierarchy::AccessKind;
+    use crate::machine::Machine;
+
+    fn machine(name: &str) -> Machine {
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap();
+        let p = Preset::parse(text, name).unwrap();
+        Machine::new(&p.machine_params().unwrap(), 64 << 20, 7).unwrap()
+    }
+
+    /// The presets the specs are written for run on them, and so do their
+    /// windowed runs' stand-ins; the others on the path that fixes nothing.
+    #[test]
+    fn each_preset_runs_the_path_built_for_it() {
+        for (name, _) in embedded_machines() {
+            let m = machine(name);
+            let want = match *name {
+                "xeon-e5-2699v3-2s" | "xeon-e5-1650v3-1s" | "xeon-e5-4655v3-4s" => SpecId::Haswell,
+                "xeon-6238m-clx" => SpecId::CascadeLake,
+                _ => SpecId::Any,
+            };
+            assert_eq!(m.hier.spec(), want, "{name}");
+            assert_eq!(m.shell().hier.spec(), want, "{name}'s stand-in");
+        }
+    }
+
+    /// A specialised path computes exactly what the path that reads every
+    /// property from the caches and flags computes: the same accesses
+    /// (loads, stores, string and non-temporal stores, locked operations,
+    /// bulk runs, from cores of both sockets, to shared and private lines)
+    /// leave the same statistics and clocks.
+    #[test]
+    fn a_specialised_path_computes_what_the_general_one_does() {
+        for name in ["xeon-e5-2699v3-2s", "xeon-6238m-clx"] {
+            let mut fast = machine(name);
+            let mut plain = machine(name);
+            plain.hier.spec = SpecId::Any;
+            assert_ne!(fast.hier.spec(), SpecId::Any);
+            let cpus = fast.cpus.len();
+            let lines = fast.mem_lines;
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for step in 0..60_000u64 {
+                x = crate::rng::splitmix64(x);
+                let cpu = (x % cpus as u64) as usize;
+                // A small shared region, and streams through private ones.
+                let line = if x >> 60 < 6 {
+                    (x >> 20) % 512
+                } else {
+                    (cpu as u64 * 8192 + step / 4 + (x >> 40) % 3) % lines
+                };
+                let kind = match (x >> 8) % 16 {
+                    0..=6 => AccessKind::Load,
+                    7..=11 => AccessKind::Store,
+                    12 | 13 => AccessKind::StringStore,
+                    _ => AccessKind::NtStore,
+                };
+                for m in [&mut fast, &mut plain] {
+                    match (x >> 12) % 64 {
+                        0 => {
+                            m.atomic(cpu, line, 20);
+                        }
+                        1 => {
+                            let end = m.cpus[cpu].clock + 2000;
+                            let dst = (line + 4096) % (lines - 64);
+                            m.bulk_run(cpu, dst, Some(line % (lines - 64)), 0, 64, kind, 4, 1, end);
+                        }
+                        _ => {
+                            m.access(cpu, line, kind, (x >> 16) & 1 == 0, 1);
+                        }
+                    }
+                }
+            }
+            for (a, b) in fast.cpus.iter().zip(&plain.cpus) {
+                assert_eq!(a.clock, b.clock, "{name}");
+                assert_eq!(
+                    serde_json::to_string(&a.stats).unwrap(),
+                    serde_json::to_string(&b.stats).unwrap(),
+                    "{name}"
+                );
+            }
+        }
+    }
+}
