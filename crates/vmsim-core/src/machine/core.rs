@@ -61,8 +61,8 @@ pub struct MinSlots {
     /// hold `u64::MAX`, above every real key).
     tree: Box<[u64]>,
     leaves: usize,
-    /// A time too large for a key (never in practice: 2^58 cycles), or more
-    /// than 64 entries: the tree is abandoned for a linear scan.
+    /// A time too large for a key (never in practice: 2^58 cycles), more
+    /// than 64 entries or none: the tree is abandoned for a linear scan.
     wide: bool,
 }
 
@@ -73,7 +73,8 @@ const KEY_INDEX_BITS: u32 = 6;
 impl MinSlots {
     pub fn new(n: usize, v: u64) -> MinSlots {
         let leaves = n.max(1).next_power_of_two();
-        let wide = n > 1 << KEY_INDEX_BITS || v >= KEY_LIMIT;
+        // No entries at all are left to the scan too (it finds none).
+        let wide = n == 0 || n > 1 << KEY_INDEX_BITS || v >= KEY_LIMIT;
         let mut tree = vec![u64::MAX; 2 * leaves].into_boxed_slice();
         if !wide {
             for (i, l) in tree[leaves..leaves + n].iter_mut().enumerate() {
@@ -94,7 +95,7 @@ impl MinSlots {
     /// `(index, time)` of the first entry of least time (`(0, u64::MAX)` if none).
     #[inline]
     pub fn argmin(&self) -> (usize, u64) {
-        if self.vals.is_empty() || self.wide {
+        if self.wide {
             return argmin_scan(&self.vals);
         }
         let k = self.tree[1];
@@ -107,27 +108,46 @@ impl MinSlots {
     #[inline]
     pub fn set(&mut self, i: usize, v: u64) {
         self.vals[i] = v;
-        if self.wide {
-            return;
-        }
-        if v >= KEY_LIMIT {
+        if self.wide || v >= KEY_LIMIT {
             self.wide = true;
             return;
         }
-        let mut node = self.leaves + i;
+        let node = self.leaves + i;
         let t = &mut self.tree[..];
         assert!(node < t.len());
-        let mut k = v << KEY_INDEX_BITS | i as u64;
+        let k = v << KEY_INDEX_BITS | i as u64;
         t[node] = k;
-        while node > 1 {
-            // SAFETY: node < t.len() (asserted, and it only shrinks), and
-            // node ^ 1 < t.len() as t.len() is even.
+        // The usual sizes (up to 16 or 32 entries) unrolled: no test per level.
+        match self.leaves {
+            16 => Self::up::<4>(t, node, k),
+            32 => Self::up::<5>(t, node, k),
+            _ => {
+                let (mut node, mut k) = (node, k);
+                while node > 1 {
+                    (node, k) = Self::up::<1>(t, node, k);
+                }
+                (node, k)
+            }
+        };
+    }
+
+    /// `LEVELS` steps up the tree from `node`, whose key is now `k`: each
+    /// parent takes the lesser of its children. Returns the last node
+    /// written and its key.
+    #[inline(always)]
+    fn up<const LEVELS: u32>(t: &mut [u64], mut node: usize, mut k: u64) -> (usize, u64) {
+        for _ in 0..LEVELS {
+            debug_assert!(node > 1 && node < t.len());
+            // SAFETY: node < t.len() (asserted by the caller, and it only
+            // shrinks), and node ^ 1 < t.len() as t.len() is even; the
+            // caller steps at most up to the root (node 1).
             let sib = unsafe { *t.get_unchecked(node ^ 1) };
             k = k.min(sib);
             node >>= 1;
             // SAFETY: as above.
             unsafe { *t.get_unchecked_mut(node) = k };
         }
+        (node, k)
     }
 }
 

@@ -120,7 +120,13 @@ impl<const SHIFT: u32, const RING_BITS: u32> Calendar<SHIFT, RING_BITS> {
         }
         let done = (e << SHIFT) + self.per_epoch.div((u + bytes) << SHIFT);
         let done = done.max(t);
-        self.stats.queue_cycles += done.saturating_sub(t + self.per_epoch.div(bytes << SHIFT));
+        // A line's own transfer time is `line_cycles` (the same quotient).
+        let own_cycles = if bytes == 64 {
+            self.line_cycles
+        } else {
+            self.per_epoch.div(bytes << SHIFT)
+        };
+        self.stats.queue_cycles += done.saturating_sub(t + own_cycles);
         done
     }
 

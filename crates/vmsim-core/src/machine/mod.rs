@@ -35,7 +35,10 @@ pub mod topology;
 
 use self::cache::INVALID;
 use self::core::{CoreResources, FillBandwidth};
-use hierarchy::{AccessKind, CacheStats, Hierarchy, HierarchyParams, Latencies, Served};
+use hierarchy::spec::{CascadeLake, Haswell};
+use hierarchy::{
+    AccessKind, AnySpec, CacheStats, Hierarchy, HierarchyParams, Latencies, Served, Spec, SpecId,
+};
 use ipi::{CpuMask, IpiCause, IpiCosts};
 pub use params::{
     CacheLevelParams, IdleState, InvlpgbCosts, MachineParams, NoRfoGrant, NocacheBy,
@@ -363,12 +366,39 @@ impl Machine {
         per_line: u64,
         deadline: u64,
     ) -> u64 {
+        match self.hier.spec() {
+            SpecId::Haswell => {
+                self.bulk_run_as::<Haswell>(cpu, dst, src, from, n, kind, issue, per_line, deadline)
+            }
+            SpecId::CascadeLake => self.bulk_run_as::<CascadeLake>(
+                cpu, dst, src, from, n, kind, issue, per_line, deadline,
+            ),
+            SpecId::Any => {
+                self.bulk_run_as::<AnySpec>(cpu, dst, src, from, n, kind, issue, per_line, deadline)
+            }
+        }
+    }
+
+    /// [`Machine::bulk_run`] on the path built for `S`.
+    #[allow(clippy::too_many_arguments)]
+    fn bulk_run_as<S: Spec>(
+        &mut self,
+        cpu: usize,
+        dst: u64,
+        src: Option<u64>,
+        from: u64,
+        n: u64,
+        kind: AccessKind,
+        issue: u64,
+        per_line: u64,
+        deadline: u64,
+    ) -> u64 {
         let mut i = from;
         while i < n && self.cpus[cpu].clock < deadline {
             if let Some(src) = src {
-                self.access_one(cpu, src + i, AccessKind::Load, false, 0);
+                self.access_one_as::<S>(cpu, src + i, AccessKind::Load, false, 0);
             }
-            self.access_one(cpu, dst + i, kind, false, issue);
+            self.access_one_as::<S>(cpu, dst + i, kind, false, issue);
             if per_line > 0 {
                 self.advance(cpu, 0, per_line);
             }
@@ -377,11 +407,28 @@ impl Machine {
         i
     }
 
-    #[inline(always)]
     /// `waits`: the CPU waits for the access to complete (a dependent load,
     /// a locked read-modify-write); otherwise it goes on once the request
     /// has its fill buffer.
+    #[inline(always)]
     fn access_one(
+        &mut self,
+        cpu: usize,
+        line: u64,
+        kind: AccessKind,
+        waits: bool,
+        issue: u64,
+    ) -> Served {
+        match self.hier.spec() {
+            SpecId::Haswell => self.access_one_as::<Haswell>(cpu, line, kind, waits, issue),
+            SpecId::CascadeLake => self.access_one_as::<CascadeLake>(cpu, line, kind, waits, issue),
+            SpecId::Any => self.access_one_as::<AnySpec>(cpu, line, kind, waits, issue),
+        }
+    }
+
+    /// [`Machine::access_one`] on the path built for `S`.
+    #[inline(always)]
+    fn access_one_as<S: Spec>(
         &mut self,
         cpu: usize,
         line: u64,
@@ -399,7 +446,9 @@ impl Machine {
         let s1 = now.max(lfree);
         let (qi, qfree) = r.sq.argmin();
         let s2 = s1.max(qfree);
-        let (served, wait) = self.hier.access(core, line, kind, s2, &mut c.stats.cache);
+        let (served, wait) = self
+            .hier
+            .access_as::<S>(core, line, kind, s2, &mut c.stats.cache);
         let (start, new_clock) = match served {
             Served::L1 if wait == 0 => {
                 let issued = r.issue.reserve(thread, now, issue);
@@ -454,14 +503,32 @@ impl Machine {
         let cyc = new_clock - now;
         c.clock = new_clock;
         account(c, cyc);
-        self.train_prefetchers(cpu, core, line, kind, served, start);
+        // Most accesses give the prefetchers nothing to see (an L1 hit or a
+        // string store without data, not a load the L1 prefetcher follows):
+        // that test is made here, in line.
+        let loads_train = kind == AccessKind::Load && self.l1_next_line;
+        if loads_train || (self.data_request::<S>(kind) && !matches!(served, Served::L1)) {
+            self.train_prefetchers::<S>(cpu, core, line, kind, served, start);
+        }
         served
+    }
+
+    /// Whether an access of `kind` that misses the L1 looks up the L2: not
+    /// an ownership-only string store (no data to follow) nor a
+    /// non-temporal store (it bypasses the caches).
+    #[inline(always)]
+    fn data_request<S: Spec>(&self, kind: AccessKind) -> bool {
+        match kind {
+            AccessKind::Load | AccessKind::Store => true,
+            AccessKind::StringStore => !S::NO_RFO.unwrap_or(self.no_rfo),
+            AccessKind::NtStore => false,
+        }
     }
 
     /// Trains the core's prefetchers with a demand access served at `served`
     /// (its L1/L2 lookups at `t`) and issues what they propose.
     #[inline]
-    fn train_prefetchers(
+    fn train_prefetchers<S: Spec>(
         &mut self,
         cpu: usize,
         core: usize,
@@ -470,30 +537,30 @@ impl Machine {
         served: Served,
         t: u64,
     ) {
+        let data_request = self.data_request::<S>(kind);
         let r = &mut self.cores[core];
         let mut l2_lookups = [None; 2];
-        // An L1 miss looks up the L2, unless it is an ownership-only string store
-        // (no data to follow) or a non-temporal store (bypasses the caches).
-        let data_request = match kind {
-            AccessKind::Load | AccessKind::Store => true,
-            AccessKind::StringStore => !self.no_rfo,
-            AccessKind::NtStore => false,
-        };
         if data_request && !matches!(served, Served::L1) {
             l2_lookups[0] = Some(line);
         }
         if kind == AccessKind::Load && self.l1_next_line {
             if let Some(p) = r.next_line.on_load(line) {
-                if !self.hier.contains_l1(core, p) {
+                if !self.hier.contains_l1_as::<S>(core, p) {
                     let (li, lfree) = r.lfb.argmin();
                     let (qi, qfree) = r.sq.argmin();
                     // A fill buffer, and a superqueue entry if the line is not in L2.
-                    let in_l2 = self.hier.contains_l2(core, p);
+                    let in_l2 = self.hier.contains_l2_as::<S>(core, p);
                     if lfree <= t && (in_l2 || qfree <= t) {
                         let st = &mut self.cpus[cpu].stats.cache;
                         {
-                            let (s, w) =
-                                self.hier.prefetch_absent(core, p, true, Some(in_l2), t, st);
+                            let (s, w) = self.hier.prefetch_absent_as::<S>(
+                                core,
+                                p,
+                                true,
+                                Some(in_l2),
+                                t,
+                                st,
+                            );
                             let (l1_wbs, l2_wbs) = self.hier.writebacks();
                             hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                             let mut ready = r.fill(s, t + self.hier.latency(s) + w, true);
@@ -524,9 +591,10 @@ impl Machine {
                 if p >= self.mem_lines {
                     break;
                 }
-                if self.hier.contains_l2(core, p) || self.hier.contains_l1(core, p) {
+                if self.hier.contains_l2_as::<S>(core, p) || self.hier.contains_l1_as::<S>(core, p)
+                {
                     let st = &mut self.cpus[cpu].stats.cache;
-                    self.hier.prefetch_l2_found(st);
+                    self.hier.prefetch_l2_found_as::<S>(st);
                     r.streamer.advance(i, p);
                     continue;
                 }
@@ -537,7 +605,9 @@ impl Machine {
                 }
                 let st = &mut self.cpus[cpu].stats.cache;
                 {
-                    let (s, w) = self.hier.prefetch_absent(core, p, false, None, t, st);
+                    let (s, w) = self
+                        .hier
+                        .prefetch_absent_as::<S>(core, p, false, None, t, st);
                     let (l1_wbs, l2_wbs) = self.hier.writebacks();
                     hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                     let ready = r.fill(s, t + self.hier.latency(s) + w, false);

@@ -60,6 +60,9 @@ impl PrefetchParams {
     }
 }
 
+/// No stream (the ends of the streamer's recency list).
+const NONE: usize = usize::MAX;
+
 /// Lines per 4 KiB page: the L1 prefetcher never crosses one, the L2 streamer
 /// only where the preset says so (`cross_page`).
 const PAGE_LINES: u64 = 64;
@@ -111,6 +114,14 @@ pub struct Streamer {
     /// A stream may continue into the next page in its direction.
     cross_page: bool,
     clock: u64,
+    /// The streams from the most to the least recently used, as a list
+    /// threaded through `newer` / `older` (indices; [`NONE`] at the ends):
+    /// the least recent, which a new stream replaces, is `oldest`, the
+    /// stream of least `used` (lookup counts are unique), without a scan.
+    newer: Vec<usize>,
+    older: Vec<usize>,
+    newest: usize,
+    oldest: usize,
     /// The stream the last lookup found or allocated: a stream's page is
     /// unique among the streams, so when it matches it is the one a search
     /// would find (most lookups stay in the page of the one before).
@@ -127,8 +138,47 @@ impl Streamer {
             degree: p.l2_degree,
             cross_page: p.l2_cross_page,
             clock: 0,
+            newer: Vec::with_capacity(p.l2_streams),
+            older: Vec::with_capacity(p.l2_streams),
+            newest: NONE,
+            oldest: NONE,
             recent: 0,
         }
+    }
+
+    /// Puts stream `i` (not in the recency list) at its most recent end.
+    #[inline(always)]
+    fn link_newest(&mut self, i: usize) {
+        self.newer[i] = NONE;
+        self.older[i] = self.newest;
+        if self.newest == NONE {
+            self.oldest = i;
+        } else {
+            self.newer[self.newest] = i;
+        }
+        self.newest = i;
+    }
+
+    /// Stream `i` was just used: it becomes the most recent.
+    #[inline(always)]
+    fn touch(&mut self, i: usize) {
+        if self.newest != i {
+            self.make_newest(i);
+        }
+    }
+
+    /// [`Streamer::touch`] of a stream that is not the newest.
+    #[inline(never)]
+    fn make_newest(&mut self, i: usize) {
+        // Not the newest: there is a newer stream.
+        let (n, o) = (self.newer[i], self.older[i]);
+        self.older[n] = o;
+        if o == NONE {
+            self.oldest = n;
+        } else {
+            self.newer[o] = n;
+        }
+        self.link_newest(i);
     }
 
     /// An L2 lookup of `line`: trains the stream of its page and returns the
@@ -156,20 +206,28 @@ impl Streamer {
                 used: self.clock,
             };
             if self.streams.len() < self.cap {
-                self.recent = self.streams.len();
+                let i = self.streams.len();
+                self.recent = i;
                 self.streams.push(s);
                 self.pages.push(pg);
+                self.newer.push(NONE);
+                self.older.push(NONE);
+                self.link_newest(i);
             } else {
-                let lru = (0..self.streams.len())
-                    .min_by_key(|&i| self.streams[i].used)
-                    .expect("cap > 0");
+                let lru = self.oldest;
+                debug_assert_eq!(
+                    Some(lru),
+                    (0..self.streams.len()).min_by_key(|&i| self.streams[i].used)
+                );
                 self.streams[lru] = s;
                 self.pages[lru] = pg;
                 self.recent = lru;
+                self.touch(lru);
             }
             return None;
         };
         self.recent = i;
+        self.touch(i);
         let s = &mut self.streams[i];
         s.used = self.clock;
         let dir = match line.cmp(&s.last) {

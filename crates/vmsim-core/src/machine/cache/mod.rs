@@ -243,9 +243,16 @@ impl SetIndex {
     /// `(line % sets, line / sets)`. The quotient is floor(line * c / 2^128)
     /// with the same c, exact under the same condition (Lemire et al.); the
     /// remainder follows from it.
-    #[inline(always)]
+    #[cfg(test)]
     fn div_rem(&self, line: u64) -> (usize, u64) {
-        if self.pow2 {
+        self.div_rem_as(line, None)
+    }
+
+    /// [`SetIndex::div_rem`], with the power-of-two test decided by the
+    /// caller's shape where it knows it.
+    #[inline(always)]
+    fn div_rem_as(&self, line: u64, pow2: Option<bool>) -> (usize, u64) {
+        if pow2.unwrap_or(self.pow2) {
             ((line & self.mask) as usize, line >> self.shift)
         } else {
             let x = line as u128;
@@ -306,6 +313,8 @@ pub struct Cache {
     psel: u16,
     /// Valid lines.
     valid: u64,
+    /// Capacity in lines (`geom.lines()`, kept to compare `valid` with).
+    lines: u64,
     /// Opaque per-way word the owner stores with a fill (empty: none kept),
     /// indexed like `sharers`; [`Cache::evicted_aux`] hands back the word of
     /// the line the last fill evicted.
@@ -386,6 +395,47 @@ fn first_way(mask: u64) -> usize {
     }
 }
 
+/// What the code calling a cache knows of it when it is compiled. The
+/// hierarchy's per-request path is built once for each shape of the presets
+/// it is specialised for (`hierarchy::spec`), so that there the replacement
+/// policy, the associativity, whether the set count is a power of two and
+/// which side arrays exist are constants rather than fields read and tested
+/// on every look-up. A `None` (or `WAYS == 0`) leaves the property to the
+/// cache's fields, as [`AnyShape`] does for all of them; a cache is only
+/// ever used through a shape that [`Cache::fits`].
+pub trait Shape {
+    const POLICY: Option<Replacement> = None;
+    /// The associativity, or 0 if not known.
+    const WAYS: usize = 0;
+    const POW2: Option<bool> = None;
+    /// Whether the cache keeps sharers ([`Cache::without_sharers`] drops them).
+    const SHARERS: Option<bool> = None;
+    /// Whether the cache keeps an auxiliary word per line ([`Cache::with_aux`]).
+    const AUX: Option<bool> = None;
+}
+
+/// A shape that knows nothing: every property is read from the cache.
+pub struct AnyShape;
+impl Shape for AnyShape {}
+
+/// Word offset of the PLRU bits within a set, and the set's blocks, for
+/// `ways` ways under `policy` (the layout [`Cache::new`] builds).
+#[inline(always)]
+const fn layout(ways: usize, policy: Replacement) -> (usize, usize) {
+    let plru_word = ways + ways.div_ceil(4);
+    let words = plru_word
+        + if matches!(policy, Replacement::TreePlru) {
+            2
+        } else {
+            0
+        };
+    // Whole 16-byte chunks of meta bytes are compared at once
+    // (`state_mask`): the set's storage extends that far past the tags.
+    let min = ways + 4 * ways.div_ceil(WORDS_PER_BLOCK);
+    let words = if words > min { words } else { min };
+    (plru_word, words.div_ceil(WORDS_PER_BLOCK))
+}
+
 /// No auxiliary word (see [`Cache::insert_absent_at`]).
 pub const NO_AUX: u32 = u32::MAX;
 
@@ -463,17 +513,7 @@ impl Cache {
         if rng == 0 {
             rng = 0x2545_F491_4F6C_DD1D;
         }
-        let plru_word = ways + ways.div_ceil(4);
-        let words = plru_word
-            + if policy == Replacement::TreePlru {
-                2
-            } else {
-                0
-            };
-        // Whole 16-byte chunks of meta bytes are compared at once
-        // (`state_mask`): the set's storage extends that far past the tags.
-        let words = words.max(ways + 4 * ways.div_ceil(WORDS_PER_BLOCK));
-        let blocks_per_set = words.div_ceil(WORDS_PER_BLOCK);
+        let (plru_word, blocks_per_set) = layout(ways, policy);
         let blocks = (geom.sets as usize)
             .checked_mul(blocks_per_set)
             .ok_or_else(|| "cache too large".to_string())?;
@@ -494,6 +534,7 @@ impl Cache {
             rng,
             psel: PSEL_MID,
             valid: 0,
+            lines: geom.lines(),
             aux: Vec::new(),
             evicted_aux: NO_AUX,
         };
@@ -504,13 +545,92 @@ impl Cache {
         Ok(c)
     }
 
+    /// Whether this cache has every property `S` claims: only then may it be
+    /// used through `S`.
+    pub fn fits<S: Shape>(&self) -> bool {
+        S::POLICY.is_none_or(|p| p == self.policy)
+            && (S::WAYS == 0 || S::WAYS == self.ways)
+            && S::POW2.is_none_or(|b| b == self.index.pow2)
+            && S::SHARERS.is_none_or(|b| b != self.sharers.is_empty())
+            && S::AUX.is_none_or(|b| b != self.aux.is_empty())
+    }
+
+    #[inline(always)]
+    fn ways_of<S: Shape>(&self) -> usize {
+        debug_assert!(self.fits::<S>());
+        if S::WAYS != 0 {
+            S::WAYS
+        } else {
+            self.ways
+        }
+    }
+
+    #[inline(always)]
+    fn policy_of<S: Shape>(&self) -> Replacement {
+        match S::POLICY {
+            Some(p) => p,
+            None => self.policy,
+        }
+    }
+
+    #[inline(always)]
+    fn bps_of<S: Shape>(&self) -> usize {
+        match S::POLICY {
+            Some(p) if S::WAYS != 0 => layout(S::WAYS, p).1,
+            _ => self.blocks_per_set,
+        }
+    }
+
+    #[inline(always)]
+    fn plru_word_of<S: Shape>(&self) -> usize {
+        if S::WAYS != 0 {
+            S::WAYS + S::WAYS.div_ceil(4)
+        } else {
+            self.plru_word
+        }
+    }
+
+    #[inline(always)]
+    fn tag_blocks_of<S: Shape>(&self) -> usize {
+        if S::WAYS != 0 {
+            S::WAYS.div_ceil(WORDS_PER_BLOCK)
+        } else {
+            self.tag_blocks
+        }
+    }
+
+    #[inline(always)]
+    fn way_bits_of<S: Shape>(&self) -> u64 {
+        if S::WAYS != 0 {
+            u64::MAX >> (64 - S::WAYS)
+        } else {
+            self.way_bits
+        }
+    }
+
+    #[inline(always)]
+    fn has_sharers<S: Shape>(&self) -> bool {
+        match S::SHARERS {
+            Some(b) => b,
+            None => !self.sharers.is_empty(),
+        }
+    }
+
+    #[inline(always)]
+    fn has_aux<S: Shape>(&self) -> bool {
+        match S::AUX {
+            Some(b) => b,
+            None => !self.aux.is_empty(),
+        }
+    }
+
     /// Empties every set and resets the replacement state.
     fn reset(&mut self) {
         let ways = self.ways;
         let policy = self.policy;
         for set in 0..self.geom.sets as usize {
-            self.tags_mut(set).fill(INVALID_TAG);
-            let m = self.meta_mut(set);
+            self.tags_mut::<AnyShape>(set).fill(INVALID_TAG);
+            let m = self.meta_mut::<AnyShape>(set);
             match policy {
                 Replacement::Lru => {
                     for (i, m) in m.iter_mut().enumerate() {
@@ -521,7 +641,7 @@ impl Cache {
                 Replacement::TreePlru | Replacement::Random => m.fill(0),
             }
             if policy == Replacement::TreePlru {
-                self.set_plru(set, 0);
+                self.set_plru::<AnyShape>(set, 0);
             }
         }
         self.psel = PSEL_MID;
@@ -529,8 +649,8 @@ impl Cache {
 
     /// The words of `set`'s blocks.
     #[inline(always)]
-    fn words(&self, set: usize) -> &[u32] {
-        let bps = self.blocks_per_set;
+    fn words<S: Shape>(&self, set: usize) -> &[u32] {
+        let bps = self.bps_of::<S>();
         // Every set index reaching here is below `sets`: from the set index
         // (a remainder), from `0..sets`, or from a slot checked by `unslot`.
         debug_assert!((set + 1) * bps <= self.store.len());
@@ -546,8 +666,8 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn words_mut(&mut self, set: usize) -> &mut [u32] {
-        let bps = self.blocks_per_set;
+    fn words_mut<S: Shape>(&mut self, set: usize) -> &mut [u32] {
+        let bps = self.bps_of::<S>();
         debug_assert!((set + 1) * bps <= self.store.len());
         // SAFETY: as in `words`; the borrow is exclusive.
         unsafe {
@@ -559,29 +679,29 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn tags(&self, set: usize) -> &[u32] {
-        &self.words(set)[..self.ways]
+    fn tags<S: Shape>(&self, set: usize) -> &[u32] {
+        &self.words::<S>(set)[..self.ways_of::<S>()]
     }
 
     #[inline(always)]
-    fn tags_mut(&mut self, set: usize) -> &mut [u32] {
-        let ways = self.ways;
-        &mut self.words_mut(set)[..ways]
+    fn tags_mut<S: Shape>(&mut self, set: usize) -> &mut [u32] {
+        let ways = self.ways_of::<S>();
+        &mut self.words_mut::<S>(set)[..ways]
     }
 
     /// The meta bytes of `set`, one per way.
     #[inline(always)]
-    fn meta(&self, set: usize) -> &[u8] {
-        let (ways, w) = (self.ways, self.words(set));
+    fn meta<S: Shape>(&self, set: usize) -> &[u8] {
+        let (ways, w) = (self.ways_of::<S>(), self.words::<S>(set));
         // SAFETY: a u32 slice viewed as its bytes (u8 has no alignment or validity needs).
         let bytes = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
         &bytes[ways * 4..ways * 5]
     }
 
     #[inline(always)]
-    fn meta_mut(&mut self, set: usize) -> &mut [u8] {
-        let ways = self.ways;
-        let w = self.words_mut(set);
+    fn meta_mut<S: Shape>(&mut self, set: usize) -> &mut [u8] {
+        let ways = self.ways_of::<S>();
+        let w = self.words_mut::<S>(set);
         // SAFETY: as in `meta`; the borrow is exclusive.
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u8>(), w.len() * 4) };
@@ -589,15 +709,15 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn plru(&self, set: usize) -> u64 {
-        let w = &self.words(set)[self.plru_word..self.plru_word + 2];
+    fn plru<S: Shape>(&self, set: usize) -> u64 {
+        let w = &self.words::<S>(set)[self.plru_word_of::<S>()..self.plru_word_of::<S>() + 2];
         w[0] as u64 | (w[1] as u64) << 32
     }
 
     #[inline(always)]
-    fn set_plru(&mut self, set: usize, bits: u64) {
-        let p = self.plru_word;
-        let w = &mut self.words_mut(set)[p..p + 2];
+    fn set_plru<S: Shape>(&mut self, set: usize, bits: u64) {
+        let p = self.plru_word_of::<S>();
+        let w = &mut self.words_mut::<S>(set)[p..p + 2];
         w[0] = bits as u32;
         w[1] = (bits >> 32) as u32;
     }
@@ -605,8 +725,8 @@ impl Cache {
     /// Set and stored tag of `line`; the tag is `None` when the quotient does
     /// not fit a stored tag (such a line is never present).
     #[inline(always)]
-    fn split(&self, line: u64) -> (usize, Option<u32>) {
-        let (set, q) = self.index.div_rem(line);
+    fn split<S: Shape>(&self, line: u64) -> (usize, Option<u32>) {
+        let (set, q) = self.index.div_rem_as(line, S::POW2);
         (set, u32::try_from(q).ok().filter(|&t| t != INVALID_TAG))
     }
 
@@ -660,58 +780,59 @@ impl Cache {
     /// tags: a scan that stops at the first match costs a compare and a
     /// branch per way, and most look-ups on the hot path miss.
     #[inline(always)]
-    fn match_mask(&self, set: usize, tag: u32) -> u64 {
-        let w = self.words(set);
+    fn match_mask<S: Shape>(&self, set: usize, tag: u32) -> u64 {
+        let w = self.words::<S>(set);
         let mut m = 0u64;
         // `words` holds at least `ways.div_ceil(16)` whole blocks (the tags
         // come first in a set's blocks).
         for (c, block) in w
             .chunks_exact(WORDS_PER_BLOCK)
-            .take(self.tag_blocks)
+            .take(self.tag_blocks_of::<S>())
             .enumerate()
         {
             let block: &[u32; WORDS_PER_BLOCK] = block.try_into().expect("whole block");
             m |= (eq_mask(block, tag) as u64) << (c * WORDS_PER_BLOCK);
         }
-        m & self.way_bits
+        m & self.way_bits_of::<S>()
     }
 
     /// Bit `w` set for each way `w` of `set` whose policy state is `state`
     /// (a branch-free scan, as in [`Cache::match_mask`]).
     #[inline(always)]
-    fn state_mask(&self, set: usize, state: u8) -> u64 {
-        let w = self.words(set);
+    fn state_mask<S: Shape>(&self, set: usize, state: u8) -> u64 {
+        let w = self.words::<S>(set);
         // SAFETY: a u32 slice viewed as its bytes, as in `meta`.
         let bytes = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
         // The meta bytes start after the tags; a set's blocks extend at least
         // `16 * tag_blocks` bytes past that (see `Cache::new`).
-        let meta = &bytes[self.ways * 4..self.ways * 4 + WORDS_PER_BLOCK * self.tag_blocks];
+        let meta = &bytes[self.ways_of::<S>() * 4
+            ..self.ways_of::<S>() * 4 + WORDS_PER_BLOCK * self.tag_blocks_of::<S>()];
         let mut m = 0u64;
         for (c, chunk) in meta.chunks_exact(16).enumerate() {
             let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
             m |= (state_eq_mask(chunk, state) as u64) << (c * 16);
         }
-        m & self.way_bits
+        m & self.way_bits_of::<S>()
     }
 
     /// Way of `set` holding stored tag `tag`, if any.
     #[inline(always)]
-    fn find(&self, set: usize, tag: Option<u32>) -> Option<usize> {
-        let m = self.match_mask(set, tag?);
+    fn find<S: Shape>(&self, set: usize, tag: Option<u32>) -> Option<usize> {
+        let m = self.match_mask::<S>(set, tag?);
         (m != 0).then(|| m.trailing_zeros() as usize)
     }
 
     /// `(set, way)` holding `line`, if any.
     #[inline(always)]
-    fn lookup(&self, line: u64) -> Option<(usize, usize)> {
-        let (set, tag) = self.split(line);
-        self.find(set, tag).map(|w| (set, w))
+    fn lookup<S: Shape>(&self, line: u64) -> Option<(usize, usize)> {
+        let (set, tag) = self.split::<S>(line);
+        self.find::<S>(set, tag).map(|w| (set, w))
     }
 
     /// Make `way` the most recently used way of its set (LRU).
     #[inline(always)]
-    fn lru_promote(&mut self, set: usize, way: usize) {
-        let m = self.meta_mut(set);
+    fn lru_promote<S: Shape>(&mut self, set: usize, way: usize) {
+        let m = self.meta_mut::<S>(set);
         let rank = m[way] & STATE;
         for m in m.iter_mut() {
             *m += ((*m & STATE) < rank) as u8;
@@ -721,11 +842,11 @@ impl Cache {
 
     /// Replacement update on a hit.
     #[inline(always)]
-    fn promote(&mut self, set: usize, way: usize) {
-        match self.policy {
-            Replacement::Lru => self.lru_promote(set, way),
-            Replacement::TreePlru => self.plru_promote(set, way),
-            Replacement::Srrip | Replacement::Drrip => self.meta_mut(set)[way] &= DIRTY,
+    fn promote<S: Shape>(&mut self, set: usize, way: usize) {
+        match self.policy_of::<S>() {
+            Replacement::Lru => self.lru_promote::<S>(set, way),
+            Replacement::TreePlru => self.plru_promote::<S>(set, way),
+            Replacement::Srrip | Replacement::Drrip => self.meta_mut::<S>(set)[way] &= DIRTY,
             Replacement::Random => {}
         }
     }
@@ -754,17 +875,17 @@ impl Cache {
 
     /// Replacement update on a fill.
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, way: usize) {
-        match self.policy {
-            Replacement::Lru => self.lru_promote(set, way),
-            Replacement::TreePlru => self.plru_promote(set, way),
+    fn on_fill<S: Shape>(&mut self, set: usize, way: usize) {
+        match self.policy_of::<S>() {
+            Replacement::Lru => self.lru_promote::<S>(set, way),
+            Replacement::TreePlru => self.plru_promote::<S>(set, way),
             Replacement::Srrip => {
-                let m = &mut self.meta_mut(set)[way];
+                let m = &mut self.meta_mut::<S>(set)[way];
                 *m = (*m & DIRTY) | RRPV_INSERT;
             }
             Replacement::Drrip => {
                 let r = self.drrip_insert(set);
-                let m = &mut self.meta_mut(set)[way];
+                let m = &mut self.meta_mut::<S>(set)[way];
                 *m = (*m & DIRTY) | r;
             }
             Replacement::Random => {}
@@ -773,16 +894,16 @@ impl Cache {
 
     /// Point every node on `way`'s path away from it.
     #[inline(always)]
-    fn plru_promote(&mut self, set: usize, way: usize) {
+    fn plru_promote<S: Shape>(&mut self, set: usize, way: usize) {
         let (and, or) = self.plru_touch[way];
-        let bits = (self.plru(set) & and) | or;
-        self.set_plru(set, bits);
+        let bits = (self.plru::<S>(set) & and) | or;
+        self.set_plru::<S>(set, bits);
     }
 
     /// Way chosen by the PLRU tree (skipping subtrees without existing ways).
     #[inline(always)]
-    fn plru_victim(&self, set: usize) -> usize {
-        let bits = self.plru(set);
+    fn plru_victim<S: Shape>(&self, set: usize) -> usize {
+        let bits = self.plru::<S>(set);
         if !self.plru_victims.is_empty() {
             return self.plru_victims[(bits & 0xff) as usize] as usize;
         }
@@ -814,31 +935,31 @@ impl Cache {
 
     /// Way to fill in `set`: the lowest invalid way, else the policy's victim.
     #[inline(always)]
-    fn victim(&mut self, set: usize) -> usize {
+    fn victim<S: Shape>(&mut self, set: usize) -> usize {
         // A full cache has no invalid way in any set: skip the scan.
-        if self.valid == self.geom.lines() {
-            return self.victim_of_full(set);
+        if self.valid == self.lines {
+            return self.victim_of_full::<S>(set);
         }
-        match self.match_mask(set, INVALID_TAG) {
-            0 => self.victim_of_full(set),
+        match self.match_mask::<S>(set, INVALID_TAG) {
+            0 => self.victim_of_full::<S>(set),
             m => m.trailing_zeros() as usize,
         }
     }
 
     /// Way to evict from the full `set`, by the policy.
     #[inline(always)]
-    fn victim_of_full(&mut self, set: usize) -> usize {
-        match self.policy {
-            Replacement::Lru => first_way(self.state_mask(set, self.ways as u8 - 1)),
-            Replacement::TreePlru => self.plru_victim(set),
+    fn victim_of_full<S: Shape>(&mut self, set: usize) -> usize {
+        match self.policy_of::<S>() {
+            Replacement::Lru => first_way(self.state_mask::<S>(set, self.ways_of::<S>() as u8 - 1)),
+            Replacement::TreePlru => self.plru_victim::<S>(set),
             Replacement::Srrip | Replacement::Drrip => {
                 // A way already at the distant RRPV: the maximum is RRPV_MAX, so
                 // nothing ages and the first such way is the victim.
-                let at_max = self.state_mask(set, RRPV_MAX);
+                let at_max = self.state_mask::<S>(set, RRPV_MAX);
                 if at_max != 0 {
                     return first_way(at_max);
                 }
-                let m = self.meta_mut(set);
+                let m = self.meta_mut::<S>(set);
                 let max = m.iter().fold(0, |a, &v| a.max(v & STATE));
                 if max >= RRPV_MAX {
                     return 0;
@@ -847,18 +968,18 @@ impl Cache {
                 // to RRPV_MAX: the first of them is the victim.
                 let age = RRPV_MAX - max;
                 m.iter_mut().for_each(|v| *v += age);
-                first_way(self.state_mask(set, RRPV_MAX))
+                first_way(self.state_mask::<S>(set, RRPV_MAX))
             }
             Replacement::Random => {
                 let r = self.next_random();
-                (((r >> 32) * self.ways as u64) >> 32) as usize
+                (((r >> 32) * self.ways_of::<S>() as u64) >> 32) as usize
             }
         }
     }
 
     /// Put `tag` into `way` of `set`, returning the valid line it replaces.
     #[inline(always)]
-    fn fill(
+    fn fill<S: Shape>(
         &mut self,
         set: usize,
         way: usize,
@@ -867,26 +988,26 @@ impl Cache {
         sharers: u64,
         aux: u32,
     ) -> Option<Evicted> {
-        let old = self.tags(set)[way];
-        let s = set * self.ways + way;
-        if !self.aux.is_empty() {
+        let old = self.tags::<S>(set)[way];
+        let s = set * self.ways_of::<S>() + way;
+        if self.has_aux::<S>() {
             self.evicted_aux = std::mem::replace(&mut self.aux[s], aux);
         }
         let ev = if old != INVALID_TAG {
             Some(Evicted {
                 line: self.line_of(set, old),
-                dirty: self.meta(set)[way] & DIRTY != 0,
-                sharers: self.sh(s),
+                dirty: self.meta::<S>(set)[way] & DIRTY != 0,
+                sharers: self.sh::<S>(s),
             })
         } else {
             self.valid += 1;
             None
         };
-        self.tags_mut(set)[way] = tag;
-        let m = &mut self.meta_mut(set)[way];
+        self.tags_mut::<S>(set)[way] = tag;
+        let m = &mut self.meta_mut::<S>(set)[way];
         *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
-        self.set_sh(s, sharers);
-        self.on_fill(set, way);
+        self.set_sh::<S>(s, sharers);
+        self.on_fill::<S>(set, way);
         ev
     }
 
@@ -895,10 +1016,10 @@ impl Cache {
     /// and return true. A miss changes nothing and returns false.
     #[inline]
     pub fn access(&mut self, line: u64, write: bool) -> bool {
-        match self.lookup(line) {
+        match self.lookup::<AnyShape>(line) {
             Some((set, way)) => {
-                self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
-                self.promote(set, way);
+                self.meta_mut::<AnyShape>(set)[way] |= if write { DIRTY } else { 0 };
+                self.promote::<AnyShape>(set, way);
                 true
             }
             None => false,
@@ -916,18 +1037,21 @@ impl Cache {
         write: bool,
         sharers: u64,
     ) -> (bool, Option<Evicted>) {
-        let (set, tag) = self.split(line);
-        match self.find(set, tag) {
+        let (set, tag) = self.split::<AnyShape>(line);
+        match self.find::<AnyShape>(set, tag) {
             Some(way) => {
-                self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
-                self.or_sh(set * self.ways + way, sharers);
-                self.promote(set, way);
+                self.meta_mut::<AnyShape>(set)[way] |= if write { DIRTY } else { 0 };
+                self.or_sh::<AnyShape>(set * self.ways + way, sharers);
+                self.promote::<AnyShape>(set, way);
                 (true, None)
             }
             None => {
                 let tag = self.tag_of(line, tag);
-                let way = self.victim(set);
-                (false, self.fill(set, way, tag, write, sharers, NO_AUX))
+                let way = self.victim::<AnyShape>(set);
+                (
+                    false,
+                    self.fill::<AnyShape>(set, way, tag, write, sharers, NO_AUX),
+                )
             }
         }
     }
@@ -946,7 +1070,7 @@ impl Cache {
     /// than stalling on a host cache miss after the tag look-up's. Changes
     /// nothing in the model.
     #[inline(always)]
-    pub fn prefetch_side(&self, set: usize) {
+    pub fn prefetch_side<S: Shape>(&self, set: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             fn range<T>(v: &[T], first: usize, n: usize) {
@@ -967,9 +1091,13 @@ impl Cache {
                 // steps of 64 miss when the range does not start a line.
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1)) };
             }
-            let first = set * self.ways;
-            range(&self.sharers, first, self.ways);
-            range(&self.aux, first, self.ways);
+            let first = set * self.ways_of::<S>();
+            if self.has_sharers::<S>() {
+                range(&self.sharers, first, self.ways_of::<S>());
+            }
+            if self.has_aux::<S>() {
+                range(&self.aux, first, self.ways_of::<S>());
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = set;
@@ -977,13 +1105,13 @@ impl Cache {
 
     /// [`Cache::prefetch_side`] of the set of `line`.
     #[inline(always)]
-    pub fn prefetch_side_of(&self, line: u64) {
-        self.prefetch_side(self.split(line).0);
+    pub fn prefetch_side_of_as<S: Shape>(&self, line: u64) {
+        self.prefetch_side::<S>(self.split::<S>(line).0);
     }
 
     #[inline(always)]
-    fn sh(&self, i: usize) -> u64 {
-        if self.sharers.is_empty() {
+    fn sh<S: Shape>(&self, i: usize) -> u64 {
+        if !self.has_sharers::<S>() {
             0
         } else {
             self.sharers[i]
@@ -991,25 +1119,25 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn set_sh(&mut self, i: usize, v: u64) {
-        if !self.sharers.is_empty() {
+    fn set_sh<S: Shape>(&mut self, i: usize, v: u64) {
+        if self.has_sharers::<S>() {
             self.sharers[i] = v;
         }
     }
 
     #[inline(always)]
-    fn or_sh(&mut self, i: usize, v: u64) {
-        if !self.sharers.is_empty() {
+    fn or_sh<S: Shape>(&mut self, i: usize, v: u64) {
+        if self.has_sharers::<S>() {
             self.sharers[i] |= v;
         }
     }
 
     #[inline(always)]
-    fn unslot(&self, slot: usize) -> (usize, usize) {
+    fn unslot<S: Shape>(&self, slot: usize) -> (usize, usize) {
         let (set, way) = (slot >> SLOT_SHIFT, slot & ((1 << SLOT_SHIFT) - 1));
         // Slots come from `slot_of`; a foreign one must not reach `words`.
         assert!(
-            set < self.geom.sets as usize && way < self.ways,
+            set < self.geom.sets as usize && way < self.ways_of::<S>(),
             "bad slot {slot}"
         );
         (set, way)
@@ -1019,28 +1147,29 @@ impl Cache {
     /// it: `slot_of` finds the slot, the `slot_*` methods read or change it.
     /// A slot stays valid until the next insert or invalidate on this cache.
     #[inline]
-    pub fn slot_of(&self, line: u64) -> Option<usize> {
-        self.lookup(line).map(|(set, way)| set << SLOT_SHIFT | way)
+    pub fn slot_of_as<S: Shape>(&self, line: u64) -> Option<usize> {
+        self.lookup::<S>(line)
+            .map(|(set, way)| set << SLOT_SHIFT | way)
     }
 
     /// Replacement promote of a hit slot, ORing `write` into its dirty bit.
     #[inline]
-    pub fn slot_hit(&mut self, slot: usize, write: bool) {
-        let (set, way) = self.unslot(slot);
-        self.meta_mut(set)[way] |= if write { DIRTY } else { 0 };
-        self.promote(set, way);
+    pub fn slot_hit_as<S: Shape>(&mut self, slot: usize, write: bool) {
+        let (set, way) = self.unslot::<S>(slot);
+        self.meta_mut::<S>(set)[way] |= if write { DIRTY } else { 0 };
+        self.promote::<S>(set, way);
     }
 
     #[inline]
-    pub fn slot_dirty(&self, slot: usize) -> bool {
-        let (set, way) = self.unslot(slot);
-        self.meta(set)[way] & DIRTY != 0
+    pub fn slot_dirty_as<S: Shape>(&self, slot: usize) -> bool {
+        let (set, way) = self.unslot::<S>(slot);
+        self.meta::<S>(set)[way] & DIRTY != 0
     }
 
     #[inline]
-    pub fn slot_set_dirty(&mut self, slot: usize, dirty: bool) {
-        let (set, way) = self.unslot(slot);
-        let m = &mut self.meta_mut(set)[way];
+    pub fn slot_set_dirty_as<S: Shape>(&mut self, slot: usize, dirty: bool) {
+        let (set, way) = self.unslot::<S>(slot);
+        let m = &mut self.meta_mut::<S>(set)[way];
         if dirty {
             *m |= DIRTY;
         } else {
@@ -1049,36 +1178,41 @@ impl Cache {
     }
 
     #[inline]
-    pub fn slot_sharers(&self, slot: usize) -> u64 {
-        let (set, way) = self.unslot(slot);
-        self.sh(set * self.ways + way)
+    pub fn slot_sharers_as<S: Shape>(&self, slot: usize) -> u64 {
+        let (set, way) = self.unslot::<S>(slot);
+        self.sh::<S>(set * self.ways_of::<S>() + way)
     }
 
     #[inline]
-    pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
-        let (set, way) = self.unslot(slot);
-        self.set_sh(set * self.ways + way, sharers);
+    pub fn slot_set_sharers_as<S: Shape>(&mut self, slot: usize, sharers: u64) {
+        let (set, way) = self.unslot::<S>(slot);
+        self.set_sh::<S>(set * self.ways_of::<S>() + way, sharers);
     }
 
     /// Insert a line the caller has just found absent (skips the lookup).
     #[inline]
-    pub fn insert_absent(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
-        debug_assert!(self.lookup(line).is_none());
-        let (set, tag) = self.split(line);
+    pub fn insert_absent_as<S: Shape>(
+        &mut self,
+        line: u64,
+        dirty: bool,
+        sharers: u64,
+    ) -> Option<Evicted> {
+        debug_assert!(self.lookup::<S>(line).is_none());
+        let (set, tag) = self.split::<S>(line);
         let tag = self.tag_of(line, tag);
-        let way = self.victim(set);
-        self.fill(set, way, tag, dirty, sharers, NO_AUX)
+        let way = self.victim::<S>(set);
+        self.fill::<S>(set, way, tag, dirty, sharers, NO_AUX)
     }
 
     /// The set and stored tag of `line` and the slot holding it, if any:
     /// [`Cache::slot_of`] that also hands back the split for a later
     /// [`Cache::insert_absent_at`].
     #[inline]
-    pub fn slot_and_split(&self, line: u64) -> (Option<usize>, Split) {
-        let (set, tag) = self.split(line);
+    pub fn slot_and_split_as<S: Shape>(&self, line: u64) -> (Option<usize>, Split) {
+        let (set, tag) = self.split::<S>(line);
         // A miss inserts next and reads the victim's sharers there.
-        self.prefetch_side(set);
-        let slot = self.find(set, tag).map(|way| set << SLOT_SHIFT | way);
+        self.prefetch_side::<S>(set);
+        let slot = self.find::<S>(set, tag).map(|way| set << SLOT_SHIFT | way);
         (slot, Split { set, tag })
     }
 
@@ -1086,7 +1220,7 @@ impl Cache {
     /// storing `aux` with the line (kept only by a cache made
     /// [`Cache::with_aux`]). Returns the evicted line and the new line's slot.
     #[inline]
-    pub fn insert_absent_at(
+    pub fn insert_absent_at_as<S: Shape>(
         &mut self,
         line: u64,
         at: Split,
@@ -1094,18 +1228,18 @@ impl Cache {
         sharers: u64,
         aux: u32,
     ) -> (Option<Evicted>, usize) {
-        debug_assert!(self.lookup(line).is_none());
-        debug_assert_eq!(self.split(line), (at.set, at.tag));
+        debug_assert!(self.lookup::<S>(line).is_none());
+        debug_assert_eq!(self.split::<S>(line), (at.set, at.tag));
         let tag = self.tag_of(line, at.tag);
-        let way = self.victim(at.set);
-        let ev = self.fill(at.set, way, tag, dirty, sharers, aux);
+        let way = self.victim::<S>(at.set);
+        let ev = self.fill::<S>(at.set, way, tag, dirty, sharers, aux);
         (ev, at.set << SLOT_SHIFT | way)
     }
 
     /// The split of `line` (see [`Split`]).
     #[inline]
-    pub fn split_of(&self, line: u64) -> Split {
-        let (set, tag) = self.split(line);
+    pub fn split_of_as<S: Shape>(&self, line: u64) -> Split {
+        let (set, tag) = self.split::<S>(line);
         Split { set, tag }
     }
 
@@ -1127,28 +1261,28 @@ impl Cache {
     /// line's only way, so the set need not be searched. Same result and
     /// state as `set_dirty`.
     #[inline]
-    pub fn set_dirty_hinted(&mut self, line: u64, hint: u32, dirty: bool) -> bool {
+    pub fn set_dirty_hinted_as<S: Shape>(&mut self, line: u64, hint: u32, dirty: bool) -> bool {
         if hint != NO_AUX {
             let (set, way) = (
                 hint as usize >> SLOT_SHIFT,
                 hint as usize & ((1 << SLOT_SHIFT) - 1),
             );
-            if set < self.geom.sets as usize && way < self.ways {
-                let t = self.tags(set)[way];
+            if set < self.geom.sets as usize && way < self.ways_of::<S>() {
+                let t = self.tags::<S>(set)[way];
                 if t != INVALID_TAG && self.line_of(set, t) == line {
-                    let m = &mut self.meta_mut(set)[way];
+                    let m = &mut self.meta_mut::<S>(set)[way];
                     *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
                     return true;
                 }
             }
         }
-        self.set_dirty(line, dirty)
+        self.set_dirty_as::<S>(line, dirty)
     }
 
     /// Probe without changing replacement state.
     #[inline]
-    pub fn contains(&self, line: u64) -> bool {
-        self.lookup(line).is_some()
+    pub fn contains_as<S: Shape>(&self, line: u64) -> bool {
+        self.lookup::<S>(line).is_some()
     }
 
     /// Insert a line known to be absent. The victim is the lowest invalid
@@ -1160,45 +1294,45 @@ impl Cache {
     /// replaces the sharers, and returns `None`. The one-way-per-line
     /// invariant therefore holds whatever the caller does.
     #[inline]
-    pub fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
-        let (set, tag) = self.split(line);
-        if let Some(way) = self.find(set, tag) {
-            self.meta_mut(set)[way] |= if dirty { DIRTY } else { 0 };
-            self.set_sh(set * self.ways + way, sharers);
-            self.promote(set, way);
+    pub fn insert_as<S: Shape>(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        let (set, tag) = self.split::<S>(line);
+        if let Some(way) = self.find::<S>(set, tag) {
+            self.meta_mut::<S>(set)[way] |= if dirty { DIRTY } else { 0 };
+            self.set_sh::<S>(set * self.ways_of::<S>() + way, sharers);
+            self.promote::<S>(set, way);
             return None;
         }
         let tag = self.tag_of(line, tag);
-        let way = self.victim(set);
-        self.fill(set, way, tag, dirty, sharers, NO_AUX)
+        let way = self.victim::<S>(set);
+        self.fill::<S>(set, way, tag, dirty, sharers, NO_AUX)
     }
 
     /// Remove `line` if present; returns its `(dirty, sharers)`.
     #[inline]
-    pub fn invalidate(&mut self, line: u64) -> Option<(bool, u64)> {
-        let (set, way) = self.lookup(line)?;
-        let s = set * self.ways + way;
-        let out = (self.meta(set)[way] & DIRTY != 0, self.sh(s));
-        self.tags_mut(set)[way] = INVALID_TAG;
-        self.meta_mut(set)[way] &= STATE;
-        self.set_sh(s, 0);
+    pub fn invalidate_as<S: Shape>(&mut self, line: u64) -> Option<(bool, u64)> {
+        let (set, way) = self.lookup::<S>(line)?;
+        let s = set * self.ways_of::<S>() + way;
+        let out = (self.meta::<S>(set)[way] & DIRTY != 0, self.sh::<S>(s));
+        self.tags_mut::<S>(set)[way] = INVALID_TAG;
+        self.meta_mut::<S>(set)[way] &= STATE;
+        self.set_sh::<S>(s, 0);
         self.valid -= 1;
         Some(out)
     }
 
     /// Sharers of `line`, `None` if absent.
     #[inline]
-    pub fn sharers(&self, line: u64) -> Option<u64> {
-        self.lookup(line)
-            .map(|(set, way)| self.sh(set * self.ways + way))
+    pub fn sharers_as<S: Shape>(&self, line: u64) -> Option<u64> {
+        self.lookup::<S>(line)
+            .map(|(set, way)| self.sh::<S>(set * self.ways_of::<S>() + way))
     }
 
     /// Replace the sharers of `line`; false if absent.
     #[inline]
-    pub fn set_sharers(&mut self, line: u64, sharers: u64) -> bool {
-        match self.lookup(line) {
+    pub fn set_sharers_as<S: Shape>(&mut self, line: u64, sharers: u64) -> bool {
+        match self.lookup::<S>(line) {
             Some((set, way)) => {
-                self.set_sh(set * self.ways + way, sharers);
+                self.set_sh::<S>(set * self.ways_of::<S>() + way, sharers);
                 true
             }
             None => false,
@@ -1208,9 +1342,9 @@ impl Cache {
     /// OR `bits` into the sharers of `line`; false if absent.
     #[inline]
     pub fn or_sharers(&mut self, line: u64, bits: u64) -> bool {
-        match self.lookup(line) {
+        match self.lookup::<AnyShape>(line) {
             Some((set, way)) => {
-                self.or_sh(set * self.ways + way, bits);
+                self.or_sh::<AnyShape>(set * self.ways + way, bits);
                 true
             }
             None => false,
@@ -1220,10 +1354,10 @@ impl Cache {
     /// Set or clear the dirty bit of `line`; false if absent. Does not
     /// change replacement state.
     #[inline]
-    pub fn set_dirty(&mut self, line: u64, dirty: bool) -> bool {
-        match self.lookup(line) {
+    pub fn set_dirty_as<S: Shape>(&mut self, line: u64, dirty: bool) -> bool {
+        match self.lookup::<S>(line) {
             Some((set, way)) => {
-                let m = &mut self.meta_mut(set)[way];
+                let m = &mut self.meta_mut::<S>(set)[way];
                 *m = (*m & STATE) | if dirty { DIRTY } else { 0 };
                 true
             }
@@ -1233,9 +1367,9 @@ impl Cache {
 
     /// Dirty bit of `line`, `None` if absent.
     #[inline]
-    pub fn is_dirty(&self, line: u64) -> Option<bool> {
-        self.lookup(line)
-            .map(|(set, way)| self.meta(set)[way] & DIRTY != 0)
+    pub fn is_dirty_as<S: Shape>(&self, line: u64) -> Option<bool> {
+        self.lookup::<S>(line)
+            .map(|(set, way)| self.meta::<S>(set)[way] & DIRTY != 0)
     }
 
     /// Invalidate everything (no writebacks are reported). Replacement state
@@ -1257,16 +1391,137 @@ impl Cache {
     pub fn valid_lines(&self) -> impl Iterator<Item = (u64, bool, u64)> + '_ {
         (0..self.geom.sets as usize).flat_map(move |set| {
             (0..self.ways).filter_map(move |way| {
-                let t = self.tags(set)[way];
+                let t = self.tags::<AnyShape>(set)[way];
                 (t != INVALID_TAG).then(|| {
                     (
                         self.line_of(set, t),
-                        self.meta(set)[way] & DIRTY != 0,
-                        self.sh(set * self.ways + way),
+                        self.meta::<AnyShape>(set)[way] & DIRTY != 0,
+                        self.sh::<AnyShape>(set * self.ways + way),
                     )
                 })
             })
         })
+    }
+
+    /// [`Cache::prefetch_side_of_as`] for any shape.
+    #[inline]
+    pub fn prefetch_side_of(&self, line: u64) {
+        self.prefetch_side_of_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::slot_of_as`] for any shape.
+    #[inline]
+    pub fn slot_of(&self, line: u64) -> Option<usize> {
+        self.slot_of_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::slot_hit_as`] for any shape.
+    #[inline]
+    pub fn slot_hit(&mut self, slot: usize, write: bool) {
+        self.slot_hit_as::<AnyShape>(slot, write)
+    }
+
+    /// [`Cache::slot_dirty_as`] for any shape.
+    #[inline]
+    pub fn slot_dirty(&self, slot: usize) -> bool {
+        self.slot_dirty_as::<AnyShape>(slot)
+    }
+
+    /// [`Cache::slot_set_dirty_as`] for any shape.
+    #[inline]
+    pub fn slot_set_dirty(&mut self, slot: usize, dirty: bool) {
+        self.slot_set_dirty_as::<AnyShape>(slot, dirty)
+    }
+
+    /// [`Cache::slot_sharers_as`] for any shape.
+    #[inline]
+    pub fn slot_sharers(&self, slot: usize) -> u64 {
+        self.slot_sharers_as::<AnyShape>(slot)
+    }
+
+    /// [`Cache::slot_set_sharers_as`] for any shape.
+    #[inline]
+    pub fn slot_set_sharers(&mut self, slot: usize, sharers: u64) {
+        self.slot_set_sharers_as::<AnyShape>(slot, sharers)
+    }
+
+    /// [`Cache::insert_absent_as`] for any shape.
+    #[inline]
+    pub fn insert_absent(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        self.insert_absent_as::<AnyShape>(line, dirty, sharers)
+    }
+
+    /// [`Cache::slot_and_split_as`] for any shape.
+    #[inline]
+    pub fn slot_and_split(&self, line: u64) -> (Option<usize>, Split) {
+        self.slot_and_split_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::insert_absent_at_as`] for any shape.
+    #[inline]
+    pub fn insert_absent_at(
+        &mut self,
+        line: u64,
+        at: Split,
+        dirty: bool,
+        sharers: u64,
+        aux: u32,
+    ) -> (Option<Evicted>, usize) {
+        self.insert_absent_at_as::<AnyShape>(line, at, dirty, sharers, aux)
+    }
+
+    /// [`Cache::split_of_as`] for any shape.
+    #[inline]
+    pub fn split_of(&self, line: u64) -> Split {
+        self.split_of_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::set_dirty_hinted_as`] for any shape.
+    #[inline]
+    pub fn set_dirty_hinted(&mut self, line: u64, hint: u32, dirty: bool) -> bool {
+        self.set_dirty_hinted_as::<AnyShape>(line, hint, dirty)
+    }
+
+    /// [`Cache::contains_as`] for any shape.
+    #[inline]
+    pub fn contains(&self, line: u64) -> bool {
+        self.contains_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::insert_as`] for any shape.
+    #[inline]
+    pub fn insert(&mut self, line: u64, dirty: bool, sharers: u64) -> Option<Evicted> {
+        self.insert_as::<AnyShape>(line, dirty, sharers)
+    }
+
+    /// [`Cache::invalidate_as`] for any shape.
+    #[inline]
+    pub fn invalidate(&mut self, line: u64) -> Option<(bool, u64)> {
+        self.invalidate_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::sharers_as`] for any shape.
+    #[inline]
+    pub fn sharers(&self, line: u64) -> Option<u64> {
+        self.sharers_as::<AnyShape>(line)
+    }
+
+    /// [`Cache::set_sharers_as`] for any shape.
+    #[inline]
+    pub fn set_sharers(&mut self, line: u64, sharers: u64) -> bool {
+        self.set_sharers_as::<AnyShape>(line, sharers)
+    }
+
+    /// [`Cache::set_dirty_as`] for any shape.
+    #[inline]
+    pub fn set_dirty(&mut self, line: u64, dirty: bool) -> bool {
+        self.set_dirty_as::<AnyShape>(line, dirty)
+    }
+
+    /// [`Cache::is_dirty_as`] for any shape.
+    #[inline]
+    pub fn is_dirty(&self, line: u64) -> Option<bool> {
+        self.is_dirty_as::<AnyShape>(line)
     }
 }
 

@@ -210,6 +210,8 @@ pub struct Hierarchy {
     /// Memory bytes per NUMA node, to divide by: physical addresses are
     /// laid out node by node.
     node_div: Divisor,
+    /// The per-request path's spec (spec.rs): what the caches and flags fit.
+    spec: SpecId,
 }
 
 pub struct HierarchyParams {
@@ -303,7 +305,7 @@ impl Hierarchy {
                 })
             })
             .collect();
-        Ok(Hierarchy {
+        let mut h = Hierarchy {
             active_home: vec![0; t.nr_llcs() * t.nr_nodes()],
             defer: false,
             deferred_wb: Vec::new(),
@@ -329,7 +331,10 @@ impl Hierarchy {
             node_hops,
             probe_hops: 0,
             node_div: Divisor::new(p.node_bytes.max(1)),
-        })
+            spec: SpecId::Any,
+        };
+        h.spec = h.pick_spec();
+        Ok(h)
     }
 
     #[inline]
@@ -377,20 +382,22 @@ impl Hierarchy {
 
     /// Drops `core`'s private copies of `line`; true if one was dirty.
     #[inline]
-    fn drop_private(&mut self, core: usize, line: u64) -> bool {
+    fn drop_private<S: Spec>(&mut self, core: usize, line: u64) -> bool {
         let a = self.l1[core]
-            .invalidate(line)
+            .invalidate_as::<S::L1>(line)
             .map(|(d, _)| d)
             .unwrap_or(false);
         let b = self.l2[core]
-            .invalidate(line)
+            .invalidate_as::<S::L2>(line)
             .map(|(d, _)| d)
             .unwrap_or(false);
         a || b
     }
 
     /// Invalidates `line` in instance `u`'s private caches (via core-valid bits) except core bit `keep`.
-    fn invalidate_line_sharers(
+    /// Usually no other core holds it: that test is made in line.
+    #[inline(always)]
+    fn invalidate_line_sharers<S: Spec>(
         &mut self,
         u: usize,
         line: u64,
@@ -398,16 +405,31 @@ impl Hierarchy {
         keep: Option<usize>,
         st: &mut CacheStats,
     ) -> bool {
-        let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL;
         if let Some(k) = keep {
             bits &= !(1u64 << k);
         }
+        if bits == 0 {
+            return false;
+        }
+        self.invalidate_cores::<S>(u, line, bits, st)
+    }
+
+    /// [`Hierarchy::invalidate_line_sharers`] of the cores `bits` of `u`.
+    #[inline(never)]
+    fn invalidate_cores<S: Spec>(
+        &mut self,
+        u: usize,
+        line: u64,
+        mut bits: u64,
+        st: &mut CacheStats,
+    ) -> bool {
+        let base = u * self.cores_per_llc;
         let mut dirty = false;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if self.drop_private(base + b, line) {
+            if self.drop_private::<S>(base + b, line) {
                 dirty = true;
             }
             st.coherence_invalidations += 1;
@@ -417,15 +439,26 @@ impl Hierarchy {
 
     /// Writes back any dirty private copy held by the cores of `u` in
     /// `sharers`, except those in `keep`, into the LLC (they keep a clean copy).
-    fn downgrade_sharers(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
+    #[inline(always)]
+    fn downgrade_sharers<S: Spec>(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
+        // Usually no core but the reader's holds it: nothing to look for.
+        if sharers & !EXCL & !keep == 0 {
+            return false;
+        }
+        self.downgrade_cores::<S>(u, line, sharers, keep)
+    }
+
+    /// [`Hierarchy::downgrade_sharers`] with some core to look at.
+    #[inline(never)]
+    fn downgrade_cores<S: Spec>(&mut self, u: usize, line: u64, sharers: u64, keep: u64) -> bool {
         // With an inclusive LLC a private copy turns dirty only through a
         // store miss or an upgrade, both of which leave one core-valid bit,
         // and every bit added later comes through here: a line with two or
         // more bits has no dirty private copy to look for. (A shared
         // copy-on-write source read by 18 cores would otherwise cost 36
         // private-cache lookups per load.)
-        if self.inclusive && (sharers & !EXCL).count_ones() >= 2 {
-            debug_assert!(!self.any_private_dirty(u, line, sharers));
+        if self.inclusive::<S>() && (sharers & !EXCL).count_ones() >= 2 {
+            debug_assert!(!self.any_private_dirty::<S>(u, line, sharers));
             return false;
         }
         let base = u * self.cores_per_llc;
@@ -435,12 +468,12 @@ impl Hierarchy {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let c = base + b;
-            if self.l1[c].is_dirty(line) == Some(true) {
-                self.l1[c].set_dirty(line, false);
+            if self.l1[c].is_dirty_as::<S::L1>(line) == Some(true) {
+                self.l1[c].set_dirty_as::<S::L1>(line, false);
                 dirty = true;
             }
-            if self.l2[c].is_dirty(line) == Some(true) {
-                self.l2[c].set_dirty(line, false);
+            if self.l2[c].is_dirty_as::<S::L2>(line) == Some(true) {
+                self.l2[c].set_dirty_as::<S::L2>(line, false);
                 dirty = true;
             }
         }
@@ -449,13 +482,15 @@ impl Hierarchy {
 
     /// Whether any core of `u` in `sharers` holds `line` dirty (a check of
     /// `downgrade_sharers`' shortcut).
-    fn any_private_dirty(&self, u: usize, line: u64, sharers: u64) -> bool {
+    fn any_private_dirty<S: Spec>(&self, u: usize, line: u64, sharers: u64) -> bool {
         let base = u * self.cores_per_llc;
         let mut bits = sharers & !EXCL;
         while bits != 0 {
             let c = base + bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if self.l1[c].is_dirty(line) == Some(true) || self.l2[c].is_dirty(line) == Some(true) {
+            if self.l1[c].is_dirty_as::<S::L1>(line) == Some(true)
+                || self.l2[c].is_dirty_as::<S::L2>(line) == Some(true)
+            {
                 return true;
             }
         }
@@ -466,7 +501,7 @@ impl Hierarchy {
     /// invalidated; for a load a dirty copy is written back and the line becomes shared.
     /// Returns (found, was_dirty).
     #[inline(always)]
-    fn probe_others(
+    fn probe_others<S: Spec>(
         &mut self,
         u: usize,
         line: u64,
@@ -482,17 +517,17 @@ impl Hierarchy {
         let nodes = self.dram.len();
         let counts = &self.presence[h][base..base + self.llc.len()];
         let quiet = counts.iter().enumerate().all(|(v, &c)| {
-            v == u || (c == 0 && (self.inclusive || self.active_home[v * nodes + h] == 0))
+            v == u || (c == 0 && (self.inclusive::<S>() || self.active_home[v * nodes + h] == 0))
         });
         if quiet {
             return (false, false);
         }
-        self.probe_instances(u, line, store, t, st)
+        self.probe_instances::<S>(u, line, store, t, st)
     }
 
     /// [`Hierarchy::probe_others`] instance by instance.
     #[inline(never)]
-    fn probe_instances(
+    fn probe_instances<S: Spec>(
         &mut self,
         u: usize,
         line: u64,
@@ -512,11 +547,11 @@ impl Hierarchy {
             }
             let present = self.presence[h][counts + v] != 0;
             let Some(sh) = (if present {
-                self.llc[v].sharers(line)
+                self.llc[v].sharers_as::<S::Llc>(line)
             } else {
                 None
             }) else {
-                let active = if self.inclusive {
+                let active = if self.inclusive::<S>() {
                     0
                 } else {
                     self.active_home[v * nodes + h]
@@ -529,17 +564,19 @@ impl Hierarchy {
                         let b = bits.trailing_zeros() as usize;
                         bits &= bits - 1;
                         let c = base + b;
-                        if self.l1[c].contains(line) || self.l2[c].contains(line) {
+                        if self.l1[c].contains_as::<S::L1>(line)
+                            || self.l2[c].contains_as::<S::L2>(line)
+                        {
                             found = true;
                             let vh = self.socket_hops(from, self.socket_of_llc(v));
                             self.probe_hops = self.probe_hops.min(vh);
                             if store {
-                                dirty |= self.drop_private(c, line);
+                                dirty |= self.drop_private::<S>(c, line);
                             } else {
-                                dirty |= self.l1[c].is_dirty(line) == Some(true)
-                                    || self.l2[c].is_dirty(line) == Some(true);
-                                self.l1[c].set_dirty(line, false);
-                                self.l2[c].set_dirty(line, false);
+                                dirty |= self.l1[c].is_dirty_as::<S::L1>(line) == Some(true)
+                                    || self.l2[c].is_dirty_as::<S::L2>(line) == Some(true);
+                                self.l1[c].set_dirty_as::<S::L1>(line, false);
+                                self.l2[c].set_dirty_as::<S::L2>(line, false);
                             }
                         }
                     }
@@ -550,22 +587,22 @@ impl Hierarchy {
             let vh = self.socket_hops(from, self.socket_of_llc(v));
             self.probe_hops = self.probe_hops.min(vh);
             if store {
-                dirty |= self.invalidate_line_sharers(v, line, sh, None, st);
-                if let Some((d, _)) = self.llc_invalidate(v, line) {
+                dirty |= self.invalidate_line_sharers::<S>(v, line, sh, None, st);
+                if let Some((d, _)) = self.llc_invalidate::<S>(v, line) {
                     dirty |= d;
                 }
             } else {
                 // Another socket reads: every core of `v` is downgraded.
-                let pd = self.downgrade_sharers(v, line, sh, 0);
-                let d = self.llc[v].is_dirty(line).unwrap_or(false) || pd;
+                let pd = self.downgrade_sharers::<S>(v, line, sh, 0);
+                let d = self.llc[v].is_dirty_as::<S::Llc>(line).unwrap_or(false) || pd;
                 if d {
                     // M -> S: the owner writes the line back.
-                    self.llc[v].set_dirty(line, false);
+                    self.llc[v].set_dirty_as::<S::Llc>(line, false);
                     let owner = self.socket_of_llc(v);
                     self.writeback(line, owner, t);
                 }
                 dirty |= d;
-                self.llc[v].set_sharers(line, sh & !EXCL);
+                self.llc[v].set_sharers_as::<S::Llc>(line, sh & !EXCL);
             }
         }
         (found, dirty)
@@ -590,7 +627,7 @@ impl Hierarchy {
     /// Inserts a line known absent from LLC `u` (`at`: its split there),
     /// keeping the presence counts. Returns the victim and the line's slot.
     #[inline]
-    fn llc_insert(
+    fn llc_insert<S: Spec>(
         &mut self,
         u: usize,
         line: u64,
@@ -599,7 +636,8 @@ impl Hierarchy {
         sharers: u64,
     ) -> (Option<Evicted>, usize) {
         self.presence_change(u, line, true);
-        let (ev, slot) = self.llc[u].insert_absent_at(line, at, dirty, sharers, NO_AUX);
+        let (ev, slot) =
+            self.llc[u].insert_absent_at_as::<S::Llc>(line, at, dirty, sharers, NO_AUX);
         if let Some(e) = &ev {
             self.presence_change(u, e.line, false);
         }
@@ -607,8 +645,8 @@ impl Hierarchy {
     }
 
     #[inline]
-    fn llc_invalidate(&mut self, u: usize, line: u64) -> Option<(bool, u64)> {
-        let r = self.llc[u].invalidate(line);
+    fn llc_invalidate<S: Spec>(&mut self, u: usize, line: u64) -> Option<(bool, u64)> {
+        let r = self.llc[u].invalidate_as::<S::Llc>(line);
         if r.is_some() {
             self.presence_change(u, line, false);
         }
@@ -618,7 +656,7 @@ impl Hierarchy {
     /// `line` entered (`up`) or left LLC `u`: its region's presence count
     /// there changes, or later if it is homed on another socket and the run
     /// defers.
-    #[inline]
+    #[inline(always)]
     fn presence_change(&mut self, u: usize, line: u64, up: bool) {
         let (h, base) = self.presence_at(line);
         if self.defer && self.node_socket[h] != self.socket_of_llc(u) {
@@ -665,7 +703,7 @@ impl Hierarchy {
     /// `hint`: the LLC slot the L2 remembered for it, or `NO_AUX`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn l2_victim(
+    fn l2_victim<S: Spec>(
         &mut self,
         u: usize,
         bit: usize,
@@ -679,39 +717,46 @@ impl Hierarchy {
             self.l2_writebacks += 1;
             st.l2_writebacks += 1;
         }
-        if self.inclusive {
-            if ev.dirty && !self.llc[u].set_dirty_hinted(ev.line, hint, true) {
+        if self.inclusive::<S>() {
+            if ev.dirty && !self.llc[u].set_dirty_hinted_as::<S::Llc>(ev.line, hint, true) {
                 // Inclusion was broken by a racing invalidation: write it back.
                 self.writeback(ev.line, socket, t);
             }
         } else {
-            match self.llc[u].slot_and_split(ev.line) {
+            match self.llc[u].slot_and_split_as::<S::Llc>(ev.line) {
                 (Some(slot), _) => {
                     if ev.dirty {
-                        self.llc[u].slot_set_dirty(slot, true);
+                        self.llc[u].slot_set_dirty_as::<S::Llc>(slot, true);
                     }
                 }
                 (None, at) => {
                     let sh = (1u64 << bit) | EXCL;
-                    if let (Some(v), _) = self.llc_insert(u, ev.line, at, ev.dirty, sh) {
-                        self.llc_victim(u, v, socket, t, st);
+                    if let (Some(v), _) = self.llc_insert::<S>(u, ev.line, at, ev.dirty, sh) {
+                        self.llc_victim::<S>(u, v, socket, t, st);
                     }
                 }
             }
         }
     }
 
-    fn llc_victim(&mut self, u: usize, ev: Evicted, socket: usize, t: u64, st: &mut CacheStats) {
+    fn llc_victim<S: Spec>(
+        &mut self,
+        u: usize,
+        ev: Evicted,
+        socket: usize,
+        t: u64,
+        st: &mut CacheStats,
+    ) {
         let mut dirty = ev.dirty;
-        if self.inclusive {
+        if self.inclusive::<S>() {
             let base = u * self.cores_per_llc;
             let mut bits = ev.sharers & !EXCL;
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 // drop_private(), counting the copies it found.
-                let a = self.l1[base + b].invalidate(ev.line);
-                let c = self.l2[base + b].invalidate(ev.line);
+                let a = self.l1[base + b].invalidate_as::<S::L1>(ev.line);
+                let c = self.l2[base + b].invalidate_as::<S::L2>(ev.line);
                 if a.is_some() || c.is_some() {
                     st.back_invalidations += 1;
                 }
@@ -724,7 +769,8 @@ impl Hierarchy {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn fill_l1(
+    #[inline(always)]
+    fn fill_l1<S: Spec>(
         &mut self,
         core: usize,
         u: usize,
@@ -735,14 +781,14 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) {
-        if let Some(ev) = self.l1[core].insert_absent(line, dirty, 0) {
+        if let Some(ev) = self.l1[core].insert_absent_as::<S::L1>(line, dirty, 0) {
             if ev.dirty {
                 self.l1_writebacks += 1;
                 // L1 write-back into L2 (allocate there if absent).
-                if !self.l2[core].set_dirty(ev.line, true) {
-                    if let Some(v2) = self.l2[core].insert(ev.line, true, 0) {
+                if !self.l2[core].set_dirty_as::<S::L2>(ev.line, true) {
+                    if let Some(v2) = self.l2[core].insert_as::<S::L2>(ev.line, true, 0) {
                         let hint = self.l2[core].evicted_aux();
-                        self.l2_victim(u, bit, v2, hint, socket, t, st);
+                        self.l2_victim::<S>(u, bit, v2, hint, socket, t, st);
                     }
                 }
             }
@@ -750,8 +796,8 @@ impl Hierarchy {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn fill_l2(
+    #[inline(always)]
+    fn fill_l2<S: Spec>(
         &mut self,
         core: usize,
         u: usize,
@@ -762,18 +808,18 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) {
-        let at = self.l2[core].split_of(line);
+        let at = self.l2[core].split_of_as::<S::L2>(line);
         let aux = u32::try_from(llc_slot).unwrap_or(NO_AUX);
-        if let (Some(ev), _) = self.l2[core].insert_absent_at(line, at, false, 0, aux) {
+        if let (Some(ev), _) = self.l2[core].insert_absent_at_as::<S::L2>(line, at, false, 0, aux) {
             let hint = self.l2[core].evicted_aux();
-            self.l2_victim(u, bit, ev, hint, socket, t, st);
+            self.l2_victim::<S>(u, bit, ev, hint, socket, t, st);
         }
     }
 
     /// One cache-line access by a core at time `t` (the start of its service).
     /// Returns where it was served and the extra queueing wait of any DRAM transfer
     /// it caused, read or write-back.
-    pub fn access(
+    pub fn access_as<S: Spec>(
         &mut self,
         core: usize,
         line: u64,
@@ -783,14 +829,14 @@ impl Hierarchy {
     ) -> (Served, u64) {
         self.wb_wait = 0;
         self.forget_victims();
-        let (s, w) = self.access_inner(core, line, kind, Req::Demand, false, t, st);
+        let (s, w) = self.access_inner::<S>(core, line, kind, Req::Demand, false, t, st);
         (s, w.max(self.wb_wait))
     }
 
     /// A hardware prefetch of `line` by `core` at `t`, into the L1 (and L2) or into
     /// the L2 only. None if the line is already there (no request leaves); else
     /// where it was served from and the DRAM queueing it met.
-    pub fn prefetch(
+    pub fn prefetch_as<S: Spec>(
         &mut self,
         core: usize,
         line: u64,
@@ -798,15 +844,17 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) -> Option<(Served, u64)> {
-        if self.l1[core].contains(line) || (!into_l1 && self.l2[core].contains(line)) {
+        if self.l1[core].contains_as::<S::L1>(line)
+            || (!into_l1 && self.l2[core].contains_as::<S::L2>(line))
+        {
             if !into_l1 {
-                self.prefetch_l2_found(st);
+                self.prefetch_l2_found_as::<S>(st);
             } else {
                 self.forget_victims();
             }
             return None;
         }
-        Some(self.prefetch_absent(core, line, into_l1, None, t, st))
+        Some(self.prefetch_absent_as::<S>(core, line, into_l1, None, t, st))
     }
 
     /// Starts a request with no dirty victims counted: the counts the machine
@@ -820,10 +868,10 @@ impl Hierarchy {
     /// An L2 streamer prefetch of a line the caller found in the L1 or L2:
     /// what [`Hierarchy::prefetch`] does then, without looking it up again.
     #[inline]
-    pub fn prefetch_l2_found(&mut self, st: &mut CacheStats) {
+    pub fn prefetch_l2_found_as<S: Spec>(&mut self, st: &mut CacheStats) {
         // Accepted by the L2 pipeline and found there: AMD still counts it.
         st.pf_l2_requests += 1;
-        if self.perf_at_l2 {
+        if self.perf_at_l2::<S>() {
             st.llc_references += 1;
         }
         self.forget_victims();
@@ -834,7 +882,7 @@ impl Hierarchy {
     /// found it in the L2 (None: not looked up). Skipping the lookups the
     /// caller made changes nothing: they do not change the caches.
     #[inline]
-    pub fn prefetch_absent(
+    pub fn prefetch_absent_as<S: Spec>(
         &mut self,
         core: usize,
         line: u64,
@@ -843,21 +891,26 @@ impl Hierarchy {
         t: u64,
         st: &mut CacheStats,
     ) -> (Served, u64) {
-        debug_assert!(!self.l1[core].contains(line));
-        debug_assert!(into_l1 || !self.l2[core].contains(line));
-        debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains(line)));
+        debug_assert!(!self.l1[core].contains_as::<S::L1>(line));
+        debug_assert!(into_l1 || !self.l2[core].contains_as::<S::L2>(line));
+        debug_assert!(in_l2.is_none_or(|b| b == self.l2[core].contains_as::<S::L2>(line)));
         self.wb_wait = 0;
         self.forget_victims();
-        let req = if into_l1 { Req::PfL1 } else { Req::PfL2 };
-        let l2_absent = !into_l1 || in_l2 == Some(false);
-        let (s, w) = self.access_inner(core, line, AccessKind::Load, req, l2_absent, t, st);
+        // Each kind of request on a path of its own, its tests folded.
+        let (s, w) = if into_l1 {
+            let l2_absent = in_l2 == Some(false);
+            self.access_inner::<S>(core, line, AccessKind::Load, Req::PfL1, l2_absent, t, st)
+        } else {
+            self.access_inner::<S>(core, line, AccessKind::Load, Req::PfL2, true, t, st)
+        };
         (s, w.max(self.wb_wait))
     }
 
     /// `l2_absent`: the caller knows the line is not in the L2 (a prefetch
     /// that looked it up), so the L2 lookup is skipped.
     #[allow(clippy::too_many_arguments)]
-    fn access_inner(
+    #[inline(always)]
+    fn access_inner<S: Spec>(
         &mut self,
         core: usize,
         line: u64,
@@ -871,7 +924,7 @@ impl Hierarchy {
         let (u, bit, socket) = self.core_llc[core];
         let (u, bit, socket) = (u as usize, bit as usize, socket as usize);
         if kind == AccessKind::NtStore {
-            return self.nt_store(core, u, line, socket, t, st);
+            return self.nt_store::<S>(core, u, line, socket, t, st);
         }
         let demand = req == Req::Demand;
         if demand {
@@ -881,15 +934,15 @@ impl Hierarchy {
                 st.l1d_loads += 1;
             }
             // L1
-            if let Some(slot) = self.l1[core].slot_of(line) {
-                if !store || self.l1[core].slot_dirty(slot) {
-                    self.l1[core].slot_hit(slot, store);
+            if let Some(slot) = self.l1[core].slot_of_as::<S::L1>(line) {
+                if !store || self.l1[core].slot_dirty_as::<S::L1>(slot) {
+                    self.l1[core].slot_hit_as::<S::L1>(slot, store);
                     return (Served::L1, 0);
                 }
                 // Clean hit for a store: gain exclusivity, then write. The
                 // upgrade touches only the LLC and other cores: `slot` still holds the line.
-                self.upgrade(u, bit, line, t, st);
-                self.l1[core].slot_hit(slot, true);
+                self.upgrade::<S>(u, bit, line, t, st);
+                self.l1[core].slot_hit_as::<S::L1>(slot, true);
                 return (Served::L1, 0);
             }
             st.l1d_misses += 1;
@@ -900,30 +953,30 @@ impl Hierarchy {
             Req::Demand => {}
         }
         // Every request reaching the L2 is one of AMD's `cache-references`.
-        if self.perf_at_l2 {
+        if self.perf_at_l2::<S>() {
             st.llc_references += 1;
         }
         let fill_l1 = req != Req::PfL2;
         // L2
         let l2_slot = if l2_absent {
-            debug_assert!(!self.l2[core].contains(line));
+            debug_assert!(!self.l2[core].contains_as::<S::L2>(line));
             None
         } else {
-            self.l2[core].slot_of(line)
+            self.l2[core].slot_of_as::<S::L2>(line)
         };
         if let Some(slot) = l2_slot {
-            let d = self.l2[core].slot_dirty(slot);
-            self.l2[core].slot_hit(slot, false);
+            let d = self.l2[core].slot_dirty_as::<S::L2>(slot);
+            self.l2[core].slot_hit_as::<S::L2>(slot, false);
             if store && !d {
-                self.upgrade(u, bit, line, t, st);
+                self.upgrade::<S>(u, bit, line, t, st);
             }
             if fill_l1 {
-                self.fill_l1(core, u, bit, line, store, socket, t, st);
+                self.fill_l1::<S>(core, u, bit, line, store, socket, t, st);
             }
             return (Served::L2, 0);
         }
         // The L2 fill at the end reads the victim's LLC slot (aux).
-        self.l2[core].prefetch_side_of(line);
+        self.l2[core].prefetch_side_of_as::<S::L2>(line);
         match req {
             Req::Demand => st.l2_misses += 1,
             Req::PfL1 => st.pf_l1_l2_misses += 1,
@@ -933,7 +986,7 @@ impl Hierarchy {
         // events count; the L2 streamer's are left out of Intel's and AMD's misses.
         let counted = req != Req::PfL2;
         if counted {
-            if self.perf_at_l2 {
+            if self.perf_at_l2::<S>() {
                 st.llc_misses += 1;
             } else {
                 st.llc_references += 1;
@@ -942,44 +995,44 @@ impl Hierarchy {
         if demand {
             st.llc_demand_references += 1;
         }
-        if !self.inclusive {
+        if !self.inclusive::<S>() {
             let home = self.home_node(line);
             self.active_home[u * self.dram.len() + home] |= 1u64 << bit;
         }
         // LLC
-        let (llc_slot, llc_at) = self.llc[u].slot_and_split(line);
+        let (llc_slot, llc_at) = self.llc[u].slot_and_split_as::<S::Llc>(line);
         if let Some(slot) = llc_slot {
-            let sh = self.llc[u].slot_sharers(slot);
-            self.llc[u].slot_hit(slot, false);
+            let sh = self.llc[u].slot_sharers_as::<S::Llc>(slot);
+            self.llc[u].slot_hit_as::<S::Llc>(slot, false);
             if store {
                 if sh & EXCL == 0 {
-                    self.probe_others(u, line, true, t, st);
+                    self.probe_others::<S>(u, line, true, t, st);
                 }
-                self.invalidate_line_sharers(u, line, sh, Some(bit), st);
+                self.invalidate_line_sharers::<S>(u, line, sh, Some(bit), st);
                 // Probing touched only the other instances and private caches: `slot` still holds the line.
-                self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
+                self.llc[u].slot_set_sharers_as::<S::Llc>(slot, (1u64 << bit) | EXCL);
             } else {
-                if self.downgrade_sharers(u, line, sh, 1u64 << bit) {
-                    self.llc[u].slot_set_dirty(slot, true);
+                if self.downgrade_sharers::<S>(u, line, sh, 1u64 << bit) {
+                    self.llc[u].slot_set_dirty_as::<S::Llc>(slot, true);
                 }
-                self.llc[u].slot_set_sharers(slot, sh | (1u64 << bit));
+                self.llc[u].slot_set_sharers_as::<S::Llc>(slot, sh | (1u64 << bit));
             }
-            if !self.inclusive {
+            if !self.inclusive::<S>() {
                 // Non-inclusive: the line moves up and leaves the victim LLC.
-                let (d, _) = self.llc_invalidate(u, line).unwrap_or((false, 0));
-                self.fill_l2(core, u, bit, line, NO_AUX as usize, socket, t, st);
+                let (d, _) = self.llc_invalidate::<S>(u, line).unwrap_or((false, 0));
+                self.fill_l2::<S>(core, u, bit, line, NO_AUX as usize, socket, t, st);
                 if d {
-                    self.l2[core].set_dirty(line, true);
+                    self.l2[core].set_dirty_as::<S::L2>(line, true);
                 }
             } else {
-                self.fill_l2(core, u, bit, line, slot, socket, t, st);
+                self.fill_l2::<S>(core, u, bit, line, slot, socket, t, st);
             }
             if fill_l1 {
-                self.fill_l1(core, u, bit, line, store, socket, t, st);
+                self.fill_l1::<S>(core, u, bit, line, store, socket, t, st);
             }
             return (Served::Llc, 0);
         }
-        if counted && !self.perf_at_l2 {
+        if counted && !self.perf_at_l2::<S>() {
             st.llc_misses += 1;
         }
         if demand {
@@ -987,7 +1040,7 @@ impl Hierarchy {
         } else {
             st.pf_llc_misses += 1;
         }
-        let (found, was_dirty) = self.probe_others(u, line, store, t, st);
+        let (found, was_dirty) = self.probe_others::<S>(u, line, store, t, st);
         let served;
         let mut wait = 0;
         if found && (was_dirty || !store) {
@@ -995,7 +1048,7 @@ impl Hierarchy {
             served = Served::RemoteCache {
                 hops: self.probe_hops,
             };
-        } else if kind == AccessKind::StringStore && self.no_rfo {
+        } else if kind == AccessKind::StringStore && self.no_rfo::<S>() {
             let node = self.home_node(line);
             served = Served::NoFill {
                 hops: self.hops(socket, node),
@@ -1012,38 +1065,38 @@ impl Hierarchy {
         }
         let sh = (1u64 << bit) | if store || !found { EXCL } else { 0 };
         let mut llc_slot = NO_AUX as usize;
-        if self.inclusive {
-            let (ev, slot) = self.llc_insert(u, line, llc_at, false, sh);
+        if self.inclusive::<S>() {
+            let (ev, slot) = self.llc_insert::<S>(u, line, llc_at, false, sh);
             llc_slot = slot;
             if let Some(ev) = ev {
-                self.llc_victim(u, ev, socket, t, st);
+                self.llc_victim::<S>(u, ev, socket, t, st);
             }
         }
-        self.fill_l2(core, u, bit, line, llc_slot, socket, t, st);
+        self.fill_l2::<S>(core, u, bit, line, llc_slot, socket, t, st);
         if fill_l1 {
-            self.fill_l1(core, u, bit, line, store, socket, t, st);
+            self.fill_l1::<S>(core, u, bit, line, store, socket, t, st);
         }
         (served, wait)
     }
 
-    fn upgrade(&mut self, u: usize, bit: usize, line: u64, t: u64, st: &mut CacheStats) {
-        match self.llc[u].slot_of(line) {
+    fn upgrade<S: Spec>(&mut self, u: usize, bit: usize, line: u64, t: u64, st: &mut CacheStats) {
+        match self.llc[u].slot_of_as::<S::Llc>(line) {
             Some(slot) => {
-                let sh = self.llc[u].slot_sharers(slot);
+                let sh = self.llc[u].slot_sharers_as::<S::Llc>(slot);
                 if sh & EXCL == 0 {
-                    self.probe_others(u, line, true, t, st);
+                    self.probe_others::<S>(u, line, true, t, st);
                 }
-                self.invalidate_line_sharers(u, line, sh, Some(bit), st);
+                self.invalidate_line_sharers::<S>(u, line, sh, Some(bit), st);
                 // Probing touched only the other instances and private caches: `slot` still holds the line.
-                self.llc[u].slot_set_sharers(slot, (1u64 << bit) | EXCL);
+                self.llc[u].slot_set_sharers_as::<S::Llc>(slot, (1u64 << bit) | EXCL);
             }
             None => {
-                self.probe_others(u, line, true, t, st);
+                self.probe_others::<S>(u, line, true, t, st);
             }
         }
     }
 
-    fn nt_store(
+    fn nt_store<S: Spec>(
         &mut self,
         core: usize,
         u: usize,
@@ -1054,11 +1107,11 @@ impl Hierarchy {
     ) -> (Served, u64) {
         st.nt_stores += 1;
         // The full line is overwritten: every cached copy is dropped, dirty or not.
-        self.drop_private(core, line);
-        if let Some((_, sh)) = self.llc_invalidate(u, line) {
-            self.invalidate_line_sharers(u, line, sh, None, st);
+        self.drop_private::<S>(core, line);
+        if let Some((_, sh)) = self.llc_invalidate::<S>(u, line) {
+            self.invalidate_line_sharers::<S>(u, line, sh, None, st);
         }
-        self.probe_others(u, line, true, t, st);
+        self.probe_others::<S>(u, line, true, t, st);
         let node = self.home_node(line);
         let hops = self.hops(socket, node);
         let wait = self.dram_xfer(node, socket, t, true);
@@ -1099,17 +1152,83 @@ impl Hierarchy {
     }
 
     #[inline]
-    pub fn contains_l1(&self, core: usize, line: u64) -> bool {
-        self.l1[core].contains(line)
+    pub fn contains_l1_as<S: Spec>(&self, core: usize, line: u64) -> bool {
+        self.l1[core].contains_as::<S::L1>(line)
     }
+    #[inline]
+    pub fn contains_l2_as<S: Spec>(&self, core: usize, line: u64) -> bool {
+        self.l2[core].contains_as::<S::L2>(line)
+    }
+    #[inline]
+    pub fn contains_llc_as<S: Spec>(&self, u: usize, line: u64) -> bool {
+        self.llc[u].contains_as::<S::Llc>(line)
+    }
+
+    /// [`Hierarchy::access_as`] for any machine.
+    #[inline]
+    pub fn access(
+        &mut self,
+        core: usize,
+        line: u64,
+        kind: AccessKind,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
+        self.access_as::<AnySpec>(core, line, kind, t, st)
+    }
+
+    /// [`Hierarchy::prefetch_as`] for any machine.
+    #[inline]
+    pub fn prefetch(
+        &mut self,
+        core: usize,
+        line: u64,
+        into_l1: bool,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> Option<(Served, u64)> {
+        self.prefetch_as::<AnySpec>(core, line, into_l1, t, st)
+    }
+
+    /// [`Hierarchy::prefetch_l2_found_as`] for any machine.
+    #[inline]
+    pub fn prefetch_l2_found(&mut self, st: &mut CacheStats) {
+        self.prefetch_l2_found_as::<AnySpec>(st)
+    }
+
+    /// [`Hierarchy::prefetch_absent_as`] for any machine.
+    #[inline]
+    pub fn prefetch_absent(
+        &mut self,
+        core: usize,
+        line: u64,
+        into_l1: bool,
+        in_l2: Option<bool>,
+        t: u64,
+        st: &mut CacheStats,
+    ) -> (Served, u64) {
+        self.prefetch_absent_as::<AnySpec>(core, line, into_l1, in_l2, t, st)
+    }
+
+    /// [`Hierarchy::contains_l1_as`] for any machine.
+    #[inline]
+    pub fn contains_l1(&self, core: usize, line: u64) -> bool {
+        self.contains_l1_as::<AnySpec>(core, line)
+    }
+
+    /// [`Hierarchy::contains_l2_as`] for any machine.
     #[inline]
     pub fn contains_l2(&self, core: usize, line: u64) -> bool {
-        self.l2[core].contains(line)
+        self.contains_l2_as::<AnySpec>(core, line)
     }
+
+    /// [`Hierarchy::contains_llc_as`] for any machine.
     #[inline]
     pub fn contains_llc(&self, u: usize, line: u64) -> bool {
-        self.llc[u].contains(line)
+        self.contains_llc_as::<AnySpec>(u, line)
     }
 }
 
 mod partition;
+pub mod spec;
+pub use spec::{AnySpec, Spec, SpecId};

@@ -52,6 +52,11 @@ impl Hierarchy {
     /// DRAM calendars and the presence counts of its memory move to
     /// `shell`; every instance's active cores by home node are copied.
     pub(in crate::machine) fn lend(&mut self, shell: &mut Hierarchy, s: usize) {
+        // The caches change hands: both must run the same per-request path.
+        assert_eq!(
+            self.spec, shell.spec,
+            "a stand-in of another kind of machine"
+        );
         self.swap_socket(shell, s);
         shell.active_home.copy_from_slice(&self.active_home);
         shell.defer = true;

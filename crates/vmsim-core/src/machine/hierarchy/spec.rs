@@ -1,0 +1,251 @@
+//! The per-request path built once per kind of machine (docs/speed.md,
+//! step 15): a [`Spec`] gives, as constants, the shapes of the three cache
+//! levels and the preset flags the path tests (an inclusive LLC, where perf
+//! counts `cache-references`, no-RFO string stores). The hierarchy picks
+//! the first spec that every one of its caches and flags fits
+//! ([`SpecId`]); the machine's per-request entry points dispatch on it once
+//! and run the path built for it. [`AnySpec`] fixes nothing and serves
+//! every machine, so a preset without a spec of its own computes the same
+//! results, only reading the fields.
+//!
+//! Invariant: a hierarchy's caches are used only through a spec they fit:
+//! the choice is made at construction from the caches themselves, and a
+//! windowed run's stand-in (`partition.rs`) exchanges caches only with a
+//! hierarchy of the same preset, whose caches have the same shapes.
+
+use super::super::cache::{Replacement, Shape};
+use super::Hierarchy;
+
+/// Preset properties a per-request path is built for.
+pub trait Spec {
+    type L1: Shape;
+    type L2: Shape;
+    type Llc: Shape;
+    const INCLUSIVE: Option<bool> = None;
+    const PERF_AT_L2: Option<bool> = None;
+    const NO_RFO: Option<bool> = None;
+}
+
+/// Nothing fixed: any machine.
+pub struct AnySpec;
+impl Spec for AnySpec {
+    type L1 = super::super::cache::AnyShape;
+    type L2 = super::super::cache::AnyShape;
+    type Llc = super::super::cache::AnyShape;
+}
+
+/// An L1d of 8 ways under tree-PLRU (every Intel preset's).
+pub struct L1Plru8;
+impl Shape for L1Plru8 {
+    const POLICY: Option<Replacement> = Some(Replacement::TreePlru);
+    const WAYS: usize = 8;
+    const POW2: Option<bool> = Some(true);
+    const SHARERS: Option<bool> = Some(false);
+    const AUX: Option<bool> = Some(false);
+}
+
+/// Haswell-EP's L2: 8 ways, tree-PLRU, remembering each line's LLC slot
+/// (under its inclusive LLC).
+pub struct L2Plru8Aux;
+impl Shape for L2Plru8Aux {
+    const POLICY: Option<Replacement> = Some(Replacement::TreePlru);
+    const WAYS: usize = 8;
+    const POW2: Option<bool> = Some(true);
+    const SHARERS: Option<bool> = Some(false);
+    const AUX: Option<bool> = Some(true);
+}
+
+/// Haswell-EP's LLC: 20 ways, DRRIP, with core-valid bits. The set count
+/// is left to the cache (a stand-in's one set is a power of two).
+pub struct LlcDrrip20;
+impl Shape for LlcDrrip20 {
+    const POLICY: Option<Replacement> = Some(Replacement::Drrip);
+    const WAYS: usize = 20;
+    const SHARERS: Option<bool> = Some(true);
+    const AUX: Option<bool> = Some(false);
+}
+
+/// Cascade Lake-SP's L2: 16 ways, SRRIP.
+pub struct L2Srrip16;
+impl Shape for L2Srrip16 {
+    const POLICY: Option<Replacement> = Some(Replacement::Srrip);
+    const WAYS: usize = 16;
+    const POW2: Option<bool> = Some(true);
+    const SHARERS: Option<bool> = Some(false);
+    const AUX: Option<bool> = Some(false);
+}
+
+/// Cascade Lake-SP's LLC: 11 ways, DRRIP.
+pub struct LlcDrrip11;
+impl Shape for LlcDrrip11 {
+    const POLICY: Option<Replacement> = Some(Replacement::Drrip);
+    const WAYS: usize = 11;
+    const SHARERS: Option<bool> = Some(true);
+    const AUX: Option<bool> = Some(false);
+}
+
+/// The Haswell-EP presets (xeon-e5-*): inclusive LLC, perf counting at
+/// the LLC, no-RFO string stores.
+pub struct Haswell;
+impl Spec for Haswell {
+    type L1 = L1Plru8;
+    type L2 = L2Plru8Aux;
+    type Llc = LlcDrrip20;
+    const INCLUSIVE: Option<bool> = Some(true);
+    const PERF_AT_L2: Option<bool> = Some(false);
+    const NO_RFO: Option<bool> = Some(true);
+}
+
+/// Cascade Lake-SP (xeon-6238m-clx): non-inclusive LLC, perf counting at
+/// the LLC, no-RFO string stores.
+pub struct CascadeLake;
+impl Spec for CascadeLake {
+    type L1 = L1Plru8;
+    type L2 = L2Srrip16;
+    type Llc = LlcDrrip11;
+    const INCLUSIVE: Option<bool> = Some(false);
+    const PERF_AT_L2: Option<bool> = Some(false);
+    const NO_RFO: Option<bool> = Some(true);
+}
+
+/// Which spec a hierarchy's per-request path runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecId {
+    Haswell,
+    CascadeLake,
+    Any,
+}
+
+impl Hierarchy {
+    /// Whether every cache and flag of this hierarchy fits `S`.
+    pub(super) fn fits<S: Spec>(&self) -> bool {
+        self.l1.iter().all(|c| c.fits::<S::L1>())
+            && self.l2.iter().all(|c| c.fits::<S::L2>())
+            && self.llc.iter().all(|c| c.fits::<S::Llc>())
+            && S::INCLUSIVE.is_none_or(|b| b == self.inclusive)
+            && S::PERF_AT_L2.is_none_or(|b| b == self.perf_at_l2)
+            && S::NO_RFO.is_none_or(|b| b == self.no_rfo)
+    }
+
+    /// The first spec this hierarchy fits.
+    pub(super) fn pick_spec(&self) -> SpecId {
+        if self.fits::<Haswell>() {
+            SpecId::Haswell
+        } else if self.fits::<CascadeLake>() {
+            SpecId::CascadeLake
+        } else {
+            SpecId::Any
+        }
+    }
+
+    /// The spec the machine's entry points dispatch on.
+    #[inline(always)]
+    pub fn spec(&self) -> SpecId {
+        self.spec
+    }
+
+    #[inline(always)]
+    pub(super) fn inclusive<S: Spec>(&self) -> bool {
+        S::INCLUSIVE.unwrap_or(self.inclusive)
+    }
+
+    #[inline(always)]
+    pub(super) fn perf_at_l2<S: Spec>(&self) -> bool {
+        S::PERF_AT_L2.unwrap_or(self.perf_at_l2)
+    }
+
+    #[inline(always)]
+    pub(super) fn no_rfo<S: Spec>(&self) -> bool {
+        S::NO_RFO.unwrap_or(self.no_rfo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpecId;
+    use crate::config::{embedded_machines, Preset};
+    use crate::machine::hierarchy::AccessKind;
+    use crate::machine::Machine;
+
+    fn machine(name: &str) -> Machine {
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap();
+        let p = Preset::parse(text, name).unwrap();
+        Machine::new(&p.machine_params().unwrap(), 64 << 20, 7).unwrap()
+    }
+
+    /// The presets the specs are written for run on them, and so do their
+    /// windowed runs' stand-ins; the others on the path that fixes nothing.
+    #[test]
+    fn each_preset_runs_the_path_built_for_it() {
+        for (name, _) in embedded_machines() {
+            let m = machine(name);
+            let want = match *name {
+                "xeon-e5-2699v3-2s" | "xeon-e5-1650v3-1s" | "xeon-e5-4655v3-4s" => SpecId::Haswell,
+                "xeon-6238m-clx" => SpecId::CascadeLake,
+                _ => SpecId::Any,
+            };
+            assert_eq!(m.hier.spec(), want, "{name}");
+            assert_eq!(m.shell().hier.spec(), want, "{name}'s stand-in");
+        }
+    }
+
+    /// A specialised path computes exactly what the path that reads every
+    /// property from the caches and flags computes: the same accesses
+    /// (loads, stores, string and non-temporal stores, locked operations,
+    /// bulk runs, from cores of both sockets, to shared and private lines)
+    /// leave the same statistics and clocks.
+    #[test]
+    fn a_specialised_path_computes_what_the_general_one_does() {
+        for name in ["xeon-e5-2699v3-2s", "xeon-6238m-clx"] {
+            let mut fast = machine(name);
+            let mut plain = machine(name);
+            plain.hier.spec = SpecId::Any;
+            assert_ne!(fast.hier.spec(), SpecId::Any);
+            let cpus = fast.cpus.len();
+            let lines = fast.mem_lines;
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for step in 0..60_000u64 {
+                x = crate::rng::splitmix64(x);
+                let cpu = (x % cpus as u64) as usize;
+                // A small shared region, and streams through private ones.
+                let line = if x >> 60 < 6 {
+                    (x >> 20) % 512
+                } else {
+                    (cpu as u64 * 8192 + step / 4 + (x >> 40) % 3) % lines
+                };
+                let kind = match (x >> 8) % 16 {
+                    0..=6 => AccessKind::Load,
+                    7..=11 => AccessKind::Store,
+                    12 | 13 => AccessKind::StringStore,
+                    _ => AccessKind::NtStore,
+                };
+                for m in [&mut fast, &mut plain] {
+                    match (x >> 12) % 64 {
+                        0 => {
+                            m.atomic(cpu, line, 20);
+                        }
+                        1 => {
+                            let end = m.cpus[cpu].clock + 2000;
+                            let dst = (line + 4096) % (lines - 64);
+                            m.bulk_run(cpu, dst, Some(line % (lines - 64)), 0, 64, kind, 4, 1, end);
+                        }
+                        _ => {
+                            m.access(cpu, line, kind, (x >> 16) & 1 == 0, 1);
+                        }
+                    }
+                }
+            }
+            for (a, b) in fast.cpus.iter().zip(&plain.cpus) {
+                assert_eq!(a.clock, b.clock, "{name}");
+                assert_eq!(
+                    serde_json::to_string(&a.stats).unwrap(),
+                    serde_json::to_string(&b.stats).unwrap(),
+                    "{name}"
+                );
+            }
+        }
+    }
+}
