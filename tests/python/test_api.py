@@ -344,7 +344,7 @@ def test_compare_refuses_a_scale_below_the_smallest_valid_one():
     assert "\n" not in str(e.value)
     # The experiment's measured quick scale is named too.
     assert plan["quick_scale"]["scale"] == 0.5 and plan["quick_scale"]["tolerance"] > 0
-    assert "+26.29% at scale 1" in plan["quick_scale"]["measured"]
+    assert "+26.31% at scale 1" in plan["quick_scale"]["measured"]
     assert "its quick scale is 1/2, measured within 0.6 percentage points" in e.value.message
     # numa-delay-map's was measured against its default scale 1/128 (its
     # scale 1 has not been run), and the refusal says so.
