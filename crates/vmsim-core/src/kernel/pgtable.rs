@@ -158,10 +158,10 @@ impl Kernel {
     }
 
     /// Locked read-modify-writes of the entries in `lines` (`change_prot_numa`'s
-    /// `ptep_modify_prot_start`), each table's under its split lock once
-    /// (`change_pte_range` takes it per table; `kernel.pte_locks`). The
-    /// per-entry estimate `change_pte_cycles` does not name the lock, so
-    /// nothing is moved out of it for the lock.
+    /// `ptep_modify_prot_start`, or a hint fault's restore of one entry),
+    /// each table's under its split lock once (`change_pte_range` takes it
+    /// per table; `kernel.pte_locks`). Neither `change_pte_cycles` nor the
+    /// fault's estimate names the lock, so nothing is moved out of them.
     pub fn entry_rmws(&mut self, hw: &mut Hw, lines: &[u64], what: KFn) {
         let mut i = 0;
         while i < lines.len() {
