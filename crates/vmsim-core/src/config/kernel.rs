@@ -97,6 +97,7 @@ pub(super) fn parse(
         "page_tables",
         "rwsems",
         "pte_locks",
+        "wakeups",
     ])?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
@@ -260,6 +261,7 @@ pub(super) fn parse(
             "true needs kernel.struct_pages = true, kernel.spinlocks = \"ticket\" or \"queued\" and kernel.page_tables = true (the lock is a spinlock in the page-table page's struct page)".to_string(),
         ));
     }
+    let wakeups = k.bool_opt("wakeups")?.unwrap_or(false);
     k.finish()?;
     Ok(KernelConfig {
         thp,
@@ -284,5 +286,6 @@ pub(super) fn parse(
         page_tables,
         rwsems,
         pte_locks,
+        wakeups,
     })
 }

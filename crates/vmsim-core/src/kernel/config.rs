@@ -73,6 +73,15 @@ pub struct KernelConfig {
     /// walks change (kernel/pgtable.rs); needs `struct_pages`, `spinlocks`
     /// and `page_tables`. Off: their cost is in the fixed costs.
     pub pte_locks: bool,
+    /// `kernel.wakeups`: every wake-up is a `try_to_wake_up()` with its
+    /// costs: a task that wakes another pays `try_to_wake_up_cycles`, and a
+    /// woken task whose CPU is idle runs only after that CPU has left its
+    /// idle state (the menu governor's state for the idle period, `[idle]`
+    /// of the preset); timers, `kswapd`'s wake-up, migration waiters, the
+    /// futex, pipe and `wait()` wake-ups alike. Off: only the page lock's
+    /// waiters (`kernel.struct_pages`) pay the idle exit, and the rest wake
+    /// at the waker's time for nothing.
+    pub wakeups: bool,
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -104,6 +113,7 @@ impl Default for KernelConfig {
             page_tables: false,
             rwsems: false,
             pte_locks: false,
+            wakeups: false,
         }
     }
 }

@@ -224,7 +224,7 @@ impl Kernel {
             self.vmstat.pgfree += 1;
             self.numa.pgmigrate_fail += 1;
             let q = self.folio_waitqueue(old);
-            self.waitq.wake_up(q);
+            self.waitq.wake_up(q, true);
             return;
         };
         self.alloc.map_folio(new, 1, true);
@@ -246,7 +246,7 @@ impl Kernel {
         self.numa.numa_pages_migrated += 1;
         self.numa.pgmigrate_success += 1;
         let q = self.folio_waitqueue(old);
-        self.waitq.wake_up(q);
+        self.waitq.wake_up(q, true);
     }
 }
 

@@ -69,7 +69,7 @@ impl Kernel {
         let q = self.pgdat[node].kswapd_wait;
         if self.waitq.active(q) {
             self.pgdat[node].nr_kswapd_wakeups += 1;
-            self.waitq.wake_up(q);
+            self.waitq.wake_up(q, false);
         }
     }
 }

@@ -46,7 +46,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 pub mod engine;
 
-use crate::kernel::sched::rq::Scheduler;
+use crate::kernel::sched::rq::{Scheduler, TaskState};
 
 pub(crate) enum Cur {
     Write {
@@ -619,10 +619,10 @@ impl Sim {
     fn fire(&mut self, t: u64, ev: Event) {
         match ev {
             Event::WakeTask(pid) => {
-                self.sched.wake_up_process(pid, t);
+                self.try_to_wake_up(None, pid, t, false);
             }
             Event::WakeQueue(q) => {
-                self.kernel.waitq.wake_up(q);
+                self.kernel.waitq.wake_up(q, false);
             }
         }
         self.wake_woken(t);
@@ -630,35 +630,77 @@ impl Sim {
 
     /// Hands the tasks woken from wait queues to the scheduler. A timed
     /// wake-up (a sleeping lock's) makes the task runnable at its waker's
-    /// time, after its CPU, if idle, has left its idle state.
+    /// time, after its CPU, if idle, has left its idle state; with
+    /// `kernel.wakeups` an untimed one (`kswapd`'s, migration waiters') too,
+    /// at `now`.
     pub fn wake_woken(&mut self, now: u64) {
         for w in self.kernel.waitq.take_woken() {
             let at = match w.at {
-                None => now,
-                Some(at) => self.idle_exit(w.pid, at),
+                None if !self.kernel.cfg.wakeups => now,
+                None => self.idle_exit(w.pid, now, w.iowait),
+                Some(at) => self.idle_exit(w.pid, at, w.iowait),
             };
             self.sched.wake_up_process(w.pid, at);
         }
     }
 
+    /// `try_to_wake_up()` of task `pid` at `now`, by the task running on
+    /// `waker` (None: a timer, `hrtimer_wakeup`). With `kernel.wakeups` the
+    /// waker pays `try_to_wake_up_cycles` in kernel mode and the task runs
+    /// no earlier than the end of that, and, if its CPU is idle, than that
+    /// CPU's exit from its idle state ([`Sim::idle_exit`]; `iowait`: the
+    /// task slept in `io_schedule()`). Without it the task is runnable at
+    /// `now` for nothing. False if the task was not sleeping.
+    pub fn try_to_wake_up(
+        &mut self,
+        waker: Option<usize>,
+        pid: usize,
+        now: u64,
+        iowait: bool,
+    ) -> bool {
+        if !self.kernel.cfg.wakeups {
+            return self.sched.wake_up_process(pid, now);
+        }
+        if self.sched.state(pid) != TaskState::Sleeping {
+            return false;
+        }
+        let mut at = now;
+        if let Some(cpu) = waker {
+            let mode = self.machine.cpus[cpu].mode;
+            self.machine.set_mode(cpu, Mode::Kernel);
+            let c = self.kernel.costs.try_to_wake_up_cycles;
+            self.machine.advance(cpu, c, c);
+            self.machine.set_mode(cpu, mode);
+            at = self.machine.cpus[cpu].clock;
+        }
+        let at = self.idle_exit(pid, at, iowait);
+        self.sched.wake_up_process(pid, at)
+    }
+
     /// When task `pid`, woken at `at`, can run: if its CPU is idle, after the
-    /// exit latency of the idle state it is in. The state is the menu
+    /// exit latency of the idle state it is in ([`Sim::idle_exit_on`]).
+    pub(crate) fn idle_exit(&mut self, pid: usize, at: u64, iowait: bool) -> u64 {
+        self.idle_exit_on(self.sched.task_cpu(pid), at, iowait)
+    }
+
+    /// When a task given to `cpu` at `at` can run: if the CPU is idle, after
+    /// the exit latency of the idle state it is in. The state is the menu
     /// governor's choice (drivers/cpuidle/governors/menu.c, `menu_select`)
     /// had it predicted the idle period exactly: the deepest state whose
     /// target residency the period reaches and whose exit latency is at most
     /// the period divided by `performance_multiplier()`, 1 + 10 per task in
-    /// iowait on the CPU. The task woken slept in `io_schedule()` (the page
-    /// lock), so one: the period / 11. What the model does not have: the
-    /// governor's prediction from the next timer and recent periods.
-    pub(crate) fn idle_exit(&mut self, pid: usize, at: u64) -> u64 {
-        let cpu = self.sched.task_cpu(pid);
+    /// iowait on the CPU: with `iowait` (the task slept in `io_schedule()`,
+    /// as the page lock's waiters do) one, so the period / 11; otherwise
+    /// the period. What the model does not have: the governor's prediction
+    /// from the next timer and recent periods.
+    pub(crate) fn idle_exit_on(&mut self, cpu: usize, at: u64, iowait: bool) -> u64 {
         if self.busy(cpu) {
             return at;
         }
         let idle = at.saturating_sub(self.cpus[cpu].idle_since);
         let Some(s) = self
             .machine
-            .idle_state_for(idle, idle / (1 + MENU_IOWAIT_MULTIPLIER))
+            .idle_state_for(idle, idle / (1 + MENU_IOWAIT_MULTIPLIER * iowait as u64))
         else {
             return at;
         };

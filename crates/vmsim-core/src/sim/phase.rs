@@ -128,7 +128,7 @@ impl Sim {
         }
         let now = self.machine.cpus[cpu].clock;
         for w in std::mem::take(waiting) {
-            self.sched.wake_up_process(w, now);
+            self.try_to_wake_up(Some(cpu), w, now, false);
         }
     }
 }

@@ -75,8 +75,12 @@ impl Sim {
         self.tasks[t].nr_forked += 1;
         self.tasks[t].live_children += 1;
         self.tasks[t].ret = pid as u64;
-        self.sched
-            .wake_up_new_task(pid, target, self.machine.cpus[cpu].clock);
+        let mut now = self.machine.cpus[cpu].clock;
+        if self.kernel.cfg.wakeups {
+            // wake_up_new_task(): an idle target CPU leaves its idle state first.
+            now = self.idle_exit_on(target, now, false);
+        }
+        self.sched.wake_up_new_task(pid, target, now);
         self.machine.set_mode(cpu, Mode::User);
     }
 
@@ -98,7 +102,7 @@ impl Sim {
             parent.live_children -= 1;
             if parent.live_children == 0 && parent.waiting {
                 parent.waiting = false;
-                self.sched.wake_up_process(p, now);
+                self.try_to_wake_up(Some(cpu), p, now, false);
             }
         }
     }

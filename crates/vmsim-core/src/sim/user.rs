@@ -95,7 +95,7 @@ impl Sim {
         pipes.ready += 1;
         if pipes.reading.is_some_and(|n| pipes.ready >= n) {
             pipes.reading = None;
-            self.sched.wake_up_process(p, now);
+            self.try_to_wake_up(Some(cpu), p, now, false);
         }
         self.syscall(cpu, 0);
         if !self.tasks[p].pipes.go {
@@ -193,7 +193,7 @@ impl Sim {
                     let p = &mut self.tasks[t].pipes;
                     p.go = true;
                     for c in std::mem::take(&mut p.pollers) {
-                        self.sched.wake_up_process(c, now);
+                        self.try_to_wake_up(Some(cpu), c, now, false);
                     }
                 }
                 Op::MmapHugetlb { len, page_shift } => {

@@ -39,6 +39,8 @@ struct Waiter {
 pub struct Woken {
     pub pid: usize,
     pub at: Option<u64>,
+    /// It slept in `io_schedule()` (the menu governor's iowait multiplier).
+    pub iowait: bool,
 }
 
 #[derive(Default)]
@@ -97,14 +99,16 @@ impl WaitQueues {
             .collect()
     }
 
-    /// `wake_up_all`: every waiter becomes runnable. Returns how many were woken.
-    pub fn wake_up(&mut self, q: WaitQueueId) -> usize {
+    /// `wake_up_all`: every waiter becomes runnable (`iowait`: they slept
+    /// in `io_schedule()`). Returns how many were woken.
+    pub fn wake_up(&mut self, q: WaitQueueId, iowait: bool) -> usize {
         let n = self.queues[q.0].len();
         if n > 0 {
             self.nr_wakeups += 1;
             self.woken.extend(self.queues[q.0].drain(..).map(|w| Woken {
                 pid: w.pid,
                 at: None,
+                iowait,
             }));
         }
         n
@@ -132,7 +136,11 @@ impl WaitQueues {
         if !woken.is_empty() {
             self.nr_wakeups += 1;
             self.woken
-                .extend(woken.iter().map(|&pid| Woken { pid, at: Some(now) }));
+                .extend(woken.iter().map(|&pid| Woken {
+                    pid,
+                    at: Some(now),
+                    iowait: true,
+                }));
         }
         woken
     }
@@ -162,8 +170,8 @@ mod tests {
         w.wait(a, 3);
         w.wait(a, 1);
         w.wait(b, 2);
-        assert_eq!(w.wake_up(a), 2);
-        assert_eq!(w.wake_up(a), 0);
+        assert_eq!(w.wake_up(a, false), 2);
+        assert_eq!(w.wake_up(a, false), 0);
         assert!(w.active(b) && !w.active(a));
         assert_eq!(pids(w.take_woken()), vec![3, 1]);
         assert!(!w.has_woken());
