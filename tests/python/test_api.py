@@ -459,6 +459,22 @@ def test_pte_locks_from_python_count_in_lock_stat_and_name_what_they_need():
     assert "kernel.struct_pages" in str(info.value)
 
 
+def test_wakeups_from_python_report_idle_exits_and_refuse_non_booleans():
+    cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 0,
+           "kernel": {"thp": "always", "wakeups": True},
+           "workload": {"kind": "usemem", "nr_task": 8, "size_per_task_mib": 2,
+                        "prealloc": True, "prefault": True}}
+    m = vmsim.run(cfg)["metrics"]
+    assert m["data_verified"] is True
+    # The forked children and the ones the parent's "go" wakes start on idle CPUs.
+    assert sum(m["counters"]["idle"]["exits"].values()) >= 8
+    off = vmsim.run(dict(cfg, kernel={"thp": "always"}))["metrics"]
+    assert sum(off["counters"]["idle"]["exits"].values()) == 0
+    with pytest.raises(vmsim.ConfigError) as info:
+        vmsim.run(dict(cfg, kernel={"wakeups": "yes"}))
+    assert info.value.key == "kernel.wakeups"
+
+
 def test_page_tables_and_rwsems_from_python_report_their_metrics_and_refuse_non_booleans():
     cfg = {"machine": "xeon-e5-2699v3-2s", "seed": 3,
            "kernel": {"page_tables": True, "rwsems": True},
