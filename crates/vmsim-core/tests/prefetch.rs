@@ -2,9 +2,8 @@
 //! `Machine::access`): what a sequential stream gains, that no prefetch
 //! leaves its 4 KiB page on Intel and that Milan's streamer continues into
 //! the physically next one, that a random stream gains nothing, that perf's
-//! cache events count what they count on each chip, determinism, the
-//! lines one core's load stream keeps in flight, and that a store stream the
-//! streamer does not follow (Milan's) keeps only the fill buffers'.
+//! cache events count what they count on each chip, determinism, and the
+//! lines one core's load stream keeps in flight.
 
 use vmsim_core::config::{embedded_machines, Preset};
 use vmsim_core::machine::hierarchy::{AccessKind, CacheStats, Served};
@@ -129,13 +128,10 @@ fn no_prefetch_crosses_a_4k_page() {
     }
 }
 
-/// Milan's preset with its streamer following store streams (as a Zen 4's
-/// does; Milan's own preset says it does not), crossing pages or not.
 fn milan(cross: bool) -> MachineParams {
     let mut p = params("epyc-7j13-milan");
     assert!(p.prefetch.l2_cross_page, "the preset as shipped crosses");
     p.prefetch.l2_cross_page = cross;
-    p.prefetch.l2_store_streams = true;
     p
 }
 
@@ -212,64 +208,6 @@ fn intel_presets_do_not_cross_and_milan_does() {
         ("epyc-7j13-milan", true),
     ] {
         assert_eq!(params(name).prefetch.l2_cross_page, cross, "{name}");
-    }
-}
-
-/// `n` independent stores to consecutive lines from `BASE`, issued as fast
-/// as the core allows: the cycles until the last one issued (it waits for
-/// a free fill buffer) and the core's cache counters.
-fn store_burst(m: &mut Machine, n: u64) -> (u64, CacheStats) {
-    let t0 = m.cpus[0].clock;
-    for l in BASE..BASE + n {
-        m.access(0, l, AccessKind::Store, true, 1);
-    }
-    (m.cpus[0].clock - t0, m.cpus[0].stats.cache.clone())
-}
-
-#[test]
-fn a_store_stream_the_streamer_does_not_follow_keeps_only_the_fill_buffers_in_flight() {
-    let p = params("epyc-7j13-milan");
-    assert!(!p.prefetch.l2_store_streams, "Milan's preset as shipped");
-    let fb = p.l1d.outstanding;
-    let lat = p.dram_local_cycles;
-    // Four pages of stores: no L2 prefetch at all, every line a demand
-    // read for ownership; the fill buffers turn over once per DRAM round trip.
-    let n = 4 * 64;
-    let mut m = machine(&p);
-    let (cycles, s) = store_burst(&mut m, n);
-    assert_eq!(s.pf_l2_requests, 0);
-    assert_eq!(s.l2_misses, n);
-    // The last store waits for the buffer of the store `fb` before it:
-    // (n - 1) / fb round trips, and the issue and lookups of the last round
-    // (2969 cycles here: 10 x 294 + 29).
-    let rounds = (n - 1) / fb;
-    assert!(
-        cycles >= rounds * lat && cycles < rounds * lat + lat / 8,
-        "{cycles} cycles for {rounds} rounds of {lat}"
-    );
-    // A load stream on the same chip is still followed, and so is the
-    // store stream of a streamer that follows stores: both run ahead.
-    let mut m = machine(&p);
-    assert!(load_stream(&mut m).pf_l2_requests > 0);
-    let mut q = p.clone();
-    q.prefetch.l2_store_streams = true;
-    let mut m = machine(&q);
-    let (faster, s) = store_burst(&mut m, n);
-    assert!(s.pf_l2_requests > 0);
-    assert!(faster < cycles, "{faster} against {cycles}");
-}
-
-#[test]
-fn every_preset_says_whether_its_streamer_follows_stores() {
-    for (name, follows) in [
-        ("xeon-e5-2699v3-2s", true),
-        ("xeon-e5-1650v3-1s", true),
-        ("xeon-e5-4655v3-4s", true),
-        ("xeon-6238m-clx", true),
-        ("xeon-8358-icx", true),
-        ("epyc-7j13-milan", false),
-    ] {
-        assert_eq!(params(name).prefetch.l2_store_streams, follows, "{name}");
     }
 }
 

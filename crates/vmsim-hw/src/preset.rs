@@ -816,27 +816,6 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
         ),
     }
-    // A mov clear is a stream of stores: where the next page's lines are
-    // ready before its stores arrive, the streamer followed the stores.
-    match r.page_order_mov {
-        Some((asc, desc))
-            if asc.median > 0.0 && desc.median > 0.0 && asc.median >= CROSS_RATIO * desc.median =>
-        {
-            w.measured(
-                "l2_store_streams",
-                Val::B(true),
-                &format!(
-                    "the mov clear above (a stream of stores, each reading for ownership) ran {:.2}x faster ascending than descending: the streamer ran ahead of the stores into the next page, so it follows store streams",
-                    asc.median / desc.median
-                ),
-            )
-        }
-        _ => w.default(
-            "l2_store_streams",
-            Val::B(true),
-            "Intel Optimization Reference Manual: the streamer follows load and store streams (RFO for store streams); not measured on this host (the mov clear's page-order ratio, when measured and at least 1.25, says it)",
-        ),
-    }
 
     w.section("costs");
     let exc = 250.0;

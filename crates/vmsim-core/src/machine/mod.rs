@@ -126,8 +126,6 @@ pub struct Machine {
     /// Ownership-only string stores carry no data request for the streamer to follow.
     no_rfo: bool,
     l1_next_line: bool,
-    /// Stores' L1 misses train the L2 streamer (`prefetch.l2_store_streams`).
-    l2_store_streams: bool,
     /// Cycles a dirty L2 victim holds a superqueue entry (0: it holds none).
     l2_writeback_hold: u64,
     /// Per CPU, its core and its thread within the core (the topology's
@@ -233,7 +231,6 @@ impl Machine {
             walk_cycles: p.walk_cycles,
             no_rfo: p.no_rfo_full_lines,
             l1_next_line: p.prefetch.l1_next_line,
-            l2_store_streams: p.prefetch.l2_store_streams,
             l2_writeback_hold: if p.l2_writeback_holds_superqueue {
                 p.llc.latency_cycles
             } else {
@@ -510,18 +507,10 @@ impl Machine {
         // string store without data, not a load the L1 prefetcher follows):
         // that test is made here, in line.
         let loads_train = kind == AccessKind::Load && self.l1_next_line;
-        if loads_train || (self.trains_l2::<S>(kind) && !matches!(served, Served::L1)) {
+        if loads_train || (self.data_request::<S>(kind) && !matches!(served, Served::L1)) {
             self.train_prefetchers::<S>(cpu, core, line, kind, served, start);
         }
         served
-    }
-
-    /// Whether an access of `kind` that misses the L1 trains the L2
-    /// streamer: a data request ([`Machine::data_request`]), and a store's
-    /// only where the chip's streamer follows store streams.
-    #[inline(always)]
-    fn trains_l2<S: Spec>(&self, kind: AccessKind) -> bool {
-        self.data_request::<S>(kind) && (kind == AccessKind::Load || self.l2_store_streams)
     }
 
     /// Whether an access of `kind` that misses the L1 looks up the L2: not
@@ -548,7 +537,7 @@ impl Machine {
         served: Served,
         t: u64,
     ) {
-        let data_request = self.trains_l2::<S>(kind);
+        let data_request = self.data_request::<S>(kind);
         let r = &mut self.cores[core];
         let mut l2_lookups = [None; 2];
         if data_request && !matches!(served, Served::L1) {

@@ -10,10 +10,7 @@
 //!   do not train it (Intel Optimization Reference Manual: it is triggered by
 //!   loads, not by "a continuous stream of stores");
 //! - the L2 streamer: it watches the L2 lookups that L1 misses and L1
-//!   prefetches make (a store's only where the chip's streamer follows
-//!   store streams, `l2_store_streams`: Intel's manual says it does; Milan's
-//!   one-core clearing rates say it does not), keeps up to `streams`
-//!   streams, one per 4 KiB page, each
+//!   prefetches make, keeps up to `streams` streams, one per 4 KiB page, each
 //!   with a direction learnt from two lookups, and on each lookup of a trained
 //!   stream proposes up to `degree` lines ahead of it, never more than
 //!   `distance` lines ahead of the lookup and, unless the chip continues
@@ -47,11 +44,6 @@ pub struct PrefetchParams {
     /// The L2 streamer continues a trained stream into the next 4 KiB page
     /// (physically contiguous) in its direction.
     pub l2_cross_page: bool,
-    /// The L2 streamer follows store streams: the L2 lookups of stores'
-    /// reads for ownership train it and its prefetches serve them. Off: only
-    /// loads' lookups train it, so a stream of store misses keeps only the
-    /// L1's miss buffers in flight.
-    pub l2_store_streams: bool,
 }
 
 impl PrefetchParams {
@@ -64,7 +56,6 @@ impl PrefetchParams {
             l2_distance_lines: 0,
             l2_degree: 0,
             l2_cross_page: false,
-            l2_store_streams: false,
         }
     }
 }
@@ -333,7 +324,6 @@ mod tests {
             l2_distance_lines: 20,
             l2_degree: 2,
             l2_cross_page: false,
-            l2_store_streams: true,
         }
     }
 

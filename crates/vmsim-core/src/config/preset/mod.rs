@@ -281,8 +281,6 @@ pub struct PrefetchPreset {
     pub l2_degree: u64,
     /// The L2 streamer continues a stream into the physically next 4 KiB page.
     pub l2_cross_page: bool,
-    /// Stores' reads for ownership train the L2 streamer and are served by it.
-    pub l2_store_streams: bool,
 }
 
 /// `[costs]`: the kernel's software costs (declared in kernel/costs.rs) and
@@ -588,7 +586,6 @@ impl Preset {
             l2_distance_lines: pf.u("l2_distance_lines")?,
             l2_degree: pf.u("l2_degree")?,
             l2_cross_page: pf.b("l2_cross_page")?,
-            l2_store_streams: pf.b("l2_store_streams")?,
         };
         for (name, v, max) in [
             ("l2_streams", prefetch.l2_streams, 256),
@@ -867,7 +864,6 @@ impl Preset {
             l2_distance_lines: p.l2_distance_lines,
             l2_degree: p.l2_degree,
             l2_cross_page: p.l2_cross_page,
-            l2_store_streams: p.l2_store_streams,
         }
     }
 

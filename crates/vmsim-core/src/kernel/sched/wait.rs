@@ -135,11 +135,12 @@ impl WaitQueues {
         }
         if !woken.is_empty() {
             self.nr_wakeups += 1;
-            self.woken.extend(woken.iter().map(|&pid| Woken {
-                pid,
-                at: Some(now),
-                iowait: true,
-            }));
+            self.woken
+                .extend(woken.iter().map(|&pid| Woken {
+                    pid,
+                    at: Some(now),
+                    iowait: true,
+                }));
         }
         woken
     }
@@ -194,13 +195,11 @@ mod tests {
             vec![
                 Woken {
                     pid: 5,
-                    at: Some(1000),
-                    iowait: true
+                    at: Some(1000)
                 },
                 Woken {
                     pid: 6,
-                    at: Some(2000),
-                    iowait: true
+                    at: Some(2000)
                 }
             ]
         );
