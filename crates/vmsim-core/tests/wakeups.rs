@@ -164,8 +164,9 @@ fn a_run_with_wakeups_counts_its_idle_exits_and_is_deterministic() {
 #[test]
 fn a_wakeups_key_that_is_not_a_boolean_is_refused_by_name() {
     let text = usemem(true).replace("wakeups = true", "wakeups = 1");
-    let err = vmsim_core::api::run_config(&text, vmsim_core::api::Format::Toml, None, &mut |_, _| {})
-        .unwrap_err()
-        .to_string();
+    let err =
+        vmsim_core::api::run_config(&text, vmsim_core::api::Format::Toml, None, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("kernel.wakeups"), "{err}");
 }

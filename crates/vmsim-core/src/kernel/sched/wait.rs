@@ -135,12 +135,11 @@ impl WaitQueues {
         }
         if !woken.is_empty() {
             self.nr_wakeups += 1;
-            self.woken
-                .extend(woken.iter().map(|&pid| Woken {
-                    pid,
-                    at: Some(now),
-                    iowait: true,
-                }));
+            self.woken.extend(woken.iter().map(|&pid| Woken {
+                pid,
+                at: Some(now),
+                iowait: true,
+            }));
         }
         woken
     }
@@ -195,11 +194,13 @@ mod tests {
             vec![
                 Woken {
                     pid: 5,
-                    at: Some(1000)
+                    at: Some(1000),
+                    iowait: true
                 },
                 Woken {
                     pid: 6,
-                    at: Some(2000)
+                    at: Some(2000),
+                    iowait: true
                 }
             ]
         );
