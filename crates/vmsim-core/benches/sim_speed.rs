@@ -131,7 +131,7 @@ fn main() {
 /// `kernel.struct_pages` and `kernel.spinlocks`, host time per simulated
 /// line access and per page fault.
 fn kernel_memory(filter: Option<&str>, reps: usize) {
-    println!("\nThe kernel's memory and locks (kernel.struct_pages, kernel.spinlocks, kernel.page_tables, kernel.rwsems, kernel.pte_locks), one host thread, best of {reps}: host cost per simulated line access and per fault, off and on\n");
+    println!("\nThe kernel's memory and locks (kernel.struct_pages, kernel.spinlocks, kernel.page_tables, kernel.rwsems, kernel.pte_locks, kernel.wakeups), one host thread, best of {reps}: host cost per simulated line access and per fault, off and on\n");
     println!("| experiment | tasks | option | line accesses | faults | host s | ns / access | µs / fault |");
     println!("|---|---|---|---:|---:|---:|---:|---:|");
     for c in cases() {
@@ -157,11 +157,13 @@ fn kernel_memory(filter: Option<&str>, reps: usize) {
             c.config
                 .replacen("[kernel]\n", &format!("[kernel]\n{on}\n"), 1)
         };
+        let wakeups = format!("{ptl}\nwakeups = true");
         for (label, config) in [
             ("off".to_string(), c.config.clone()),
             (locks.to_string(), with(locks)),
             (tables.clone(), with(&tables)),
             (ptl.clone(), with(&ptl)),
+            (wakeups.clone(), with(&wakeups)),
         ] {
             let mut best = f64::MAX;
             let (mut lines, mut faults) = (0u64, 0u64);
