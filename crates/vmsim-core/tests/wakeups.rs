@@ -155,6 +155,15 @@ fn a_run_with_wakeups_counts_its_idle_exits_and_is_deterministic() {
     let wakes = |v: &serde_json::Value| v["metrics"]["counters"]["sched"]["nr_wakeups"].as_u64();
     assert_eq!(wakes(&on), wakes(&off));
     assert_eq!(exits(&off), 0);
+    // Idle time counts every ended idle period, its exit included.
+    let idle =
+        |v: &serde_json::Value, k: &str| v["metrics"]["counters"]["idle"][k].as_u64().unwrap();
+    assert!(idle(&on, "exit_cycles") > 0);
+    assert!(idle(&on, "idle_cycles") >= idle(&on, "exit_cycles"));
+    assert!(
+        idle(&off, "idle_cycles") > 0,
+        "the CPUs waiting for the parent idle"
+    );
     assert_eq!(
         common::strip_volatile(&on),
         common::strip_volatile(&common::run_json(&usemem(true)))

@@ -243,12 +243,18 @@ pub struct Sim {
 /// drivers/cpuidle/governors/menu.c): `mult += 10 * nr_iowaiters`.
 pub const MENU_IOWAIT_MULTIPLIER: u64 = 10;
 
-/// Exits from idle states (`[idle]` of the preset) that woken CPUs paid.
+/// Exits from idle states (`[idle]` of the preset) that woken CPUs paid,
+/// and the time CPUs spent with nothing to run.
 #[derive(Clone, Debug, Default)]
 pub struct IdleStats {
     /// Per idle state, like `Machine::idle_states`.
     pub exits: Vec<u64>,
     pub exit_cycles: u64,
+    /// Cycles of idle periods that have ended, summed over CPUs: from the
+    /// moment a CPU had nothing to run to the one its next task could run
+    /// (the idle exit included), as /proc/stat's `idle` counts them; a CPU
+    /// still idle adds its current period when it is next given a task.
+    pub idle_cycles: u64,
 }
 
 impl IdleStats {
@@ -259,7 +265,7 @@ impl IdleStats {
             .zip(&self.exits)
             .map(|(s, n)| (s.name.clone(), serde_json::json!(n)))
             .collect();
-        serde_json::json!({"exits": by_state, "exit_cycles": self.exit_cycles})
+        serde_json::json!({"exits": by_state, "exit_cycles": self.exit_cycles, "idle_cycles": self.idle_cycles})
     }
 }
 
@@ -338,6 +344,7 @@ impl Sim {
             idle_stats: IdleStats {
                 exits: vec![0; nr_idle_states],
                 exit_cycles: 0,
+                idle_cycles: 0,
             },
             reverse_partitions: false,
             help_override: window::HelpOverride::Auto,
@@ -608,7 +615,9 @@ impl Sim {
         for (w, now) in self.sched.take_wakeups() {
             if !queued[w] {
                 let c = &mut self.machine.cpus[w].clock;
+                let idle_from = *c;
                 *c = (*c).max(now);
+                self.idle_stats.idle_cycles += *c - idle_from;
                 heap.push(Reverse((*c, w)));
                 queued[w] = true;
             }

@@ -654,7 +654,9 @@ impl Sim {
         for (w, now) in self.sched.take_wakeups() {
             if !queued[w] {
                 let c = &mut self.machine.cpus[w].clock;
+                let idle_from = *c;
                 *c = (*c).max(now);
+                self.idle_stats.idle_cycles += *c - idle_from;
                 queued[w] = true;
                 if *c < end {
                     heap.push(Reverse((*c, w)));
