@@ -31,10 +31,14 @@
 //!   makes accessible again (kernel/memory.rs), and `remove_migration_ptes`
 //!   stores the new entry.
 //!
-//! With `kernel.pte_locks` those accesses, but for fork's copies, are made
-//! under the table's split lock (`ptlock_ptr()`: a spinlock whose word is
-//! the table's `struct page` line), per entry, or per table for
-//! `change_prot_numa` as `change_pte_range` takes it.
+//! With `kernel.pte_locks` those accesses are made under the table's split
+//! lock (`ptlock_ptr()`: a spinlock whose word is the table's `struct page`
+//! line), per entry, or per table for `change_prot_numa` as
+//! `change_pte_range` takes it; fork's copies under the child's table's
+//! lock and the parent's, once per table (`copy_pte_range`) or huge entry
+//! (`copy_huge_pmd`). A zap (kernel/mmap.rs) and fault-around's window
+//! (kernel/filemap.rs) take the lock once per table too, with no entry
+//! access of their own.
 //!
 //! Invariants: a table has a frame from the first entry written into its
 //! range until `free_pgtables` finds its range empty; the frames are never
