@@ -70,8 +70,9 @@ pub struct KernelConfig {
     /// `kernel.pte_locks`: the split page-table locks (`ptlock_ptr()`: a
     /// spinlock in the `struct page` of each page-table page), taken around
     /// the entries the faults install and the rmap, NUMA-scan and migration
-    /// walks change (kernel/pgtable.rs); needs `struct_pages`, `spinlocks`
-    /// and `page_tables`. Off: their cost is in the fixed costs.
+    /// walks change, by fork's copy and a zap once per table, and once per
+    /// fault-around window (kernel/pgtable.rs); needs `struct_pages`,
+    /// `spinlocks` and `page_tables`. Off: their cost is in the fixed costs.
     pub pte_locks: bool,
     /// `kernel.wakeups`: every wake-up is a `try_to_wake_up()` with its
     /// costs: a task that wakes another pays `try_to_wake_up_cycles`, and a

@@ -13,8 +13,8 @@ impl Kernel {
     pub fn exit_mm(&mut self, hw: &mut Hw, mm_id: usize) {
         hw.machine.set_mode(hw.cpu, Mode::Kernel);
         if self.mmput(mm_id) {
-            for (start, end, zapped) in self.exit_mmap_ranges(mm_id) {
-                self.zap(hw, mm_id, start, end, &zapped);
+            for zapped in self.exit_mmap_ranges(mm_id) {
+                self.zap(hw, mm_id, &zapped);
             }
             // pgd_free() as the mm goes (mmdrop).
             self.free_pgtables(mm_id, true);

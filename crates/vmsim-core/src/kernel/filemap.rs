@@ -428,6 +428,7 @@ impl Kernel {
             .map(|(&i, &p)| (i, p))
             .collect();
         let pgoff = index - ((addr - vma.start) >> 12);
+        let found = !cand.is_empty();
         for (i, pfn) in cand {
             let va = vma.start + ((i - pgoff) << 12);
             if self.mms[mm_id].entry(va).is_some()
@@ -449,8 +450,20 @@ impl Kernel {
         }
         let ra = &mut self.pagecache.inodes[ino].ra;
         ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped as u32);
-        if mapped > 0 {
-            let c = mapped * self.costs.map_pages_per_pte_cycles;
+        let c = mapped * self.costs.map_pages_per_pte_cycles;
+        if self.cfg.pte_locks {
+            // filemap_map_pages() takes the PTE table's lock at the first
+            // page it can map (its entry may be taken already) and holds it
+            // to the window's end; a window with no such page takes none.
+            if found {
+                work.push_back(Work::PtlCycles {
+                    mm: mm_id,
+                    va: addr & !4095,
+                    cycles: c,
+                    what: KFn::HandleMmFault,
+                });
+            }
+        } else if mapped > 0 {
             work.push_back(Work::Cycles {
                 cycles: c,
                 instructions: c,

@@ -8,6 +8,7 @@
 use super::hw::Hw;
 use super::locking::rwsem::SemRef;
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT};
+use super::mmap::ZapRange;
 use super::page_alloc::PageAlloc;
 use super::tlbflush::flush_tlb_mm_range;
 use super::KFn;
@@ -28,9 +29,6 @@ pub const COPY_ENTRY_CYCLES: u64 = 60;
 /// page-table copying); no measurement on the modeled machines was found. It
 /// is charged to the parent outside any timed interval.
 pub const COPY_PROCESS_CYCLES: u64 = 30_000;
-
-/// A VMA range torn down by `exit_mmap()`: start, end and the zapped (pfn, huge) entries.
-pub type ZapRange = (u64, u64, Vec<(u64, bool)>);
 
 /// What `dup_mmap()` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,19 +105,13 @@ impl Kernel {
         out
     }
 
-    /// `exit_mmap()`: unmaps every VMA of `mm`. Returns the zapped entries
-    /// (head pfn or sub-page pfn, huge) per VMA range, for the caller to
-    /// release and flush.
+    /// `exit_mmap()`: unmaps every VMA of `mm`. Returns what each VMA's
+    /// range held, for the caller to release and flush.
     pub fn exit_mmap_ranges(&mut self, mm: usize) -> Vec<ZapRange> {
         let starts: Vec<u64> = self.mms[mm].vmas.iter().map(|v| v.start).collect();
         starts
             .into_iter()
-            .map(|s| {
-                let (vma, zapped) = self.mms[mm].munmap(s).expect("VMA start");
-                self.unlink_file_vma(mm, &vma);
-                let zapped = self.hugetlb_unmap(&vma, zapped);
-                (vma.start, vma.end, zapped)
-            })
+            .map(|s| self.unmap_vma(mm, s).expect("VMA start"))
             .collect()
     }
 }
@@ -137,8 +129,12 @@ impl Kernel {
         // dup_mmap() holds the parent's mmap_lock for write throughout.
         self.down_write(hw, SemRef::Mmap(parent_mm));
         let copy = self.dup_mmap(parent_mm);
-        hw.charge(copy.cycles);
-        if self.page_tables() {
+        if self.cfg.pte_locks {
+            self.copy_page_range_locked(hw, parent_mm, copy);
+        } else {
+            hw.charge(copy.cycles);
+        }
+        if self.page_tables() && !self.cfg.pte_locks {
             // copy_page_range(): the child's tables allocated and each
             // copied entry stored (kernel/pgtable.rs).
             let child = copy.child_mm;
@@ -173,5 +169,40 @@ impl Kernel {
         );
         hw.settle(KFn::FlushTlb);
         copy.child_mm
+    }
+
+    /// `copy_page_range()` with the split page-table locks
+    /// (`kernel.pte_locks`): per PMD slot of the child, in address order,
+    /// the table's allocation (the child's PTE page, or the page table
+    /// `copy_huge_pmd` deposits for a huge one) before the locks, then the
+    /// copy of its entries under the child's table's lock and the parent's
+    /// ([`Kernel::copy_table_locked`]). The cycles are `copy`'s, spent
+    /// where the path spends them; a PTE table with no entry to copy takes
+    /// no lock (the child's table gets a frame with its first entry).
+    fn copy_page_range_locked(&mut self, hw: &mut Hw, parent: usize, copy: ForkCopy) {
+        let child = copy.child_mm;
+        let alloc = self.costs.page_alloc_cycles;
+        let mut tables = Vec::new();
+        for (&key, pmd) in &self.mms[child].pmds {
+            let base = key << PMD_SHIFT;
+            tables.push(match pmd {
+                Pmd::Huge(_) => vec![base],
+                Pmd::Table(t) => t
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.is_some())
+                    .map(|(i, _)| base + ((i as u64) << 12))
+                    .collect(),
+            });
+        }
+        let mut charged = 0;
+        for vas in tables {
+            hw.charge(alloc);
+            let cycles = vas.len() as u64 * COPY_ENTRY_CYCLES;
+            // kernel.pte_locks needs kernel.page_tables.
+            self.copy_table_locked(hw, child, parent, &vas, cycles);
+            charged += alloc + cycles;
+        }
+        debug_assert_eq!(charged, copy.cycles, "dup_mmap's cycles, table by table");
     }
 }

@@ -243,7 +243,8 @@ impl Kernel {
     fn restore_numa_entry(&mut self, mm_id: usize, addr: u64, work: &mut VecDeque<Work>) {
         if let Some(line) = self.leaf_entry_line(mm_id, addr) {
             work.push_back(Work::EntryRmw {
-                lines: vec![line],
+                mm: mm_id,
+                entries: vec![(addr, line)],
                 what: KFn::HandleMmFault,
             });
         }

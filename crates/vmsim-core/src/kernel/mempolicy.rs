@@ -94,7 +94,7 @@ impl Kernel {
                     nr += 512;
                     huge += 1;
                     if in_memory {
-                        rmw_lines.extend(mm.pt.line(base, Level::Pmd));
+                        rmw_lines.extend(mm.pt.line(base, Level::Pmd).map(|l| (base, l)));
                     }
                 }
                 Pmd::Table(t) => {
@@ -121,7 +121,7 @@ impl Kernel {
                         nr += 1;
                         if in_memory {
                             let va = base + ((lo + i as u64) << 12);
-                            rmw_lines.extend(mm.pt.line(va, Level::Pte));
+                            rmw_lines.extend(mm.pt.line(va, Level::Pte).map(|l| (va, l)));
                         }
                     }
                 }
@@ -142,7 +142,8 @@ impl Kernel {
         });
         if !rmw_lines.is_empty() {
             work.push_back(Work::EntryRmw {
-                lines: rmw_lines,
+                mm: mm_id,
+                entries: rmw_lines,
                 what: KFn::TaskNumaWork,
             });
         }

@@ -296,11 +296,22 @@ pub enum Work {
         instr: u64,
         what: KFn,
     },
-    /// Locked read-modify-writes of page-table entries on these lines
-    /// (`kernel.page_tables`, kernel/pgtable.rs): `change_prot_numa`'s
-    /// `ptep_modify_prot_start` on each entry it changes.
+    /// Locked read-modify-writes of page-table entries of `mm`
+    /// (`kernel.page_tables`, kernel/pgtable.rs), each given as its address
+    /// and its line when queued: `change_prot_numa`'s
+    /// `ptep_modify_prot_start` on each entry it changes, a hint fault's
+    /// restore of its entry.
     EntryRmw {
-        lines: Vec<u64>,
+        mm: usize,
+        entries: Vec<(u64, u64)>,
+        what: KFn,
+    },
+    /// Fixed cycles of a path under the split lock of the table holding
+    /// `va`'s leaf entry in `mm` (`kernel.pte_locks`): fault-around's window.
+    PtlCycles {
+        mm: usize,
+        va: u64,
+        cycles: u64,
         what: KFn,
     },
     /// A fault's `mmap_read_lock` / `mmap_read_unlock` of its mm
@@ -329,6 +340,7 @@ impl Work {
             Work::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
             Work::SpinSection { what, .. } => *what,
             Work::EntryRmw { what, .. } => *what,
+            Work::PtlCycles { what, .. } => *what,
             _ => KFn::HandleMmFault,
         }
     }

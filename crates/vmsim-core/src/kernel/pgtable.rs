@@ -31,10 +31,14 @@
 //!   makes accessible again (kernel/memory.rs), and `remove_migration_ptes`
 //!   stores the new entry.
 //!
-//! With `kernel.pte_locks` those accesses, but for fork's copies, are made
-//! under the table's split lock (`ptlock_ptr()`: a spinlock whose word is
-//! the table's `struct page` line), per entry, or per table for
-//! `change_prot_numa` as `change_pte_range` takes it.
+//! With `kernel.pte_locks` those accesses are made under the table's split
+//! lock (`ptlock_ptr()`: a spinlock whose word is the table's `struct page`
+//! line), per entry, or per table for `change_prot_numa` as
+//! `change_pte_range` takes it; fork's copies under the child's table's
+//! lock and the parent's, once per table (`copy_pte_range`) or huge entry
+//! (`copy_huge_pmd`). A zap (kernel/mmap.rs) and fault-around's window
+//! (kernel/filemap.rs) take the lock once per table too, with no entry
+//! access of their own.
 //!
 //! Invariants: a table has a frame from the first entry written into its
 //! range until `free_pgtables` finds its range empty; the frames are never
@@ -157,23 +161,103 @@ impl Kernel {
         moved
     }
 
-    /// Locked read-modify-writes of the entries in `lines` (`change_prot_numa`'s
-    /// `ptep_modify_prot_start`, or a hint fault's restore of one entry),
-    /// each table's under its split lock once (`change_pte_range` takes it
-    /// per table; `kernel.pte_locks`). Neither `change_pte_cycles` nor the
-    /// fault's estimate names the lock, so nothing is moved out of them.
-    pub fn entry_rmws(&mut self, hw: &mut Hw, lines: &[u64], what: KFn) {
+    /// Locked read-modify-writes of the entries of `mm_id` in `entries`
+    /// (address, and its entry's line when the work was queued:
+    /// `change_prot_numa`'s `ptep_modify_prot_start`, or a hint fault's
+    /// restore of one entry), each table's under its split lock once
+    /// (`change_pte_range` takes it per table; `kernel.pte_locks`). Neither
+    /// `change_pte_cycles` nor the fault's estimate names the lock, so
+    /// nothing is moved out of them.
+    ///
+    /// The work runs after the path that queued it: if the table was freed
+    /// meanwhile (an unmap in between), its lock went with it and none is
+    /// taken (the kernel's paths hold `mmap_lock` for read across the
+    /// change, so no unmap can come between; the model's queued work may).
+    pub fn entry_rmws(&mut self, hw: &mut Hw, mm_id: usize, entries: &[(u64, u64)], what: KFn) {
         let mut i = 0;
-        while i < lines.len() {
-            let table = lines[i] >> 6;
-            let n = lines[i..].iter().take_while(|&&l| l >> 6 == table).count();
-            let ptl = self.ptl_lock(hw, lines[i], what);
-            for &line in &lines[i..i + n] {
+        while i < entries.len() {
+            let (va, line) = entries[i];
+            let table = line >> 6;
+            let n = entries[i..]
+                .iter()
+                .take_while(|&&(_, l)| l >> 6 == table)
+                .count();
+            let live = self.cfg.pte_locks
+                && self
+                    .leaf_entry_line(mm_id, va)
+                    .is_some_and(|l| l >> 6 == table);
+            let ptl = if live {
+                self.ptl_lock(hw, line, what)
+            } else {
+                None
+            };
+            for &(_, line) in &entries[i..i + n] {
                 hw.atomic(line);
             }
             self.ptl_unlock(hw, ptl);
             i += n;
         }
+    }
+
+    /// `cycles` of `va`'s path in `mm_id` under the split lock of the table
+    /// holding its leaf entry (`kernel.pte_locks`), as the table is when the
+    /// CPU gets there; without the lock, or when the table has no frame,
+    /// the cycles alone. Fault-around's window: `filemap_map_pages` maps it
+    /// under one lock of the PTE table (`map_pages_per_pte_cycles` a page).
+    pub fn ptl_cycles(&mut self, hw: &mut Hw, mm_id: usize, va: u64, cycles: u64, what: KFn) {
+        let ptl = match self.leaf_entry_line(mm_id, va) {
+            Some(line) => self.ptl_lock(hw, line, what),
+            None => None,
+        };
+        hw.charge(cycles);
+        self.ptl_unlock(hw, ptl);
+    }
+
+    /// One table's share of fork's copy (`kernel.pte_locks`): the child's
+    /// entries `vas` of `dst` (one PMD slot's: a PTE table's present
+    /// entries, `copy_pte_range`, or one huge PMD, `copy_huge_pmd`) copied
+    /// from `src`. The child's tables on the way are allocated first
+    /// (`pte_alloc_map_lock`, `pmd_alloc`); then the child's table's lock
+    /// is taken, then the parent's (`spin_lock_nested`), and under both
+    /// the copy's `cycles` (`COPY_ENTRY_CYCLES` an entry, kernel/fork.rs)
+    /// and the child's stores; the parent's lock goes first.
+    ///
+    /// `copy_pte_range` drops both locks and takes them again only when,
+    /// every 32 units of progress, `need_resched()` or (with
+    /// `CONFIG_PREEMPT`) `spin_needbreak()` says so; the model's fork runs
+    /// whole and nobody waits on a lock mid-path, so it takes them once.
+    pub fn copy_table_locked(
+        &mut self,
+        hw: &mut Hw,
+        dst: usize,
+        src: usize,
+        vas: &[u64],
+        cycles: u64,
+    ) {
+        let Some(&first) = vas.first() else {
+            hw.charge(cycles);
+            return;
+        };
+        let leaf = self.alloc_pgtables(hw, dst, first);
+        let dst_line = leaf.and_then(|l| self.mms[dst].pt.line(first, l));
+        let dst_ptl = match dst_line {
+            Some(line) => self.ptl_lock(hw, line, KFn::Fork),
+            None => None,
+        };
+        let src_ptl = match self.leaf_entry_line(src, first) {
+            Some(line) => self.ptl_lock(hw, line, KFn::Fork),
+            None => None,
+        };
+        hw.charge(cycles);
+        if let Some(leaf) = leaf {
+            for &va in vas {
+                if let Some(line) = self.mms[dst].pt.line(va, leaf) {
+                    hw.store(line);
+                }
+            }
+        }
+        self.ptl_unlock(hw, src_ptl);
+        self.ptl_unlock(hw, dst_ptl);
     }
 
     /// A store to `va`'s leaf entry in `mm_id` on `hw.cpu` (`set_pte_at`
@@ -200,7 +284,7 @@ impl Kernel {
     /// the table's `struct page` (`USE_SPLIT_PTE_PTLOCKS` without lockdep:
     /// the spinlock fits in the page's `ptl` field). Time before the lock
     /// goes to `what`, the spinning to `KFn::SpinLock`.
-    fn ptl_lock(&mut self, hw: &mut Hw, line: u64, what: KFn) -> Option<SpinRef> {
+    pub(crate) fn ptl_lock(&mut self, hw: &mut Hw, line: u64, what: KFn) -> Option<SpinRef> {
         if !self.cfg.pte_locks {
             return None;
         }
@@ -216,7 +300,7 @@ impl Kernel {
     }
 
     /// `spin_unlock` of a lock [`Kernel::ptl_lock`] took (nothing for None).
-    fn ptl_unlock(&mut self, hw: &mut Hw, ptl: Option<SpinRef>) {
+    pub(crate) fn ptl_unlock(&mut self, hw: &mut Hw, ptl: Option<SpinRef>) {
         if let (Some(r), Some(sl)) = (ptl, self.spinlocks.as_mut()) {
             sl.lock_of(r).unlock(hw, &mut self.lock_stats);
         }
@@ -248,5 +332,75 @@ impl Kernel {
             self.pgtable.pgtable_free += 1;
             self.pgtable.nr_page_table_pages -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{embedded_machines, KernelConfig, Preset};
+    use crate::kernel::locking::spinlock::SpinImpl;
+    use crate::kernel::locking::test_hw::{machine, on};
+    use crate::kernel::mm::{Pte, VmaKind};
+
+    fn kernel() -> Kernel {
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+            .unwrap();
+        let preset = Preset::parse(text, name).unwrap();
+        let cfg = KernelConfig {
+            struct_pages: true,
+            spinlocks: Some(SpinImpl::Queued),
+            page_tables: true,
+            pte_locks: true,
+            ..KernelConfig::default()
+        };
+        Kernel::new(cfg, preset.kernel_costs(), 2, 64 << 20)
+    }
+
+    fn ptl_frames(k: &Kernel) -> Vec<u64> {
+        k.spinlocks.as_ref().unwrap().ptl_frames().collect()
+    }
+
+    #[test]
+    fn queued_entry_work_takes_no_lock_of_a_table_freed_meanwhile() {
+        let mut k = kernel();
+        let mut m = machine();
+        let mm = k.new_mm();
+        let a = k.mms[mm].mmap(4 << 20, VmaKind::AnonPrivate, true);
+        let b = a + (2 << 20);
+        k.mms[mm].set_pte(a, Pte::new(1000, true));
+        k.mms[mm].set_pte(b, Pte::new(1001, true));
+        on(&mut m, 0, |hw| {
+            k.set_entry_at(hw, mm, a, true);
+            k.set_entry_at(hw, mm, b, true);
+        });
+        let (la, lb) = (
+            k.leaf_entry_line(mm, a).unwrap(),
+            k.leaf_entry_line(mm, b).unwrap(),
+        );
+        assert_eq!(ptl_frames(&k), {
+            let mut v = vec![la >> 6, lb >> 6];
+            v.sort();
+            v
+        });
+        // A hint fault's restore of `a` is queued; then `a`'s table goes
+        // (its entry zapped, free_pgtables), and its lock with it.
+        k.mms[mm].ptep_get_and_clear(a);
+        k.mms[mm].pmds.remove(&(a >> PMD_SHIFT));
+        k.free_pgtables(mm, false);
+        assert_eq!(ptl_frames(&k), vec![lb >> 6]);
+        let taken = k
+            .lock_stats
+            .get(crate::kernel::locking::LockClass::PteLock)
+            .acquisitions;
+        on(&mut m, 0, |hw| {
+            k.entry_rmws(hw, mm, &[(a, la), (b, lb)], KFn::HandleMmFault);
+        });
+        // `b`'s table is locked; `a`'s frame gets no lock made for it.
+        assert_eq!(ptl_frames(&k), vec![lb >> 6]);
+        let s = k.lock_stats.get(crate::kernel::locking::LockClass::PteLock);
+        assert_eq!(s.acquisitions, taken + 1);
     }
 }

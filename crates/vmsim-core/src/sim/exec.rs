@@ -182,9 +182,18 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.up_read(&mut hw, SemRef::Mmap(mm));
             }
-            Work::EntryRmw { lines, what } => {
+            Work::EntryRmw { mm, entries, what } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
-                k.entry_rmws(&mut hw, &lines, what);
+                k.entry_rmws(&mut hw, mm, &entries, what);
+            }
+            Work::PtlCycles {
+                mm,
+                va,
+                cycles,
+                what,
+            } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.ptl_cycles(&mut hw, mm, va, cycles, what);
             }
             Work::SpinSection { lock, instr, what } => {
                 let (k, mut hw) = self.kernel_hw(cpu);

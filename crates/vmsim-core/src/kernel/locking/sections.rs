@@ -162,6 +162,11 @@ impl Spinlocks {
         self.ptl.remove(&pfn);
     }
 
+    /// The frames whose split lock exists (taken since their table was made).
+    pub fn ptl_frames(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ptl.keys().copied()
+    }
+
     fn slot(v: &mut Vec<u32>, i: usize, init: u32) -> &mut u32 {
         if v.len() <= i {
             v.resize(i + 1, init);
