@@ -280,6 +280,14 @@ pub fn report(sim: &Sim) -> Value {
         );
     }
     put("sys_cycles_by_function", Value::Object(by_fn));
+    // Of each path's system cycles, those its memory accesses took beyond
+    // their issue: the rest is its own instructions (spinning on a lock is
+    // a path of its own, spin_lock).
+    let mem_by_fn: Map<String, Value> = crate::kernel::KFn::ALL
+        .iter()
+        .map(|f| (f.name().to_string(), json!(sim.kfn_mem_cycles[*f as usize])))
+        .collect();
+    put("sys_mem_cycles_by_function", Value::Object(mem_by_fn));
     // The access engine's per-task counts and latency histograms (tasks that made `Access` runs).
     let access: Vec<Value> = sim
         .tasks

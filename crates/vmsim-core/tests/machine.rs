@@ -736,3 +736,28 @@ fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     assert_eq!(m.cpus[2].stats.walker_loads, [0; 5]);
     assert_eq!(m.cpus[2].stats.tlb_walks, 1);
 }
+
+#[test]
+fn a_kernel_access_counts_what_it_took_beyond_its_issue_as_memory_time() {
+    use vmsim_core::machine::Mode;
+    let (p, mut m) = e5();
+    let dram = p.dram_local_cycles;
+    // In user mode nothing is counted.
+    m.access(0, 100, AccessKind::Load, false, 1);
+    assert_eq!(m.cpus[0].stats.sys_mem_cycles, 0);
+    // In kernel mode a cold dependent load waits the DRAM latency less its
+    // one issue cycle; an L1 hit the load-to-use latency less it.
+    m.set_mode(0, Mode::Kernel);
+    m.access(0, 200, AccessKind::Load, false, 1);
+    assert_eq!(m.cpus[0].stats.sys_mem_cycles, dram - 1);
+    m.access(0, 200, AccessKind::Load, false, 1);
+    assert_eq!(
+        m.cpus[0].stats.sys_mem_cycles,
+        dram - 1 + p.l1d.latency_cycles - 1
+    );
+    // The path's own instructions are not memory time.
+    let before = m.cpus[0].stats.sys_mem_cycles;
+    m.advance(0, 500, 500);
+    assert_eq!(m.cpus[0].stats.sys_mem_cycles, before);
+    assert!(m.cpus[0].stats.sys_cycles >= before + 500);
+}

@@ -25,6 +25,14 @@ pub const LOCKED_RMW_CYCLES: u64 = 18;
 /// System cycles by kernel path, indexed like `KFn::ALL`.
 pub type KfnCycles = [u64; KFn::ALL.len()];
 
+/// A CPU's system cycles already attributed to a path, and the part of
+/// them its memory accesses took (`CpuStats::sys_mem_cycles`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Settled {
+    pub sys: u64,
+    pub mem: u64,
+}
+
 pub struct Hw<'a> {
     /// The CPU the path runs on.
     pub cpu: usize,
@@ -32,8 +40,10 @@ pub struct Hw<'a> {
     /// Every CPU's `cpu_tlbstate` (a flush reads its targets').
     pub(crate) tlbstate: &'a mut [TlbState],
     /// This CPU's system cycles already attributed.
-    settled: &'a mut u64,
+    settled: &'a mut Settled,
     kfn_cycles: &'a mut KfnCycles,
+    /// The part of `kfn_cycles` memory accesses took.
+    kfn_mem_cycles: &'a mut KfnCycles,
 }
 
 impl<'a> Hw<'a> {
@@ -41,8 +51,9 @@ impl<'a> Hw<'a> {
         cpu: usize,
         m: &'a mut Machine,
         tlbstate: &'a mut [TlbState],
-        settled: &'a mut u64,
+        settled: &'a mut Settled,
         kfn_cycles: &'a mut KfnCycles,
+        kfn_mem_cycles: &'a mut KfnCycles,
     ) -> Hw<'a> {
         Hw {
             cpu,
@@ -50,6 +61,7 @@ impl<'a> Hw<'a> {
             tlbstate,
             settled,
             kfn_cycles,
+            kfn_mem_cycles,
         }
     }
 
@@ -115,16 +127,33 @@ impl<'a> Hw<'a> {
 
     /// Attributes this CPU's system cycles since the last settlement to `what`.
     pub fn settle(&mut self, what: KFn) {
-        settle(self.machine, self.cpu, self.settled, self.kfn_cycles, what);
+        settle(
+            self.machine,
+            self.cpu,
+            self.settled,
+            self.kfn_cycles,
+            self.kfn_mem_cycles,
+            what,
+        );
     }
 }
 
-/// `cpu`'s system cycles since `settled` go to `what`.
+/// `cpu`'s system cycles since `settled` go to `what`, and so does the part
+/// of them its memory accesses took.
 #[inline]
-pub fn settle(m: &Machine, cpu: usize, settled: &mut u64, kfn_cycles: &mut KfnCycles, what: KFn) {
-    let sys = m.cpus[cpu].stats.sys_cycles;
-    if sys > *settled {
-        kfn_cycles[what as usize] += sys - *settled;
-        *settled = sys;
+pub fn settle(
+    m: &Machine,
+    cpu: usize,
+    settled: &mut Settled,
+    kfn_cycles: &mut KfnCycles,
+    kfn_mem_cycles: &mut KfnCycles,
+    what: KFn,
+) {
+    let st = &m.cpus[cpu].stats;
+    if st.sys_cycles > settled.sys {
+        kfn_cycles[what as usize] += st.sys_cycles - settled.sys;
+        settled.sys = st.sys_cycles;
+        kfn_mem_cycles[what as usize] += st.sys_mem_cycles - settled.mem;
+        settled.mem = st.sys_mem_cycles;
     }
 }

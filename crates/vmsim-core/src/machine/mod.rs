@@ -81,6 +81,9 @@ pub struct CpuStats {
     pub stall_cycles: u64,
     /// Cycles this thread waited for issue slots its SMT sibling was using.
     pub smt_issue_wait_cycles: u64,
+    /// Of `sys_cycles`, those its memory accesses took beyond their issue
+    /// (waiting for a buffer, the data or the sibling's issue slots).
+    pub sys_mem_cycles: u64,
 }
 
 /// In declaration order (`repr(C)`): what every quantum and every access
@@ -503,6 +506,9 @@ impl Machine {
         let cyc = new_clock - now;
         c.clock = new_clock;
         account(c, cyc);
+        if c.mode == Mode::Kernel {
+            c.stats.sys_mem_cycles += cyc.saturating_sub(issue);
+        }
         // Most accesses give the prefetchers nothing to see (an L1 hit or a
         // string store without data, not a load the L1 prefetcher follows):
         // that test is made here, in line.

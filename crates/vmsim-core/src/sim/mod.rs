@@ -154,7 +154,7 @@ pub struct CpuCtx {
     pos: u64,
     started: bool,
     /// System cycles of this CPU already attributed to a kernel path.
-    sys_settled: u64,
+    sys_settled: crate::kernel::hw::Settled,
     /// When the current task was switched in or last had its run time added up.
     pub(crate) curr_since: u64,
     /// The next scheduler tick, on the tick grid.
@@ -193,6 +193,8 @@ pub struct Sim {
     pub progress_horizon: u64,
     /// System cycles by kernel path, indexed like `KFn::ALL`.
     pub kfn_cycles: [u64; KFn::ALL.len()],
+    /// The part of `kfn_cycles` the paths' memory accesses took.
+    pub kfn_mem_cycles: [u64; KFn::ALL.len()],
     copy_issue: u64,
     /// The scheduler tick's period (1 s / `CONFIG_HZ`) in cycles.
     tick_period: u64,
@@ -319,6 +321,7 @@ impl Sim {
             live_user_tasks: 0,
             progress_horizon: 0,
             kfn_cycles: [0; KFn::ALL.len()],
+            kfn_mem_cycles: [0; KFn::ALL.len()],
             copy_issue,
             tick_period,
             tick_phase: 0,
@@ -404,7 +407,7 @@ impl Sim {
             self.machine.interrupt(cpu, cost);
             // Charged straight to the tick, so cycles not yet settled keep their path.
             self.kfn_cycles[KFn::Tick as usize] += cost;
-            self.cpus[cpu].sys_settled += cost;
+            self.cpus[cpu].sys_settled.sys += cost;
             self.sched.stats.nr_ticks += 1;
             self.cpus[cpu].ticked = true;
             let next = self.cpus[cpu].next_tick + self.tick_period;
@@ -495,6 +498,7 @@ impl Sim {
                 &mut self.tlbstate,
                 &mut self.cpus[cpu].sys_settled,
                 &mut self.kfn_cycles,
+                &mut self.kfn_mem_cycles,
             ),
         )
     }
@@ -806,6 +810,7 @@ impl Sim {
             cpu,
             &mut self.cpus[cpu].sys_settled,
             &mut self.kfn_cycles,
+            &mut self.kfn_mem_cycles,
             what,
         );
     }

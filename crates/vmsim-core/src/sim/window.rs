@@ -326,6 +326,13 @@ impl Sim {
         for (a, b) in self.kfn_cycles.iter_mut().zip(sh.kfn_cycles.iter_mut()) {
             *a += std::mem::take(b);
         }
+        for (a, b) in self
+            .kfn_mem_cycles
+            .iter_mut()
+            .zip(sh.kfn_mem_cycles.iter_mut())
+        {
+            *a += std::mem::take(b);
+        }
         let (w, d) = (&mut self.window_stats, &mut sh.window_stats);
         w.quanta_partitioned += std::mem::take(&mut d.quanta_partitioned);
         for (a, b) in w.parked.iter_mut().zip(d.parked.iter_mut()) {

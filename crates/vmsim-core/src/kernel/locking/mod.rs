@@ -152,9 +152,9 @@ pub(crate) mod test_hw {
     pub fn on<R>(m: &mut Machine, cpu: usize, f: impl FnOnce(&mut Hw) -> R) -> R {
         let n = m.cpus.len();
         let mut ts = vec![TlbState::default(); n];
-        let mut settled = 0;
-        let mut kfn: KfnCycles = Default::default();
-        let mut hw = Hw::new(cpu, m, &mut ts, &mut settled, &mut kfn);
+        let mut settled = Default::default();
+        let (mut kfn, mut mem): (KfnCycles, KfnCycles) = Default::default();
+        let mut hw = Hw::new(cpu, m, &mut ts, &mut settled, &mut kfn, &mut mem);
         f(&mut hw)
     }
 }
