@@ -732,16 +732,13 @@ pub(crate) fn fault_error(t: usize, e: FaultError) -> crate::error::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{embedded_machines, KernelConfig, Preset};
+    use crate::config::KernelConfig;
     use crate::kernel::huge_memory::process_huge_page_order;
+    use crate::kernel::locking::test_hw::e5_preset;
     use crate::policy::HugePageOrder;
 
     fn kernel(order: HugePageOrder) -> Kernel {
-        let (name, text) = embedded_machines()
-            .iter()
-            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-            .unwrap();
-        let preset = Preset::parse(text, name).unwrap();
+        let preset = e5_preset();
         let cfg = KernelConfig {
             clear_huge_page: crate::policy::ClearHugePage::from(order).into(),
             copy_huge_page: order.into(),

@@ -338,17 +338,13 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{embedded_machines, KernelConfig, Preset};
+    use crate::config::KernelConfig;
     use crate::kernel::locking::spinlock::SpinImpl;
-    use crate::kernel::locking::test_hw::{machine, on};
+    use crate::kernel::locking::test_hw::{e5_preset, machine, on};
     use crate::kernel::mm::{Pte, VmaKind};
 
     fn kernel() -> Kernel {
-        let (name, text) = embedded_machines()
-            .iter()
-            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-            .unwrap();
-        let preset = Preset::parse(text, name).unwrap();
+        let preset = e5_preset();
         let cfg = KernelConfig {
             struct_pages: true,
             spinlocks: Some(SpinImpl::Queued),

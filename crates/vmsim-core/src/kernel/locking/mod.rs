@@ -135,12 +135,17 @@ pub(crate) mod test_hw {
     use crate::kernel::tlbflush::TlbState;
     use crate::machine::{Machine, Mode};
 
-    pub fn machine() -> Machine {
+    /// The built-in E5-2699 v3 preset, parsed.
+    pub fn e5_preset() -> Preset {
         let (name, text) = embedded_machines()
             .iter()
             .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
             .unwrap();
-        let p = Preset::parse(text, name).unwrap();
+        Preset::parse(text, name).unwrap()
+    }
+
+    pub fn machine() -> Machine {
+        let p = e5_preset();
         let mut m = Machine::new(&p.machine_params().unwrap(), 64 << 20, 0).unwrap();
         for c in &mut m.cpus {
             c.mode = Mode::Kernel;
