@@ -733,23 +733,27 @@ def _on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt("SIGTERM")
 
 
-def _signal_handlers() -> Dict[int, Any]:
+def _signal_handlers(old: Dict[int, Any]) -> None:
     """Puts the command's SIGINT and SIGTERM handling in place (a signal the
-    caller ignores stays ignored); returns the handlers it replaced."""
-    old: Dict[int, Any] = {}
+    caller ignores stays ignored), recording in `old` each handler as it is
+    replaced: a Ctrl-C right after SIGINT's is in place interrupts this, and
+    the caller restores what was replaced so far."""
     for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, _on_sigterm)):
         try:
             current = signal.getsignal(sig)
             if current is not signal.SIG_IGN:
-                old[sig] = signal.signal(sig, handler)
+                old[sig] = current
+                signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread: left as they are
-            pass
-    return old
+            old.pop(sig, None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    old_handlers = _signal_handlers()
+    old_handlers: Dict[int, Any] = {}
     try:
+        # Inside the try: SIGINT raises KeyboardInterrupt from the moment its
+        # handler is in place, before SIGTERM's is.
+        _signal_handlers(old_handlers)
         return _main(argv)
     except KeyboardInterrupt as e:
         return _interrupted(e)
