@@ -192,10 +192,7 @@ impl Kernel {
         let mut entries = &zapped.entries[..];
         let mut checked = false;
         for &(line, n) in &zapped.tables {
-            let ptl = match line {
-                Some(line) => self.ptl_lock(hw, line, KFn::FreePages),
-                None => None,
-            };
+            let ptl = self.ptl_lock_at(hw, line, KFn::FreePages);
             if !checked {
                 // zap_pte_range() takes the PTE lock, then
                 // flush_tlb_batched_pending() (the later tables' calls find

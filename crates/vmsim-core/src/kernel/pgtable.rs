@@ -205,10 +205,7 @@ impl Kernel {
     /// the cycles alone. Fault-around's window: `filemap_map_pages` maps it
     /// under one lock of the PTE table (`map_pages_per_pte_cycles` a page).
     pub fn ptl_cycles(&mut self, hw: &mut Hw, mm_id: usize, va: u64, cycles: u64, what: KFn) {
-        let ptl = match self.leaf_entry_line(mm_id, va) {
-            Some(line) => self.ptl_lock(hw, line, what),
-            None => None,
-        };
+        let ptl = self.ptl_lock_at(hw, self.leaf_entry_line(mm_id, va), what);
         hw.charge(cycles);
         self.ptl_unlock(hw, ptl);
     }
@@ -240,14 +237,8 @@ impl Kernel {
         };
         let leaf = self.alloc_pgtables(hw, dst, first);
         let dst_line = leaf.and_then(|l| self.mms[dst].pt.line(first, l));
-        let dst_ptl = match dst_line {
-            Some(line) => self.ptl_lock(hw, line, KFn::Fork),
-            None => None,
-        };
-        let src_ptl = match self.leaf_entry_line(src, first) {
-            Some(line) => self.ptl_lock(hw, line, KFn::Fork),
-            None => None,
-        };
+        let dst_ptl = self.ptl_lock_at(hw, dst_line, KFn::Fork);
+        let src_ptl = self.ptl_lock_at(hw, self.leaf_entry_line(src, first), KFn::Fork);
         hw.charge(cycles);
         if let Some(leaf) = leaf {
             for &va in vas {
@@ -297,6 +288,17 @@ impl Kernel {
         sl.lock_of(r).lock(hw, imp, &mut self.lock_stats);
         hw.settle(KFn::SpinLock);
         Some(r)
+    }
+
+    /// [`Kernel::ptl_lock`] of the table holding `line`, if there is one
+    /// (None: the table has no frame, so no lock is taken).
+    pub(crate) fn ptl_lock_at(
+        &mut self,
+        hw: &mut Hw,
+        line: Option<u64>,
+        what: KFn,
+    ) -> Option<SpinRef> {
+        line.and_then(|l| self.ptl_lock(hw, l, what))
     }
 
     /// `spin_unlock` of a lock [`Kernel::ptl_lock`] took (nothing for None).
