@@ -17,11 +17,20 @@ def test_one_preset_rows_have_sources_and_errors():
         assert r["source"] and r["published"] > 0 and r["model"] > 0
         assert r["error"] == pytest.approx((r["model"] - r["published"]) / r["published"])
     assert "xeon-8358-icx" in result["table"]
-    # The rows the superqueue was fitted to say so, in the JSON and the table.
-    fitted = [r for r in rows if r["calibrates"]]
-    assert fitted and all(r["calibrates"] == "l2.superqueue" for r in fitted)
-    assert all("128 MiB" in r["description"] for r in fitted)
-    assert "[calibrates l2.superqueue]" in result["table"]
+    # The rows a parameter was fitted to or derived from say so, in the JSON
+    # and the table: the superqueue's DRAM rows, the grant's long rep stosb
+    # calls, the posted-write hold's movnti rows.
+    fitted = {}
+    for r in rows:
+        if r["calibrates"]:
+            fitted.setdefault(r["calibrates"], []).append(r["description"])
+    assert set(fitted) == {"l2.superqueue", "string.no_rfo_grant", "memory.posted_write_ns"}
+    assert all("128 MiB" in d for d in fitted["l2.superqueue"])
+    assert all("rep stosb" in d for d in fitted["string.no_rfo_grant"])
+    assert not any("4 KiB calls" in d or "64 KiB calls" in d for d in fitted["string.no_rfo_grant"])
+    assert all("movnti" in d for d in fitted["memory.posted_write_ns"])
+    for k in fitted:
+        assert f"[calibrates {k}]" in result["table"]
     assert any(r["calibrates"] is None for r in rows)
 
 

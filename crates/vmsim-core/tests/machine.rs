@@ -35,7 +35,7 @@ fn node_gbs(p: &MachineParams) -> f64 {
 
 #[test]
 fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
-    // Preset as shipped: the grant waits for the home (memory directory or other-socket snoop).
+    // The grant waits for the home (memory directory or other-socket snoop): its idle DRAM latency.
     let (p, mut m) = icx(NoRfoGrant::Memory);
     assert!(p.no_rfo_full_lines);
     let dram = p.dram_local_cycles;
@@ -69,6 +69,54 @@ fn a_no_rfo_grant_holds_the_superqueue_for_the_homes_round_trip() {
     assert_eq!(
         m.cores[0].sq.iter().copied().max(),
         Some(p.llc.latency_cycles)
+    );
+}
+
+#[test]
+fn a_measured_grant_holds_the_fill_buffer_for_its_time_and_a_remote_home_adds_the_difference() {
+    // Ice Lake-SP as shipped: 62.1 ns for a local home (one core's long rep stosb rate over
+    // its 12 fill buffers), at 2.6 GHz 161 cycles.
+    let p = params("xeon-8358-icx");
+    assert_eq!(p.no_rfo_grant, NoRfoGrant::Cycles(161));
+    let (p, mut m) = icx(NoRfoGrant::Cycles(161));
+    assert_eq!(
+        m.access(0, 100, AccessKind::StringStore, true, 1),
+        Served::NoFill { hops: 0 }
+    );
+    assert_eq!(m.cores[0].sq.iter().copied().max(), Some(161));
+    assert_eq!(m.cores[0].lfb.iter().copied().max(), Some(161));
+    assert_eq!(m.hier.dram[0].stats.bytes_read, 0);
+    // The other socket's home: 161 + (remote - local) DRAM latency.
+    let remote_line = (1u64 << 30) >> 6 | 5;
+    let t = m.cpus[0].clock;
+    assert_eq!(
+        m.access(0, remote_line, AccessKind::StringStore, true, 1),
+        Served::NoFill { hops: 1 }
+    );
+    let far = 161 + p.dram_remote_cycles - p.dram_local_cycles;
+    assert!(m.cores[0].lfb.contains(&(t + far)), "{:?}", m.cores[0].lfb);
+    // A long stream: 12 fill buffers over 161 cycles, 12 x 64 B per 161 cycles.
+    let (p, mut m) = icx(NoRfoGrant::Cycles(161));
+    let n = 50_000u64;
+    for i in 0..n {
+        m.access(0, i, AccessKind::StringStore, true, 1);
+    }
+    let bytes_per_cycle = (n * 64) as f64 / m.cpus[0].clock as f64;
+    let bound = p.l1d.outstanding as f64 * 64.0 / 161.0;
+    assert!(
+        (bytes_per_cycle - bound).abs() / bound < 0.01,
+        "{bytes_per_cycle:.3} B/cycle vs {bound:.3}"
+    );
+    // Reads are not affected: a cold load still waits the local DRAM latency.
+    let (p, mut m) = icx(NoRfoGrant::Cycles(161));
+    assert_eq!(
+        m.access(0, 1 << 20, AccessKind::Load, true, 1),
+        Served::Dram { hops: 0 }
+    );
+    assert!(
+        m.cores[0].sq.contains(&p.dram_local_cycles),
+        "{:?}",
+        m.cores[0].sq
     );
 }
 
@@ -369,7 +417,7 @@ fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
     }
     let mut p = shipped;
-    p.string.no_rfo_grant = "dram".into();
+    p.string.no_rfo_grant = vmsim_core::config::GrantSpec::Named("dram".into());
     match p.machine_params() {
         Err(vmsim_core::api::Error::Config { key, message }) => {
             assert_eq!(key, "string.no_rfo_grant.value");
@@ -379,6 +427,45 @@ fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
             );
         }
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn a_grant_time_is_refused_unless_above_zero_and_at_most_the_local_dram_latency() {
+    let text = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap()
+        .1;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("no_rfo_grant ="))
+        .unwrap();
+    let with = |v: &str| {
+        let new = format!("no_rfo_grant = {{ value = {v}, source = \"test\" }}");
+        Preset::parse(&text.replace(line, &new), "e5")
+    };
+    // 99 ns is this preset's local DRAM latency.
+    let ok = with("62.5").unwrap();
+    assert_eq!(
+        ok.machine_params().unwrap().no_rfo_grant,
+        NoRfoGrant::Cycles(ok.ns_to_cycles(62.5))
+    );
+    assert!(with("99").is_ok());
+    for bad in ["0", "-3.0", "99.5", "\"dram\"", "true"] {
+        match with(bad) {
+            Err(vmsim_core::api::Error::Config { key, message }) => {
+                assert_eq!(key, "string.no_rfo_grant.value", "{bad}");
+                assert!(
+                    message.contains("\"llc\"") && message.contains("local_latency_ns"),
+                    "{bad}: {message}"
+                );
+            }
+            other => panic!(
+                "{bad}: expected a config error, got {:?}",
+                other.map(|_| ())
+            ),
+        }
     }
 }
 

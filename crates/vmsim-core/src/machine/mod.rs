@@ -154,7 +154,17 @@ impl Machine {
             no_rfo: p.no_rfo_full_lines,
             perf_events: p.perf_cache_events,
             lat: Latencies {
-                no_rfo_grant_at_home: p.no_rfo_grant == NoRfoGrant::Memory,
+                no_rfo_grant_at_home: p.no_rfo_grant != NoRfoGrant::Llc,
+                grant_local: match p.no_rfo_grant {
+                    NoRfoGrant::Cycles(c) => c,
+                    _ => p.dram_local_cycles,
+                },
+                grant_remote: match p.no_rfo_grant {
+                    NoRfoGrant::Cycles(c) => {
+                        c + p.dram_remote_cycles.saturating_sub(p.dram_local_cycles)
+                    }
+                    _ => p.dram_remote_cycles,
+                },
                 l1: p.l1d.latency_cycles,
                 l2: p.l2.latency_cycles,
                 llc: p.llc.latency_cycles,

@@ -38,6 +38,11 @@ pub enum NoRfoGrant {
     /// Only once the home has ruled out copies in other sockets: the line's
     /// idle DRAM latency.
     Memory,
+    /// After this many cycles for a local home, a remote one adding the
+    /// remote-local DRAM latency difference: a grant whose time one core's
+    /// measured ownership-only store rate gives (Little's law over the fill
+    /// buffers), shorter than a read's round trip.
+    Cycles(u64),
 }
 
 /// Which lines of a string store longer than the bypass threshold skip the

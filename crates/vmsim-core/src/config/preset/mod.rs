@@ -258,9 +258,10 @@ pub struct StringParams {
     pub drain_at_boundary: bool,
     pub no_rfo_full_lines: bool,
     /// Where ownership without data is granted to a no-RFO full-line store that misses
-    /// the LLC: "llc" (at LLC latency) or "memory" (only once the home has ruled out
-    /// copies in other sockets: the line's idle DRAM latency).
-    pub no_rfo_grant: String,
+    /// the LLC: "llc" (at LLC latency), "memory" (only once the home has ruled out
+    /// copies in other sockets: the line's idle DRAM latency), or a number: the
+    /// grant's time in ns for a local home, measured.
+    pub no_rfo_grant: GrantSpec,
     pub nocache_threshold_kib: u64,
     /// How a string store longer than the threshold bypasses: "call" (all of
     /// it) or "remaining" (its lines while more than the threshold remains).
@@ -319,6 +320,14 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+
+/// `string.no_rfo_grant` as written: a named place, or a time in ns.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum GrantSpec {
+    Named(String),
+    Ns(f64),
+}
 pub const NOCACHE_BY: &[&str] = &["call", "remaining"];
 pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
@@ -404,6 +413,39 @@ impl<'a> P<'a> {
                     "{} is not accepted; accepted: {}",
                     super::fields::show(&o),
                     super::fields::quote_list(choices)
+                ),
+            )),
+        }
+    }
+    /// `no_rfo_grant`: one of [`NO_RFO_GRANTS`], or a time in ns above 0 and
+    /// at most the local DRAM latency (a grant carries no data).
+    fn grant(&mut self, local_latency_ns: f64) -> Result<GrantSpec, Error> {
+        let (k, v) = self.leaf("no_rfo_grant")?;
+        let accepted = || {
+            format!(
+                "accepted: {}, or the grant's time in ns for a local home (above 0, at most memory.local_latency_ns = {local_latency_ns})",
+                super::fields::quote_list(NO_RFO_GRANTS)
+            )
+        };
+        match v {
+            Value::String(s) if NO_RFO_GRANTS.contains(&s.as_str()) => Ok(GrantSpec::Named(s)),
+            Value::Float(_) | Value::Integer(_) => {
+                let x = as_f64(&format!("{k}.value"), &v)?;
+                if x > 0.0 && x <= local_latency_ns {
+                    Ok(GrantSpec::Ns(x))
+                } else {
+                    Err(cfg_err(
+                        format!("{k}.value"),
+                        format!("{x} is not accepted; {}", accepted()),
+                    ))
+                }
+            }
+            o => Err(cfg_err(
+                format!("{k}.value"),
+                format!(
+                    "{} is not accepted; {}",
+                    super::fields::show(&o),
+                    accepted()
                 ),
             )),
         }
@@ -567,7 +609,7 @@ impl Preset {
             startup_cycles: s.u("startup_cycles")?,
             drain_at_boundary: s.b("drain_at_boundary")?,
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
-            no_rfo_grant: s.choice("no_rfo_grant", NO_RFO_GRANTS)?,
+            no_rfo_grant: s.grant(memory.local_latency_ns)?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
             nocache_by: s.choice("nocache_by", NOCACHE_BY)?,
             clzero: s.b("clzero")?,
@@ -735,10 +777,11 @@ impl Preset {
         let bpc = |gbs: f64| gbs * 1e9 / (self.freq_mhz as f64 * 1e6);
         let m = &self.memory;
         let s = &self.string;
-        let no_rfo_grant = match s.no_rfo_grant.as_str() {
-            "llc" => NoRfoGrant::Llc,
-            "memory" => NoRfoGrant::Memory,
-            o => {
+        let no_rfo_grant = match &s.no_rfo_grant {
+            GrantSpec::Ns(ns) => NoRfoGrant::Cycles(cyc(*ns)),
+            GrantSpec::Named(n) if n == "llc" => NoRfoGrant::Llc,
+            GrantSpec::Named(n) if n == "memory" => NoRfoGrant::Memory,
+            GrantSpec::Named(o) => {
                 return Err(cfg_err(
                     "string.no_rfo_grant.value",
                     format!(

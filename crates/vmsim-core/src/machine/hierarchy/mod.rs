@@ -127,6 +127,10 @@ pub struct Latencies {
     /// A no-RFO ownership grant waits for the home's DRAM-class round trip
     /// (memory directory or other-socket snoop) rather than for the LLC.
     pub no_rfo_grant_at_home: bool,
+    /// When it is: the grant's latency for a local home and for a home one
+    /// hop away (the line's idle DRAM latencies unless the preset measured it).
+    pub grant_local: u64,
+    pub grant_remote: u64,
     /// Load-to-use of an L1 hit: what a dependent load waits (an independent
     /// one overlaps it).
     pub l1: u64,
@@ -1133,8 +1137,10 @@ impl Hierarchy {
             Served::L2 => self.lat.l2,
             Served::Llc => self.lat.llc,
             Served::NoFill { .. } if !self.lat.no_rfo_grant_at_home => self.lat.llc,
-            Served::NoFill { hops: 0 } | Served::Dram { hops: 0 } => self.lat.dram_local,
-            Served::NoFill { hops } | Served::Dram { hops } => self.far(self.lat.dram_remote, hops),
+            Served::NoFill { hops: 0 } => self.lat.grant_local,
+            Served::NoFill { hops } => self.far(self.lat.grant_remote, hops),
+            Served::Dram { hops: 0 } => self.lat.dram_local,
+            Served::Dram { hops } => self.far(self.lat.dram_remote, hops),
             Served::RemoteCache { hops } => self.far(self.lat.remote_cache, hops),
             Served::NtWrite { hops: 0 } => self.lat.nt_local,
             Served::NtWrite { hops } => self.far(self.lat.nt_remote, hops),
