@@ -19,6 +19,12 @@ Two comparisons, both with 2 MiB pages and the target sub-page first:
    `vmsim hw microbench`, each beside the model's figure for the same
    microbenchmark on the calibrated preset (`microbench` in the result;
    its `table` is what the command line prints).
+4. *Store sweep*: `vmsim hw store-sweep` on hugetlb 2 MiB memory (THP
+   without root; one
+   core clearing it in calls of 4 KiB to 1 GiB with `rep stosb`, `movnti`
+   and, where the CPU has it, `clzero`; 4 KiB calls in both page orders,
+   a `mov` loop beside them), each row beside the model's figure for the
+   same calls on the calibrated preset (`store_sweep` in the result).
 
 The preset comes from `vmsim hw calibrate` (run here unless `preset=PATH`
 names one). Each row gives both figures and the difference in percent.
@@ -143,19 +149,25 @@ def validate(*, quiet: bool = False, **options: Any) -> Dict[str, Any]:
         row["skipped"] = skipped
     rows.append(row)
     micro = hw("microbench", quiet=quiet, preset=preset, quick=quick, reps=micro_reps)
+    sweep_mib = 256 if quick else 1024
+    # hugetlb needs root for its pool; THP needs none and is as contiguous.
+    backing = "hugetlb-2m" if os.geteuid() == 0 else "thp"
+    sweep = hw("store-sweep", quiet=quiet, preset=preset, size_mib=sweep_mib, reps=micro_reps,
+               strategies=[], l2=False, backing=backing)
     return {
         "command": "validate",
         "preset": preset,
         "host": real.get("host"),
         "options": {"pages": pages, "reps": reps, "quick": quick, "size_mib": size_mib,
-                    "microbench_reps": micro_reps},
+                    "microbench_reps": micro_reps, "store_sweep_mib": sweep_mib},
         "method": "real: vmsim hw clear (median GB/s, no co-runner, target sub-page 0) and vmsim hw pf-test "
                   "hugetlb-2m; simulated: pf-test on the calibrated preset, 2 MiB hugetlb pages, the matching "
                   "clear_huge_page policy (the simulated figure includes modeled fault costs)",
         "calibration": calibration,
         "rows": rows,
         "microbench": micro,
-        "table": format_table(rows) + "\n" + micro["table"],
+        "store_sweep": sweep,
+        "table": format_table(rows) + "\n" + micro["table"] + "\n" + sweep["table"],
     }
 
 

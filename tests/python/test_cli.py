@@ -344,6 +344,19 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
         assert (n if row["host_clean"] else 0) + row["host_reps_switched_out"] <= 4 * reps, row
     assert "host: measured | model (calibrated host preset" in r["table"]
     assert all(row["description"] in r["table"] for row in micro["rows"])
+    # The store sweep: every measured chunk and page-order row beside the
+    # model's figure for the same calls on the calibrated preset.
+    sweep = r["store_sweep"]
+    assert sweep["command"] == "store-sweep" and sweep["options"]["preset"] == r["preset"]
+    measured = [row for row in sweep["results"] if "skipped" not in row]
+    if "skipped" not in sweep:
+        assert {row["case"] for row in measured} >= {"stosb 4K", "stosb 4K descending",
+                                                     "movnti 64K", "mov 4K", "mov 4K descending"}
+        for row in measured:
+            host, model = row["gbps"]["median"], row["model_gbps"]
+            assert host > 0 and model > 0, row
+            assert abs(row["error"] - (model - host) / host) < 0.01, row
+        assert "model    error" in sweep["table"] and sweep["table"] in r["table"]
     assert kernel_policy("4.9.0") == "sequential"
     assert kernel_policy("6.18.44-fc") == "target-last"
     assert kernel_policy("7.0.1") == "contiguous-7.0"

@@ -59,6 +59,11 @@ pub enum Bench {
     /// kernel clear loop's instructions per line) and an `sfence`; only on a
     /// preset whose CPUs have `clzero`.
     ClzeroChunks { chunk_kib: u64 },
+    /// One core clearing 128 MiB of physically contiguous 4 KiB pages one
+    /// page per call, `descending`: last page first (the stores within each
+    /// page ascend either way), with `kind`'s stores (`vmsim hw
+    /// store-sweep`'s page-order rows), GB/s.
+    PageOrder { kind: PageClear, descending: bool },
     /// One core, copy with non-temporal stores (STREAM Copy as glibc builds it for large sizes).
     NtCopy { kib: u64 },
     /// `cores` cores of socket 0 (one thread each) streaming loads from local memory, GB/s.
@@ -72,6 +77,32 @@ pub enum Bench {
     /// As [`Bench::SocketCopy`], with likwid `update` (read and write back
     /// the same lines).
     SocketUpdate { cores: u64 },
+}
+
+/// How a [`Bench::PageOrder`] row clears a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageClear {
+    /// One `rep stosb` per page.
+    Stosb,
+    /// Eight `movnti` per line, an `sfence` per page.
+    Movnti,
+    /// One `clzero` per line, an `sfence` per page.
+    Clzero,
+    /// Eight 8-byte `mov` stores per line (`clear_page_orig`): ordinary
+    /// stores, read for ownership, no string boundary.
+    Mov,
+}
+
+impl PageClear {
+    pub fn name(self) -> &'static str {
+        match self {
+            PageClear::Stosb => "rep stosb",
+            PageClear::Movnti => "movnti",
+            PageClear::Clzero => "clzero",
+            PageClear::Mov => "mov",
+        }
+    }
 }
 
 impl Bench {
@@ -103,6 +134,15 @@ impl Bench {
                 "1 core clzero in {} calls over {} (GB/s)",
                 size(chunk_kib),
                 size(chunks_extent_kib(chunk_kib))
+            ),
+            Bench::PageOrder { kind, descending } => format!(
+                "1 core {} in 4 KiB calls over 128 MiB, {} page order (GB/s)",
+                kind.name(),
+                if descending {
+                    "descending"
+                } else {
+                    "ascending"
+                }
             ),
             Bench::NtFill { kib } => format!("1 core movnti fill, {} (GB/s)", size(kib)),
             Bench::NtCopy { kib } => format!("1 core copy, NT stores, {} (GB/s)", size(kib)),
@@ -1278,6 +1318,14 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> 
             }
             chunks_extent_kib(chunk_kib)
         }
+        Bench::PageOrder { kind, .. } => {
+            if kind == PageClear::Clzero && !params.clzero {
+                return Err(bad(
+                    "clzero: the preset's CPUs do not have it (string.clzero)".into(),
+                ));
+            }
+            chunks_extent_kib(4)
+        }
     };
     if kib > NODE_BYTES >> 10 {
         return Err(bad(format!(
@@ -1429,9 +1477,17 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
         Bench::NtFill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
             m.access(0, i, AccessKind::NtStore, true, 8);
         }),
-        Bench::StringChunks { chunk_kib }
-        | Bench::NtChunks { chunk_kib }
-        | Bench::ClzeroChunks { chunk_kib } => {
+        Bench::StringChunks { .. }
+        | Bench::NtChunks { .. }
+        | Bench::ClzeroChunks { .. }
+        | Bench::PageOrder { .. } => {
+            let (chunk_kib, how, descending) = match b {
+                Bench::StringChunks { chunk_kib } => (chunk_kib, PageClear::Stosb, false),
+                Bench::NtChunks { chunk_kib } => (chunk_kib, PageClear::Movnti, false),
+                Bench::ClzeroChunks { chunk_kib } => (chunk_kib, PageClear::Clzero, false),
+                Bench::PageOrder { kind, descending } => (4, kind, descending),
+                _ => unreachable!("matched above"),
+            };
             let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
             let chunk = (chunk_kib * 1024 / 64).min(extent);
             let params = p
@@ -1440,26 +1496,35 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
                 .div_ceil(params.issue_width)
                 .max(1);
-            // One call per chunk of `lines`: a `rep stosb` pays the start-up and
-            // bypasses the caches as the chip does for its length; `movnti` and
-            // `clzero` lines are unread and unallocated (the `sfence` after a
-            // call waits for nothing the model holds back).
+            // One call per chunk of `lines`, the calls in ascending order or
+            // last first, each call's lines ascending: a `rep stosb` pays the
+            // start-up and bypasses the caches as the chip does for its length;
+            // `movnti` and `clzero` lines are unread and unallocated (the
+            // `sfence` after a call waits for nothing the model holds back); a
+            // `mov` line is eight ordinary 8-byte stores, one a cycle.
             let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
-                let mut at = lines.start;
-                while at < lines.end {
+                let calls = (lines.end - lines.start).div_ceil(chunk);
+                for c in 0..calls {
+                    let c = if descending { calls - 1 - c } else { c };
+                    let at = lines.start + c * chunk;
                     let n = chunk.min(lines.end - at);
-                    match b {
-                        Bench::NtChunks { .. } => {
+                    match how {
+                        PageClear::Movnti => {
                             for i in 0..n {
                                 m.access(0, at + i, AccessKind::NtStore, true, 8);
                             }
                         }
-                        Bench::ClzeroChunks { .. } => {
+                        PageClear::Clzero => {
                             for i in 0..n {
                                 m.access(0, at + i, AccessKind::NtStore, true, clzero_issue);
                             }
                         }
-                        _ => {
+                        PageClear::Mov => {
+                            for i in 0..n {
+                                m.access(0, at + i, AccessKind::Store, true, 8);
+                            }
+                        }
+                        PageClear::Stosb => {
                             let bypass = m.string_bypass_lines(n);
                             m.string_start(0);
                             for i in 0..n {
@@ -1473,7 +1538,6 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                             m.string_end(0);
                         }
                     }
-                    at += n;
                 }
             };
             // The warm pass clears lines past the extent, so that none of the
@@ -1746,6 +1810,62 @@ mod tests {
                 Err(crate::error::Error::Config { key, .. }) => assert_eq!(key, "bench", "{b:?}"),
                 other => panic!("{b:?}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn page_order_rows_follow_the_streamer_across_pages_only_where_the_preset_says() {
+        // Ascending 4 KiB rep stosb calls are the 4 KiB chunk row itself.
+        let milan = preset("epyc-7j13-milan");
+        let asc = |p: &Preset, kind| {
+            measure(
+                p,
+                Bench::PageOrder {
+                    kind,
+                    descending: false,
+                },
+            )
+        };
+        let desc = |p: &Preset, kind| {
+            measure(
+                p,
+                Bench::PageOrder {
+                    kind,
+                    descending: true,
+                },
+            )
+        };
+        assert_eq!(
+            asc(&milan, PageClear::Stosb),
+            measure(&milan, Bench::StringChunks { chunk_kib: 4 })
+        );
+        // Milan's streamer goes on into the next page ascending, so a mov
+        // clear (read for ownership) is faster ascending than descending,
+        // where each page starts its stream afresh.
+        let (a, d) = (asc(&milan, PageClear::Mov), desc(&milan, PageClear::Mov));
+        assert!(a > 1.1 * d, "milan mov {a} vs {d}");
+        // Unread lines (clzero) read nothing for a streamer to follow: the
+        // order does not matter.
+        let (a, d) = (
+            asc(&milan, PageClear::Clzero),
+            desc(&milan, PageClear::Clzero),
+        );
+        assert!((a - d).abs() < 0.01 * a, "milan clzero {a} vs {d}");
+        // Intel's streamer stays in its page: each page starts afresh in
+        // either order, so the two orders are within 2%.
+        let icx = preset("xeon-8358-icx");
+        let (a, d) = (asc(&icx, PageClear::Mov), desc(&icx, PageClear::Mov));
+        assert!((a - d).abs() < 0.02 * a, "icx mov {a} vs {d}");
+        // No clzero on Intel: refused by name.
+        match measure_checked(
+            &icx,
+            Bench::PageOrder {
+                kind: PageClear::Clzero,
+                descending: true,
+            },
+        ) {
+            Err(crate::error::Error::Config { key, .. }) => assert_eq!(key, "bench"),
+            other => panic!("{other:?}"),
         }
     }
 

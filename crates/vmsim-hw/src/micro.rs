@@ -619,7 +619,7 @@ fn row_name(b: Bench) -> String {
 }
 
 /// A preset that does not load or does not fit a row: an error naming `preset`.
-fn preset_err(e: vmsim_core::api::Error) -> HwError {
+pub(crate) fn preset_err(e: vmsim_core::api::Error) -> HwError {
     match e {
         vmsim_core::api::Error::Config { key, message } if key == "preset" => {
             config_err("preset", message)

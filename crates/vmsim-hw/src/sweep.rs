@@ -35,8 +35,10 @@ use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::{config_err, host, HwError};
 use serde_json::{json, Value};
 use std::time::Instant;
+use vmsim_core::validate::{check, measure_checked, Bench, PageClear};
 
-const ACCEPTED: [&str; 8] = [
+const ACCEPTED: [&str; 9] = [
+    "preset",
     "strategies",
     "size_mib",
     "backing",
@@ -256,6 +258,33 @@ impl Case {
         }
         (b.len() * self.passes) as f64 / t0.elapsed().as_secs_f64() / 1e9
     }
+}
+
+/// The `vmsim validate` benchmark that models case `c` on a preset: the
+/// chunk rows (`Bench::StringChunks` and its `movnti` and `clzero` kin,
+/// ascending calls) and the page-order rows (`Bench::PageOrder`, 4 KiB
+/// calls). None for the kernel strategies (`vmsim hw validate` compares
+/// those itself) and the L2-resident cases.
+fn model_bench(c: &Case) -> Option<Bench> {
+    if c.strategy.is_some() || c.passes > 1 {
+        return None;
+    }
+    let chunk_kib = (c.chunk >> 10) as u64;
+    let page = |kind| Bench::PageOrder {
+        kind,
+        descending: c.descending,
+    };
+    Some(match (c.kind, c.descending) {
+        (StoreKind::Mov, _) => page(PageClear::Mov),
+        (kind, true) => page(match kind {
+            StoreKind::Stosb => PageClear::Stosb,
+            StoreKind::Movnti => PageClear::Movnti,
+            _ => PageClear::Clzero,
+        }),
+        (StoreKind::Stosb, false) => Bench::StringChunks { chunk_kib },
+        (StoreKind::Movnti, false) => Bench::NtChunks { chunk_kib },
+        (StoreKind::Clzero, false) => Bench::ClzeroChunks { chunk_kib },
+    })
 }
 
 fn chunk_label(bytes: usize) -> String {
@@ -487,11 +516,20 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
                     .collect()
             }),
     };
+    let preset = match opts.string("preset")? {
+        None => None,
+        Some(path) => Some((
+            vmsim_core::config::load_machine("preset", &path, None)
+                .map_err(crate::micro::preset_err)?,
+            path,
+        )),
+    };
     let (backing, pool_kib) = backing_of(&backing_name);
     let page = pool_kib.map_or(SUBPAGE, |k| (k as usize) << 10);
     let bytes = ((size_mib as usize) << 20).div_ceil(page) * page;
     let clzero = has_clzero();
     let options = json!({"size_mib": size_mib, "backing": backing_name, "reps": reps, "l2": l2,
+        "preset": preset.as_ref().map(|(_, path)| path),
         "refill": refill, "kinds": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "chunks_kib": chunks.iter().map(|c| c >> 10).collect::<Vec<_>>(), "buffer_bytes": bytes,
         "strategies": strategies.iter().map(|s| s.name()).collect::<Vec<_>>()});
@@ -542,6 +580,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     if bytes >= HPAGE {
         cases.extend(strategies.iter().map(|&s| Case::strategy(s, bytes)));
     }
+    if let Some((p, _)) = &preset {
+        // Refused before the measuring, not after.
+        for b in cases.iter().filter_map(model_bench) {
+            check(p, b).map_err(crate::micro::preset_err)?;
+        }
+    }
 
     let (samples, pin) = std::thread::scope(|scope| {
         scope
@@ -571,8 +615,25 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             })
         })
         .collect();
+    // The model's figures, after every host measurement (it would compete
+    // with them for the host's CPUs).
+    if let Some((p, _)) = &preset {
+        for (r, c) in results.iter_mut().zip(&cases) {
+            let Some(b) = model_bench(c) else { continue };
+            crate::ctl::check()?;
+            crate::ctl::note(&format!("store-sweep model: {}", c.name));
+            let model = measure_checked(p, b).map_err(crate::micro::preset_err)?;
+            let host = r["gbps"]["median"].as_f64().unwrap_or(f64::NAN);
+            r["model_bench"] = json!(b);
+            r["model_gbps"] = json!(round3(model));
+            r["error"] = json!(round3((model - host) / host * 100.0) / 100.0);
+        }
+    }
     results.extend(skipped);
     let mut method = method;
+    if let Some((_, path)) = &preset {
+        method["model"] = json!(format!("vmsim_core::validate::measure on the preset {path}: `vmsim validate`'s chunk rows (one core clearing 128 MiB, or one larger call, in ascending calls of the chunk) and page-order rows (4 KiB calls over 128 MiB, either order), started after every host measurement; error = (model - host) / host"));
+    }
     if let Some(p) = pin {
         method["pinning"] = json!(p);
     }
@@ -590,17 +651,24 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     }))
 }
 
-/// One line per case: GB/s median, the kept range, kept/dropped, ns per call.
+/// One line per case: GB/s median, the kept range, kept/dropped, ns per
+/// call, and where a preset was given the model's GB/s and its error.
 pub fn format_table(backing: &str, bytes: usize, results: &[Value]) -> String {
+    let modelled = results.iter().any(|r| r.get("model_gbps").is_some());
     let mut out = format!(
-        "store-sweep: one core clearing a {} {backing} buffer (GB/s: median of kept samples)\n  {:<26} {:>8} {:>17} {:>7} {:>8} {:>11}\n",
+        "store-sweep: one core clearing a {} {backing} buffer (GB/s: median of kept samples)\n  {:<26} {:>8} {:>17} {:>7} {:>8} {:>11}{}\n",
         chunk_label(bytes),
         "case",
         "GB/s",
         "range",
         "spread",
         "kept/drop",
-        "ns/call"
+        "ns/call",
+        if modelled {
+            format!(" {:>8} {:>8}", "model", "error")
+        } else {
+            String::new()
+        }
     );
     for r in results {
         let name = r["case"].as_str().unwrap_or("");
@@ -610,8 +678,16 @@ pub fn format_table(backing: &str, bytes: usize, results: &[Value]) -> String {
         }
         let g = &r["gbps"];
         let f = |k: &str| g[k].as_f64().unwrap_or(f64::NAN);
+        let model = if modelled {
+            match (r["model_gbps"].as_f64(), r["error"].as_f64()) {
+                (Some(m), Some(e)) => format!(" {m:>8.2} {:>+7.1}%", 100.0 * e),
+                _ => format!(" {:>8} {:>8}", "-", "-"),
+            }
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "  {:<26} {:>8.2} {:>17} {:>6.1}% {:>4}/{:<3} {:>11.1}{}\n",
+            "  {:<26} {:>8.2} {:>17} {:>6.1}% {:>4}/{:<3} {:>11.1}{}{}\n",
             name,
             f("median"),
             format!("{:.2}-{:.2}", f("min"), f("max")),
@@ -619,6 +695,7 @@ pub fn format_table(backing: &str, bytes: usize, results: &[Value]) -> String {
             g["n"],
             g["switched_out"],
             r["ns_per_call"].as_f64().unwrap_or(f64::NAN),
+            model,
             if r["verified"] == true {
                 ""
             } else {

@@ -180,6 +180,54 @@ fn store_sweep_small_runs_every_case_and_restores_pools() {
 }
 
 #[test]
+fn store_sweep_with_a_preset_gives_the_models_figure_for_each_chunk_and_page_order_row() {
+    // A bad preset is refused by name before any measuring.
+    assert_eq!(
+        config_key(run_json("store-sweep", r#"{"preset": "no-such-chip"}"#)),
+        "preset"
+    );
+    // Milan's preset has clzero; on a host without it that row is skipped.
+    let opts = serde_json::json!({"size_mib": 4, "reps": 1, "backing": "thp",
+                                  "chunks_kib": [4, 64], "strategies": [], "l2": false,
+                                  "preset": "epyc-7j13-milan"})
+    .to_string();
+    let v = json("store-sweep", &opts);
+    if v["skipped"].is_string() {
+        return;
+    }
+    assert_eq!(v["options"]["preset"], "epyc-7j13-milan");
+    let run: Vec<&Value> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["skipped"].is_null())
+        .collect();
+    assert!(!run.is_empty());
+    for r in &run {
+        let model = r["model_gbps"].as_f64().unwrap_or_else(|| panic!("{r}"));
+        let host = r["gbps"]["median"].as_f64().unwrap();
+        assert!(model > 0.0, "{r}");
+        let e = r["error"].as_f64().unwrap();
+        assert!((e - (model - host) / host).abs() < 0.01, "{r}");
+    }
+    let bench = |case: &str| {
+        run.iter()
+            .find(|r| r["case"] == case)
+            .map(|r| r["model_bench"].clone())
+            .unwrap_or_else(|| panic!("{case}"))
+    };
+    assert_eq!(
+        bench("stosb 64K"),
+        serde_json::json!({"string-chunks": {"chunk_kib": 64}})
+    );
+    assert_eq!(
+        bench("mov 4K descending"),
+        serde_json::json!({"page-order": {"kind": "mov", "descending": true}})
+    );
+    assert!(v["table"].as_str().unwrap().contains("model    error"));
+}
+
+#[test]
 fn calibrate_quick_writes_a_preset_in_schema() {
     let dir = std::env::temp_dir().join(format!("vmsim-hw-cal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
