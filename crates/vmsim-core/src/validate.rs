@@ -1023,6 +1023,11 @@ pub const CALIBRATION: &[(&str, Bench, &str)] = &[
         Bench::ClzeroChunks { chunk_kib: 64 },
         "memory.posted_write_ns",
     ),
+    (
+        "epyc-7j13-milan",
+        chunks(1024 * 1024),
+        "string.bypass_hold_ns",
+    ),
 ];
 
 const fn chunks(chunk_kib: u64) -> Bench {
@@ -1668,9 +1673,7 @@ pub const KNOWN_OUTSIDE: &[(&str, Bench, &str)] = &[
     ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 4 }, "cached rep stosb runs at 23.4 GB/s in the model (reads for ownership ahead of the stores by the L2 streamer, 24 miss buffers, 48 superqueue entries: estimates), where the chip clears at 13-15: Milan's per-page clear is too fast for the same reason (docs/store-path.md)"),
     ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 64 }, "cached rep stosb runs at 23.4 GB/s in the model (reads for ownership ahead of the stores by the L2 streamer, 24 miss buffers, 48 superqueue entries: estimates), where the chip clears at 13-15: Milan's per-page clear is too fast for the same reason (docs/store-path.md)"),
     ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 2048 }, "cached rep stosb runs at 23.4 GB/s in the model (reads for ownership ahead of the stores by the L2 streamer, 24 miss buffers, 48 superqueue entries: estimates), where the chip clears at 13-15: Milan's per-page clear is too fast for the same reason (docs/store-path.md)"),
-    ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 32 * 1024 }, "the cached tail runs at the model's 23.4 GB/s (13-15 on the chip, as the shorter calls) and the bypassed lines at the CLZERO rate the posted-write hold comes from (46 GB/s), where the chip's rep stosb bypass runs at 36-38"),
-    ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 128 * 1024 }, "the cached tail runs at the model's 23.4 GB/s (13-15 on the chip, as the shorter calls) and the bypassed lines at the CLZERO rate the posted-write hold comes from (46 GB/s), where the chip's rep stosb bypass runs at 36-38"),
-    ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 1024 * 1024 }, "the cached tail runs at the model's 23.4 GB/s (13-15 on the chip, as the shorter calls) and the bypassed lines at the CLZERO rate the posted-write hold comes from (46 GB/s), where the chip's rep stosb bypass runs at 36-38"),
+    ("epyc-7j13-milan", Bench::StringChunks { chunk_kib: 32 * 1024 }, "the cached half runs at the model's 23.4 GB/s (13-15 on the chip, as the shorter calls); the bypassed half at the chip's 36.6 GB/s (string.bypass_hold_ns)"),
     ("xeon-e5-2699v3-2s", Bench::Load { kib: 23_654, threads: 1 }, "the LLC-to-L2 path is limited to the ~14 B/cycle Intel gives as Broadwell's sustained L3 bandwidth (Haswell has no figure of its own); likwid measures 10.0 B/cycle on the stand-in: the L3 hits' latency under a stream, longer than the idle one the model charges, is not modelled"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 128 * 1024 }, "a dirty L2 victim holds a superqueue entry only for the LLC latency (an estimate); the chip's update runs at about the load's rate"),
     ("xeon-e5-2699v3-2s", Bench::Update { kib: 169 }, "the L2-to-L1 path carries fills and write-backs at the 25 B/cycle Intel gives as sustained, which x += y on an E5-2680 v3 nearly reaches (23 B/cycle); likwid's update on the stand-in moves 19.7 B/cycle through it"),

@@ -359,6 +359,9 @@ fn bypass_rule(points: &[(usize, f64)]) -> Option<BypassFit> {
     })
 }
 
+/// Why `string.bypass_hold_ns` is "posted" when no bypass rate was measured.
+const BYPASS_HOLD_POSTED: &str = "no bypass rate measured (quick mode, or no bypass found): a bypassing line holds its buffer as any unread line does (memory.posted_write_ns)";
+
 /// Why `writebacks_share_sustained` follows the vendor.
 const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
 /// How a fill path's rate is measured (the level and its size follow).
@@ -769,6 +772,20 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             }
         };
         w.measured("nocache_by", Val::S(by), why);
+        if f.rule == Bypass::Off || f.bypass_gbps <= 0.0 {
+            w.default("bypass_hold_ns", Val::S("posted"), BYPASS_HOLD_POSTED);
+        } else {
+            // Little's law, as posted_write_ns from the non-temporal stores.
+            let hold = ((FILL_BUFFERS * 64) as f64 / f.bypass_gbps).min(dram_ns.unwrap_or(90.0));
+            w.measured(
+                "bypass_hold_ns",
+                Val::F((hold * 10.0).round().max(1.0) / 10.0),
+                &format!(
+                    "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / the bypass rate fitted to the call-size sweep ({:.1} GB/s, see nocache_threshold_kib), as the Milan preset derives it from Arora's 1 GiB rep stosb",
+                    f.bypass_gbps
+                ),
+            );
+        }
     } else {
         let largest = r.tail_touch.last().map(|p| (p.0 >> 10) as i64).unwrap_or(0);
         // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
@@ -789,6 +806,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             Val::S("call"),
             "the probe above sees a whole call bypass (its last 4 KiB read back cold); a bypass of all but a call's tail would read back hot. On a Zen 4 host rep stosb calls of 4-28 MiB cleared at 28.6-29.1 GB/s and of 32 MiB and more at 60-78 GB/s, a step (vmsim hw store-sweep, docs/hw.md)",
         );
+        w.default("bypass_hold_ns", Val::S("posted"), BYPASS_HOLD_POSTED);
     }
     w.read(
         "clzero",

@@ -351,6 +351,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "no_rfo_grant",
                 "nocache_threshold_kib",
                 "nocache_by",
+                "bypass_hold_ns",
                 "clzero",
             ],
         ),

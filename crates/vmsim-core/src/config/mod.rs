@@ -19,7 +19,7 @@ use crate::policy::{Thp, ThpCow};
 pub use crate::workload::usemem::{UsememClock, UsememConfig};
 pub use crate::workload::{WorkloadConfig, MIB};
 use fields::{cfg_err, Fields};
-pub use preset::{GrantSpec, Preset};
+pub use preset::{NameOrNs, Preset};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

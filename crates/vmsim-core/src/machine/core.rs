@@ -262,6 +262,12 @@ impl CoreResources {
         }
     }
 
+    /// Whether thread `thread` is inside a string instruction.
+    #[inline(always)]
+    pub fn in_string(&self, thread: usize) -> bool {
+        self.in_string[thread]
+    }
+
     /// Thread `thread`'s string instruction has issued its last store; its
     /// grant time stays for the next [`CoreResources::string_begin`].
     pub fn string_end(&mut self, thread: usize) {

@@ -112,6 +112,10 @@ pub struct Machine {
     pub string_startup: u64,
     /// String instructions drain at their boundary (`string.drain_at_boundary`).
     string_drain: bool,
+    /// What a line a string store writes without allocating holds its miss
+    /// buffer beyond another unread line's hold (`string.bypass_hold_ns`
+    /// less `memory.posted_write_ns`; 0 where not measured apart).
+    string_bypass_extra: i64,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
     /// Which lines of a string store over the threshold bypass.
@@ -232,6 +236,9 @@ impl Machine {
             store_bytes_per_cycle: p.store_bytes_per_cycle,
             string_startup: p.string_startup_cycles,
             string_drain: p.string_drain,
+            string_bypass_extra: p
+                .string_bypass_hold_cycles
+                .map_or(0, |c| c as i64 - p.posted_write_cycles as i64),
             nocache_threshold: p.nocache_threshold_bytes,
             nocache_by: p.nocache_by,
             clzero: p.clzero,
@@ -485,7 +492,15 @@ impl Machine {
                 } else {
                     s2
                 };
-                let mut done = r.fill(served, start + self.hier.latency(served) + wait, true);
+                let mut lat = self.hier.latency(served);
+                if self.string_bypass_extra != 0
+                    && matches!(served, Served::NtWrite { .. })
+                    && r.in_string(thread)
+                {
+                    // A string store's line written without allocation.
+                    lat = lat.saturating_add_signed(self.string_bypass_extra);
+                }
+                let mut done = r.fill(served, start + lat + wait, true);
                 if matches!(served, Served::L2 | Served::Llc) {
                     // The line is there because a prefetch asked for it: its data may still be on the way.
                     if let Some(ready) = r.inflight(line, start) {

@@ -98,6 +98,10 @@ pub struct MachineParams {
     /// Full-line string stores take ownership without reading the line.
     pub no_rfo_full_lines: bool,
     pub no_rfo_grant: NoRfoGrant,
+    /// How long a line a string store writes without allocating holds its
+    /// miss buffer, where measured apart from other unread lines (None:
+    /// `posted_write_cycles`, as they do).
+    pub string_bypass_hold_cycles: Option<u64>,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
     /// Which lines of such a string store bypass the caches.

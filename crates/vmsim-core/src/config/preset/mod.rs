@@ -261,7 +261,11 @@ pub struct StringParams {
     /// the LLC: "llc" (at LLC latency), "memory" (only once the home has ruled out
     /// copies in other sockets: the line's idle DRAM latency), or a number: the
     /// grant's time in ns for a local home, measured.
-    pub no_rfo_grant: GrantSpec,
+    pub no_rfo_grant: NameOrNs,
+    /// How long a line a string store writes without allocating (above
+    /// `nocache_threshold_kib`) holds its miss buffer: "posted" (as any
+    /// unread line, `memory.posted_write_ns`), or a time in ns, measured.
+    pub bypass_hold_ns: NameOrNs,
     pub nocache_threshold_kib: u64,
     /// How a string store longer than the threshold bypasses: "call" (all of
     /// it) or "remaining" (its lines while more than the threshold remains).
@@ -324,7 +328,7 @@ pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
 /// `string.no_rfo_grant` as written: a named place, or a time in ns.
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
-pub enum GrantSpec {
+pub enum NameOrNs {
     Named(String),
     Ns(f64),
 }
@@ -417,22 +421,28 @@ impl<'a> P<'a> {
             )),
         }
     }
-    /// `no_rfo_grant`: one of [`NO_RFO_GRANTS`], or a time in ns above 0 and
-    /// at most the local DRAM latency (a grant carries no data).
-    fn grant(&mut self, local_latency_ns: f64) -> Result<GrantSpec, Error> {
-        let (k, v) = self.leaf("no_rfo_grant")?;
+    /// Leaf `name`: one of `names`, or a time in ns above 0 and at most the
+    /// local DRAM latency (`what` says what the time is).
+    fn name_or_ns(
+        &mut self,
+        name: &'static str,
+        names: &[&str],
+        what: &str,
+        local_latency_ns: f64,
+    ) -> Result<NameOrNs, Error> {
+        let (k, v) = self.leaf(name)?;
         let accepted = || {
             format!(
-                "accepted: {}, or the grant's time in ns for a local home (above 0, at most memory.local_latency_ns = {local_latency_ns})",
-                super::fields::quote_list(NO_RFO_GRANTS)
+                "accepted: {}, or {what} in ns (above 0, at most memory.local_latency_ns = {local_latency_ns})",
+                super::fields::quote_list(names)
             )
         };
         match v {
-            Value::String(s) if NO_RFO_GRANTS.contains(&s.as_str()) => Ok(GrantSpec::Named(s)),
+            Value::String(s) if names.contains(&s.as_str()) => Ok(NameOrNs::Named(s)),
             Value::Float(_) | Value::Integer(_) => {
                 let x = as_f64(&format!("{k}.value"), &v)?;
                 if x > 0.0 && x <= local_latency_ns {
-                    Ok(GrantSpec::Ns(x))
+                    Ok(NameOrNs::Ns(x))
                 } else {
                     Err(cfg_err(
                         format!("{k}.value"),
@@ -609,7 +619,18 @@ impl Preset {
             startup_cycles: s.u("startup_cycles")?,
             drain_at_boundary: s.b("drain_at_boundary")?,
             no_rfo_full_lines: s.b("no_rfo_full_lines")?,
-            no_rfo_grant: s.grant(memory.local_latency_ns)?,
+            no_rfo_grant: s.name_or_ns(
+                "no_rfo_grant",
+                NO_RFO_GRANTS,
+                "the grant's time for a local home",
+                memory.local_latency_ns,
+            )?,
+            bypass_hold_ns: s.name_or_ns(
+                "bypass_hold_ns",
+                &["posted"],
+                "how long a bypassing string store's line holds its buffer",
+                memory.local_latency_ns,
+            )?,
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
             nocache_by: s.choice("nocache_by", NOCACHE_BY)?,
             clzero: s.b("clzero")?,
@@ -778,10 +799,10 @@ impl Preset {
         let m = &self.memory;
         let s = &self.string;
         let no_rfo_grant = match &s.no_rfo_grant {
-            GrantSpec::Ns(ns) => NoRfoGrant::Cycles(cyc(*ns)),
-            GrantSpec::Named(n) if n == "llc" => NoRfoGrant::Llc,
-            GrantSpec::Named(n) if n == "memory" => NoRfoGrant::Memory,
-            GrantSpec::Named(o) => {
+            NameOrNs::Ns(ns) => NoRfoGrant::Cycles(cyc(*ns)),
+            NameOrNs::Named(n) if n == "llc" => NoRfoGrant::Llc,
+            NameOrNs::Named(n) if n == "memory" => NoRfoGrant::Memory,
+            NameOrNs::Named(o) => {
                 return Err(cfg_err(
                     "string.no_rfo_grant.value",
                     format!(
@@ -855,6 +876,10 @@ impl Preset {
             string_drain: s.drain_at_boundary,
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
+            string_bypass_hold_cycles: match s.bypass_hold_ns {
+                NameOrNs::Ns(ns) => Some(cyc(ns)),
+                NameOrNs::Named(_) => None,
+            },
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
             nocache_by,
             clzero: s.clzero,
