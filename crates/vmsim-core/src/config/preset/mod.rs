@@ -324,16 +324,17 @@ impl CacheParams {
 
 pub const REPLACEMENTS: &[&str] = &crate::machine::cache::Replacement::NAMES;
 pub const NO_RFO_GRANTS: &[&str] = &["llc", "memory"];
+pub const NOCACHE_BY: &[&str] = &["call", "remaining"];
+pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
-/// `string.no_rfo_grant` as written: a named place, or a time in ns.
+/// A preset time that is either named (`string.no_rfo_grant`'s "llc" or
+/// "memory", `string.bypass_hold_ns`'s "posted") or measured, in ns.
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum NameOrNs {
     Named(String),
     Ns(f64),
 }
-pub const NOCACHE_BY: &[&str] = &["call", "remaining"];
-pub const PERF_CACHE_EVENTS: &[&str] = &["llc", "l2"];
 
 struct P<'a> {
     f: Fields,
