@@ -6,13 +6,28 @@ use vmsim_core::config::{embedded_machines, Preset};
 use vmsim_core::machine::hierarchy::{AccessKind, Served};
 use vmsim_core::machine::{Machine, MachineParams, NoRfoGrant};
 
-fn params(name: &str) -> MachineParams {
-    let text = embedded_machines()
+fn preset_text(name: &str) -> &'static str {
+    embedded_machines()
         .iter()
         .find(|(n, _)| *n == name)
         .unwrap()
-        .1;
-    Preset::parse(text, name).unwrap().machine_params().unwrap()
+        .1
+}
+
+fn params(name: &str) -> MachineParams {
+    Preset::parse(preset_text(name), name)
+        .unwrap()
+        .machine_params()
+        .unwrap()
+}
+
+/// The E5-2699 v3 preset with leaf `key` of its string section set to `value`.
+fn e5_with(key: &str, value: &str) -> Result<Preset, vmsim_core::api::Error> {
+    let text = preset_text("xeon-e5-2699v3-2s");
+    let prefix = format!("{key} =");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap();
+    let new = format!("{key} = {{ value = {value}, source = \"test\" }}");
+    Preset::parse(&text.replace(line, &new), "e5")
 }
 
 fn e5() -> (MachineParams, Machine) {
@@ -440,12 +455,7 @@ fn a_store_invalidates_other_copies_and_nt_stores_bypass() {
 
 #[test]
 fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
-    let text = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap()
-        .1;
-    let shipped = Preset::parse(text, "e5").unwrap();
+    let shipped = Preset::parse(preset_text("xeon-e5-2699v3-2s"), "e5").unwrap();
     let mut p = shipped.clone();
     p.l2.replacement = "fifo".into();
     match p.machine_params() {
@@ -471,19 +481,7 @@ fn converting_a_preset_whose_policies_were_edited_names_the_dotted_key() {
 
 #[test]
 fn a_grant_time_is_refused_unless_above_zero_and_at_most_the_local_dram_latency() {
-    let text = embedded_machines()
-        .iter()
-        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
-        .unwrap()
-        .1;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("no_rfo_grant ="))
-        .unwrap();
-    let with = |v: &str| {
-        let new = format!("no_rfo_grant = {{ value = {v}, source = \"test\" }}");
-        Preset::parse(&text.replace(line, &new), "e5")
-    };
+    let with = |v: &str| e5_with("no_rfo_grant", v);
     // 99 ns is this preset's local DRAM latency.
     let ok = with("62.5").unwrap();
     assert_eq!(
@@ -507,14 +505,7 @@ fn a_grant_time_is_refused_unless_above_zero_and_at_most_the_local_dram_latency(
         }
     }
     // The bypassing string line's hold: "posted" or a time in ns, likewise.
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("bypass_hold_ns ="))
-        .unwrap();
-    let with = |v: &str| {
-        let new = format!("bypass_hold_ns = {{ value = {v}, source = \"test\" }}");
-        Preset::parse(&text.replace(line, &new), "e5")
-    };
+    let with = |v: &str| e5_with("bypass_hold_ns", v);
     assert!(with("\"posted\"").is_ok() && with("40.0").is_ok());
     for bad in ["0", "120", "\"memory\""] {
         match with(bad) {

@@ -197,6 +197,14 @@ fn bypass_kib(touch: &[(usize, f64)], hot: f64) -> Option<i64> {
 /// The L2 misses one core keeps in flight to memory, by Little's law from a
 /// single-thread read bandwidth (GB/s) and the idle DRAM latency (ns), within
 /// the preset's accepted 1-1024 entries; `None` when either is missing.
+/// Little's law: the hold (ns, to 0.1) that gives one core's measured
+/// bandwidth `gbps` of unread full lines back through the fill buffers;
+/// never above the read latency, which the preset's bound requires.
+fn little_hold_ns(gbps: f64, dram_ns: Option<f64>) -> f64 {
+    let hold = ((FILL_BUFFERS * 64) as f64 / gbps).min(dram_ns.unwrap_or(90.0));
+    (hold * 10.0).round().max(1.0) / 10.0
+}
+
 /// `memory.sustained_bandwidth_gbs` of a host: the highest rate the node
 /// was seen to move (GB/s) of every CPU's load at once (the node's share),
 /// one core's read, one core's non-temporal stores and one core's `rep
@@ -673,13 +681,9 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
     w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
     if r.nt_gbps > 0.0 {
-        // Little's law: the hold that gives one core's measured bandwidth of
-        // unread full lines back through the fill buffers.
-        // Never above the read latency, which the preset's bound requires.
-        let hold = ((FILL_BUFFERS * 64) as f64 / r.nt_gbps).min(dram_ns.unwrap_or(90.0));
         w.measured(
             "posted_write_ns",
-            Val::F((hold * 10.0).round().max(1.0) / 10.0),
+            Val::F(little_hold_ns(r.nt_gbps, dram_ns)),
             &format!(
                 "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
                 r.bw_bytes >> 20,
@@ -775,11 +779,9 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         if f.rule == Bypass::Off || f.bypass_gbps <= 0.0 {
             w.default("bypass_hold_ns", Val::S("posted"), BYPASS_HOLD_POSTED);
         } else {
-            // Little's law, as posted_write_ns from the non-temporal stores.
-            let hold = ((FILL_BUFFERS * 64) as f64 / f.bypass_gbps).min(dram_ns.unwrap_or(90.0));
             w.measured(
                 "bypass_hold_ns",
-                Val::F((hold * 10.0).round().max(1.0) / 10.0),
+                Val::F(little_hold_ns(f.bypass_gbps, dram_ns)),
                 &format!(
                     "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / the bypass rate fitted to the call-size sweep ({:.1} GB/s, see nocache_threshold_kib), as the Milan preset derives it from Arora's 1 GiB rep stosb",
                     f.bypass_gbps
@@ -971,25 +973,21 @@ mod tests {
 
     #[test]
     fn sustained_bandwidth_is_the_highest_rate_seen_and_says_which() {
-        // A 2-vCPU guest: one core's non-temporal stores moved more than
-        // both CPUs' loads.
-        assert_eq!(
-            sustained_bandwidth(32.1, 23.8, 55.0, 42.1),
-            (55.0, "one core's non-temporal stores")
-        );
-        assert_eq!(
-            sustained_bandwidth(40.5, 20.5, 49.8, 75.5),
-            (75.5, "one core's rep stosb")
-        );
-        assert_eq!(
-            sustained_bandwidth(60.0, 30.0, 55.0, 42.0),
-            (60.0, "all-CPU load")
-        );
-        // One CPU (no all-CPU figure) and no store measurement.
-        assert_eq!(
-            sustained_bandwidth(0.0, 28.0, 0.0, 0.0),
-            (28.0, "one core's read")
-        );
+        // (all-CPU share, read, non-temporal, rep stosb) -> the highest, named.
+        for (rates, want) in [
+            // A 2-vCPU guest: one core's stores moved more than both CPUs' loads.
+            (
+                (32.1, 23.8, 55.0, 42.1),
+                (55.0, "one core's non-temporal stores"),
+            ),
+            ((40.5, 20.5, 49.8, 75.5), (75.5, "one core's rep stosb")),
+            ((60.0, 30.0, 55.0, 42.0), (60.0, "all-CPU load")),
+            // One CPU (no all-CPU figure) and no store measurement.
+            ((0.0, 28.0, 0.0, 0.0), (28.0, "one core's read")),
+        ] {
+            let (a, r, n, s) = rates;
+            assert_eq!(sustained_bandwidth(a, r, n, s), want, "{rates:?}");
+        }
     }
 
     #[test]
