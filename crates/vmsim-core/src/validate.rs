@@ -106,6 +106,18 @@ impl PageClear {
 }
 
 impl Bench {
+    /// A clearing row's calls: their size (KiB), how each clears, and
+    /// whether they go last page first. None for the other rows.
+    fn clear_calls(self) -> Option<(u64, PageClear, bool)> {
+        match self {
+            Bench::StringChunks { chunk_kib } => Some((chunk_kib, PageClear::Stosb, false)),
+            Bench::NtChunks { chunk_kib } => Some((chunk_kib, PageClear::Movnti, false)),
+            Bench::ClzeroChunks { chunk_kib } => Some((chunk_kib, PageClear::Clzero, false)),
+            Bench::PageOrder { kind, descending } => Some((4, kind, descending)),
+            _ => None,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match *self {
             Bench::IdleLatency { remote: false } => "idle latency, local DRAM (ns)".into(),
@@ -1308,10 +1320,12 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> 
         | Bench::StringFill { kib }
         | Bench::NtFill { kib }
         | Bench::NtCopy { kib } => kib,
-        Bench::StringChunks { chunk_kib }
-        | Bench::NtChunks { chunk_kib }
-        | Bench::ClzeroChunks { chunk_kib } => {
-            if matches!(b, Bench::ClzeroChunks { .. }) && !params.clzero {
+        Bench::StringChunks { .. }
+        | Bench::NtChunks { .. }
+        | Bench::ClzeroChunks { .. }
+        | Bench::PageOrder { .. } => {
+            let (chunk_kib, how, _) = b.clear_calls().expect("a clearing row");
+            if how == PageClear::Clzero && !params.clzero {
                 return Err(bad(
                     "clzero: the preset's CPUs do not have it (string.clzero)".into(),
                 ));
@@ -1322,14 +1336,6 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> 
                 )));
             }
             chunks_extent_kib(chunk_kib)
-        }
-        Bench::PageOrder { kind, .. } => {
-            if kind == PageClear::Clzero && !params.clzero {
-                return Err(bad(
-                    "clzero: the preset's CPUs do not have it (string.clzero)".into(),
-                ));
-            }
-            chunks_extent_kib(4)
         }
     };
     if kib > NODE_BYTES >> 10 {
@@ -1486,13 +1492,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
         | Bench::NtChunks { .. }
         | Bench::ClzeroChunks { .. }
         | Bench::PageOrder { .. } => {
-            let (chunk_kib, how, descending) = match b {
-                Bench::StringChunks { chunk_kib } => (chunk_kib, PageClear::Stosb, false),
-                Bench::NtChunks { chunk_kib } => (chunk_kib, PageClear::Movnti, false),
-                Bench::ClzeroChunks { chunk_kib } => (chunk_kib, PageClear::Clzero, false),
-                Bench::PageOrder { kind, descending } => (4, kind, descending),
-                _ => unreachable!("matched above"),
-            };
+            let (chunk_kib, how, descending) = b.clear_calls().expect("a clearing row");
             let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
             let chunk = (chunk_kib * 1024 / 64).min(extent);
             let params = p

@@ -813,6 +813,16 @@ impl Preset {
                 ))
             }
         };
+        let string_bypass_hold_cycles = match &s.bypass_hold_ns {
+            NameOrNs::Ns(ns) => Some(cyc(*ns)),
+            NameOrNs::Named(n) if n == "posted" => None,
+            NameOrNs::Named(o) => {
+                return Err(cfg_err(
+                    "string.bypass_hold_ns.value",
+                    format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
+                ))
+            }
+        };
         let nocache_by = match s.nocache_by.as_str() {
             "call" => NocacheBy::Call,
             "remaining" => NocacheBy::Remaining,
@@ -877,10 +887,7 @@ impl Preset {
             string_drain: s.drain_at_boundary,
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
-            string_bypass_hold_cycles: match s.bypass_hold_ns {
-                NameOrNs::Ns(ns) => Some(cyc(ns)),
-                NameOrNs::Named(_) => None,
-            },
+            string_bypass_hold_cycles,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
             nocache_by,
             clzero: s.clzero,
