@@ -159,7 +159,9 @@ impl Kernel {
         readahead: bool,
         work: &mut VecDeque<Work>,
     ) -> Option<u64> {
-        let pfn = self.alloc_file_folio(node, readahead)?;
+        let pfn = self.alloc_file_folio(node, readahead);
+        self.queue_pending_wakes(work, KFn::HandleMmFault);
+        let pfn = pfn?;
         self.vmstat.pgalloc += 1;
         self.filemap.nr_page_cache_add += 1;
         // With kernel.spinlocks the tree insertion and the pagevec drain's

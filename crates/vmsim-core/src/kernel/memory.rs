@@ -68,6 +68,7 @@ impl Kernel {
             work.push_back(Work::MmapReadLock { mm: mm_id });
         }
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
+        self.queue_pending_wakes(work, KFn::HandleMmFault);
         if locked {
             work.push_back(Work::MmapReadUnlock { mm: mm_id });
         }
@@ -92,7 +93,9 @@ impl Kernel {
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
-        self.__handle_mm_fault(mm_id, addr, write, node, work)
+        let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
+        self.queue_pending_wakes(work, KFn::HandleMmFault);
+        r
     }
 
     fn __handle_mm_fault(
@@ -285,7 +288,9 @@ impl Kernel {
     ) -> bool {
         // THP allocations do not fall back to remote nodes by default (__GFP_THISNODE in
         // the defrag-less fault path of the kernels modeled); they fall back to 4 KiB pages.
-        let Some(pfn) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) else {
+        let pfn = self.alloc_pages_node(node, HPAGE_PMD_ORDER);
+        self.queue_pending_wakes(work, KFn::HandleMmFault);
+        let Some(pfn) = pfn else {
             self.vmstat.thp_fault_fallback += 1;
             return false;
         };
@@ -394,7 +399,9 @@ impl Kernel {
         }
         if action == CowAction::Copy {
             // alloc_hugepage_vma(): local node only, as for the anonymous THP fault.
-            if let Some(new) = self.alloc_pages_node(node, HPAGE_PMD_ORDER) {
+            let new = self.alloc_pages_node(node, HPAGE_PMD_ORDER);
+            self.queue_pending_wakes(work, KFn::HandleMmFault);
+            if let Some(new) = new {
                 self.vmstat.pgfault_cow_thp += 1;
                 self.vmstat.thp_cow_copies += 1;
                 self.vmstat.pgalloc += HPAGE_PMD_NR;
@@ -476,7 +483,9 @@ impl Kernel {
             });
             return Ok(Mapped::Small);
         }
-        let new = self.alloc_near(node, 0).ok_or(FaultError::Oom)?;
+        let new = self.alloc_near(node, 0);
+        self.queue_pending_wakes(work, KFn::HandleMmFault);
+        let new = new.ok_or(FaultError::Oom)?;
         self.vmstat.pgalloc += 1;
         let c = self.costs.page_fault_handler_cycles + self.costs.page_alloc_cycles;
         work.push_back(Work::Cycles {

@@ -108,7 +108,9 @@ impl Kernel {
             return false;
         }
         // alloc_misplaced_dst_page(): __GFP_THISNODE, no reclaim.
-        let Some(new) = self.alloc_pages_node(target, 0) else {
+        let new = self.alloc_pages_node(target, 0);
+        self.queue_pending_wakes(work, KFn::MigratePages);
+        let Some(new) = new else {
             self.lru.clear(pfn, PG_ISOLATED);
             self.numa.pgmigrate_fail += 1;
             return false;
@@ -211,8 +213,9 @@ impl Kernel {
     /// `remove_migration_ptes` and the end of `migrate_pages`: the migration
     /// entry at `addr` becomes an accessible PTE of `new` (young; writable
     /// and dirty as the old one was), the old page is freed and the waiters
-    /// on it are woken.
-    pub fn migrate_remap(&mut self, mm: usize, addr: u64, old: u64, new: u64) {
+    /// on it are woken by this CPU (`folio_unlock` → `wake_up_page`; with
+    /// `kernel.wakeups` it pays each `try_to_wake_up`).
+    pub fn migrate_remap(&mut self, hw: &mut Hw, mm: usize, addr: u64, old: u64, new: u64) {
         let Some(p) = self.mms[mm]
             .entry(addr)
             .filter(|p| p.migration && p.pfn == old)
@@ -224,7 +227,7 @@ impl Kernel {
             self.vmstat.pgfree += 1;
             self.numa.pgmigrate_fail += 1;
             let q = self.folio_waitqueue(old);
-            self.waitq.wake_up(q, true);
+            self.wake_up_charged(hw, q, true);
             return;
         };
         self.alloc.map_folio(new, 1, true);
@@ -246,7 +249,7 @@ impl Kernel {
         self.numa.numa_pages_migrated += 1;
         self.numa.pgmigrate_success += 1;
         let q = self.folio_waitqueue(old);
-        self.waitq.wake_up(q, true);
+        self.wake_up_charged(hw, q, true);
     }
 }
 

@@ -4,10 +4,17 @@
 //! The free lists themselves are in page_alloc.rs. The model has one zone
 //! (ZONE_NORMAL) per node.
 //!
-//! Invariant: `min <= low <= high`.
+//! With `kernel.wakeups` the allocating path pays for the wake-up
+//! (`try_to_wake_up`) where the allocation stands in it: a planning path
+//! queues it as work, a path on the hardware makes it at once.
+//!
+//! Invariants: `min <= low <= high`; no wake-up is left pending once the
+//! path that allocated has returned.
 
+use super::hw::Hw;
 use super::sched::wait::{WaitQueueId, WaitQueues};
-use super::Kernel;
+use super::{KFn, Kernel, Work};
+use std::collections::VecDeque;
 
 /// `watermark_scale_factor` default (sysctl vm.watermark_scale_factor, in 1/10000 of the zone).
 pub const WATERMARK_SCALE_FACTOR: u64 = 10;
@@ -64,19 +71,156 @@ impl Kernel {
         pfn
     }
 
-    /// `wakeup_kswapd()`: wakes the node's kswapd if it sleeps.
+    /// `wakeup_kswapd()`: wakes the node's kswapd if it sleeps. With
+    /// `kernel.wakeups` the wake-up waits in `pending_wakes` until the
+    /// allocating path queues it ([`Kernel::queue_pending_wakes`]) or, if
+    /// it runs on the hardware, makes it ([`Kernel::wake_pending`]).
     pub fn wakeup_kswapd(&mut self, node: usize) {
         let q = self.pgdat[node].kswapd_wait;
-        if self.waitq.active(q) {
+        if !self.waitq.active(q) {
+            return;
+        }
+        if self.cfg.wakeups {
+            if !self.pending_wakes.contains(&node) {
+                self.pending_wakes.push(node);
+            }
+        } else {
             self.pgdat[node].nr_kswapd_wakeups += 1;
             self.waitq.wake_up(q, false);
         }
+    }
+
+    /// The wake-ups pending from an allocation, queued on the path's `work`
+    /// at the allocation's place, their cost booked to `what`.
+    pub(crate) fn queue_pending_wakes(&mut self, work: &mut VecDeque<Work>, what: KFn) {
+        for node in self.pending_wakes.drain(..) {
+            work.push_back(Work::WakeupKswapd { node, what });
+        }
+    }
+
+    /// The wake-ups pending from an allocation made on the hardware (a page
+    /// table's), made now by `hw.cpu`; the caller books their cost.
+    pub(crate) fn wake_pending(&mut self, hw: &mut Hw) {
+        for node in std::mem::take(&mut self.pending_wakes) {
+            self.wakeup_kswapd_now(hw, node);
+        }
+    }
+
+    /// `wakeup_kswapd()` made by `hw.cpu`: a kswapd another path has woken
+    /// since the allocation asked for it is left alone, for nothing.
+    pub(crate) fn wakeup_kswapd_now(&mut self, hw: &mut Hw, node: usize) {
+        let q = self.pgdat[node].kswapd_wait;
+        if self.wake_up_charged(hw, q, false) > 0 {
+            self.pgdat[node].nr_kswapd_wakeups += 1;
+        }
+    }
+
+    /// `wake_up` of every waiter on `q` by `hw.cpu`. With `kernel.wakeups`
+    /// each `try_to_wake_up` costs the waker `try_to_wake_up_cycles` in turn
+    /// and its task runs no earlier than the waker's clock after it (and its
+    /// CPU's exit from idle: sim/, `Sim::wake_woken`); without, the waiters
+    /// are runnable for nothing at the end of the waker's quantum.
+    pub(crate) fn wake_up_charged(&mut self, hw: &mut Hw, q: WaitQueueId, iowait: bool) -> usize {
+        if !self.cfg.wakeups {
+            return self.waitq.wake_up(q, iowait);
+        }
+        let c = self.costs.try_to_wake_up_cycles;
+        self.waitq.wake_up_each(q, iowait, || {
+            hw.charge(c);
+            hw.now()
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::locking::test_hw;
+    use crate::kernel::sched::wait::Woken;
+
+    #[test]
+    fn with_wakeups_the_allocating_path_pays_for_kswapds_wake_up_where_it_allocated() {
+        let mut k = crate::kernel::filemap::tests::kernel();
+        k.cfg.wakeups = true;
+        let q = k.pgdat[0].kswapd_wait;
+        k.waitq.wait(q, 7);
+        let low = k.pgdat[0].wmark_low;
+        while k.alloc.nr_free[0] >= low {
+            k.alloc_pages_node(0, 0).unwrap();
+        }
+        // The allocation below low wakes nobody yet: the wake-up waits for
+        // its path, and a second allocation does not ask for it again.
+        assert_eq!(k.pending_wakes, vec![0]);
+        k.alloc_pages_node(0, 0).unwrap();
+        assert_eq!(k.pending_wakes, vec![0]);
+        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 0);
+        assert!(!k.waitq.has_woken());
+        // The path queues it where it stands ...
+        let mut work = VecDeque::new();
+        k.queue_pending_wakes(&mut work, KFn::HandleMmFault);
+        assert!(k.pending_wakes.is_empty());
+        assert!(matches!(
+            work.pop_front(),
+            Some(Work::WakeupKswapd {
+                node: 0,
+                what: KFn::HandleMmFault
+            })
+        ));
+        // ... and the CPU that gets there pays `try_to_wake_up`; kswapd runs
+        // from the waker's clock after it.
+        let mut m = test_hw::machine();
+        m.cpus[3].clock = 5000;
+        let c = k.costs.try_to_wake_up_cycles;
+        assert!(c > 0);
+        test_hw::on(&mut m, 3, |hw| k.wakeup_kswapd_now(hw, 0));
+        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
+        assert_eq!(m.cpus[3].clock, 5000 + c);
+        assert_eq!(
+            k.waitq.take_woken(),
+            vec![Woken {
+                pid: 7,
+                at: Some(5000 + c),
+                iowait: false
+            }]
+        );
+        // A second wake-up queued meanwhile finds kswapd awake: it costs
+        // nothing and counts nothing.
+        test_hw::on(&mut m, 3, |hw| k.wakeup_kswapd_now(hw, 0));
+        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
+        assert_eq!(m.cpus[3].clock, 5000 + c);
+    }
+
+    #[test]
+    fn a_charged_wake_up_pays_each_waiter_in_turn_and_is_free_without_wakeups() {
+        for wakeups in [true, false] {
+            let mut k = crate::kernel::filemap::tests::kernel();
+            k.cfg.wakeups = wakeups;
+            // Two tasks wait for a migration of the page at frame 40.
+            let q = k.folio_waitqueue(40);
+            k.waitq.wait(q, 4);
+            k.waitq.wait(q, 9);
+            let mut m = test_hw::machine();
+            m.cpus[1].clock = 1000;
+            let c = k.costs.try_to_wake_up_cycles;
+            assert_eq!(
+                test_hw::on(&mut m, 1, |hw| k.wake_up_charged(hw, q, true)),
+                2
+            );
+            let (end, at) = if wakeups {
+                (1000 + 2 * c, [Some(1000 + c), Some(1000 + 2 * c)])
+            } else {
+                (1000, [None, None])
+            };
+            assert_eq!(m.cpus[1].clock, end, "wakeups {wakeups}");
+            let woken: Vec<(usize, Option<u64>, bool)> = k
+                .waitq
+                .take_woken()
+                .iter()
+                .map(|w| (w.pid, w.at, w.iowait))
+                .collect();
+            assert_eq!(woken, vec![(4, at[0], true), (9, at[1], true)]);
+        }
+    }
     #[test]
     fn watermarks_follow_the_kernel_formula() {
         // 16 GiB in one zone: min_free_kbytes = sqrt(16 Mi KiB * 16) = 16384 KiB = 4096 pages;

@@ -306,6 +306,14 @@ pub enum Work {
         entries: Vec<(u64, u64)>,
         what: KFn,
     },
+    /// `wakeup_kswapd()` of `node` made by this CPU with `kernel.wakeups`:
+    /// if the node's kswapd still sleeps, the CPU pays
+    /// `try_to_wake_up_cycles` and kswapd runs from its clock after that
+    /// (kernel/mmzone.rs).
+    WakeupKswapd {
+        node: usize,
+        what: KFn,
+    },
     /// Fixed cycles of a path under the split lock of the table holding
     /// `va`'s leaf entry in `mm` (`kernel.pte_locks`): fault-around's window.
     PtlCycles {
@@ -341,6 +349,7 @@ impl Work {
             Work::SpinSection { what, .. } => *what,
             Work::EntryRmw { what, .. } => *what,
             Work::PtlCycles { what, .. } => *what,
+            Work::WakeupKswapd { what, .. } => *what,
             _ => KFn::HandleMmFault,
         }
     }
@@ -480,6 +489,11 @@ pub struct Kernel {
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
+    /// Nodes whose kswapd an allocation on a path without the hardware
+    /// found asleep, with `kernel.wakeups` on: the path queues their
+    /// `Work::WakeupKswapd` where it stands (kernel/mmzone.rs), so that the
+    /// waker pays `try_to_wake_up` when its CPU gets there.
+    pub pending_wakes: Vec<usize>,
 }
 
 impl Kernel {
@@ -543,6 +557,7 @@ impl Kernel {
             pgtable: Default::default(),
             rwsems,
             policy_error: None,
+            pending_wakes: Vec::new(),
         }
     }
 

@@ -199,6 +199,10 @@ impl Sim {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.spin_section(&mut hw, lock, &[], instr, what);
             }
+            Work::WakeupKswapd { node, .. } => {
+                let (k, mut hw) = self.kernel_hw(cpu);
+                k.wakeup_kswapd_now(&mut hw, node);
+            }
             Work::MigrateUnmap { mm, addr, old, new } => {
                 let (k, mut hw) = self.kernel_hw(cpu);
                 if !k.try_to_migrate(&mut hw, mm, addr, old, new) {
@@ -219,7 +223,7 @@ impl Sim {
                 // remove_migration_ptes(): rmap_walk() under anon_vma_lock_read().
                 let (k, mut hw) = self.kernel_hw(cpu);
                 k.down_read(&mut hw, SemRef::AnonVma(mm));
-                k.migrate_remap(mm, addr, old, new);
+                k.migrate_remap(&mut hw, mm, addr, old, new);
                 let moved = k.entry_store(&mut hw, mm, addr, KFn::MigratePages);
                 k.up_read(&mut hw, SemRef::AnonVma(mm));
                 let c = self.kernel.costs.rmap_pte_cycles.saturating_sub(moved)

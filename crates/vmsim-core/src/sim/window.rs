@@ -606,6 +606,9 @@ impl Sim {
                 } else {
                     *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
                 }
+                if !self.kernel.pending_wakes.is_empty() {
+                    self.wake_stray_pending();
+                }
                 if self.kernel.waitq.has_woken() {
                     self.wake_woken(clock);
                 }
@@ -617,6 +620,9 @@ impl Sim {
         }
         let all: u64 = (0..n).map(|c| self.demand_accesses(c)).sum();
         self.window_stats.accesses_partitioned = all - self.window_stats.accesses_serial;
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
         self.check_finished()?;
         progress(1.0);
         Ok(())

@@ -114,6 +114,30 @@ impl WaitQueues {
         n
     }
 
+    /// `__wake_up` of every waiter on `q`, one `try_to_wake_up` after
+    /// another: `at` is called once per waiter, in queue order, and gives
+    /// the time it is woken (the waker's clock after paying for it).
+    /// Returns how many were woken.
+    pub fn wake_up_each(
+        &mut self,
+        q: WaitQueueId,
+        iowait: bool,
+        mut at: impl FnMut() -> u64,
+    ) -> usize {
+        let n = self.queues[q.0].len();
+        if n > 0 {
+            self.nr_wakeups += 1;
+            for w in std::mem::take(&mut self.queues[q.0]) {
+                self.woken.push(Woken {
+                    pid: w.pid,
+                    at: Some(at()),
+                    iowait,
+                });
+            }
+        }
+        n
+    }
+
     /// `__wake_up_locked_key` with `nr_exclusive` = 1 at time `now`: in queue
     /// order, every non-exclusive waiter of `key` and the first exclusive one
     /// are woken (and leave the queue: `autoremove_wake_function`); the walk
@@ -174,6 +198,37 @@ mod tests {
         assert!(w.active(b) && !w.active(a));
         assert_eq!(pids(w.take_woken()), vec![3, 1]);
         assert!(!w.has_woken());
+    }
+
+    #[test]
+    fn wake_up_each_times_every_waiter_in_order() {
+        let mut w = WaitQueues::default();
+        let q = w.add_queue();
+        w.wait(q, 3);
+        w.wait(q, 1);
+        let mut clock = 100;
+        let n = w.wake_up_each(q, true, || {
+            clock += 10;
+            clock
+        });
+        assert_eq!(n, 2);
+        assert_eq!(w.wake_up_each(q, true, || unreachable!()), 0);
+        assert_eq!(w.nr_wakeups, 1);
+        assert_eq!(
+            w.take_woken(),
+            vec![
+                Woken {
+                    pid: 3,
+                    at: Some(110),
+                    iowait: true
+                },
+                Woken {
+                    pid: 1,
+                    at: Some(120),
+                    iowait: true
+                }
+            ]
+        );
     }
 
     #[test]
