@@ -827,6 +827,34 @@ fn presets_without_a_hop_table_keep_one_hop() {
 }
 
 #[test]
+fn where_the_stlb_holds_pdes_a_walk_that_misses_its_pde_loads_it_first() {
+    use vmsim_core::machine::tlb::PageSize;
+    let p = params("epyc-7j13-milan");
+    assert!(p.tlb.stlb_holds_pde);
+    let mut m = Machine::new(&p, 1 << 30, 0).unwrap();
+    let (walk, l1, dram) = (p.walk_cycles, p.l1d.latency_cycles, p.dram_local_cycles);
+    let (pte_line, pde_line) = (4000, 9000);
+    let line = |level: PageSize| match level {
+        PageSize::Size4K => Some(pte_line),
+        _ => Some(pde_line),
+    };
+    // Cold: the walker's own time, the PDE's line from DRAM, then the PTE's.
+    let va = 0x7f00_0000_0000u64;
+    assert_eq!(m.tlb_translate(0, 1, va, PageSize::Size4K, 77, line), None);
+    assert_eq!(m.cpus[0].clock, walk - l1 + 2 * dram);
+    assert_eq!(m.cpus[0].stats.walker_loads, [0, 0, 0, 0, 2]);
+    // The next page of the same 2 MiB: the PDE is in the STLB, the PTE's
+    // line in the L1: the fixed walk.
+    let t = m.cpus[0].clock;
+    assert_eq!(
+        m.tlb_translate(0, 1, va + 4096, PageSize::Size4K, 78, line),
+        None
+    );
+    assert_eq!(m.cpus[0].clock - t, walk);
+    assert_eq!(m.cpus[0].stats.walker_loads, [1, 0, 0, 0, 2]);
+}
+
+#[test]
 fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     use vmsim_core::machine::tlb::PageSize;
     let (p, mut m) = e5();
@@ -835,7 +863,7 @@ fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     let pte_line = 4000;
     let va = 0x7f00_0000_0000u64;
     assert_eq!(
-        m.tlb_translate(0, 1, va, PageSize::Size4K, 77, || Some(pte_line)),
+        m.tlb_translate(0, 1, va, PageSize::Size4K, 77, |_| Some(pte_line)),
         None
     );
     assert_eq!(m.cpus[0].clock, walk - l1 + dram);
@@ -845,14 +873,14 @@ fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     let t = m.cpus[0].clock;
     let next = va + 4096;
     assert_eq!(
-        m.tlb_translate(0, 1, next, PageSize::Size4K, 78, || Some(pte_line)),
+        m.tlb_translate(0, 1, next, PageSize::Size4K, 78, |_| Some(pte_line)),
         None
     );
     assert_eq!(m.cpus[0].clock - t, walk);
     assert_eq!(m.cpus[0].stats.walker_loads, [1, 0, 0, 0, 1]);
     // A TLB hit asks for no line and costs nothing.
     let t = m.cpus[0].clock;
-    let hit = m.tlb_translate(0, 1, next, PageSize::Size4K, 78, || -> Option<u64> {
+    let hit = m.tlb_translate(0, 1, next, PageSize::Size4K, 78, |_| -> Option<u64> {
         panic!("a hit walks nothing")
     });
     assert_eq!(hit, Some(78));
@@ -860,7 +888,7 @@ fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     // Another core's walk of the same entry finds the line in the LLC.
     let t = m.cpus[1].clock;
     assert_eq!(
-        m.tlb_translate(1, 1, next, PageSize::Size4K, 78, || Some(pte_line)),
+        m.tlb_translate(1, 1, next, PageSize::Size4K, 78, |_| Some(pte_line)),
         None
     );
     assert_eq!(m.cpus[1].clock - t, walk - l1 + p.llc.latency_cycles);
@@ -868,7 +896,7 @@ fn a_tlb_miss_walk_loads_its_leaf_entry_through_the_caches() {
     // Without a line (page tables not in memory) the walk is the fixed cost.
     let t = m.cpus[2].clock;
     assert_eq!(
-        m.tlb_translate(2, 1, va, PageSize::Size4K, 77, || None),
+        m.tlb_translate(2, 1, va, PageSize::Size4K, 77, |_| None),
         None
     );
     assert_eq!(m.cpus[2].clock - t, walk);

@@ -114,3 +114,59 @@ fn a_value_that_is_not_a_boolean_is_refused_naming_the_key() {
     .to_string();
     assert!(err.contains("kernel.page_tables"), "{err}");
 }
+
+/// The page walk's loads, level by level, on a machine whose STLB holds
+/// page-directory entries (AMD) and on one whose paging-structure caches
+/// are taken to hit (Intel): the entry lines are made up, the walker asks
+/// for them by the size their level maps.
+#[test]
+fn a_walk_loads_its_pde_only_when_the_stlb_does_not_hold_it() {
+    use vmsim_core::machine::tlb::PageSize;
+    use vmsim_core::machine::Machine;
+    const PTE: u64 = 1000;
+    const PDE: u64 = 2000;
+    let line = |level: PageSize| match level {
+        PageSize::Size4K => Some(PTE),
+        PageSize::Size2M => Some(PDE),
+        PageSize::Size1G => None,
+    };
+    for (preset, pde_loads, l1_hits) in [("epyc-7j13-milan", 1, 4), ("xeon-e5-2699v3-2s", 0, 2)] {
+        let p = common::preset(preset);
+        let mut m = Machine::new(&p.machine_params().unwrap(), 64 << 20, 0).unwrap();
+        // Two 4 KiB pages of one 2 MiB region, then one of the next region.
+        let loads = |m: &Machine| m.cpus[0].stats.walker_loads.iter().sum::<u64>();
+        assert_eq!(
+            m.tlb_translate(0, 1, 0x20_0000, PageSize::Size4K, 5, line),
+            None
+        );
+        assert_eq!(loads(&m), 1 + pde_loads, "{preset}: the first walk");
+        assert_eq!(
+            m.tlb_translate(0, 1, 0x20_1000, PageSize::Size4K, 6, line),
+            None
+        );
+        assert_eq!(loads(&m), 2 + pde_loads, "{preset}: the PDE cached");
+        assert_eq!(
+            m.tlb_translate(0, 1, 0x40_0000, PageSize::Size4K, 7, line),
+            None
+        );
+        assert_eq!(loads(&m), 3 + 2 * pde_loads, "{preset}: another 2 MiB");
+        // A 2 MiB page's walk reads its own entry at that level, no other.
+        assert_eq!(
+            m.tlb_translate(0, 1, 0x80_0000, PageSize::Size2M, 512, line),
+            None
+        );
+        assert_eq!(loads(&m), 4 + 2 * pde_loads, "{preset}: a 2 MiB walk");
+        // The loads went through the caches: the first of each line missed,
+        // the later ones hit the L1 (on Milan the third walk's PDE and leaf,
+        // and the 2 MiB walk's entry, the PDE's line).
+        assert_eq!(m.cpus[0].stats.walker_loads[0], l1_hits, "{preset}");
+        assert_eq!(m.cpus[0].stats.tlb_walks, 4);
+        // INVLPG drops the PDE with the translation: the next walk loads both.
+        m.flush_tlb_local_page(0, 1, 0x20_1000);
+        assert_eq!(
+            m.tlb_translate(0, 1, 0x20_1000, PageSize::Size4K, 6, line),
+            None
+        );
+        assert_eq!(loads(&m), 5 + 3 * pde_loads, "{preset}: after INVLPG");
+    }
+}

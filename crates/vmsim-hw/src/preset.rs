@@ -615,6 +615,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             w.default("stlb_holds_2m", Val::B(true), "");
         }
     }
+    w.default(
+        "stlb_holds_pde",
+        Val::B(amd_vendor()),
+        "chosen by vendor: AMD's L2 TLB holds page-directory entries for walks (Software Optimization Guide, Family 17h Model 30h), Intel keeps upper-level entries in paging-structure caches of unpublished size (taken as always hit); not measured on this host",
+    );
     w.default("stlb_latency_cycles", Val::I(7), "");
     w.either("walk_cycles", walk.map(Val::I),
         "what 4 KiB pages add to a dependent load over THP on the largest sweep buffer (TLB miss + walk as a pointer chase sees it): the median over repetitions that each chase a THP-backed buffer and then one on 4 KiB pages and take the difference, x measured core clock",

@@ -320,6 +320,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "stlb_entries",
                 "stlb_ways",
                 "stlb_holds_2m",
+                "stlb_holds_pde",
                 "stlb_latency_cycles",
                 "walk_cycles",
                 "invlpgb",

@@ -19,8 +19,10 @@
 //! - the hardware walk after a TLB miss loads the leaf entry (PTE, or the
 //!   PMD/PUD entry of a huge mapping); the upper levels are taken as hits
 //!   in the paging-structure caches (Intel SDM Vol. 3A §4.10.3), as the
-//!   presets' fixed walk cost already assumed: no size of those caches is
-//!   published, so their misses are not modelled;
+//!   presets' fixed walk cost already assumed, but for the PDE of a 4 KiB
+//!   walk on a machine whose STLB holds PDEs (AMD; machine/tlb.rs), loaded
+//!   first when it is not there (sim/translate.rs gives the walker each
+//!   level's line);
 //! - the fault's `set_pte_at` / `set_pmd_at` stores the new entry, after
 //!   the new tables on the way were zeroed (64 line stores each);
 //! - an rmap walk (reclaim's `folio_referenced` and `try_to_unmap`,

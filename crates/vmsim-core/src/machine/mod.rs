@@ -696,12 +696,16 @@ impl Machine {
     /// found for the page. Returns the frame a hit translated to (None on a
     /// miss), for the caller to check against its page tables.
     ///
-    /// `leaf_line`, asked on a miss only: the line of the leaf entry the
-    /// walker reads, if the page tables are in simulated memory. Then the
-    /// walk is that dependent load through the caches (the upper levels hit
-    /// the paging-structure caches) plus the walker's own time, the fixed
-    /// walk less an L1 hit, so that a walk whose entry is in the L1 costs
-    /// the fixed walk; otherwise the fixed walk.
+    /// `entry_line`, asked on a miss only: the line of the page-table entry
+    /// at the level that maps pages of the given size (`size` itself: the
+    /// leaf), if the page tables are in simulated memory. Then the walk is
+    /// that dependent load through the caches plus the walker's own time,
+    /// the fixed walk less an L1 hit, so that a walk whose entry is in the
+    /// L1 costs the fixed walk; otherwise the fixed walk. The upper levels
+    /// hit the paging-structure caches, except that where the STLB holds
+    /// page-directory entries (`TlbConfig::stlb_holds_pde`, AMD) a 4 KiB
+    /// walk whose PDE is not there loads it first, its line asked as the
+    /// 2 MiB level's, and caches it.
     #[inline]
     pub fn tlb_translate(
         &mut self,
@@ -710,7 +714,7 @@ impl Machine {
         vaddr: u64,
         size: PageSize,
         pfn: u64,
-        leaf_line: impl FnOnce() -> Option<u64>,
+        entry_line: impl Fn(PageSize) -> Option<u64>,
     ) -> Option<u64> {
         let (hit, cached) = self.cpus[cpu].tlb.lookup_pfn(asid, vaddr, size);
         match hit {
@@ -722,19 +726,17 @@ impl Machine {
             }
             TlbHit::Miss => {
                 self.cpus[cpu].stats.tlb_walks += 1;
-                match leaf_line() {
+                match entry_line(size) {
                     Some(line) => {
                         let own = self.walk_cycles.saturating_sub(self.hier.lat.l1);
                         self.advance(cpu, own, 0);
-                        let served = self.access_one(cpu, line, AccessKind::Load, true, 0);
-                        let i = match served {
-                            Served::L1 => 0,
-                            Served::L2 => 1,
-                            Served::Llc => 2,
-                            Served::RemoteCache { .. } => 3,
-                            _ => 4,
-                        };
-                        self.cpus[cpu].stats.walker_loads[i] += 1;
+                        if size == PageSize::Size4K && !self.cpus[cpu].tlb.pde_hit(asid, vaddr) {
+                            if let Some(pde) = entry_line(PageSize::Size2M) {
+                                self.walker_load(cpu, pde);
+                            }
+                            self.cpus[cpu].tlb.pde_fill(asid, vaddr);
+                        }
+                        self.walker_load(cpu, line);
                     }
                     None => self.advance(cpu, self.walk_cycles, 0),
                 }
@@ -742,6 +744,20 @@ impl Machine {
                 None
             }
         }
+    }
+
+    /// One dependent load of the page walker, counted by where it was served.
+    #[inline]
+    fn walker_load(&mut self, cpu: usize, line: u64) {
+        let served = self.access_one(cpu, line, AccessKind::Load, true, 0);
+        let i = match served {
+            Served::L1 => 0,
+            Served::L2 => 1,
+            Served::Llc => 2,
+            Served::RemoteCache { .. } => 3,
+            _ => 4,
+        };
+        self.cpus[cpu].stats.walker_loads[i] += 1;
     }
 
     pub fn flush_tlb_local_all(&mut self, cpu: usize) {

@@ -16,7 +16,14 @@
 //! caller's page walk found for it ([`Tlb::fill_pfn`]) and a hit returns it
 //! ([`Tlb::lookup_pfn`]), so the caller can check a hit against its page
 //! tables and catch a missing flush. It knows nothing of page tables itself.
-//! Paging-structure caches are not modelled.
+//!
+//! With [`TlbConfig::stlb_holds_pde`] the STLB also holds page-directory
+//! entries, as AMD's L2 TLB does (one per 2 MiB of address space that a
+//! walk of a 4 KiB page went through, tagged apart from 2 MiB
+//! translations): a walk whose PDE is there skips loading it
+//! ([`Tlb::pde_hit`], [`Tlb::pde_fill`]), and PDEs and translations evict
+//! each other. Without it no upper-level entry is ever missed (Intel's
+//! separate paging-structure caches, whose sizes are not published).
 //!
 //! # Invariants
 //!
@@ -74,6 +81,8 @@ pub struct TlbConfig {
     pub l1_1g: (u32, u32),
     pub stlb: (u32, u32),
     pub stlb_holds_2m: bool,
+    /// The STLB also caches page-directory entries for walks (AMD).
+    pub stlb_holds_pde: bool,
 }
 
 impl TlbConfig {
@@ -122,6 +131,13 @@ const VALID: u32 = 1 << 31;
 #[inline(always)]
 fn key(asid: u16, size: PageSize) -> u32 {
     VALID | (size.index() as u32) << 16 | asid as u32
+}
+
+/// Tag word of a page-directory entry: a fourth kind besides the sizes,
+/// its VPN that of the 2 MiB region the PDE maps.
+#[inline(always)]
+fn pde_key(asid: u16) -> u32 {
+    VALID | 3 << 16 | asid as u32
 }
 
 /// One set-associative, LRU structure.
@@ -263,6 +279,8 @@ pub struct Tlb {
     stlb: TlbArray,
     /// Which sizes the STLB holds, indexed by [`PageSize`].
     stlb_holds: [bool; 3],
+    /// Whether the STLB holds page-directory entries.
+    stlb_holds_pde: bool,
     clock: u64,
     stats: TlbStats,
 }
@@ -282,6 +300,7 @@ impl Tlb {
             ],
             stlb: TlbArray::new(cfg.stlb),
             stlb_holds: [true, cfg.stlb_holds_2m, false],
+            stlb_holds_pde: cfg.stlb_holds_pde,
             clock: 0,
             stats: TlbStats::default(),
         }
@@ -338,6 +357,38 @@ impl Tlb {
         }
     }
 
+    /// Whether a walk of `vaddr`'s 4 KiB page finds its page-directory
+    /// entry cached: in the STLB if it holds PDEs (a hit refreshes it),
+    /// always otherwise.
+    #[inline]
+    pub fn pde_hit(&mut self, asid: u16, vaddr: u64) -> bool {
+        if !self.stlb_holds_pde {
+            return true;
+        }
+        self.clock += 1;
+        match self
+            .stlb
+            .find(vaddr >> PageSize::Size2M.shift(), pde_key(asid))
+        {
+            Some(s) => {
+                self.stlb.stamp[s] = self.clock;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After a walk that loaded `vaddr`'s page-directory entry: cache it in
+    /// the STLB if it holds PDEs.
+    #[inline]
+    pub fn pde_fill(&mut self, asid: u16, vaddr: u64) {
+        if self.stlb_holds_pde {
+            self.clock += 1;
+            let vpn = vaddr >> PageSize::Size2M.shift();
+            self.stlb.insert(vpn, pde_key(asid), self.clock, INVALID);
+        }
+    }
+
     /// Drop every entry of every ASID (the model has no PCID-preserved or
     /// global entries).
     pub fn flush_all(&mut self) {
@@ -353,8 +404,10 @@ impl Tlb {
         self.stlb.clear_asid(asid);
     }
 
-    /// INVLPG: drop any entry of `asid`, of any size, covering `vaddr`.
-    /// Returns true if something was dropped.
+    /// INVLPG: drop any entry of `asid`, of any size, covering `vaddr`,
+    /// and the page-directory entry on its way (AMD APM Vol. 3, INVLPG:
+    /// the upper-level entries cached for the address go too). Returns
+    /// true if a translation was dropped.
     pub fn flush_page(&mut self, asid: u16, vaddr: u64) -> bool {
         self.stats.flushes_page += 1;
         let mut dropped = false;
@@ -364,6 +417,10 @@ impl Tlb {
             if self.stlb_holds[i] {
                 dropped |= self.stlb.remove(vpn, k);
             }
+        }
+        if self.stlb_holds_pde {
+            self.stlb
+                .remove(vaddr >> PageSize::Size2M.shift(), pde_key(asid));
         }
         dropped
     }
@@ -395,6 +452,7 @@ mod tests {
             l1_1g: (2, 2),
             stlb: (16, 4),
             stlb_holds_2m: true,
+            stlb_holds_pde: false,
         }
     }
 
@@ -474,6 +532,7 @@ mod tests {
             l1_1g: (0, 0),
             stlb: (8, 8),
             stlb_holds_2m: false,
+            stlb_holds_pde: false,
         };
         let mut t = Tlb::new(&cfg);
         for p in 0..3 {
@@ -544,6 +603,40 @@ mod tests {
     }
 
     #[test]
+    fn pdes_share_the_stlb_with_translations_when_it_holds_them() {
+        // One STLB set of 2 ways: a PDE and a 4 KiB translation fill it.
+        let mut cfg = small();
+        cfg.stlb = (2, 2);
+        cfg.l1_4k = (0, 0);
+        cfg.stlb_holds_pde = true;
+        let mut t = Tlb::new(&cfg);
+        assert!(!t.pde_hit(0, 5 * K4));
+        t.pde_fill(0, 5 * K4);
+        // Every 4 KiB page of the 2 MiB region shares it; another ASID does not.
+        assert!(t.pde_hit(0, 9 * K4));
+        assert!(!t.pde_hit(1, 9 * K4));
+        // A PDE is no translation of a 2 MiB page.
+        assert_eq!(t.lookup(0, 0, Size2M), TlbHit::Miss);
+        t.fill(0, 5 * K4, Size4K);
+        assert_eq!(t.occupancy().1, 2);
+        // A third entry evicts the least recently used: the PDE.
+        t.fill(0, 6 * K4, Size4K);
+        assert!(!t.pde_hit(0, 5 * K4));
+        assert_eq!(t.lookup(0, 5 * K4, Size4K), TlbHit::Stlb);
+        // INVLPG of any page of the region drops a PDE.
+        t.pde_fill(0, M2 + K4);
+        assert!(t.pde_hit(0, M2));
+        t.flush_page(0, M2 + 3 * K4);
+        assert!(!t.pde_hit(0, M2));
+        // Not held: every PDE hits and nothing is cached.
+        cfg.stlb_holds_pde = false;
+        let mut t = Tlb::new(&cfg);
+        t.pde_fill(0, 0);
+        assert!(t.pde_hit(0, 0));
+        assert_eq!(t.occupancy().1, 0);
+    }
+
+    #[test]
     fn non_power_of_two_sets_and_lru() {
         // STLB like Skylake's: 1536 entries, 12 ways = 128 sets; L1 of 3 sets.
         let cfg = TlbConfig {
@@ -552,6 +645,7 @@ mod tests {
             l1_1g: (0, 0),
             stlb: (1536, 12),
             stlb_holds_2m: true,
+            stlb_holds_pde: false,
         };
         let mut t = Tlb::new(&cfg);
         // Pages 0, 3, 6 share L1 set 0 (3 sets).
@@ -567,12 +661,13 @@ mod tests {
     // ------------------------------------------------ differential proptest
 
     /// Naive reference: each structure is a flat list of
-    /// (asid, vpn, size, last use), filtered by set on every operation.
+    /// (asid, vpn, size, last use), filtered by set on every operation; a
+    /// page-directory entry has no size (None) and the VPN of its 2 MiB.
     #[derive(Default)]
     struct RefArray {
         sets: u64,
         ways: usize,
-        entries: Vec<(u16, u64, PageSize, u64)>,
+        entries: Vec<(u16, u64, Option<PageSize>, u64)>,
     }
     impl RefArray {
         fn new((e, w): (u32, u32)) -> Self {
@@ -588,7 +683,7 @@ mod tests {
         fn present(&self) -> bool {
             self.ways > 0
         }
-        fn hit(&mut self, asid: u16, vpn: u64, size: PageSize, now: u64) -> bool {
+        fn hit(&mut self, asid: u16, vpn: u64, size: Option<PageSize>, now: u64) -> bool {
             if !self.present() {
                 return false;
             }
@@ -604,7 +699,7 @@ mod tests {
                 None => false,
             }
         }
-        fn put(&mut self, asid: u16, vpn: u64, size: PageSize, now: u64) {
+        fn put(&mut self, asid: u16, vpn: u64, size: Option<PageSize>, now: u64) {
             if !self.present() || self.hit(asid, vpn, size, now) {
                 return;
             }
@@ -627,6 +722,8 @@ mod tests {
         FlushAll,
         FlushAsid(u16),
         FlushPage(u16, u64),
+        /// A walk of a 4 KiB page: its PDE looked up, and filled on a miss.
+        Pde(u16, u64),
     }
 
     fn size_strategy() -> impl Strategy<Value = PageSize> {
@@ -641,7 +738,8 @@ mod tests {
             30 => (0u16..2, addr.clone(), size_strategy()).prop_map(|(a, v, s)| TOp::LookupFill(a, v, s)),
             1 => Just(TOp::FlushAll),
             1 => (0u16..2).prop_map(TOp::FlushAsid),
-            2 => (0u16..2, addr).prop_map(|(a, v)| TOp::FlushPage(a, v)),
+            2 => (0u16..2, addr.clone()).prop_map(|(a, v)| TOp::FlushPage(a, v)),
+            10 => (0u16..2, addr).prop_map(|(a, v)| TOp::Pde(a, v)),
         ]
     }
 
@@ -659,9 +757,10 @@ mod tests {
         fn tlb_matches_reference(
             l1_4k in structure(), l1_2m in structure(), l1_1g in structure(), stlb in structure(),
             stlb_holds_2m in any::<bool>(),
+            stlb_holds_pde in any::<bool>(),
             ops in proptest::collection::vec(tlb_op(), 1..300),
         ) {
-            let cfg = TlbConfig { l1_4k, l1_2m, l1_1g, stlb, stlb_holds_2m };
+            let cfg = TlbConfig { l1_4k, l1_2m, l1_1g, stlb, stlb_holds_2m, stlb_holds_pde };
             let mut t = Tlb::new(&cfg);
             let mut l1 = [RefArray::new(l1_4k), RefArray::new(l1_2m), RefArray::new(l1_1g)];
             let mut st = RefArray::new(stlb);
@@ -674,10 +773,10 @@ mod tests {
                     TOp::LookupFill(asid, va, size) => {
                         let vpn = va >> size.shift();
                         let li = size as usize;
-                        let want = if l1[li].hit(asid, vpn, size, now) {
+                        let want = if l1[li].hit(asid, vpn, Some(size), now) {
                             TlbHit::L1
-                        } else if holds(size) && st.hit(asid, vpn, size, now) {
-                            l1[li].put(asid, vpn, size, now);
+                        } else if holds(size) && st.hit(asid, vpn, Some(size), now) {
+                            l1[li].put(asid, vpn, Some(size), now);
                             TlbHit::Stlb
                         } else {
                             TlbHit::Miss
@@ -691,9 +790,9 @@ mod tests {
                         prop_assert_eq!(t.lookup(asid, va, size), want, "step {}: {:?}", i, op);
                         if want == TlbHit::Miss {
                             now += 1;
-                            l1[li].put(asid, vpn, size, now);
+                            l1[li].put(asid, vpn, Some(size), now);
                             if holds(size) {
-                                st.put(asid, vpn, size, now);
+                                st.put(asid, vpn, Some(size), now);
                             }
                             t.fill(asid, va, size);
                         }
@@ -712,12 +811,27 @@ mod tests {
                     }
                     TOp::FlushPage(asid, va) => {
                         want_stats.flushes_page += 1;
-                        let covers = |e: &(u16, u64, PageSize, u64)| e.0 == asid && e.1 == va >> e.2.shift();
-                        let before: usize = l1.iter().map(|a| a.entries.len()).sum::<usize>() + st.entries.len();
+                        let shift = |e: &(u16, u64, Option<PageSize>, u64)| e.2.unwrap_or(Size2M).shift();
+                        let covers = |e: &(u16, u64, Option<PageSize>, u64)| e.0 == asid && e.1 == va >> shift(e);
+                        let translations = |l1: &[RefArray; 3], st: &RefArray| {
+                            l1.iter().map(|a| a.entries.len()).sum::<usize>()
+                                + st.entries.iter().filter(|e| e.2.is_some()).count()
+                        };
+                        let before = translations(&l1, &st);
                         l1.iter_mut().for_each(|a| a.entries.retain(|e| !covers(e)));
                         st.entries.retain(|e| !covers(e));
-                        let after: usize = l1.iter().map(|a| a.entries.len()).sum::<usize>() + st.entries.len();
+                        let after = translations(&l1, &st);
                         prop_assert_eq!(t.flush_page(asid, va), after < before, "step {}: {:?}", i, op);
+                    }
+                    TOp::Pde(asid, va) => {
+                        let vpn = va >> Size2M.shift();
+                        let want = !stlb_holds_pde || st.hit(asid, vpn, None, now);
+                        prop_assert_eq!(t.pde_hit(asid, va), want, "step {}: {:?}", i, op);
+                        if !want {
+                            now += 1;
+                            st.put(asid, vpn, None, now);
+                            t.pde_fill(asid, va);
+                        }
                     }
                 }
                 let occ = t.occupancy();

@@ -43,16 +43,22 @@ impl Sim {
                 let size = tr.page_size();
                 let base = tr.pfn - ((va & (size.bytes() - 1)) >> 12);
                 let pt = &self.kernel.mms[mm].pt;
-                let leaf = match size {
-                    PageSize::Size4K => Level::Pte,
-                    PageSize::Size2M => Level::Pmd,
-                    PageSize::Size1G => Level::Pud,
-                };
                 let in_memory = self.kernel.cfg.page_tables;
-                let leaf_line = || if in_memory { pt.line(va, leaf) } else { None };
+                // The entry at the level mapping pages of `level`'s size.
+                let entry_line = |level: PageSize| {
+                    if !in_memory {
+                        return None;
+                    }
+                    let l = match level {
+                        PageSize::Size4K => Level::Pte,
+                        PageSize::Size2M => Level::Pmd,
+                        PageSize::Size1G => Level::Pud,
+                    };
+                    pt.line(va, l)
+                };
                 if let Some(cached) = self
                     .machine
-                    .tlb_translate(cpu, asid, va, size, base, leaf_line)
+                    .tlb_translate(cpu, asid, va, size, base, entry_line)
                 {
                     if cached != base {
                         self.error = Some(Error::Internal(format!(

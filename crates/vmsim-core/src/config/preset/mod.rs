@@ -134,6 +134,9 @@ pub struct TlbParams {
     pub l1_1g: (u64, u64),
     pub stlb: (u64, u64),
     pub stlb_holds_2m: bool,
+    /// The STLB also caches page-directory entries for walks (AMD); false:
+    /// every upper-level entry a walk needs is taken as cached.
+    pub stlb_holds_pde: bool,
     pub stlb_latency_cycles: u64,
     pub walk_cycles: u64,
     /// The CPU has INVLPGB/TLBSYNC (broadcast TLB invalidation).
@@ -562,6 +565,7 @@ impl Preset {
             l1_1g: (t.u("l1_1g_entries")?, t.u("l1_1g_ways")?),
             stlb: (t.u("stlb_entries")?, t.u("stlb_ways")?),
             stlb_holds_2m: t.b("stlb_holds_2m")?,
+            stlb_holds_pde: t.b("stlb_holds_pde")?,
             stlb_latency_cycles: t.u("stlb_latency_cycles")?,
             walk_cycles: t.u("walk_cycles")?,
             invlpgb: t.b("invlpgb")?,
@@ -859,6 +863,7 @@ impl Preset {
                 l1_1g: t(tlb.l1_1g),
                 stlb: t(tlb.stlb),
                 stlb_holds_2m: tlb.stlb_holds_2m,
+                stlb_holds_pde: tlb.stlb_holds_pde,
             },
             stlb_latency_cycles: tlb.stlb_latency_cycles,
             walk_cycles: tlb.walk_cycles,
