@@ -1520,9 +1520,11 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                             }
                         }
                         PageClear::Clzero => {
+                            m.set_clzero(0, true);
                             for i in 0..n {
                                 m.access(0, at + i, AccessKind::NtStore, true, clzero_issue);
                             }
+                            m.set_clzero(0, false);
                         }
                         PageClear::Mov => {
                             for i in 0..n {

@@ -175,6 +175,62 @@ fn a_bypassing_string_line_holds_its_buffer_for_the_measured_string_hold() {
 }
 
 #[test]
+fn a_clzero_line_holds_its_buffer_for_the_measured_clzero_hold() {
+    // Milan as shipped: "posted", a clzero line holds the posted-write
+    // hold (82 cycles), which comes from CLZERO's own rate.
+    let p = params("epyc-7j13-milan");
+    assert_eq!(p.clzero_hold_cycles, None);
+    // A host whose clzero drains slower than its vector NT stores: 50 ns
+    // (123 cycles at 2.45 GHz) for clzero lines, the rest unchanged.
+    let mut p = p;
+    p.clzero_hold_cycles = Some(123);
+    let mut m = Machine::new(&p, 1 << 30, 0).unwrap();
+    m.set_clzero(0, true);
+    let t = m.cpus[0].clock;
+    assert_eq!(
+        m.access(0, 100, AccessKind::NtStore, true, 1),
+        Served::NtWrite { hops: 0 }
+    );
+    m.set_clzero(0, false);
+    assert!(m.cores[0].lfb.contains(&(t + 123)), "{:?}", m.cores[0].lfb);
+    let t = m.cpus[0].clock;
+    m.access(0, 200, AccessKind::NtStore, true, 1);
+    assert!(m.cores[0].lfb.contains(&(t + 82)), "{:?}", m.cores[0].lfb);
+    // A long clzero loop: 24 buffers x 64 B per 123 cycles.
+    let mut m = Machine::new(&p, 1 << 30, 0).unwrap();
+    let n = 50_000u64;
+    m.set_clzero(0, true);
+    let t0 = m.cpus[0].clock;
+    for i in 0..n {
+        m.access(0, 1000 + i, AccessKind::NtStore, true, 1);
+    }
+    m.set_clzero(0, false);
+    let bytes_per_cycle = (n * 64) as f64 / (m.cpus[0].clock - t0) as f64;
+    let bound = p.l1d.outstanding as f64 * 64.0 / 123.0;
+    assert!(
+        (bytes_per_cycle - bound).abs() / bound < 0.01,
+        "{bytes_per_cycle:.3} B/cycle vs {bound:.3}"
+    );
+    assert_eq!(params("xeon-8358-icx").clzero_hold_cycles, None);
+    // Through validate's clzero chunks (the rows `vmsim hw validate` gives a
+    // host's clzero sweep): 24 x 64 B / 50 ns = 30.7 GB/s against the
+    // posted hold's 45.9.
+    use vmsim_core::validate::{measure, Bench};
+    let text = preset_text("epyc-7j13-milan");
+    let posted = Preset::parse(text, "milan").unwrap();
+    let held = text.replace(
+        "clzero_hold_ns = { value = \"posted\"",
+        "clzero_hold_ns = { value = 50.0",
+    );
+    assert_ne!(held, text);
+    let held = Preset::parse(&held, "milan").unwrap();
+    let bench = Bench::ClzeroChunks { chunk_kib: 64 };
+    let (a, b) = (measure(&posted, bench), measure(&held, bench));
+    assert!((a - 45.9).abs() < 0.5, "{a}");
+    assert!((b - 24.0 * 64.0 / 50.0).abs() < 0.5, "{b}");
+}
+
+#[test]
 fn a_no_rfo_stream_is_bound_by_fill_buffers_over_the_grant_latency() {
     // Little's law: one core streaming no-RFO string stores keeps at most min(fill buffers,
     // superqueue) grants in flight, each for the home's round trip.
@@ -504,19 +560,22 @@ fn a_grant_time_is_refused_unless_above_zero_and_at_most_the_local_dram_latency(
             ),
         }
     }
-    // The bypassing string line's hold: "posted" or a time in ns, likewise.
-    let with = |v: &str| e5_with("bypass_hold_ns", v);
-    assert!(with("\"posted\"").is_ok() && with("40.0").is_ok());
-    for bad in ["0", "120", "\"memory\""] {
-        match with(bad) {
-            Err(vmsim_core::api::Error::Config { key, message }) => {
-                assert_eq!(key, "string.bypass_hold_ns.value", "{bad}");
-                assert!(message.contains("\"posted\""), "{bad}: {message}");
+    // The bypassing string line's hold and the clzero line's: "posted" or a
+    // time in ns, likewise.
+    for name in ["bypass_hold_ns", "clzero_hold_ns"] {
+        let with = |v: &str| e5_with(name, v);
+        assert!(with("\"posted\"").is_ok() && with("40.0").is_ok());
+        for bad in ["0", "120", "\"memory\""] {
+            match with(bad) {
+                Err(vmsim_core::api::Error::Config { key, message }) => {
+                    assert_eq!(key, format!("string.{name}.value"), "{bad}");
+                    assert!(message.contains("\"posted\""), "{bad}: {message}");
+                }
+                other => panic!(
+                    "{bad}: expected a config error, got {:?}",
+                    other.map(|_| ())
+                ),
             }
-            other => panic!(
-                "{bad}: expected a config error, got {:?}",
-                other.map(|_| ())
-            ),
         }
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct Raw {
     pub store_gbps: f64,
     pub nt_gbps: f64,
     pub movnti_gbps: f64,
+    /// One core's `clzero` over the same buffer (GB/s; 0 without clzero).
+    pub clzero_gbps: f64,
     pub nt_how: &'static str,
     pub read_gbps: f64,
     /// Load bandwidth of one core streaming over half of its L2 and over
@@ -245,6 +247,10 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let (movnti, nt, nt_how) = m::nt_gbps(bw_bytes, passes)?;
     let movnti_gbps = best_rate("store_movnti_gbps", &movnti);
     let nt_gbps = best_rate("store_nontemporal_gbps", &nt);
+    let clzero_gbps = match m::clzero_gbps(bw_bytes, passes)? {
+        Some(s) => best_rate("store_clzero_gbps", &s),
+        None => 0.0,
+    };
     let read_gbps = best_rate("read_gbps", &m::read_gbps(bw_bytes, passes)?);
     // The fill paths: the rate one core sustains reading a level it misses
     // the level above in, as the vendors' "sustained bandwidth" figures are.
@@ -325,6 +331,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         store_gbps,
         nt_gbps,
         movnti_gbps,
+        clzero_gbps,
         nt_how,
         read_gbps,
         l2_load_gbps,
@@ -455,6 +462,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "store_nontemporal_gbps": round3(raw.nt_gbps),
             "store_nontemporal_method": raw.nt_how,
             "store_movnti_gbps": round3(raw.movnti_gbps),
+            "store_clzero_gbps": round3(raw.clzero_gbps),
             "read_gbps": round3(raw.read_gbps),
             "l2_load_gbps": round3(raw.l2_load_gbps),
             "llc_load_gbps": round3(raw.llc_load_gbps),

@@ -51,6 +51,21 @@ pub fn nt_gbps(bytes: usize, passes: usize) -> Result<(Samples, Samples, &'stati
     Ok((movnti, wide, "vmovntdq 32 B"))
 }
 
+/// `clzero` per 64 B line and an `sfence` per pass, where the CPU has it
+/// (AMD); None otherwise.
+pub fn clzero_gbps(bytes: usize, passes: usize) -> Result<Option<Samples>, HwError> {
+    if !crate::sweep::has_clzero() {
+        return Ok(None);
+    }
+    let s = bw(bytes, passes, |b| {
+        // SAFETY: clzero checked above; page-aligned, whole slice writable,
+        // length a multiple of 64.
+        unsafe { crate::sweep::clzero_clear(b.as_mut_ptr(), b.len() / 64 * 64) };
+        sfence();
+    })?;
+    Ok(Some(s))
+}
+
 #[target_feature(enable = "avx2")]
 unsafe fn nt_clear_avx2(b: &mut [u8]) {
     use core::arch::x86_64::{__m256i, _mm256_setzero_si256, _mm256_stream_si256};

@@ -820,6 +820,24 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::B(host::has_flag("clzero")),
         "/proc/cpuinfo flags",
     );
+    if r.clzero_gbps > 0.0 {
+        w.measured(
+            "clzero_hold_ns",
+            Val::F(little_hold_ns(r.clzero_gbps, dram_ns)),
+            &format!(
+                "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's clzero bandwidth over {} MiB (raw.store_clzero_gbps, {:.1} GB/s), as memory.posted_write_ns is from the non-temporal stores' ({:.1} GB/s)",
+                r.bw_bytes >> 20,
+                r.clzero_gbps,
+                r.nt_gbps
+            ),
+        );
+    } else {
+        w.default(
+            "clzero_hold_ns",
+            Val::S("posted"),
+            "no clzero rate measured (no clzero on this CPU): a clzero line would hold its buffer as any unread line does (memory.posted_write_ns)",
+        );
+    }
 
     w.section("prefetch");
     w.default("enabled", Val::B(true), "hardware prefetchers assumed on");

@@ -354,6 +354,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "nocache_by",
                 "bypass_hold_ns",
                 "clzero",
+                "clzero_hold_ns",
             ],
         ),
         (

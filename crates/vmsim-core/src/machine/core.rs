@@ -196,6 +196,8 @@ pub struct CoreResources {
     /// string instruction is granted, and whether one is executing.
     string_granted: Vec<u64>,
     in_string: Vec<bool>,
+    /// Per SMT thread: whether it is in a `clzero` loop.
+    in_clzero: Vec<bool>,
 }
 
 /// Bytes per cycle of a core's two fill paths (0: no limit), and whether
@@ -232,6 +234,7 @@ impl CoreResources {
             streamer: Streamer::new(pf),
             string_granted: vec![0; threads.max(1)],
             in_string: vec![false; threads.max(1)],
+            in_clzero: vec![false; threads.max(1)],
         }
     }
 
@@ -272,6 +275,18 @@ impl CoreResources {
     /// grant time stays for the next [`CoreResources::string_begin`].
     pub fn string_end(&mut self, thread: usize) {
         self.in_string[thread] = false;
+    }
+
+    /// Thread `thread` enters (true) or leaves a `clzero` loop, whose lines
+    /// hold their miss buffers for `string.clzero_hold_ns`.
+    pub fn set_clzero(&mut self, thread: usize, on: bool) {
+        self.in_clzero[thread] = on;
+    }
+
+    /// Whether thread `thread` is in a `clzero` loop.
+    #[inline(always)]
+    pub fn in_clzero(&self, thread: usize) -> bool {
+        self.in_clzero[thread]
     }
 
     /// When every line store of thread `thread`'s latest string instruction

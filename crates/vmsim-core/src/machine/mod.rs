@@ -116,6 +116,10 @@ pub struct Machine {
     /// buffer beyond another unread line's hold (`string.bypass_hold_ns`
     /// less `memory.posted_write_ns`; 0 where not measured apart).
     string_bypass_extra: i64,
+    /// What a `clzero` line holds its miss buffer beyond another unread
+    /// line's hold (`string.clzero_hold_ns` less `memory.posted_write_ns`;
+    /// 0 where not measured apart).
+    clzero_extra: i64,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
     /// Which lines of a string store over the threshold bypass.
@@ -238,6 +242,9 @@ impl Machine {
             string_drain: p.string_drain,
             string_bypass_extra: p
                 .string_bypass_hold_cycles
+                .map_or(0, |c| c as i64 - p.posted_write_cycles as i64),
+            clzero_extra: p
+                .clzero_hold_cycles
                 .map_or(0, |c| c as i64 - p.posted_write_cycles as i64),
             nocache_threshold: p.nocache_threshold_bytes,
             nocache_by: p.nocache_by,
@@ -493,12 +500,13 @@ impl Machine {
                     s2
                 };
                 let mut lat = self.hier.latency(served);
-                if self.string_bypass_extra != 0
-                    && matches!(served, Served::NtWrite { .. })
-                    && r.in_string(thread)
-                {
-                    // A string store's line written without allocation.
-                    lat = lat.saturating_add_signed(self.string_bypass_extra);
+                if matches!(served, Served::NtWrite { .. }) {
+                    if self.string_bypass_extra != 0 && r.in_string(thread) {
+                        // A string store's line written without allocation.
+                        lat = lat.saturating_add_signed(self.string_bypass_extra);
+                    } else if self.clzero_extra != 0 && r.in_clzero(thread) {
+                        lat = lat.saturating_add_signed(self.clzero_extra);
+                    }
                 }
                 let mut done = r.fill(served, start + lat + wait, true);
                 if matches!(served, Served::L2 | Served::Llc) {
@@ -689,6 +697,13 @@ impl Machine {
     pub fn string_end(&mut self, cpu: usize) {
         let (core, thread) = self.cpu_core[cpu];
         self.cores[core as usize].string_end(thread as usize);
+    }
+
+    /// CPU `cpu` enters (true) or leaves a `clzero` loop: its lines hold
+    /// their miss buffers for `string.clzero_hold_ns` where measured.
+    pub fn set_clzero(&mut self, cpu: usize, on: bool) {
+        let (core, thread) = self.cpu_core[cpu];
+        self.cores[core as usize].set_clzero(thread as usize, on);
     }
 
     /// Translates `vaddr` through the CPU's TLB; on a miss the walk is

@@ -337,8 +337,10 @@ impl Sim {
     fn begin_bulk(&mut self, cpu: usize, how: StoreHow) -> u64 {
         if !self.cpus[cpu].started {
             self.cpus[cpu].started = true;
-            if how == StoreHow::String {
-                self.machine.string_start(cpu);
+            match how {
+                StoreHow::String => self.machine.string_start(cpu),
+                StoreHow::Clzero => self.machine.set_clzero(cpu, true),
+                _ => {}
             }
         }
         self.cpus[cpu].pos
@@ -352,8 +354,10 @@ impl Sim {
         }
         self.cpus[cpu].pos = 0;
         self.cpus[cpu].started = false;
-        // A string instruction's stores have all issued (no-op for other kinds).
+        // A string instruction's stores have all issued, a clzero loop's
+        // too (no-op for other kinds).
         self.machine.string_end(cpu);
+        self.machine.set_clzero(cpu, false);
         true
     }
 

@@ -269,6 +269,9 @@ pub struct StringParams {
     /// `nocache_threshold_kib`) holds its miss buffer: "posted" (as any
     /// unread line, `memory.posted_write_ns`), or a time in ns, measured.
     pub bypass_hold_ns: NameOrNs,
+    /// How long a `clzero` line holds its miss buffer: "posted" (as any
+    /// unread line, `memory.posted_write_ns`), or a time in ns, measured.
+    pub clzero_hold_ns: NameOrNs,
     pub nocache_threshold_kib: u64,
     /// How a string store longer than the threshold bypasses: "call" (all of
     /// it) or "remaining" (its lines while more than the threshold remains).
@@ -639,6 +642,12 @@ impl Preset {
             nocache_threshold_kib: s.u("nocache_threshold_kib")?,
             nocache_by: s.choice("nocache_by", NOCACHE_BY)?,
             clzero: s.b("clzero")?,
+            clzero_hold_ns: s.name_or_ns(
+                "clzero_hold_ns",
+                &["posted"],
+                "how long a clzero line holds its buffer",
+                memory.local_latency_ns,
+            )?,
         };
         s.finish()?;
 
@@ -827,6 +836,16 @@ impl Preset {
                 ))
             }
         };
+        let clzero_hold_cycles = match &s.clzero_hold_ns {
+            NameOrNs::Ns(ns) => Some(cyc(*ns)),
+            NameOrNs::Named(n) if n == "posted" => None,
+            NameOrNs::Named(o) => {
+                return Err(cfg_err(
+                    "string.clzero_hold_ns.value",
+                    format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
+                ))
+            }
+        };
         let nocache_by = match s.nocache_by.as_str() {
             "call" => NocacheBy::Call,
             "remaining" => NocacheBy::Remaining,
@@ -893,6 +912,7 @@ impl Preset {
             no_rfo_full_lines: s.no_rfo_full_lines,
             no_rfo_grant,
             string_bypass_hold_cycles,
+            clzero_hold_cycles,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
             nocache_by,
             clzero: s.clzero,
