@@ -1,8 +1,68 @@
 //! The kernel's scheduler state: run queues and time slices (rq.rs), wait
 //! queues (wait.rs) and NUMA balancing's scanner and per-task accounting
-//! (numa.rs, kernel/sched/fair.c's share of it). The run loop that asks
+//! (numa.rs, kernel/sched/fair.c's share of it), and the wake-up of a wait
+//! queue by kernel code on a CPU, which pays for it. The run loop that asks
 //! them what runs next is the engine's (sim/).
 
 pub mod numa;
 pub mod rq;
 pub mod wait;
+
+use super::hw::Hw;
+use super::Kernel;
+use wait::WaitQueueId;
+
+impl Kernel {
+    /// `wake_up` of every waiter on `q` by `hw.cpu`. With `kernel.wakeups`
+    /// each `try_to_wake_up` costs the waker `try_to_wake_up_cycles` in turn
+    /// and its task runs no earlier than the waker's clock after it (and its
+    /// CPU's exit from idle: sim/, `Sim::wake_woken`); without, the waiters
+    /// are runnable for nothing at the end of the waker's quantum.
+    pub(crate) fn wake_up_charged(&mut self, hw: &mut Hw, q: WaitQueueId, iowait: bool) -> usize {
+        if !self.cfg.wakeups {
+            return self.waitq.wake_up(q, iowait);
+        }
+        let c = self.costs.try_to_wake_up_cycles;
+        self.waitq.wake_up_each(q, iowait, || {
+            hw.charge(c);
+            hw.now()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::locking::test_hw;
+
+    #[test]
+    fn a_charged_wake_up_pays_each_waiter_in_turn_and_is_free_without_wakeups() {
+        for wakeups in [true, false] {
+            let mut k = crate::kernel::filemap::tests::kernel();
+            k.cfg.wakeups = wakeups;
+            // Two tasks wait for a migration of the page at frame 40.
+            let q = k.folio_waitqueue(40);
+            k.waitq.wait(q, 4);
+            k.waitq.wait(q, 9);
+            let mut m = test_hw::machine();
+            m.cpus[1].clock = 1000;
+            let c = k.costs.try_to_wake_up_cycles;
+            assert_eq!(
+                test_hw::on(&mut m, 1, |hw| k.wake_up_charged(hw, q, true)),
+                2
+            );
+            let (end, at) = if wakeups {
+                (1000 + 2 * c, [Some(1000 + c), Some(1000 + 2 * c)])
+            } else {
+                (1000, [None, None])
+            };
+            assert_eq!(m.cpus[1].clock, end, "wakeups {wakeups}");
+            let woken: Vec<(usize, Option<u64>, bool)> = k
+                .waitq
+                .take_woken()
+                .iter()
+                .map(|w| (w.pid, w.at, w.iowait))
+                .collect();
+            assert_eq!(woken, vec![(4, at[0], true), (9, at[1], true)]);
+        }
+    }
+}
