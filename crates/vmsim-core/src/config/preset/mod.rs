@@ -826,26 +826,17 @@ impl Preset {
                 ))
             }
         };
-        let string_bypass_hold_cycles = match &s.bypass_hold_ns {
-            NameOrNs::Ns(ns) => Some(cyc(*ns)),
-            NameOrNs::Named(n) if n == "posted" => None,
-            NameOrNs::Named(o) => {
-                return Err(cfg_err(
-                    "string.bypass_hold_ns.value",
-                    format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
-                ))
-            }
+        // A line's own hold in cycles where measured; None: "posted".
+        let hold = |v: &NameOrNs, key: &str| match v {
+            NameOrNs::Ns(ns) => Ok(Some(cyc(*ns))),
+            NameOrNs::Named(n) if n == "posted" => Ok(None),
+            NameOrNs::Named(o) => Err(cfg_err(
+                format!("string.{key}.value"),
+                format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
+            )),
         };
-        let clzero_hold_cycles = match &s.clzero_hold_ns {
-            NameOrNs::Ns(ns) => Some(cyc(*ns)),
-            NameOrNs::Named(n) if n == "posted" => None,
-            NameOrNs::Named(o) => {
-                return Err(cfg_err(
-                    "string.clzero_hold_ns.value",
-                    format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
-                ))
-            }
-        };
+        let string_bypass_hold_cycles = hold(&s.bypass_hold_ns, "bypass_hold_ns")?;
+        let clzero_hold_cycles = hold(&s.clzero_hold_ns, "clzero_hold_ns")?;
         let nocache_by = match s.nocache_by.as_str() {
             "call" => NocacheBy::Call,
             "remaining" => NocacheBy::Remaining,
