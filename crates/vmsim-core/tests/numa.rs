@@ -382,3 +382,33 @@ eater_exit_s = 0.02
     // THP migration is not modelled: only 4 KiB pages can have moved.
     assert!(r["numa_pages_migrated"].as_u64().unwrap() <= small, "{r}");
 }
+
+/// `change_huge_pmd()` of 4.x-6.x skips only the huge zero page and an
+/// entry already PROT_NONE: the huge pages a forked child still shares with
+/// its parent (copy-on-write) are marked as well, where the 4 KiB path
+/// (`change_pte_range`) skips shared COW pages. usemem's children share
+/// every huge page the parent populated until they write it.
+#[test]
+fn shared_cow_huge_pmds_are_marked_as_change_huge_pmd_marks_them() {
+    let text = r#"
+machine = "xeon-e5-2699v3-2s"
+[kernel]
+thp = "always"
+numa_balancing = true
+numa_balancing_scan_delay_ms = 1
+numa_balancing_scan_period_min_ms = 1
+numa_balancing_scan_size_mb = 8
+[workload]
+kind = "usemem"
+nr_task = 2
+size_per_task_mib = 64
+prealloc = true
+"#;
+    let cfg = RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap();
+    let r = simulate(&cfg, &mut |_| {}).unwrap();
+    assert_eq!(r["data_verified"], true);
+    let vm = &r["counters"]["vmstat"];
+    let huge = vm["numa_huge_pte_updates"].as_u64().unwrap();
+    assert!(huge > 0, "{vm}");
+    assert_eq!(vm["numa_pte_updates"].as_u64().unwrap(), huge * 512);
+}

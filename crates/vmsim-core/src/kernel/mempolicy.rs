@@ -84,10 +84,11 @@ impl Kernel {
                     if base < start || base + PMD_SIZE > end {
                         continue;
                     }
-                    if !p.accessible()
-                        || alloc.folio_mapcount(p.pfn) > 1
-                        || Some(alloc.node_of_pfn(p.pfn)) == target_node
-                    {
+                    // Unlike change_pte_range(), change_huge_pmd() (4.x to
+                    // 6.x) skips only the huge zero page and an entry
+                    // already PROT_NONE: a shared COW huge page, or one on
+                    // the scanning task's node, is marked too.
+                    if !p.accessible() {
                         continue;
                     }
                     p.protnone = true;
