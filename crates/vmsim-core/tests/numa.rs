@@ -348,18 +348,25 @@ fn pmbench_with_64_threads_migrates_verifies_and_is_deterministic() {
     );
 }
 
+/// The result of a THP run whose NUMA scanner starts at once and scans
+/// `scan_mb` per pass, with `workload` as its `[workload]` table's body.
+fn run_thp_fast_scan(scan_mb: u64, workload: &str) -> serde_json::Value {
+    let text = format!(
+        "machine = \"xeon-e5-2699v3-2s\"\n[kernel]\nthp = \"always\"\nnuma_balancing = true\n\
+         numa_balancing_scan_delay_ms = 1\nnuma_balancing_scan_period_min_ms = 1\n\
+         numa_balancing_scan_size_mb = {scan_mb}\n[workload]\n{workload}"
+    );
+    let cfg = RunConfig::from_table(toml::from_str(&text).unwrap(), None, 1.0).unwrap();
+    let r = simulate(&cfg, &mut |_| {}).unwrap();
+    assert_eq!(r["data_verified"], true);
+    r
+}
+
 #[test]
 fn huge_pmds_are_scanned_and_fault_but_stay_in_place() {
-    let text = r#"
-machine = "xeon-e5-2699v3-2s"
-[kernel]
-thp = "always"
-numa_balancing = true
-numa_balancing_scan_delay_ms = 1
-numa_balancing_scan_period_min_ms = 1
-numa_balancing_scan_size_mb = 4
-[workload]
-kind = "pmbench"
+    let r = run_thp_fast_scan(
+        4,
+        r#"kind = "pmbench"
 nr_processes = 2
 nr_threads = 2
 mapsize_mib = 16
@@ -369,10 +376,8 @@ node_memory_mib = 64
 eater_mib = 48
 eater_node = 1
 eater_exit_s = 0.02
-"#;
-    let cfg = RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap();
-    let r = simulate(&cfg, &mut |_| {}).unwrap();
-    assert_eq!(r["data_verified"], true);
+"#,
+    );
     let huge = r["numa_huge_pte_updates"].as_u64().unwrap();
     assert!(huge > 0, "{r}");
     // A huge PMD counts 512; 4 KiB PTEs (THP fallbacks once a node has no
@@ -390,23 +395,14 @@ eater_exit_s = 0.02
 /// every huge page the parent populated until they write it.
 #[test]
 fn shared_cow_huge_pmds_are_marked_as_change_huge_pmd_marks_them() {
-    let text = r#"
-machine = "xeon-e5-2699v3-2s"
-[kernel]
-thp = "always"
-numa_balancing = true
-numa_balancing_scan_delay_ms = 1
-numa_balancing_scan_period_min_ms = 1
-numa_balancing_scan_size_mb = 8
-[workload]
-kind = "usemem"
+    let r = run_thp_fast_scan(
+        8,
+        r#"kind = "usemem"
 nr_task = 2
 size_per_task_mib = 64
 prealloc = true
-"#;
-    let cfg = RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap();
-    let r = simulate(&cfg, &mut |_| {}).unwrap();
-    assert_eq!(r["data_verified"], true);
+"#,
+    );
     let vm = &r["counters"]["vmstat"];
     let huge = vm["numa_huge_pte_updates"].as_u64().unwrap();
     assert!(huge > 0, "{vm}");
