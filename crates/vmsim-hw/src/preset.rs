@@ -49,6 +49,16 @@ impl W {
             qs(&source)
         ));
     }
+    /// A hold in ns by Little's law from one core's measured rate of unread
+    /// lines (`gbps`), its source naming that rate (`rate`, after the
+    /// fill buffers' share).
+    fn measured_hold(&mut self, key: &str, gbps: f64, dram_ns: Option<f64>, rate: &str) {
+        self.measured(
+            key,
+            Val::F(little_hold_ns(gbps, dram_ns)),
+            &format!("fill_buffers ({FILL_BUFFERS}, a default) x 64 B / {rate}"),
+        );
+    }
     fn measured(&mut self, key: &str, v: Val, method: &str) {
         let s = format!(
             "measured by vmsim hw calibrate on {} at {}: {method}",
@@ -686,11 +696,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
     w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
     if r.nt_gbps > 0.0 {
-        w.measured(
+        w.measured_hold(
             "posted_write_ns",
-            Val::F(little_hold_ns(r.nt_gbps, dram_ns)),
+            r.nt_gbps,
+            dram_ns,
             &format!(
-                "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
+                "one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
                 r.bw_bytes >> 20,
                 r.nt_gbps
             ),
@@ -784,11 +795,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         if f.rule == Bypass::Off || f.bypass_gbps <= 0.0 {
             w.default("bypass_hold_ns", Val::S("posted"), BYPASS_HOLD_POSTED);
         } else {
-            w.measured(
+            w.measured_hold(
                 "bypass_hold_ns",
-                Val::F(little_hold_ns(f.bypass_gbps, dram_ns)),
+                f.bypass_gbps,
+                dram_ns,
                 &format!(
-                    "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / the bypass rate fitted to the call-size sweep ({:.1} GB/s, see nocache_threshold_kib), as the Milan preset derives it from Arora's 1 GiB rep stosb",
+                    "the bypass rate fitted to the call-size sweep ({:.1} GB/s, see nocache_threshold_kib), as the Milan preset derives it from Arora's 1 GiB rep stosb",
                     f.bypass_gbps
                 ),
             );
@@ -821,11 +833,12 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "/proc/cpuinfo flags",
     );
     if r.clzero_gbps > 0.0 {
-        w.measured(
+        w.measured_hold(
             "clzero_hold_ns",
-            Val::F(little_hold_ns(r.clzero_gbps, dram_ns)),
+            r.clzero_gbps,
+            dram_ns,
             &format!(
-                "fill_buffers ({FILL_BUFFERS}, a default) x 64 B / one core's clzero bandwidth over {} MiB (raw.store_clzero_gbps, {:.1} GB/s), as memory.posted_write_ns is from the non-temporal stores' ({:.1} GB/s)",
+                "one core's clzero bandwidth over {} MiB (raw.store_clzero_gbps, {:.1} GB/s), as memory.posted_write_ns is from the non-temporal stores' ({:.1} GB/s)",
                 r.bw_bytes >> 20,
                 r.clzero_gbps,
                 r.nt_gbps

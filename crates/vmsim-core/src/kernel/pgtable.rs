@@ -124,9 +124,7 @@ impl Kernel {
         let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
         for table in self.mms[mm_id].pt.missing(va, leaf) {
             let pfn = self.alloc_near(node, 0);
-            if !self.pending_wakes.is_empty() {
-                self.wake_pending(hw);
-            }
+            self.wake_pending(hw);
             let Some(pfn) = pfn else {
                 self.pgtable.pgtable_alloc_failed += 1;
                 return None;

@@ -661,16 +661,17 @@ impl Sim {
         }
         for node in std::mem::take(&mut self.kernel.pending_wakes) {
             let q = self.kernel.pgdat[node].kswapd_wait;
-            self.kernel.pgdat[node].nr_kswapd_wakeups += 1;
-            self.kernel.waitq.wake_up(q, false);
+            if self.kernel.waitq.wake_up(q, false) > 0 {
+                self.kernel.pgdat[node].nr_kswapd_wakeups += 1;
+            }
         }
     }
 
     /// Hands the tasks woken from wait queues to the scheduler. A timed
-    /// wake-up (a sleeping lock's) makes the task runnable at its waker's
-    /// time, after its CPU, if idle, has left its idle state; with
-    /// `kernel.wakeups` an untimed one (`kswapd`'s, migration waiters') too,
-    /// at `now`.
+    /// wake-up (one a CPU made and paid for: a sleeping lock's, kswapd's, a
+    /// migration's) makes the task runnable at its waker's time, after its
+    /// CPU, if idle, has left its idle state; with `kernel.wakeups` an
+    /// untimed one (a timer's, `Event::WakeQueue`) too, at `now`.
     pub fn wake_woken(&mut self, now: u64) {
         for w in self.kernel.waitq.take_woken() {
             let at = match w.at {
