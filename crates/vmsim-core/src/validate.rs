@@ -1504,8 +1504,8 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             // One call per chunk of `lines`, the calls in ascending order or
             // last first, each call's lines ascending: a `rep stosb` pays the
             // start-up and bypasses the caches as the chip does for its length;
-            // `movnti` and `clzero` lines are unread and unallocated (the
-            // `sfence` after a call waits for nothing the model holds back); a
+            // `movnti` and `clzero` lines are unread and unallocated, and the
+            // `sfence` after a call waits as `string.sfence_drain_ns` says; a
             // `mov` line is eight ordinary 8-byte stores, one a cycle.
             let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
                 let calls = (lines.end - lines.start).div_ceil(chunk);
@@ -1518,6 +1518,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                             for i in 0..n {
                                 m.access(0, at + i, AccessKind::NtStore, true, 8);
                             }
+                            m.sfence(0);
                         }
                         PageClear::Clzero => {
                             m.set_clzero(0, true);
@@ -1525,6 +1526,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                                 m.access(0, at + i, AccessKind::NtStore, true, clzero_issue);
                             }
                             m.set_clzero(0, false);
+                            m.sfence(0);
                         }
                         PageClear::Mov => {
                             for i in 0..n {

@@ -38,6 +38,11 @@ pub(crate) struct Raw {
     pub movnti_gbps: f64,
     /// One core's `clzero` over the same buffer (GB/s; 0 without clzero).
     pub clzero_gbps: f64,
+    /// What an `sfence` after a 4 KiB call of non-temporal stores costs
+    /// (ns per call, the median of paired repetitions; None in quick mode).
+    pub sfence_drain_ns: Option<f64>,
+    /// The store the drain was measured with.
+    pub sfence_drain_how: &'static str,
     pub nt_how: &'static str,
     pub read_gbps: f64,
     /// Load bandwidth of one core streaming over half of its L2 and over
@@ -100,6 +105,9 @@ const CLOCK_REPS: usize = 9;
 const CHASE_REPS: usize = 7;
 /// Paired repetitions of the 4 KiB-over-THP chase, and their time budget.
 const WALK_PAIRS: usize = 21;
+/// Pairs of fenced and unfenced passes for the `sfence` drain (each pass
+/// a few ms over the bandwidth buffer).
+pub(crate) const SFENCE_PAIRS: usize = 15;
 const WALK_BUDGET: Duration = Duration::from_millis(2000);
 /// No repetition of the clock starts after this much time (quick: 100 ms).
 const CLOCK_BUDGET: Duration = Duration::from_millis(500);
@@ -119,13 +127,13 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp), of the paired fenced-less-unfenced 4 KiB calls (sfence_drain_ns) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {
     if key.ends_with("_gbps") || key.starts_with("core_ghz") {
         "max"
-    } else if key.contains("touch") {
+    } else if key.contains("touch") || key == "sfence_drain_ns" {
         "median"
     } else {
         "min"
@@ -238,6 +246,13 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     crate::ctl::guard_memory("calibrate", bw_bytes as u64)?;
     let passes = if quick { 1 } else { 4 };
     say("bandwidths")?;
+    let sfence_drain_ns = if quick {
+        None
+    } else {
+        let s = m::sfence_drain_ns(bw_bytes, SFENCE_PAIRS)?.summary();
+        reps.push(("sfence_drain_ns", s));
+        Some(s.median.max(0.0))
+    };
     let mut best_rate = |key: &'static str, s: &Samples| {
         let sm = s.summary();
         reps.push((key, sm));
@@ -332,6 +347,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         nt_gbps,
         movnti_gbps,
         clzero_gbps,
+        sfence_drain_ns,
+        sfence_drain_how: m::sfence_drain_how(),
         nt_how,
         read_gbps,
         l2_load_gbps,
@@ -444,7 +461,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         v["figure"] = json!(figure_of(key));
         repetitions.insert(key.to_string(), v);
     }
-    Ok(json!({
+    let mut out = json!({
         "host": host::info(),
         "command": "calibrate",
         "options": {"name": name, "out_dir": out_dir.display().to_string(), "quick": quick},
@@ -492,7 +509,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "repetitions_method": REPS_METHOD,
         "warnings": warnings,
         "derived": derived,
-    }))
+    });
+    // Beside the other stores' figures (kept out of the one json! above,
+    // which is at the macro's recursion limit).
+    out["raw"]["sfence_drain_ns"] = json!(raw.sfence_drain_ns.map(round3));
+    out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_how);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -66,6 +66,51 @@ pub fn clzero_gbps(bytes: usize, passes: usize) -> Result<Option<Samples>, HwErr
     Ok(Some(s))
 }
 
+/// What an `sfence` after a 4 KiB call of non-temporal stores costs, ns
+/// per call: each repetition clears the buffer in 4 KiB calls with the
+/// widest non-temporal store (`vmovntdq` where AVX2 exists, else `movnti`)
+/// twice back to back, with an `sfence` after every call and with one at
+/// the end only; the figure is the difference per call, so the host's slow
+/// spells, which move both, mostly cancel.
+pub fn sfence_drain_ns(bytes: usize, reps: usize) -> Result<Samples, HwError> {
+    let mut m = Mapping::anon(bytes, Backing::Thp)?;
+    sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let calls = bytes / SUBPAGE;
+    let pass = |b: &mut [u8], fenced: bool| {
+        let t0 = Instant::now();
+        for c in b.chunks_exact_mut(SUBPAGE) {
+            if avx2 {
+                // SAFETY: AVX2 checked above; each chunk is page-aligned and writable.
+                unsafe { nt_clear_avx2(c) };
+            } else {
+                // SAFETY: page-aligned, writable, 4 KiB (a multiple of 64).
+                unsafe { nt_clear(c.as_mut_ptr(), c.len()) };
+            }
+            if fenced {
+                sfence();
+            }
+        }
+        sfence();
+        t0.elapsed().as_secs_f64() * 1e9 / calls as f64
+    };
+    repeat(reps, None, || {
+        let b = m.as_mut_slice();
+        let fenced = pass(b, true);
+        let unfenced = pass(b, false);
+        fenced - unfenced
+    })
+}
+
+/// The store [`sfence_drain_ns`] uses on this CPU.
+pub fn sfence_drain_how() -> &'static str {
+    if std::is_x86_feature_detected!("avx2") {
+        "vmovntdq 32 B"
+    } else {
+        "movnti 8 B"
+    }
+}
+
 #[target_feature(enable = "avx2")]
 unsafe fn nt_clear_avx2(b: &mut [u8]) {
     use core::arch::x86_64::{__m256i, _mm256_setzero_si256, _mm256_stream_si256};

@@ -355,6 +355,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "bypass_hold_ns",
                 "clzero",
                 "clzero_hold_ns",
+                "sfence_drain_ns",
             ],
         ),
         (

@@ -88,9 +88,7 @@ impl Kernel {
                 ClearStep::Region { start, len, how } => {
                     self.clear_pages(pfn, start, len, how, skip, work)
                 }
-                ClearStep::Fence => work.push_back(Work::Cycles {
-                    cycles: 0,
-                    instructions: 1,
+                ClearStep::Fence => work.push_back(Work::Sfence {
                     what: KFn::ClearPage,
                 }),
             }

@@ -166,6 +166,11 @@ pub enum Work {
         instructions: u64,
         what: KFn,
     },
+    /// An `sfence` (one instruction): waits as the preset says for the
+    /// thread's earlier unread lines (`string.sfence_drain_ns`).
+    Sfence {
+        what: KFn,
+    },
     /// Clear `nlines` lines starting at line address `line`.
     Clear {
         line: u64,
@@ -350,6 +355,7 @@ impl Work {
             Work::EntryRmw { what, .. } => *what,
             Work::PtlCycles { what, .. } => *what,
             Work::WakeupKswapd { what, .. } => *what,
+            Work::Sfence { what } => *what,
             _ => KFn::HandleMmFault,
         }
     }

@@ -198,6 +198,10 @@ pub struct CoreResources {
     in_string: Vec<bool>,
     /// Per SMT thread: whether it is in a `clzero` loop.
     in_clzero: Vec<bool>,
+    /// Per SMT thread: when the last of its unread lines (non-temporal,
+    /// `clzero`, bypassing string stores) left its buffer, as far as they
+    /// have issued; what an `sfence` waits on.
+    unread_left: Vec<u64>,
 }
 
 /// Bytes per cycle of a core's two fill paths (0: no limit), and whether
@@ -235,6 +239,7 @@ impl CoreResources {
             string_granted: vec![0; threads.max(1)],
             in_string: vec![false; threads.max(1)],
             in_clzero: vec![false; threads.max(1)],
+            unread_left: vec![0; threads.max(1)],
         }
     }
 
@@ -287,6 +292,18 @@ impl CoreResources {
     #[inline(always)]
     pub fn in_clzero(&self, thread: usize) -> bool {
         self.in_clzero[thread]
+    }
+
+    /// An unread line of thread `thread` leaves its buffer at `t`.
+    #[inline(always)]
+    pub fn unread_store(&mut self, thread: usize, t: u64) {
+        let u = &mut self.unread_left[thread];
+        *u = (*u).max(t);
+    }
+
+    /// When the last unread line thread `thread` has issued leaves its buffer.
+    pub fn unread_left(&self, thread: usize) -> u64 {
+        self.unread_left[thread]
     }
 
     /// When every line store of thread `thread`'s latest string instruction

@@ -120,6 +120,9 @@ pub struct Machine {
     /// line's hold (`string.clzero_hold_ns` less `memory.posted_write_ns`;
     /// 0 where not measured apart).
     clzero_extra: i64,
+    /// What an `sfence` waits after the last earlier unread line of its
+    /// thread left its buffer (`string.sfence_drain_ns`; None: nothing).
+    sfence_drain: Option<u64>,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold: u64,
     /// Which lines of a string store over the threshold bypass.
@@ -246,6 +249,7 @@ impl Machine {
             clzero_extra: p
                 .clzero_hold_cycles
                 .map_or(0, |c| c as i64 - p.posted_write_cycles as i64),
+            sfence_drain: p.sfence_drain_cycles,
             nocache_threshold: p.nocache_threshold_bytes,
             nocache_by: p.nocache_by,
             clzero: p.clzero,
@@ -509,6 +513,9 @@ impl Machine {
                     }
                 }
                 let mut done = r.fill(served, start + lat + wait, true);
+                if self.sfence_drain.is_some() && matches!(served, Served::NtWrite { .. }) {
+                    r.unread_store(thread, done);
+                }
                 if matches!(served, Served::L2 | Served::Llc) {
                     // The line is there because a prefetch asked for it: its data may still be on the way.
                     if let Some(ready) = r.inflight(line, start) {
@@ -697,6 +704,23 @@ impl Machine {
     pub fn string_end(&mut self, cpu: usize) {
         let (core, thread) = self.cpu_core[cpu];
         self.cores[core as usize].string_end(thread as usize);
+    }
+
+    /// An `sfence` on CPU `cpu`: one instruction, which, where the preset
+    /// measured a drain (`string.sfence_drain_ns`), completes only that long
+    /// after the last earlier unread line of the thread left its buffer
+    /// (the CPU stalls until then); otherwise it waits for nothing.
+    pub fn sfence(&mut self, cpu: usize) {
+        if let Some(d) = self.sfence_drain {
+            let (core, thread) = self.cpu_core[cpu];
+            let now = self.cpus[cpu].clock;
+            let t = self.cores[core as usize].unread_left(thread as usize) + d;
+            if t > now {
+                self.cpus[cpu].stats.stall_cycles += t - now;
+                self.advance(cpu, t - now, 0);
+            }
+        }
+        self.advance(cpu, 0, 1);
     }
 
     /// CPU `cpu` enters (true) or leaves a `clzero` loop: its lines hold

@@ -105,6 +105,9 @@ pub struct MachineParams {
     /// How long a `clzero` line holds its miss buffer, where measured apart
     /// from other unread lines (None: `posted_write_cycles`).
     pub clzero_hold_cycles: Option<u64>,
+    /// What an `sfence` waits after the last earlier unread line of its
+    /// thread left its buffer (None: it waits for nothing the model holds).
+    pub sfence_drain_cycles: Option<u64>,
     /// String stores of regions larger than this many bytes do not allocate in the caches (0 = never).
     pub nocache_threshold_bytes: u64,
     /// Which lines of such a string store bypass the caches.

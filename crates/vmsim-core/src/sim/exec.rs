@@ -18,6 +18,7 @@ impl Sim {
             } => {
                 self.machine.advance(cpu, cycles, instructions);
             }
+            Work::Sfence { .. } => self.machine.sfence(cpu),
             Work::Clear { line, nlines, how } => {
                 let mut i = self.begin_bulk(cpu, how);
                 let (kind, issue) = match how {

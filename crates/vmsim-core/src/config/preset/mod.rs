@@ -272,6 +272,11 @@ pub struct StringParams {
     /// How long a `clzero` line holds its miss buffer: "posted" (as any
     /// unread line, `memory.posted_write_ns`), or a time in ns, measured.
     pub clzero_hold_ns: NameOrNs,
+    /// What an `sfence` waits for after the last earlier unread line
+    /// (non-temporal, `clzero`, bypassing string store) of its thread left
+    /// its buffer: "none" (nothing the model holds back), or a time in ns,
+    /// measured.
+    pub sfence_drain_ns: NameOrNs,
     pub nocache_threshold_kib: u64,
     /// How a string store longer than the threshold bypasses: "call" (all of
     /// it) or "remaining" (its lines while more than the threshold remains).
@@ -648,6 +653,12 @@ impl Preset {
                 "how long a clzero line holds its buffer",
                 memory.local_latency_ns,
             )?,
+            sfence_drain_ns: s.name_or_ns(
+                "sfence_drain_ns",
+                &["none"],
+                "what an sfence waits after the last unread line left its buffer",
+                memory.local_latency_ns,
+            )?,
         };
         s.finish()?;
 
@@ -837,6 +848,16 @@ impl Preset {
         };
         let string_bypass_hold_cycles = hold(&s.bypass_hold_ns, "bypass_hold_ns")?;
         let clzero_hold_cycles = hold(&s.clzero_hold_ns, "clzero_hold_ns")?;
+        let sfence_drain_cycles = match &s.sfence_drain_ns {
+            NameOrNs::Ns(ns) => Some(cyc(*ns)),
+            NameOrNs::Named(n) if n == "none" => None,
+            NameOrNs::Named(o) => {
+                return Err(cfg_err(
+                    "string.sfence_drain_ns.value",
+                    format!("{o:?} is not accepted; accepted: \"none\", or a time in ns"),
+                ))
+            }
+        };
         let nocache_by = match s.nocache_by.as_str() {
             "call" => NocacheBy::Call,
             "remaining" => NocacheBy::Remaining,
@@ -904,6 +925,7 @@ impl Preset {
             no_rfo_grant,
             string_bypass_hold_cycles,
             clzero_hold_cycles,
+            sfence_drain_cycles,
             nocache_threshold_bytes: s.nocache_threshold_kib * 1024,
             nocache_by,
             clzero: s.clzero,
