@@ -59,7 +59,7 @@ const DEFAULT_STRATEGIES: [ClearStrategy; 5] = [
     ClearStrategy::Contiguous70,
     ClearStrategy::NontemporalFar,
 ];
-const BACKINGS: [&str; 4] = ["hugetlb-2m", "hugetlb-1g", "thp", "4k"];
+const BACKINGS: [&str; 5] = ["hugetlb-2m", "hugetlb-1g", "thp", "4k", "4k-scattered"];
 const KINDS: [&str; 4] = ["stosb", "movnti", "clzero", "mov"];
 /// Arora's chunk sizes (KiB): 4K / 64K / 2M / 8M / 32M / 128M / 1G.
 pub const CHUNKS_KIB: [u64; 7] = [4, 64, 2048, 8192, 32768, 131072, 1048576];
@@ -457,6 +457,56 @@ pub(crate) fn case_samples(
         .collect())
 }
 
+/// Faults `buf`'s 4 KiB pages in a fixed pseudo-random order (a
+/// Fisher-Yates shuffle driven by xorshift64, seed fixed), so that on an
+/// idle host, where the allocator hands out frames in the order pages
+/// fault, virtually adjacent pages get frames far apart: the `4k-scattered`
+/// backing, set against `4k`, whose pages fault in order and mostly get
+/// consecutive frames.
+fn prefault_scattered(buf: &mut [u8], value: u8) {
+    for p in scatter_order(buf.len() / SUBPAGE) {
+        // SAFETY: p < len / SUBPAGE.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(p * SUBPAGE), value) };
+    }
+}
+
+/// The order [`prefault_scattered`] faults `n` pages in: a permutation of
+/// `0..n`, the same every run.
+fn scatter_order(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Of `buf`'s 4 KiB pages after the first, how many sit in the frame after
+/// the previous page's, and how many pages there are; None where
+/// `/proc/self/pagemap` gives no frame numbers (without root they read 0).
+fn frames_in_order(buf: &mut [u8]) -> Option<(usize, usize)> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let n = buf.len() / SUBPAGE;
+    let first = buf.as_ptr() as usize / SUBPAGE;
+    let mut raw = vec![0u8; n * 8];
+    f.read_exact_at(&mut raw, first as u64 * 8).ok()?;
+    let pfn = |i: usize| {
+        let e = u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+        (e >> 63 == 1).then_some(e & ((1 << 55) - 1))
+    };
+    if (0..n).all(|i| pfn(i).unwrap_or(0) == 0) {
+        return None;
+    }
+    let next = (1..n)
+        .filter(|&i| matches!((pfn(i - 1), pfn(i)), (Some(a), Some(b)) if b == a + 1))
+        .count();
+    Some((next, n))
+}
+
 fn backing_of(name: &str) -> (Backing, Option<u64>) {
     match name {
         "hugetlb-2m" => (Backing::Hugetlb(21), Some(2048)),
@@ -575,7 +625,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         Ok(m) => m,
         Err(e) => return skipped_all(e.to_string()),
     };
-    sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
+    if backing_name == "4k-scattered" {
+        prefault_scattered(buf.as_mut_slice(), 0xA5);
+    } else {
+        sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
+    }
+    let frames = frames_in_order(buf.as_mut_slice());
     let thp_kib = (backing == Backing::Thp)
         .then(|| buf.anon_huge_kib())
         .flatten();
@@ -647,6 +702,9 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "options": options,
         "method": method,
         "clzero": clzero,
+        "frames_in_order": frames.map(|(next, n)| json!({"pages": n, "next_frame": next,
+                "fraction": round3(next as f64 / (n.max(2) - 1) as f64),
+                "what": "of the buffer's 4 KiB pages after the first, how many have the frame after the previous page's (/proc/self/pagemap; root only)"})),
         "thp": (backing == Backing::Thp).then(|| json!({"anon_huge_kib": thp_kib,
                 "observed": thp_kib.is_some_and(|k| k > 0)})),
         "results": results,
@@ -732,6 +790,31 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_scattered_backing_faults_every_page_once_out_of_order() {
+        let n = 4096;
+        let order = scatter_order(n);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+        assert_eq!(order, scatter_order(n));
+        // Pages faulted one after the other are rarely neighbours, so the
+        // frames they get in fault order are rarely the next page's.
+        let neighbours = order
+            .windows(2)
+            .filter(|w| w[0].abs_diff(w[1]) == 1)
+            .count();
+        assert!(neighbours < n / 100, "{neighbours}");
+        let mut m = Mapping::anon(64 * SUBPAGE, Backing::Small).unwrap();
+        prefault_scattered(m.as_mut_slice(), 0x5A);
+        assert!((0..64).all(|p| m.as_slice()[p * SUBPAGE] == 0x5A));
+        // Where pagemap gives frames (root), the count covers the buffer.
+        if let Some((next, pages)) = frames_in_order(m.as_mut_slice()) {
+            assert_eq!(pages, 64);
+            assert!(next < 64);
         }
     }
 

@@ -180,6 +180,32 @@ fn store_sweep_small_runs_every_case_and_restores_pools() {
 }
 
 #[test]
+fn store_sweep_on_scattered_frames_says_how_many_pages_follow_their_predecessors() {
+    // 4 KiB pages faulted in order and in a shuffled order: where pagemap
+    // gives frames (root), the first mostly follow each other on an idle
+    // host, the second almost never; every case still clears and verifies.
+    let mut fractions = Vec::new();
+    for backing in ["4k", "4k-scattered"] {
+        let opts = serde_json::json!({"size_mib": 8, "reps": 1, "backing": backing,
+                                      "chunks_kib": [4], "kinds": ["stosb", "mov"],
+                                      "strategies": [], "l2": false})
+        .to_string();
+        let v = json("store-sweep", &opts);
+        let run: Vec<&Value> = v["results"].as_array().unwrap().iter().collect();
+        assert_eq!(run.len(), 4, "{v}");
+        assert!(run.iter().all(|r| r["verified"] == true), "{v}");
+        match v["frames_in_order"]["fraction"].as_f64() {
+            Some(f) => fractions.push(f),
+            None => assert!(v["frames_in_order"].is_null(), "{v}"),
+        }
+    }
+    if let [in_order, scattered] = fractions[..] {
+        assert!(scattered < 0.05, "{scattered}");
+        assert!(scattered < in_order, "{scattered} vs {in_order}");
+    }
+}
+
+#[test]
 fn store_sweep_with_a_preset_gives_the_models_figure_for_each_chunk_and_page_order_row() {
     // A bad preset is refused by name before any measuring.
     assert_eq!(
