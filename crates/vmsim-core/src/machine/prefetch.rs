@@ -12,23 +12,16 @@
 //! - the L2 streamer: it watches the L2 lookups that L1 misses and L1
 //!   prefetches make, keeps up to `streams` streams, one per 4 KiB page, each
 //!   with a direction learnt from two lookups, and on each lookup of a trained
-//!   stream (one with `train` lookups in the page it started in, or one that
-//!   came in from another page) proposes up to `degree` lines ahead of it,
-//!   never more than
+//!   stream proposes up to `degree` lines ahead of it, never more than
 //!   `distance` lines ahead of the lookup and, unless the chip continues
 //!   streams across pages (`cross_page`), never outside its page.
 //!
 //! Crossing pages: the lines are physical, so the page after a stream's page
 //! in its direction is the physically contiguous one. Where the preset says
-//! the chip does (AMD: measured on Zen 3 and Zen 4 guests, docs/store-path.md), the
+//! the chip does (AMD: measured on a Zen 4 host, docs/store-path.md), the
 //! streamer proposes lines there too, and a lookup in that page takes the
 //! stream over, trained, instead of starting an untrained one. Intel's L2
 //! streamer does not ("prefetched cache lines must be in the same 4K page").
-//!
-//! Training: Intel's streamer (and the model's, `train` = 2) proposes from a
-//! stream's second lookup; on a Zen 3 guest a stream that starts in a page
-//! gets no prefetch there for its first 32 or so lines, and one continued
-//! from the page before is prefetched at once (docs/store-path.md).
 //!
 //! Invariants: every proposed line is in the page of the lookup that
 //! proposed it or, with `cross_page`, in the next page in the stream's
@@ -421,31 +414,6 @@ mod tests {
         assert_eq!(*run(&mut s, base..base + 64).last().unwrap(), base + 63);
         assert_eq!(run(&mut s, [base + 64]), Vec::<u64>::new());
         assert_eq!(s.streams.len(), 2);
-    }
-
-    #[test]
-    fn a_fresh_stream_proposes_from_its_train_th_lookup_a_continued_one_at_once() {
-        let p = PrefetchParams {
-            l2_train_lines: 32,
-            ..crossing()
-        };
-        let mut s = Streamer::new(&p);
-        let base = 64 * 10;
-        // Lookups 1..31 of a fresh page propose nothing; the 32nd (line 31)
-        // proposes the degree's two lines after it.
-        assert_eq!(run(&mut s, base..base + 31), Vec::<u64>::new());
-        assert_eq!(run(&mut s, [base + 31]), vec![base + 32, base + 33]);
-        // On to the page's end and into the next: the stream continues there
-        // and proposes at its first lookup, as with a training of 2.
-        run(&mut s, base + 32..base + 64);
-        assert_eq!(run(&mut s, [base + 64]), vec![base + 84]);
-        // A fresh page elsewhere (descending order's next page) trains anew.
-        assert_eq!(run(&mut s, base - 64..base - 33), Vec::<u64>::new());
-        assert_eq!(run(&mut s, [base - 33]).len(), 2);
-        // A training of 2 is the streamer as before: from the second lookup.
-        let mut s = Streamer::new(&crossing());
-        assert_eq!(run(&mut s, [base]), Vec::<u64>::new());
-        assert_eq!(run(&mut s, [base + 1]), vec![base + 2, base + 3]);
     }
 
     #[test]
