@@ -294,24 +294,6 @@ fn page_crossing_takes_only_true_or_false_and_is_required() {
 }
 
 #[test]
-fn the_streamers_training_length_is_2_to_64_lines_and_required() {
-    for bad in ["0", "1", "65"] {
-        let (k, msg) = preset_err("prefetch", "l2_train_lines", bad);
-        assert_eq!(k, "prefetch.l2_train_lines.value", "{bad}");
-        assert!(msg.contains("2 to 64"), "{bad}: {msg}");
-    }
-    let without: String = PRESET
-        .lines()
-        .filter(|l| !l.starts_with("l2_train_lines"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    match Preset::parse(&without, "test") {
-        Err(Error::Config { key, .. }) => assert_eq!(key, "prefetch.l2_train_lines"),
-        other => panic!("a preset without l2_train_lines: {other:?}"),
-    }
-}
-
-#[test]
 fn clzero_takes_only_true_or_false() {
     let (k, msg) = preset_err("string", "clzero", "1");
     assert_eq!(k, "string.clzero.value");

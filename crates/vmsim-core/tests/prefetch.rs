@@ -128,14 +128,10 @@ fn no_prefetch_crosses_a_4k_page() {
     }
 }
 
-/// Milan crossing pages or not, its streams prefetching from their second
-/// lookup in a page (as the Intel presets' do), so that these tests see the
-/// crossing alone; the preset's own training length has its test below.
 fn milan(cross: bool) -> MachineParams {
     let mut p = params("epyc-7j13-milan");
     assert!(p.prefetch.l2_cross_page, "the preset as shipped crosses");
     p.prefetch.l2_cross_page = cross;
-    p.prefetch.l2_train_lines = 2;
     p
 }
 
@@ -172,28 +168,6 @@ fn milans_streamer_continues_a_store_stream_into_the_physically_next_page() {
         let s = spaced_pages(&mut m, descending);
         assert_eq!(s.l2_misses, 2 * PAGES, "descending: {descending}");
         assert_eq!(s.pf_l2_requests, 62 * PAGES);
-    }
-}
-
-#[test]
-fn milans_streamer_prefetches_in_a_fresh_page_only_after_32_lines() {
-    // As shipped (measured on a Zen 3 guest): a stream that starts in a page
-    // prefetches nothing there until its 32nd lookup; one that comes in from
-    // the page before prefetches at once.
-    let p = params("epyc-7j13-milan");
-    assert_eq!(p.prefetch.l2_train_lines, 32);
-    let mut m = machine(&p);
-    let s = spaced_pages(&mut m, false);
-    // Ascending pages: the first page's first 32 lines miss; from then on the
-    // stream runs 20 lines ahead, into each next page, and continues there.
-    assert_eq!(s.l2_misses, 32);
-    assert_eq!(s.pf_l2_requests, 64 * PAGES - 32 + 20);
-    // Descending pages: every page is entered afresh, so each misses 32 lines.
-    let mut m = machine(&p);
-    assert_eq!(spaced_pages(&mut m, true).l2_misses, 32 * PAGES);
-    // The Intel presets (and this rule's baseline): from the second lookup.
-    for name in ["xeon-e5-2699v3-2s", "xeon-8358-icx", "xeon-6238m-clx"] {
-        assert_eq!(params(name).prefetch.l2_train_lines, 2, "{name}");
     }
 }
 

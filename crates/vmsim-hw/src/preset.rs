@@ -909,12 +909,6 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(2),
         "Intel Optimization Reference Manual's streamer",
     );
-    let crosses = match r.page_order_mov {
-        Some((asc, desc)) if asc.median > 0.0 && desc.median > 0.0 => {
-            asc.median >= CROSS_RATIO * desc.median
-        }
-        _ => amd_vendor(),
-    };
     match r.page_order_mov {
         Some((asc, desc)) if asc.median > 0.0 && desc.median > 0.0 => w.measured(
             "l2_cross_page",
@@ -933,15 +927,6 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
         ),
     }
-    w.default(
-        "l2_train_lines",
-        Val::I(if crosses && amd_vendor() { 32 } else { 2 }),
-        if crosses && amd_vendor() {
-            "chosen by vendor: on a Zen 3 guest a stream gets no prefetch for its first 32 or so lines in a page it starts in (a fresh page's first k lines cost 9 ns a line to k = 32 and 2-2.5 after with rep stosb; docs/store-path.md), and at once where it comes in from the page before; taken for every AMD host whose streams cross pages (on Zen 4 not measured)"
-        } else {
-            "the streamer prefetches for a stream once two lookups give it a direction, as the built-in Intel presets have it (Intel's manual gives no count; not measured on this host)"
-        },
-    );
 
     w.section("costs");
     let exc = 250.0;

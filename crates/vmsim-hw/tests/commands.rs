@@ -394,7 +394,6 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "l2_distance_lines",
                 "l2_degree",
                 "l2_cross_page",
-                "l2_train_lines",
             ],
         ),
         (

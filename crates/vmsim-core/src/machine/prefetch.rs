@@ -44,10 +44,6 @@ pub struct PrefetchParams {
     /// The L2 streamer continues a trained stream into the next 4 KiB page
     /// (physically contiguous) in its direction.
     pub l2_cross_page: bool,
-    /// Lookups of a stream in the page it started in before it prefetches
-    /// there (2: as soon as two lookups give it a direction); a stream that
-    /// has continued into another page (`l2_cross_page`) prefetches at once.
-    pub l2_train_lines: u64,
 }
 
 impl PrefetchParams {
@@ -60,7 +56,6 @@ impl PrefetchParams {
             l2_distance_lines: 0,
             l2_degree: 0,
             l2_cross_page: false,
-            l2_train_lines: 2,
         }
     }
 }
@@ -104,9 +99,6 @@ struct Stream {
     front: u64,
     /// Lookup count at the stream's last use, for replacing the least recent.
     used: u64,
-    /// Lookups in the page it started in (up to `train`), or `u32::MAX`
-    /// once it has continued into another page.
-    seen: u32,
 }
 
 /// The L2 streamer's state.
@@ -121,8 +113,6 @@ pub struct Streamer {
     degree: u64,
     /// A stream may continue into the next page in its direction.
     cross_page: bool,
-    /// Lookups a stream needs in its first page before it proposes.
-    train: u32,
     clock: u64,
     /// The streams from the most to the least recently used, as a list
     /// threaded through `newer` / `older` (indices; [`NONE`] at the ends):
@@ -147,7 +137,6 @@ impl Streamer {
             distance: p.l2_distance_lines,
             degree: p.l2_degree,
             cross_page: p.l2_cross_page,
-            train: p.l2_train_lines.min(64) as u32,
             clock: 0,
             newer: Vec::with_capacity(p.l2_streams),
             older: Vec::with_capacity(p.l2_streams),
@@ -215,7 +204,6 @@ impl Streamer {
                 dir: 0,
                 front: line,
                 used: self.clock,
-                seen: 1,
             };
             if self.streams.len() < self.cap {
                 let i = self.streams.len();
@@ -260,12 +248,6 @@ impl Streamer {
         if (s.dir > 0 && s.front < line) || (s.dir < 0 && s.front > line) {
             s.front = line;
         }
-        if s.seen < self.train {
-            s.seen += 1;
-            if s.seen < self.train {
-                return None;
-            }
-        }
         Some(i)
     }
 
@@ -302,7 +284,6 @@ impl Streamer {
         };
         let j = from(pg.checked_sub(1), 1, self).or_else(|| from(pg.checked_add(1), -1, self))?;
         self.pages[j] = pg;
-        self.streams[j].seen = u32::MAX;
         Some(j)
     }
 }
@@ -343,7 +324,6 @@ mod tests {
             l2_distance_lines: 20,
             l2_degree: 2,
             l2_cross_page: false,
-            l2_train_lines: 2,
         }
     }
 

@@ -297,9 +297,6 @@ pub struct PrefetchPreset {
     pub l2_degree: u64,
     /// The L2 streamer continues a stream into the physically next 4 KiB page.
     pub l2_cross_page: bool,
-    /// Lookups of a stream in the page it started in before the L2 streamer
-    /// prefetches for it there (2: once it has a direction).
-    pub l2_train_lines: u64,
 }
 
 /// `[costs]`: the kernel's software costs (declared in kernel/costs.rs) and
@@ -677,7 +674,6 @@ impl Preset {
             l2_distance_lines: pf.u("l2_distance_lines")?,
             l2_degree: pf.u("l2_degree")?,
             l2_cross_page: pf.b("l2_cross_page")?,
-            l2_train_lines: pf.u("l2_train_lines")?,
         };
         for (name, v, max) in [
             ("l2_streams", prefetch.l2_streams, 256),
@@ -691,15 +687,6 @@ impl Preset {
                     format!("must be 1 to {max} when l2_streamer is true, got {v}"),
                 ));
             }
-        }
-        if prefetch.l2_streamer && !(2..=64).contains(&prefetch.l2_train_lines) {
-            return Err(cfg_err(
-                format!("{}.value", pf.f.key("l2_train_lines")),
-                format!(
-                    "must be 2 to 64 when l2_streamer is true (lookups in a 4 KiB page of 64 lines; 2: as soon as a direction is known), got {}",
-                    prefetch.l2_train_lines
-                ),
-            ));
         }
         pf.finish()?;
 
@@ -991,7 +978,6 @@ impl Preset {
             l2_distance_lines: p.l2_distance_lines,
             l2_degree: p.l2_degree,
             l2_cross_page: p.l2_cross_page,
-            l2_train_lines: p.l2_train_lines,
         }
     }
 
