@@ -28,6 +28,10 @@
 //! buffer frees (an ownership grant, a fill, or a posted write's acceptance).
 //! Per thread, as the rule is per logical processor.
 //!
+//! A thread's `sfence` waits, where the preset measured it, for its unread
+//! lines (non-temporal, `clzero`, bypassing string stores): each thread
+//! keeps when the last of them it issued leaves its buffer.
+//!
 //! The core's prefetchers (machine/prefetch.rs) are trained by both threads'
 //! requests, as the L2 they watch is the core's, and their requests take the
 //! same fill buffers and superqueue entries as demand misses.
