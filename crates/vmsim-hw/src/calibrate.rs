@@ -41,7 +41,7 @@ pub(crate) struct Raw {
     /// What an `sfence` after a 4 KiB call of non-temporal stores costs
     /// (ns per call, the median of paired repetitions; None in quick mode).
     pub sfence_drain_ns: Option<f64>,
-    /// The store the drain was measured with.
+    /// The store the drain was measured with ("" when not measured).
     pub sfence_drain_how: &'static str,
     pub nt_how: &'static str,
     pub read_gbps: f64,
@@ -246,12 +246,13 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     crate::ctl::guard_memory("calibrate", bw_bytes as u64)?;
     let passes = if quick { 1 } else { 4 };
     say("bandwidths")?;
-    let sfence_drain_ns = if quick {
-        None
+    let (sfence_drain_ns, sfence_drain_how) = if quick {
+        (None, "")
     } else {
-        let s = m::sfence_drain_ns(bw_bytes, SFENCE_PAIRS)?.summary();
+        let (s, how) = m::sfence_drain_ns(bw_bytes, SFENCE_PAIRS)?;
+        let s = s.summary();
         reps.push(("sfence_drain_ns", s));
-        Some(s.median.max(0.0))
+        (Some(s.median.max(0.0)), how)
     };
     let mut best_rate = |key: &'static str, s: &Samples| {
         let sm = s.summary();
@@ -348,7 +349,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         movnti_gbps,
         clzero_gbps,
         sfence_drain_ns,
-        sfence_drain_how: m::sfence_drain_how(),
+        sfence_drain_how,
         nt_how,
         read_gbps,
         l2_load_gbps,
@@ -513,7 +514,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     // Beside the other stores' figures (kept out of the one json! above,
     // which is at the macro's recursion limit).
     out["raw"]["sfence_drain_ns"] = json!(raw.sfence_drain_ns.map(round3));
-    out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_how);
+    out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| raw.sfence_drain_how));
     Ok(out)
 }
 

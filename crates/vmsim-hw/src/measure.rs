@@ -71,8 +71,9 @@ pub fn clzero_gbps(bytes: usize, passes: usize) -> Result<Option<Samples>, HwErr
 /// widest non-temporal store (`vmovntdq` where AVX2 exists, else `movnti`)
 /// twice back to back, with an `sfence` after every call and with one at
 /// the end only; the figure is the difference per call, so the host's slow
-/// spells, which move both, mostly cancel.
-pub fn sfence_drain_ns(bytes: usize, reps: usize) -> Result<Samples, HwError> {
+/// spells, which move both, mostly cancel. Returns the samples and the
+/// store's name.
+pub fn sfence_drain_ns(bytes: usize, reps: usize) -> Result<(Samples, &'static str), HwError> {
     let mut m = Mapping::anon(bytes, Backing::Thp)?;
     sys::prefault(m.as_mut_slice(), SUBPAGE, 1);
     let avx2 = std::is_x86_feature_detected!("avx2");
@@ -94,21 +95,13 @@ pub fn sfence_drain_ns(bytes: usize, reps: usize) -> Result<Samples, HwError> {
         sfence();
         t0.elapsed().as_secs_f64() * 1e9 / calls as f64
     };
-    repeat(reps, None, || {
+    let s = repeat(reps, None, || {
         let b = m.as_mut_slice();
         let fenced = pass(b, true);
         let unfenced = pass(b, false);
         fenced - unfenced
-    })
-}
-
-/// The store [`sfence_drain_ns`] uses on this CPU.
-pub fn sfence_drain_how() -> &'static str {
-    if std::is_x86_feature_detected!("avx2") {
-        "vmovntdq 32 B"
-    } else {
-        "movnti 8 B"
-    }
+    })?;
+    Ok((s, if avx2 { "vmovntdq 32 B" } else { "movnti 8 B" }))
 }
 
 #[target_feature(enable = "avx2")]

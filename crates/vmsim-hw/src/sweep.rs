@@ -487,7 +487,7 @@ fn scatter_order(n: usize) -> Vec<usize> {
 /// Of `buf`'s 4 KiB pages after the first, how many sit in the frame after
 /// the previous page's, and how many pages there are; None where
 /// `/proc/self/pagemap` gives no frame numbers (without root they read 0).
-fn frames_in_order(buf: &mut [u8]) -> Option<(usize, usize)> {
+fn frames_in_order(buf: &[u8]) -> Option<(usize, usize)> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open("/proc/self/pagemap").ok()?;
     let n = buf.len() / SUBPAGE;
@@ -630,7 +630,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     } else {
         sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
     }
-    let frames = frames_in_order(buf.as_mut_slice());
+    let frames = frames_in_order(buf.as_slice());
     let thp_kib = (backing == Backing::Thp)
         .then(|| buf.anon_huge_kib())
         .flatten();
@@ -812,7 +812,7 @@ mod tests {
         prefault_scattered(m.as_mut_slice(), 0x5A);
         assert!((0..64).all(|p| m.as_slice()[p * SUBPAGE] == 0x5A));
         // Where pagemap gives frames (root), the count covers the buffer.
-        if let Some((next, pages)) = frames_in_order(m.as_mut_slice()) {
+        if let Some((next, pages)) = frames_in_order(m.as_slice()) {
             assert_eq!(pages, 64);
             assert!(next < 64);
         }

@@ -837,27 +837,18 @@ impl Preset {
                 ))
             }
         };
-        // A line's own hold in cycles where measured; None: "posted".
-        let hold = |v: &NameOrNs, key: &str| match v {
+        // A time in cycles where measured; None: the key's one name (`off`).
+        let ns_or = |v: &NameOrNs, key: &str, off: &str| match v {
             NameOrNs::Ns(ns) => Ok(Some(cyc(*ns))),
-            NameOrNs::Named(n) if n == "posted" => Ok(None),
+            NameOrNs::Named(n) if n == off => Ok(None),
             NameOrNs::Named(o) => Err(cfg_err(
                 format!("string.{key}.value"),
-                format!("{o:?} is not accepted; accepted: \"posted\", or a time in ns"),
+                format!("{o:?} is not accepted; accepted: \"{off}\", or a time in ns"),
             )),
         };
-        let string_bypass_hold_cycles = hold(&s.bypass_hold_ns, "bypass_hold_ns")?;
-        let clzero_hold_cycles = hold(&s.clzero_hold_ns, "clzero_hold_ns")?;
-        let sfence_drain_cycles = match &s.sfence_drain_ns {
-            NameOrNs::Ns(ns) => Some(cyc(*ns)),
-            NameOrNs::Named(n) if n == "none" => None,
-            NameOrNs::Named(o) => {
-                return Err(cfg_err(
-                    "string.sfence_drain_ns.value",
-                    format!("{o:?} is not accepted; accepted: \"none\", or a time in ns"),
-                ))
-            }
-        };
+        let string_bypass_hold_cycles = ns_or(&s.bypass_hold_ns, "bypass_hold_ns", "posted")?;
+        let clzero_hold_cycles = ns_or(&s.clzero_hold_ns, "clzero_hold_ns", "posted")?;
+        let sfence_drain_cycles = ns_or(&s.sfence_drain_ns, "sfence_drain_ns", "none")?;
         let nocache_by = match s.nocache_by.as_str() {
             "call" => NocacheBy::Call,
             "remaining" => NocacheBy::Remaining,
