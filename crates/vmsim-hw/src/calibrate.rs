@@ -53,9 +53,8 @@ pub(crate) struct Raw {
     /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
     pub all_cpu_load_gbps: f64,
     pub all_cpus: u64,
-    pub l1_store_bpns: f64,
-    pub l1_load_bpns: f64,
-    pub l1_load_how: &'static str,
+    /// The L1's store and load rates and two short `rep stosb` calls.
+    pub l1: m::L1Rates,
     pub syscall_ns: f64,
     pub fault4k_ns: f64,
     pub free4k_ns: f64,
@@ -98,6 +97,14 @@ fn sanitise(s: &str) -> String {
     }
 }
 
+/// Clean timings of each L1 rate (quick mode: 100), about 10 us each.
+pub(crate) fn l1_timings(quick: bool) -> usize {
+    if quick {
+        100
+    } else {
+        2000
+    }
+}
 /// Clean repetitions of the clock measurement (quick mode: 5). Each is
 /// about 0.6 ms, so nine cost about 6 ms on a quiet host.
 const CLOCK_REPS: usize = 9;
@@ -293,8 +300,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     } else {
         0.0
     };
-    let (l1_store_bpns, l1_load_bpns, l1_load_how) =
-        m::l1_store_load_bytes_per_ns(if quick { 200 } else { 10_000 })?;
+    let l1 = m::l1_rates(l1_timings(quick))?;
     say("system call, faults, context switch")?;
     let syscall_ns = m::syscall_ns(if quick { 20_000 } else { 1_000_000 });
     let f4k = if quick { 4 << 20 } else { 64 << 20 };
@@ -356,9 +362,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         llc_load_gbps,
         all_cpu_load_gbps,
         all_cpus,
-        l1_store_bpns,
-        l1_load_bpns,
-        l1_load_how,
+        l1,
         syscall_ns,
         fault4k_ns,
         free4k_ns,
@@ -487,9 +491,9 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "all_cpu_load_gbps": round3(raw.all_cpu_load_gbps),
             "all_cpu_load_cpus": raw.all_cpus,
             "level_load_method": micro::Kernel::Load.method(std::is_x86_feature_detected!("avx2")),
-            "l1_store_bytes_per_ns": round3(raw.l1_store_bpns),
-            "l1_load_bytes_per_ns": round3(raw.l1_load_bpns),
-            "l1_load_method": raw.l1_load_how,
+            "l1_store_bytes_per_ns": round3(raw.l1.store_bpns),
+            "l1_load_bytes_per_ns": round3(raw.l1.load_bpns),
+            "l1_load_method": raw.l1.load_how,
             "syscall_getppid_ns": round3(raw.syscall_ns),
             "fault_4k_ns": round3(raw.fault4k_ns),
             "munmap_per_4k_page_ns": round3(raw.free4k_ns),
@@ -515,6 +519,16 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     // which is at the macro's recursion limit).
     out["raw"]["sfence_drain_ns"] = json!(raw.sfence_drain_ns.map(round3));
     out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| raw.sfence_drain_how));
+    out["raw"]["l1_store_method"] = json!(raw.l1.store_how);
+    out["raw"]["stosb_l1_call_ns"] = raw
+        .l1
+        .stosb_call_ns
+        .iter()
+        .map(|&(b, ns)| json!({"bytes": b, "ns": round3(ns)}))
+        .collect();
+    let startup = raw.l1.stosb_startup();
+    out["raw"]["stosb_startup_ns"] = json!(startup.map(|(ns, _)| round3(ns)));
+    out["raw"]["stosb_l1_bytes_per_ns"] = json!(startup.map(|(_, r)| round3(r)));
     Ok(out)
 }
 

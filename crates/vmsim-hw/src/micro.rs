@@ -292,7 +292,7 @@ unsafe fn load_avx2(p: *const u8, len: usize) -> u64 {
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn fill_avx2(p: *mut u8, len: usize) {
+pub(crate) unsafe fn fill_avx2(p: *mut u8, len: usize) {
     core::arch::asm!(
         "vpxor ymm0, ymm0, ymm0",
         "2:",

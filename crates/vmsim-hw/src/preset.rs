@@ -2,7 +2,8 @@
 //! every leaf `{ value = ..., source = "..." }`, the source saying whether the
 //! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
 
-use crate::calibrate::Raw;
+use crate::calibrate::{l1_timings, Raw};
+use crate::measure::{L1_PASSES, STOSB_CALLS};
 use crate::host::{self, CacheLevel};
 use crate::opts::round3;
 use serde_json::{json, Map, Value};
@@ -389,6 +390,22 @@ const LEVEL_LOAD: &str =
 /// A fill path's bytes per cycle from a load bandwidth in GB/s: `None` when
 /// nothing was measured, else clamped to what the preset accepts (a line per
 /// 1024 cycles to a line per cycle).
+/// How a measured L1 rate becomes the preset's width.
+const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data path is a power of two bytes wide, and the model issues a line in 64 / width whole cycles, so 35 B/cycle would read as 64";
+
+/// The power of two nearest `bpc` in ratio (at least 1): 45 gives 32, 46 gives 64.
+fn path_width(bpc: f64) -> i64 {
+    if !(bpc >= 1.0) {
+        return 1;
+    }
+    let lo = 1i64 << (bpc.log2().floor() as u32);
+    if bpc / lo as f64 <= std::f64::consts::SQRT_2 {
+        lo
+    } else {
+        2 * lo
+    }
+}
+
 fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
     let bpc = gbps / ghz;
     (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
@@ -464,11 +481,11 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("issue_width", Val::I(4), "conservative");
     w.measured(
         "store_bytes_per_cycle",
-        Val::I((r.l1_store_bpns / ghz).round() as i64),
-        "rep stosb over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings during which the thread was not switched out",
+        Val::I(path_width(r.l1.store_bpns / ghz)),
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
     );
-    w.measured("load_bytes_per_cycle", Val::I((r.l1_load_bpns / ghz).round() as i64),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles, the fastest of 7 timings during which the thread was not switched out (a lower bound if the core has wider loads)", r.l1_load_how));
+    w.measured("load_bytes_per_cycle", Val::I(path_width(r.l1.load_bpns / ghz)),
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
     w.default(
         "perf_cache_events",
         Val::S(if amd_vendor() { "l2" } else { "llc" }),
@@ -725,7 +742,27 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::B(host::has_flag("fsrm")),
         "/proc/cpuinfo flags",
     );
-    w.default("startup_cycles", Val::I(35), "");
+    match r.l1.stosb_startup() {
+        Some((ns, rate)) => w.measured(
+            "startup_cycles",
+            Val::I((ns * ghz).round() as i64),
+            &format!(
+                "rep stosb calls of {} and {} bytes into an L1-resident buffer's first page, each the fastest of {} timings of {} KiB of calls ({:.1} and {:.1} ns a call): the shorter call's time less its bytes at the rate between the two ({:.1} B/cycle), in measured core cycles",
+                STOSB_CALLS[0],
+                STOSB_CALLS[1],
+                l1_timings(r.quick),
+                (L1_PASSES << 14) >> 10,
+                r.l1.stosb_call_ns[0].1,
+                r.l1.stosb_call_ns[1].1,
+                rate / ghz
+            ),
+        ),
+        None => w.default(
+            "startup_cycles",
+            Val::I(35),
+            "the longer rep stosb call timed no slower than the shorter (a disturbed timing)",
+        ),
+    }
     w.default(
         "drain_at_boundary",
         Val::B(!amd_vendor()),
@@ -1038,6 +1075,24 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_l1_rate_becomes_the_nearest_power_of_two_in_ratio() {
+        for (bpc, want) in [
+            (0.3, 1),
+            (1.0, 1),
+            (22.6, 16),
+            (22.7, 32),
+            (26.5, 32),
+            (35.0, 32),
+            (45.2, 32),
+            (45.3, 64),
+            (60.0, 64),
+            (f64::NAN, 1),
+        ] {
+            assert_eq!(path_width(bpc), want, "{bpc}");
+        }
+    }
 
     #[test]
     fn sustained_bandwidth_is_the_highest_rate_seen_and_says_which() {
