@@ -3,8 +3,8 @@
 //! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
 
 use crate::calibrate::{l1_timings, Raw};
-use crate::measure::{L1_PASSES, STOSB_CALLS};
 use crate::host::{self, CacheLevel};
+use crate::measure::{L1_PASSES, STOSB_CALLS};
 use crate::opts::round3;
 use serde_json::{json, Map, Value};
 
@@ -385,11 +385,8 @@ const BYPASS_HOLD_POSTED: &str = "no bypass rate measured (quick mode, or no byp
 const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
 /// How a fill path's rate is measured (the level and its size follow).
 const LEVEL_LOAD: &str =
-    "one core's load bandwidth (the highest of its clean repetitions) over a THP-backed buffer of";
+    "one core's load bandwidth (the highest of its clean repetitions; inside the L2, of 1000 short ones) over a THP-backed buffer of";
 
-/// A fill path's bytes per cycle from a load bandwidth in GB/s: `None` when
-/// nothing was measured, else clamped to what the preset accepts (a line per
-/// 1024 cycles to a line per cycle).
 /// How a measured L1 rate becomes the preset's width.
 const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data path is a power of two bytes wide, and the model issues a line in 64 / width whole cycles, so 35 B/cycle would read as 64";
 
@@ -406,6 +403,9 @@ fn path_width(bpc: f64) -> i64 {
     }
 }
 
+/// A fill path's bytes per cycle from a load bandwidth in GB/s: `None` when
+/// nothing was measured, else clamped to what the preset accepts (a line per
+/// 1024 cycles to a line per cycle).
 fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
     let bpc = gbps / ghz;
     (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
@@ -443,7 +443,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let l2_ns = plateau(&r.chase, 2 * kib(&l1) * 1024, kib(&l2) * 1024 / 2);
     let llc_ns = plateau_floor(&r.chase, kib(&l2) * 1024, kib(&l3) * 1024 / 2);
     let dram_ns = plateau(&r.chase, 8 * kib(&l3) * 1024 - 1, u64::MAX);
-    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions, median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
+    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions (up to the L2's size, of 1000 short ones), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
     let sysfs = "/sys/devices/system/cpu/cpu0/cache";
 
     w.out

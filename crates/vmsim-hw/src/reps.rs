@@ -63,6 +63,22 @@ impl Samples {
     pub fn summary(&self) -> Summary {
         Summary::of(self)
     }
+
+    /// The samples of two runs of one measurement: every clean repetition
+    /// of both (only the switched-out ones where neither had a clean one).
+    pub fn merge(self, other: Samples) -> Samples {
+        let switched = self.switched + other.switched;
+        let xs = match (self.clean, other.clean) {
+            (true, false) => self.xs,
+            (false, true) => other.xs,
+            _ => [self.xs, other.xs].concat(),
+        };
+        Samples {
+            xs,
+            switched,
+            clean: self.clean || other.clean,
+        }
+    }
 }
 
 /// Runs `rep` until `reps` of them ran without a context switch of this
@@ -163,6 +179,24 @@ impl Summary {
 mod tests {
     use super::*;
     use std::cell::Cell;
+
+    #[test]
+    fn merged_samples_keep_the_clean_repetitions_of_both_runs() {
+        let a = Samples::from_attempts(2, [(1.0, false), (9.0, true), (2.0, false)]);
+        let b = Samples::from_attempts(2, [(3.0, false)]);
+        let m = a.merge(b);
+        assert_eq!(
+            (m.xs.clone(), m.switched, m.clean),
+            (vec![1.0, 2.0, 3.0], 1, true)
+        );
+        // A run with no clean repetition adds only its count of switched ones.
+        let dirty = Samples::from_attempts(2, [(7.0, true)]);
+        let m = m.merge(dirty);
+        assert_eq!((m.xs.len(), m.switched, m.clean), (3, 2, true));
+        let both = Samples::from_attempts(1, [(7.0, true)])
+            .merge(Samples::from_attempts(1, [(8.0, true)]));
+        assert_eq!((both.xs, both.clean), (vec![7.0, 8.0], false));
+    }
 
     #[test]
     fn switched_out_attempts_are_dropped_and_counted() {
