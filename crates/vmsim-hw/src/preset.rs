@@ -392,7 +392,7 @@ const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data
 
 /// The power of two nearest `bpc` in ratio (at least 1): 45 gives 32, 46 gives 64.
 fn path_width(bpc: f64) -> i64 {
-    if !(bpc >= 1.0) {
+    if bpc.is_nan() || bpc < 1.0 {
         return 1;
     }
     let lo = 1i64 << (bpc.log2().floor() as u32);
