@@ -197,7 +197,7 @@ impl Kernel {
     pub fn method(self, avx2: bool) -> &'static str {
         match (self, avx2) {
             (Kernel::Load, true) => {
-                "vpaddq ymm, [mem]: two 32 B loads per line into two accumulators"
+                "vpaddq ymm, [mem]: four 32 B loads per two lines into four accumulators"
             }
             (Kernel::Load, false) => "8 B volatile loads summed",
             (Kernel::Fill, true) => "vmovdqa [mem], ymm (zero): two 32 B stores per line",
@@ -289,23 +289,33 @@ pub fn pass(k: Kernel, buf: &mut [u8], avx2: bool) -> u64 {
 
 #[target_feature(enable = "avx2")]
 unsafe fn load_avx2(p: *const u8, len: usize) -> u64 {
+    // Two lines an iteration into four accumulators: with one line an
+    // iteration a Zen 3 core ran this loop at 31 B/cycle where its L1 gives
+    // 64 (one iteration in two cycles; unrolled, 60 B/cycle). `len` is a
+    // multiple of 128 (`pass`).
     let mut out = [0u64; 4];
     core::arch::asm!(
         "vpxor ymm0, ymm0, ymm0",
         "vpxor ymm1, ymm1, ymm1",
+        "vpxor ymm2, ymm2, ymm2",
+        "vpxor ymm3, ymm3, ymm3",
         "2:",
         "vpaddq ymm0, ymm0, [{p}]",
         "vpaddq ymm1, ymm1, [{p} + 32]",
-        "add {p}, 64",
+        "vpaddq ymm2, ymm2, [{p} + 64]",
+        "vpaddq ymm3, ymm3, [{p} + 96]",
+        "sub {p}, -128",
         "cmp {p}, {end}",
         "jb 2b",
         "vpaddq ymm0, ymm0, ymm1",
+        "vpaddq ymm2, ymm2, ymm3",
+        "vpaddq ymm0, ymm0, ymm2",
         "vmovdqu [{out}], ymm0",
         "vzeroupper",
         p = inout(reg) p => _,
         end = in(reg) p.add(len),
         out = in(reg) out.as_mut_ptr(),
-        out("ymm0") _, out("ymm1") _,
+        out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
         options(nostack),
     );
     out.iter().fold(0, |a, &b| a.wrapping_add(b))
