@@ -105,6 +105,7 @@ pub(crate) fn l1_timings(quick: bool) -> usize {
         2000
     }
 }
+
 /// Clean repetitions of the clock measurement (quick mode: 5). Each is
 /// about 0.6 ms, so nine cost about 6 ms on a quiet host.
 const CLOCK_REPS: usize = 9;
@@ -134,7 +135,7 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; a chase or load inside the core's own caches (no larger than the L2) makes 1000 (quick: 100) short repetitions of 10 000 loads or 1 MiB, as microbench's in-core rows, because another thread on the same physical core, which slows them on a shared host, comes and goes within microseconds; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp), of the paired fenced-less-unfenced 4 KiB calls (sfence_drain_ns) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; a chase or load inside the core's own caches (no larger than the L2) makes 1000 (quick: 100) short repetitions of 10 000 loads or 1 MiB, as microbench's in-core rows, because another thread on the same physical core, which slows them on a shared host, often comes and goes within microseconds; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp), of the paired fenced-less-unfenced 4 KiB calls (sfence_drain_ns) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {

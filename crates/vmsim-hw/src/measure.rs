@@ -171,9 +171,9 @@ pub const L1_PASSES: usize = 50;
 /// What one core's L1 does with stores and loads over an L1-resident 16
 /// KiB buffer, each the fastest of many short clean timings ([`repeat`]).
 /// Short, because on a shared host what slows an in-core rate (the other
-/// hardware thread of the host's core, unseen by a guest) comes and goes
-/// within microseconds: of 20 000 timings of 2 us on a Zen 3 guest, most
-/// stored 70-85 GB/s and the fastest 95-100, the core's 32 B a cycle.
+/// hardware thread of the host's core, unseen by a guest) often comes and
+/// goes within microseconds: of 20 000 timings of 2 us on a Zen 3 guest,
+/// most stored 70-85 GB/s and the fastest 95-100, the core's 32 B a cycle.
 pub struct L1Rates {
     /// Bytes per ns of the widest plain stores the CPU has (32 B AVX2
     /// `vmovdqa`, else 8 B `mov`): the store path's width, which the model's

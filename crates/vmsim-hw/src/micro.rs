@@ -84,10 +84,12 @@ impl Sizes {
     /// Whether row `b` works inside the core's own caches (its buffer no
     /// larger than the L2): what slows such a row on a shared host is
     /// another thread on the same physical core (a guest does not see the
-    /// host's other hardware thread), which comes and goes within
-    /// microseconds, so its host figure is the fastest of many short
-    /// timings, the rate of the core alone that the model has. Rows that
-    /// reach the LLC or memory keep the median of long repetitions.
+    /// host's other hardware thread), busy for microseconds or for minutes
+    /// and only ever slowing, so its host figure is the fastest of many
+    /// short timings spread over the command ([`IN_CORE_ROUNDS`]): the
+    /// core alone, as the model has it. Rows that reach the LLC or memory
+    /// keep the median of long repetitions: their spread is partly the
+    /// state they find (what the L3 still holds), not only disturbance.
     pub fn in_core(&self, b: Bench) -> bool {
         let kib = match b {
             Bench::Chase { kib }

@@ -182,8 +182,8 @@ fn store_sweep_small_runs_every_case_and_restores_pools() {
 #[test]
 fn store_sweep_on_scattered_frames_says_how_many_pages_follow_their_predecessors() {
     // 4 KiB pages faulted in order and in a shuffled order: where pagemap
-    // gives frames (root), the first mostly follow each other on an idle
-    // host, the second almost never; every case still clears and verifies.
+    // gives frames (root), the second almost never follow each other; every
+    // case still clears and verifies.
     let mut fractions = Vec::new();
     for backing in ["4k", "4k-scattered"] {
         let opts = serde_json::json!({"size_mib": 8, "reps": 1, "backing": backing,
@@ -199,9 +199,13 @@ fn store_sweep_on_scattered_frames_says_how_many_pages_follow_their_predecessors
             None => assert!(v["frames_in_order"].is_null(), "{v}"),
         }
     }
+    // How many in-order faults get the next frame depends on the buddy
+    // allocator's state (tests running beside this one take frames between
+    // them: 0.0 under `make test` once, 0.83-0.85 on an idle host), so only
+    // the shuffled order's figure is checked.
     if let [in_order, scattered] = fractions[..] {
+        assert!((0.0..=1.0).contains(&in_order), "{in_order}");
         assert!(scattered < 0.05, "{scattered}");
-        assert!(scattered < in_order, "{scattered} vs {in_order}");
     }
 }
 
