@@ -135,7 +135,7 @@ const CHASE_BUDGET: Duration = Duration::from_millis(1000);
 pub const CLOCK_SPREAD_WARN: f64 = 0.05;
 
 /// What `raw.repetitions` and each chase entry's `reps` mean.
-const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; a chase or load inside the core's own caches (no larger than the L2) makes 1000 (quick: 100) short repetitions of 10 000 loads or 1 MiB, as microbench's in-core rows, because another thread on the same physical core, which slows them on a shared host, often comes and goes within microseconds; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp), of the paired fenced-less-unfenced 4 KiB calls (sfence_drain_ns) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
+const REPS_METHOD: &str = "a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x the repetitions asked for, and none starts after the quantity's time budget; a chase or load inside the core's own caches (no larger than the L2) makes 1000 (quick: 100) short repetitions of 10 000 loads or 1 MiB, as microbench's in-core rows, because another thread on the same physical core, which slows them on a shared host, is often busy for microseconds only; n: repetitions kept, switched_out: dropped, all_switched_out: none was clean so all were kept; spread: max / min - 1 of the kept ones. The figure reported is the lowest of a latency (chase: noise only adds time), the highest of a clock or bandwidth, the median of the tail-touch probe, of the paired 4 KiB-over-THP differences (walk_extra_ns_4k_over_thp), of the paired fenced-less-unfenced 4 KiB calls (sfence_drain_ns) and of the page-order and call-size sweep (page_order_mov_4k_gbps, stosb_calls_gbps: store-sweep's 64 MiB samples, switched-out ones dropped, rounds interleaving the cases); syscall, fault, clear and context-switch costs are one timed run each, averaged over many operations";
 
 /// Which repetition `raw.<key>` reports.
 fn figure_of(key: &str) -> &'static str {
@@ -225,13 +225,8 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     // Inside the core's own caches, as `microbench` measures them: the
     // fastest of many short repetitions (`micro::Sizes::in_core`).
     let levels = micro::Sizes::detect();
-    let in_core = |s: usize| levels.l2 > 0 && s as u64 <= levels.l2;
     let chase_at = |s: usize, backing: Backing| -> Result<(f64, Summary), HwError> {
-        let e = if in_core(s) {
-            micro::Effort::in_core(quick)
-        } else {
-            effort
-        };
+        let e = levels.effort_for(s as u64, quick, effort);
         let sm = micro::chase(s as u64, backing, e, budget)?.summary();
         Ok((sm.best(true), sm))
     };
@@ -294,11 +289,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
             return Ok(0.0);
         }
         say(&format!("load bandwidth over {} KiB", bytes >> 10))?;
-        let e = if in_core(bytes as usize) {
-            micro::Effort::in_core(quick)
-        } else {
-            level_effort
-        };
+        let e = levels.effort_for(bytes, quick, level_effort);
         let s = micro::bandwidth(micro::Kernel::Load, bytes, e, avx2)?;
         Ok(best_rate(key, &s))
     };

@@ -164,8 +164,11 @@ fn core_ghz_once(iters: u64) -> f64 {
     (iters * 8) as f64 / t0.elapsed().as_nanos() as f64
 }
 
-/// Passes over the 16 KiB buffer in one timing of an L1 rate: about 10 us,
-/// where the timer's own cost (tens of ns) stays under 0.5%.
+/// The L1-resident buffer the L1 rates are measured over.
+pub const L1_BYTES: usize = 16 << 10;
+
+/// Passes over the [`L1_BYTES`] buffer in one timing of an L1 rate: about
+/// 10 us, where the timer's own cost (tens of ns) stays under 0.5%.
 pub const L1_PASSES: usize = 50;
 
 /// What one core's L1 does with stores and loads over an L1-resident 16
@@ -211,7 +214,7 @@ impl L1Rates {
 /// [`L1_PASSES`] passes' worth of work.
 pub fn l1_rates(timings: usize) -> Result<L1Rates, HwError> {
     let rounds = L1_PASSES;
-    let mut m = Mapping::anon(16 << 10, Backing::Small)?;
+    let mut m = Mapping::anon(L1_BYTES, Backing::Small)?;
     let b = m.as_mut_slice();
     sys::prefault(b, SUBPAGE, 1);
     let bytes = (rounds * b.len()) as f64;

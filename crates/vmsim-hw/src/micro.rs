@@ -100,7 +100,24 @@ impl Sizes {
             | Bench::StringFill { kib } => kib,
             _ => return false,
         };
-        self.l2 > 0 && kib * 1024 <= self.l2
+        self.fits_core(kib * 1024)
+    }
+
+    /// Whether a buffer of `bytes` stays in the core's own caches (no
+    /// larger than a known L2): the rule of [`Sizes::in_core`], which
+    /// `calibrate`'s chases and loads follow too.
+    pub fn fits_core(&self, bytes: u64) -> bool {
+        self.l2 > 0 && bytes <= self.l2
+    }
+
+    /// The effort for a buffer of `bytes`: [`Effort::in_core`] where it
+    /// fits the core's caches, else `other`.
+    pub fn effort_for(&self, bytes: u64, quick: bool, other: Effort) -> Effort {
+        if self.fits_core(bytes) {
+            Effort::in_core(quick)
+        } else {
+            other
+        }
     }
 
     /// The rows: for each level with a known size, a chase at half of it and
@@ -647,15 +664,13 @@ fn schedule(list: &[Bench], sizes: &Sizes, quick: bool) -> Vec<Step> {
         (0..list.len()).partition(|&i| sizes.in_core(list[i]));
     let mut out = Vec::new();
     let gaps = rounds - 1;
+    // Every long row once, in the gaps between the rounds.
     for r in 0..rounds {
         out.extend(inner.iter().map(|&i| Step::InCore(i, per_round)));
         if r < gaps {
             let (a, b) = (long.len() * r / gaps, long.len() * (r + 1) / gaps);
             out.extend(long[a..b].iter().map(|&i| Step::Long(i)));
         }
-    }
-    if inner.is_empty() {
-        out.extend(long.iter().map(|&i| Step::Long(i)));
     }
     out
 }
@@ -814,7 +829,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "sizes": {"l1_bytes": sizes.l1, "l2_bytes": sizes.l2, "llc_bytes": sizes.llc,
                   "dram_bytes": sizes.dram, "all_cpus": cpus},
         "method": {
-            "host": "THP-backed buffers, pre-faulted; one untimed pass (or lap) first; per repetition enough passes for the stated bytes, timed with Instant; a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x reps attempts (host_reps_switched_out counts them); the median of the kept repetitions, except for rows inside the core's own caches (host_figure \"fastest\"): the fastest of in_core_reps timings of in_core_bytes_per_rep (or in_core_loads_per_rep loads), because what slows them on a shared host is another thread on the same physical core, which comes and goes within microseconds",
+            "host": "THP-backed buffers, pre-faulted; one untimed pass (or lap) first; per repetition enough passes for the stated bytes, timed with Instant; a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x reps attempts (host_reps_switched_out counts them); the median of the kept repetitions, except for rows inside the core's own caches (host_figure \"fastest\"): the fastest of in_core_reps timings of in_core_bytes_per_rep (or in_core_loads_per_rep loads), because what slows them on a shared host is another thread on the same physical core, busy for microseconds or minutes and only ever slowing; those timings run in rounds spread between the other rows",
             "in_core_reps": Effort::in_core(quick).reps,
             "in_core_bytes_per_rep": Effort::in_core(quick).bytes_per_rep,
             "in_core_loads_per_rep": Effort::in_core(quick).loads_per_rep,
@@ -927,6 +942,10 @@ mod tests {
                 "{rounds_at:?} {long_at:?}"
             );
         }
+        // With no L2 size known no row is in-core, and each is measured once.
+        let none = Sizes { l2: 0, ..sizes };
+        let once: Vec<Step> = (0..list.len()).map(Step::Long).collect();
+        assert_eq!(schedule(&list, &none, false), once);
         // Which rows are in-core: up to half the L2.
         assert!(sizes.in_core(Bench::Chase { kib: 256 }) && sizes.in_core(Bench::Copy { kib: 16 }));
         assert!(

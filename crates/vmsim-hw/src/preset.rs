@@ -4,7 +4,7 @@
 
 use crate::calibrate::{l1_timings, Raw};
 use crate::host::{self, CacheLevel};
-use crate::measure::{L1_PASSES, STOSB_CALLS};
+use crate::measure::{L1_BYTES, L1_PASSES, STOSB_CALLS};
 use crate::opts::round3;
 use serde_json::{json, Map, Value};
 
@@ -383,9 +383,12 @@ const BYPASS_HOLD_POSTED: &str = "no bypass rate measured (quick mode, or no byp
 
 /// Why `writebacks_share_sustained` follows the vendor.
 const WRITEBACKS_BY_VENDOR: &str = "chosen by vendor: on Intel the sustained L2 and L3 figures cover fills and write-backs together (a one-core x += y on a Haswell-EP, docs/calibration-sources.md 5.3); on a Zen 3 host x += y moved more bytes than a load through the L2 and the LLC (fills plus write-backs; docs/hw.md), so not on AMD";
-/// How a fill path's rate is measured (the level and its size follow).
-const LEVEL_LOAD: &str =
-    "one core's load bandwidth (the highest of its clean repetitions; inside the L2, of 1000 short ones) over a THP-backed buffer of";
+
+/// How a fill path's rate is measured, with the short repetitions an
+/// in-core figure took in this mode (the level and its size follow).
+fn level_load(in_core_reps: usize) -> String {
+    format!("one core's load bandwidth (the highest of its clean repetitions; inside the L2, of {in_core_reps} short ones) over a THP-backed buffer of")
+}
 
 /// How a measured L1 rate becomes the preset's width.
 const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data path is a power of two bytes wide, and the model issues a line in 64 / width whole cycles, so 35 B/cycle would read as 64";
@@ -443,7 +446,10 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let l2_ns = plateau(&r.chase, 2 * kib(&l1) * 1024, kib(&l2) * 1024 / 2);
     let llc_ns = plateau_floor(&r.chase, kib(&l2) * 1024, kib(&l3) * 1024 / 2);
     let dram_ns = plateau(&r.chase, 8 * kib(&l3) * 1024 - 1, u64::MAX);
-    let chase_m = "random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions (up to the L2's size, of 1000 short ones), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock";
+    // How many short repetitions an in-core figure took, in this mode.
+    let in_core_reps = crate::micro::Effort::in_core(r.quick).reps;
+    let level_load = level_load(in_core_reps);
+    let chase_m = &format!("random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions (up to the L2's size, of {in_core_reps} short ones), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock");
     let sysfs = "/sys/devices/system/cpu/cpu0/cache";
 
     w.out
@@ -550,7 +556,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.either(
         "sustained_bytes_per_cycle",
         fill_path(r.l2_load_gbps, ghz),
-        &format!("{LEVEL_LOAD} half of the L2 ({} KiB)", kib(&l2) / 2),
+        &format!("{level_load} half of the L2 ({} KiB)", kib(&l2) / 2),
         Val::I(0),
         "the L2's size is unknown: no limit on the L2-to-L1 fill path",
     );
@@ -578,7 +584,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "sustained_bytes_per_cycle",
         fill_path(r.llc_load_gbps, ghz),
         &format!(
-            "{LEVEL_LOAD} half of the LLC ({} KiB; the share of it this core gets may be smaller)",
+            "{level_load} half of the LLC ({} KiB; the share of it this core gets may be smaller)",
             kib(&l3) / 2
         ),
         Val::I(0),
@@ -751,7 +757,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
                 STOSB_CALLS[0],
                 STOSB_CALLS[1],
                 l1_timings(r.quick),
-                (L1_PASSES << 14) >> 10,
+                (L1_PASSES * L1_BYTES) >> 10,
                 r.l1.stosb_call_ns[0].1,
                 r.l1.stosb_call_ns[1].1,
                 rate / ghz
