@@ -608,7 +608,6 @@ impl Machine {
                                 st,
                             );
                             let (l1_wbs, l2_wbs) = self.hier.writebacks();
-                            hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                             let mut ready = r.fill(s, t + self.hier.latency(s) + w, true);
                             if let Some(x) = r.inflight(p, t) {
                                 ready = ready.max(x);
@@ -620,6 +619,9 @@ impl Machine {
                                 r.sq.set(qi, ready);
                                 r.sq_line[qi] = INVALID;
                             }
+                            // After the prefetch has its entry: the victims take
+                            // others, not the one `qi` names.
+                            hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                             r.pf_until = r.pf_until.max(ready);
                             l2_lookups[1] = Some(p);
                         }
@@ -655,11 +657,11 @@ impl Machine {
                         .hier
                         .prefetch_absent_as::<S>(core, p, false, None, t, st);
                     let (l1_wbs, l2_wbs) = self.hier.writebacks();
-                    hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                     let ready = r.fill(s, t + self.hier.latency(s) + w, false);
                     r.writebacks(l1_wbs, l2_wbs, ready);
                     r.sq.set(qi, ready);
                     r.sq_line[qi] = p;
+                    hold_writebacks(r, l2_wbs, t, self.l2_writeback_hold);
                     r.pf_until = r.pf_until.max(ready);
                 }
                 r.streamer.advance(i, p);
