@@ -64,6 +64,17 @@ pub enum Bench {
     /// page ascend either way), with `kind`'s stores (`vmsim hw
     /// store-sweep`'s page-order rows), GB/s.
     PageOrder { kind: PageClear, descending: bool },
+    /// As the chunk rows (`chunk_kib` calls of `kind`'s stores over 128 MiB,
+    /// `descending` or not) with the 4 KiB pages of the extent and of the
+    /// warm pass on frames in the order [`scatter_order`] faults them: the
+    /// `4k-scattered` backing of `vmsim hw store-sweep`, whose virtually
+    /// adjacent pages get frames far apart. A prefetcher that goes on into
+    /// the physically next page finds nothing of the stream there.
+    Scattered {
+        kind: PageClear,
+        chunk_kib: u64,
+        descending: bool,
+    },
     /// One core, copy with non-temporal stores (STREAM Copy as glibc builds it for large sizes).
     NtCopy { kib: u64 },
     /// `cores` cores of socket 0 (one thread each) streaming loads from local memory, GB/s.
@@ -114,6 +125,11 @@ impl Bench {
             Bench::NtChunks { chunk_kib } => Some((chunk_kib, PageClear::Movnti, false)),
             Bench::ClzeroChunks { chunk_kib } => Some((chunk_kib, PageClear::Clzero, false)),
             Bench::PageOrder { kind, descending } => Some((4, kind, descending)),
+            Bench::Scattered {
+                kind,
+                chunk_kib,
+                descending,
+            } => Some((chunk_kib, kind, descending)),
             _ => None,
         }
     }
@@ -155,6 +171,17 @@ impl Bench {
                 } else {
                     "ascending"
                 }
+            ),
+            Bench::Scattered {
+                kind,
+                chunk_kib,
+                descending,
+            } => format!(
+                "1 core {} in {} calls over {}, 4 KiB pages on scattered frames{} (GB/s)",
+                kind.name(),
+                size(chunk_kib),
+                size(chunks_extent_kib(chunk_kib)),
+                if descending { ", last call first" } else { "" }
             ),
             Bench::NtFill { kib } => format!("1 core movnti fill, {} (GB/s)", size(kib)),
             Bench::NtCopy { kib } => format!("1 core copy, NT stores, {} (GB/s)", size(kib)),
@@ -1238,6 +1265,23 @@ fn node_base(node: u64) -> u64 {
     node * (NODE_BYTES >> 6)
 }
 
+/// The order in which the `4k-scattered` backing faults `n` pages (`vmsim
+/// hw store-sweep`), a permutation of `0..n`, the same every run: a
+/// Fisher-Yates shuffle driven by xorshift64 from a fixed seed. A host
+/// that hands out frames in fault order gives page `order[k]` the k-th
+/// frame, so virtually adjacent pages get frames far apart.
+pub fn scatter_order(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
 /// The order of a pointer chase over `lines` lines: `next[i]` is the line
 /// loaded after line `i`, all lines on one cycle (Sattolo's shuffle, fixed
 /// seed). The host side (`vmsim hw microbench`) links its buffer the same way.
@@ -1327,7 +1371,8 @@ fn fitted_machine(p: &Preset, b: Bench) -> Result<Machine, crate::error::Error> 
         Bench::StringChunks { .. }
         | Bench::NtChunks { .. }
         | Bench::ClzeroChunks { .. }
-        | Bench::PageOrder { .. } => {
+        | Bench::PageOrder { .. }
+        | Bench::Scattered { .. } => {
             let (chunk_kib, how, _) = b.clear_calls().expect("a clearing row");
             if how == PageClear::Clzero && !params.clzero {
                 return Err(bad(
@@ -1495,7 +1540,8 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
         Bench::StringChunks { .. }
         | Bench::NtChunks { .. }
         | Bench::ClzeroChunks { .. }
-        | Bench::PageOrder { .. } => {
+        | Bench::PageOrder { .. }
+        | Bench::Scattered { .. } => {
             let (chunk_kib, how, descending) = b.clear_calls().expect("a clearing row");
             let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
             let chunk = (chunk_kib * 1024 / 64).min(extent);
@@ -1505,6 +1551,26 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
                 .div_ceil(params.issue_width)
                 .max(1);
+            // The warm pass clears lines past the extent, so that none of the
+            // timed calls' cached tails is still in a cache; a 1 GiB extent fills
+            // the node and goes cold (the LLC is 3-5 % of it).
+            let warm = 4 * p.llc.size_kib * 1024 / 64;
+            let warmed = extent + warm <= NODE_BYTES / 64;
+            // Each 4 KiB page's frame: its own, or for scattered frames the
+            // rank at which `scatter_order` faults it, over the extent and
+            // the warm pass together (the host hands out frames in fault order).
+            let frames: Option<Vec<u64>> = matches!(b, Bench::Scattered { .. }).then(|| {
+                let pages = (if warmed { extent + warm } else { extent }).div_ceil(64) as usize;
+                let mut f = vec![0; pages];
+                for (rank, page) in scatter_order(pages).into_iter().enumerate() {
+                    f[page] = rank as u64;
+                }
+                f
+            });
+            let frame = |line: u64| match &frames {
+                Some(f) => f[(line / 64) as usize] * 64 + line % 64,
+                None => line,
+            };
             // One call per chunk of `lines`, the calls in ascending order or
             // last first, each call's lines ascending: a `rep stosb` pays the
             // start-up and bypasses the caches as the chip does for its length;
@@ -1520,21 +1586,21 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                     match how {
                         PageClear::Movnti => {
                             for i in 0..n {
-                                m.access(0, at + i, AccessKind::NtStore, true, 8);
+                                m.access(0, frame(at + i), AccessKind::NtStore, true, 8);
                             }
                             m.sfence(0);
                         }
                         PageClear::Clzero => {
                             m.set_clzero(0, true);
                             for i in 0..n {
-                                m.access(0, at + i, AccessKind::NtStore, true, clzero_issue);
+                                m.access(0, frame(at + i), AccessKind::NtStore, true, clzero_issue);
                             }
                             m.set_clzero(0, false);
                             m.sfence(0);
                         }
                         PageClear::Mov => {
                             for i in 0..n {
-                                m.access(0, at + i, AccessKind::Store, true, 8);
+                                m.access(0, frame(at + i), AccessKind::Store, true, 8);
                             }
                         }
                         PageClear::Stosb => {
@@ -1546,18 +1612,14 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                                 } else {
                                     AccessKind::StringStore
                                 };
-                                m.access(0, at + i, kind, true, store_issue);
+                                m.access(0, frame(at + i), kind, true, store_issue);
                             }
                             m.string_end(0);
                         }
                     }
                 }
             };
-            // The warm pass clears lines past the extent, so that none of the
-            // timed calls' cached tails is still in a cache; a 1 GiB extent fills
-            // the node and goes cold (the LLC is 3-5 % of it).
-            let warm = 4 * p.llc.size_kib * 1024 / 64;
-            if extent + warm <= NODE_BYTES / 64 {
+            if warmed {
                 clear(&mut m, extent..extent + warm);
             }
             let t0 = m.cpus[0].clock;
@@ -1888,6 +1950,44 @@ mod tests {
             let nt = measure(&p, Bench::NtChunks { chunk_kib });
             assert!((nt - 19.6).abs() < 0.01, "{chunk_kib}: {nt}");
         }
+    }
+
+    #[test]
+    fn scattered_frames_take_the_cross_page_stream_from_milan_and_nothing_from_ice_lake() {
+        // Milan's streamer goes on into the physically next 4 KiB page; with
+        // the pages on scattered frames that page holds nothing of the
+        // stream, so each page starts a stream of its own. Ice Lake-SP's
+        // streamer stops at the page either way: the same timings.
+        let scattered = Bench::Scattered {
+            kind: PageClear::Stosb,
+            chunk_kib: 4,
+            descending: false,
+        };
+        let in_order = Bench::StringChunks { chunk_kib: 4 };
+        let milan = preset("epyc-7j13-milan");
+        let (a, b) = (measure(&milan, in_order), measure(&milan, scattered));
+        assert!(b < 0.9 * a, "Milan: {a} in order, {b} scattered");
+        let icx = preset("xeon-8358-icx");
+        let (a, b) = (measure(&icx, in_order), measure(&icx, scattered));
+        assert!(
+            (b / a - 1.0).abs() < 0.005,
+            "Ice Lake-SP: {a} in order, {b} scattered"
+        );
+    }
+
+    #[test]
+    fn scatter_order_is_a_fixed_permutation_with_few_neighbours_kept() {
+        let n = 4096;
+        let order = scatter_order(n);
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n).collect::<Vec<_>>());
+        assert_eq!(order, scatter_order(n));
+        let adjacent = order.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(
+            adjacent < 8,
+            "{adjacent} pages fault right after their predecessor"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::{config_err, host, HwError};
 use serde_json::{json, Value};
 use std::time::Instant;
-use vmsim_core::validate::{check, measure_checked, Bench, PageClear};
+use vmsim_core::validate::{check, measure_checked, scatter_order, Bench, PageClear};
 
 const ACCEPTED: [&str; 9] = [
     "preset",
@@ -266,25 +266,35 @@ impl Case {
 /// The `vmsim validate` benchmark that models case `c` on a preset: the
 /// chunk rows (`Bench::StringChunks` and its `movnti` and `clzero` kin,
 /// ascending calls) and the page-order rows (`Bench::PageOrder`, 4 KiB
-/// calls). None for the kernel strategies (`vmsim hw validate` compares
-/// those itself) and the L2-resident cases.
-fn model_bench(c: &Case) -> Option<Bench> {
+/// calls); on the `4k-scattered` backing (`scattered`), the same calls on
+/// frames in the order the backing faults them (`Bench::Scattered`). None
+/// for the kernel strategies (`vmsim hw validate` compares those itself)
+/// and the L2-resident cases.
+fn model_bench(c: &Case, scattered: bool) -> Option<Bench> {
     if c.strategy.is_some() || c.passes > 1 {
         return None;
     }
     let chunk_kib = (c.chunk >> 10) as u64;
+    let clear = match c.kind {
+        StoreKind::Stosb => PageClear::Stosb,
+        StoreKind::Movnti => PageClear::Movnti,
+        StoreKind::Clzero => PageClear::Clzero,
+        StoreKind::Mov => PageClear::Mov,
+    };
+    if scattered {
+        return Some(Bench::Scattered {
+            kind: clear,
+            chunk_kib,
+            descending: c.descending,
+        });
+    }
     Some(match (c.kind, c.descending) {
         (StoreKind::Stosb, false) => Bench::StringChunks { chunk_kib },
         (StoreKind::Movnti, false) => Bench::NtChunks { chunk_kib },
         (StoreKind::Clzero, false) => Bench::ClzeroChunks { chunk_kib },
         // A mov loop, and any kind last page first: 4 KiB calls.
-        (kind, descending) => Bench::PageOrder {
-            kind: match kind {
-                StoreKind::Stosb => PageClear::Stosb,
-                StoreKind::Movnti => PageClear::Movnti,
-                StoreKind::Clzero => PageClear::Clzero,
-                StoreKind::Mov => PageClear::Mov,
-            },
+        (_, descending) => Bench::PageOrder {
+            kind: clear,
             descending,
         },
     })
@@ -470,20 +480,6 @@ fn prefault_scattered(buf: &mut [u8], value: u8) {
     }
 }
 
-/// The order [`prefault_scattered`] faults `n` pages in: a permutation of
-/// `0..n`, the same every run.
-fn scatter_order(n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
-}
-
 /// Of `buf`'s 4 KiB pages after the first, how many sit in the frame after
 /// the previous page's, and how many pages there are; None where
 /// `/proc/self/pagemap` gives no frame numbers (without root they read 0).
@@ -625,7 +621,8 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         Ok(m) => m,
         Err(e) => return skipped_all(e.to_string()),
     };
-    if backing_name == "4k-scattered" {
+    let scattered = backing_name == "4k-scattered";
+    if scattered {
         prefault_scattered(buf.as_mut_slice(), 0xA5);
     } else {
         sys::prefault(buf.as_mut_slice(), SUBPAGE, 0xA5);
@@ -640,7 +637,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     }
     if let Some((p, _)) = &preset {
         // Refused before the measuring, not after.
-        for b in cases.iter().filter_map(model_bench) {
+        for b in cases.iter().filter_map(|c| model_bench(c, scattered)) {
             check(p, b).map_err(crate::micro::preset_err)?;
         }
     }
@@ -677,7 +674,9 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     // with them for the host's CPUs).
     if let Some((p, _)) = &preset {
         for (r, c) in results.iter_mut().zip(&cases) {
-            let Some(b) = model_bench(c) else { continue };
+            let Some(b) = model_bench(c, scattered) else {
+                continue;
+            };
             crate::ctl::check()?;
             crate::ctl::note(&format!("store-sweep model: {}", c.name));
             let model = measure_checked(p, b).map_err(crate::micro::preset_err)?;
@@ -690,7 +689,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     results.extend(skipped);
     let mut method = method;
     if let Some((_, path)) = &preset {
-        method["model"] = json!(format!("vmsim_core::validate::measure on the preset {path}: `vmsim validate`'s chunk rows (one core clearing 128 MiB, or one larger call, in ascending calls of the chunk) and page-order rows (4 KiB calls over 128 MiB, either order), started after every host measurement; error = (model - host) / host"));
+        method["model"] = json!(format!("vmsim_core::validate::measure on the preset {path}: `vmsim validate`'s chunk rows (one core clearing 128 MiB, or one larger call, in ascending calls of the chunk) and page-order rows (4 KiB calls over 128 MiB, either order){}, started after every host measurement; error = (model - host) / host", if scattered { ", with the pages on frames in the order this backing faults them (Bench::Scattered)" } else { "" }));
     }
     if let Some(p) = pin {
         method["pinning"] = json!(p);
@@ -867,5 +866,52 @@ mod tests {
         );
         assert_eq!((big.segment, big.calls_per_sample()), (2 * SEGMENT, 1));
         assert_eq!(p.cases[3].segments().len(), L2_SAMPLES_PER_ROUND);
+    }
+
+    #[test]
+    fn a_scattered_backing_gets_a_scattered_twin() {
+        let p = plan(
+            &[StoreKind::Stosb, StoreKind::Mov],
+            &[SUBPAGE, 64 << 10],
+            4 << 20,
+            true,
+            false,
+        );
+        let twins: Vec<Option<Bench>> = p.cases.iter().map(|c| model_bench(c, false)).collect();
+        assert_eq!(twins[0], Some(Bench::StringChunks { chunk_kib: 4 }));
+        assert_eq!(
+            twins[2],
+            Some(Bench::PageOrder {
+                kind: PageClear::Stosb,
+                descending: true
+            })
+        );
+        let scattered: Vec<Option<Bench>> = p.cases.iter().map(|c| model_bench(c, true)).collect();
+        assert_eq!(
+            scattered[..3],
+            [
+                Some(Bench::Scattered {
+                    kind: PageClear::Stosb,
+                    chunk_kib: 4,
+                    descending: false
+                }),
+                Some(Bench::Scattered {
+                    kind: PageClear::Stosb,
+                    chunk_kib: 64,
+                    descending: false
+                }),
+                Some(Bench::Scattered {
+                    kind: PageClear::Stosb,
+                    chunk_kib: 4,
+                    descending: true
+                }),
+            ]
+        );
+        // The L2-resident cases have no twin on either backing.
+        for (c, (a, b)) in p.cases.iter().zip(twins.iter().zip(&scattered)) {
+            if c.passes > 1 {
+                assert_eq!((a, b), (&None, &None), "{}", c.name);
+            }
+        }
     }
 }
