@@ -1979,15 +1979,17 @@ mod tests {
     fn scatter_order_is_a_fixed_permutation_with_few_neighbours_kept() {
         let n = 4096;
         let order = scatter_order(n);
-        let mut seen = order.clone();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..n).collect::<Vec<_>>());
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..n).collect::<Vec<_>>());
         assert_eq!(order, scatter_order(n));
-        let adjacent = order.windows(2).filter(|w| w[1] == w[0] + 1).count();
-        assert!(
-            adjacent < 8,
-            "{adjacent} pages fault right after their predecessor"
-        );
+        // Pages faulted one after the other are rarely neighbours, so the
+        // frames they get in fault order are rarely the next page's.
+        let neighbours = order
+            .windows(2)
+            .filter(|w| w[0].abs_diff(w[1]) == 1)
+            .count();
+        assert!(neighbours < n / 100, "{neighbours}");
     }
 
     #[test]
