@@ -781,8 +781,8 @@ fn a_prefetched_streams_dirty_victims_hold_their_superqueue_entries() {
     p.l2_writeback_holds_superqueue = false;
     let free = update_stream_gbs(&p, lines);
     // Each line written back takes an entry for the LLC latency once one
-    // frees, so the stream slows (17.07 against 23.47 GB/s when this was
-    // written), but by less than half: a victim's hold is shorter than
+    // frees, so the stream slows (16.00 against 21.33 GB/s with Milan's
+    // superqueue at 40; 17.07 against 23.47 at 48), but by less than half: a victim's hold is shorter than
     // the read that brought its line.
     assert!(
         held < free * 0.98,

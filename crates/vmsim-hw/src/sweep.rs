@@ -13,8 +13,10 @@
 //! (per 2 MiB page, target sub-page 0) run in the same rounds, so their
 //! figures are taken under the same conditions as the sweep's. With a
 //! `preset`, each chunk and page-order row also gets the model's figure for
-//! the same calls (`vmsim_core::validate`'s chunk and page-order benches),
-//! computed after every host measurement.
+//! the same calls (`vmsim_core::validate`'s chunk and page-order benches;
+//! on the `4k-scattered` backing the same calls on frames in the order it
+//! faults its pages, `Bench::Scattered`), computed after every host
+//! measurement.
 //!
 //! Invariants: every case clears its whole span (the buffer, or half the
 //! L2) once per round, and the rounds interleave the cases, so a slow spell
