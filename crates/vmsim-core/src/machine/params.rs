@@ -63,6 +63,8 @@ pub struct MachineParams {
     pub freq_mhz: u64,
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
+    /// Cycles to issue one line of 8 B non-temporal (`movnti`) stores.
+    pub movnti_line_cycles: u64,
     pub l1d: CacheLevelParams,
     pub l2: CacheLevelParams,
     pub llc: CacheLevelParams,

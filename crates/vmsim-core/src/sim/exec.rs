@@ -24,7 +24,7 @@ impl Sim {
                 let (kind, issue) = match how {
                     StoreHow::String => (AccessKind::StringStore, self.string_issue),
                     StoreHow::MovLoop => (AccessKind::Store, self.movq_issue),
-                    StoreHow::NonTemporal => (AccessKind::NtStore, self.movq_issue),
+                    StoreHow::NonTemporal => (AccessKind::NtStore, self.movnti_issue),
                     StoreHow::Clzero => (AccessKind::NtStore, self.clzero_issue),
                 };
                 let per_line = match how {

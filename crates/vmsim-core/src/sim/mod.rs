@@ -183,6 +183,8 @@ pub struct Sim {
     stores_per_cycle: u64,
     string_issue: u64,
     movq_issue: u64,
+    /// Cycles a line of the `movnti` loop takes to issue.
+    movnti_issue: u64,
     /// Issue cycles of one line of a `clzero` loop.
     clzero_issue: u64,
     total_bytes: u64,
@@ -291,6 +293,11 @@ impl Sim {
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
             .max(8 / stores_per_cycle);
+        // The core's non-temporal store issue (`cpu.movnti_line_cycles`) or
+        // the loop's instructions, whichever is slower.
+        let movnti_issue = crate::kernel::instr::CLEAR_NT_PER_LINE
+            .div_ceil(m.issue_width)
+            .max(m.movnti_line_cycles);
         // One store per line: the loop's instructions decide.
         let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE.div_ceil(m.issue_width);
         let copy_issue = (crate::kernel::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
@@ -316,6 +323,7 @@ impl Sim {
             stores_per_cycle,
             string_issue,
             movq_issue,
+            movnti_issue,
             clzero_issue,
             total_bytes: 0,
             live_user_tasks: 0,

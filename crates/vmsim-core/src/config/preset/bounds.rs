@@ -115,6 +115,13 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         " bytes",
     )?;
     range_u(
+        "cpu.movnti_line_cycles",
+        p.movnti_line_cycles,
+        1,
+        1024,
+        " cycles",
+    )?;
+    range_u(
         "cpu.load_bytes_per_cycle",
         p.load_bytes_per_cycle,
         1,

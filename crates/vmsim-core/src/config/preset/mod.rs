@@ -46,6 +46,8 @@ pub struct Preset {
     pub threads_per_core: u64,
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
+    /// Cycles one core takes to issue a line's eight 8 B `movnti` stores.
+    pub movnti_line_cycles: u64,
     pub load_bytes_per_cycle: u64,
     pub l1d: CacheParams,
     pub l2: CacheParams,
@@ -545,6 +547,7 @@ impl Preset {
         let threads_per_core = cpu.pos("threads_per_core")?;
         let issue_width = cpu.pos("issue_width")?;
         let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
+        let movnti_line_cycles = cpu.pos("movnti_line_cycles")?;
         let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
         let perf_cache_events = cpu.choice("perf_cache_events", PERF_CACHE_EVENTS)?;
         cpu.finish()?;
@@ -769,6 +772,7 @@ impl Preset {
             threads_per_core,
             issue_width,
             store_bytes_per_cycle,
+            movnti_line_cycles,
             load_bytes_per_cycle,
             l1d,
             l2,
@@ -875,6 +879,7 @@ impl Preset {
             freq_mhz: self.freq_mhz,
             issue_width: self.issue_width,
             store_bytes_per_cycle: self.store_bytes_per_cycle,
+            movnti_line_cycles: self.movnti_line_cycles,
             l1d: self.l1d.level("l1d")?,
             l2: self.l2.level("l2")?,
             llc: self.llc.level("llc")?,
