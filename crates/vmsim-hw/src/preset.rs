@@ -393,18 +393,22 @@ fn level_load(in_core_reps: usize) -> String {
 
 /// How a measured L1 rate becomes the preset's width.
 /// `cpu.movnti_line_cycles` and its source: from one core's `movnti`
-/// bandwidth where it is below the widest non-temporal stores' (then what
-/// bounds it is the issue of its eight stores a line, not the memory path),
-/// else one 8 B store a cycle per 32 B of store width, as the built-in
-/// presets' store ports give it.
+/// bandwidth (the kernel's loop, eight stores a line: [`crate::prim::nt_clear`])
+/// where it runs below the widest non-temporal stores', so that the memory
+/// path does not bound it; else one 8 B store a cycle per 32 B of store
+/// width, as the built-in presets' store ports give it.
 fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, store_bpc: i64) -> (i64, String) {
     let ports = (8 / (store_bpc / 32).max(1)).max(1);
-    if movnti_gbps > 0.0 && wide_gbps > 0.0 && movnti_gbps < 0.9 * wide_gbps {
-        let c = (64.0 * ghz / movnti_gbps).round().max(1.0) as i64;
-        (c, format!("one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s) below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so bound by issue: 64 B / {movnti_gbps:.1} GB/s x {ghz:.2} GHz. On a shared guest this moves with what the host's other thread on the core does (about 8 and 19 cycles on a Zen 3 guest, docs/hw.md)"))
-    } else {
-        (ports, format!("one 8 B store a cycle per 32 B of store width ({store_bpc} B): one core's movnti bandwidth ({movnti_gbps:.1} GB/s) is not below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so issue does not bound it"))
+    let rule =
+        format!("one 8 B store a cycle per 32 B of store width ({store_bpc} B): {ports} cycles");
+    if !(movnti_gbps > 0.0 && wide_gbps > 0.0) {
+        return (ports, format!("{rule}; no movnti rate measured"));
     }
+    if movnti_gbps >= 0.9 * wide_gbps {
+        return (ports, format!("{rule}; one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s) is not below its widest non-temporal stores' ({wide_gbps:.1} GB/s): the memory path bounds it, not issue"));
+    }
+    let c = (64.0 * ghz / movnti_gbps).round().max(1.0) as i64;
+    (c, format!("one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s, eight stores a line, a line an iteration as the kernel's loop) below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so bound by issue: 64 B / {movnti_gbps:.1} GB/s x {ghz:.2} GHz (the store ports' rule: {ports})"))
 }
 
 const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data path is a power of two bytes wide, and the model issues a line in 64 / width whole cycles, so 35 B/cycle would read as 64";
@@ -1129,13 +1133,15 @@ mod tests {
 
     #[test]
     fn movnti_issue_comes_from_its_rate_only_where_wider_stores_move_more() {
-        // A Zen 3 guest, halved issue: 10.8 GB/s of movnti against 40.8 of
-        // vmovntdq at 3.17 GHz -> 64 x 3.17 / 10.8 = 18.8 cycles a line.
-        assert_eq!(movnti_line_cycles(10.8, 40.8, 3.17, 32).0, 19);
-        // The same guest unslowed: 23.6 against 40.3 at 3.07 GHz.
-        assert_eq!(movnti_line_cycles(23.6, 40.3, 3.07, 32).0, 8);
+        // A Zen 3 guest: 18.1 GB/s of movnti against 40.8 of vmovntdq at
+        // 3.10 GHz -> 64 x 3.10 / 18.1 = 11.0 cycles a line.
+        let (c, why) = movnti_line_cycles(18.1, 40.8, 3.10, 32);
+        assert_eq!(c, 11);
+        assert!(why.contains("bound by issue"), "{why}");
         // Bound by the memory path (both rates alike): the store ports' rule.
-        assert_eq!(movnti_line_cycles(20.0, 21.0, 3.0, 32).0, 8);
+        let (c, why) = movnti_line_cycles(20.0, 21.0, 3.0, 32);
+        assert_eq!(c, 8);
+        assert!(why.contains("memory path"), "{why}");
         assert_eq!(movnti_line_cycles(20.0, 21.0, 3.0, 64).0, 4);
         // Nothing measured.
         assert_eq!(movnti_line_cycles(0.0, 0.0, 3.0, 32).0, 8);

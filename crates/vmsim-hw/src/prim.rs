@@ -57,16 +57,38 @@ pub unsafe fn mov_copy(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
-/// Zeroes `len` bytes (a multiple of 64) with `movnti`; caller issues `sfence`.
+/// Zeroes `len` bytes (a multiple of 64) with `movnti`, eight to a line
+/// and one loop iteration a line, as the kernel's `clear_page_nt` and the
+/// model's `movnti` loop (`instr::CLEAR_NT_PER_LINE`: eight movnti, add,
+/// sub and ja); caller issues `sfence`. Not one `movnti` an iteration: such a loop
+/// takes a branch a store and on a Zen 3 guest ran at 10-11 GB/s for
+/// minutes at a time, front-end bound, where this one wrote 19-22.
 ///
 /// # Safety
 /// `dst` 8-byte aligned, `dst..dst+len` writable.
 #[inline(always)]
 pub unsafe fn nt_clear(dst: *mut u8, len: usize) {
-    let p = dst as *mut i64;
-    for k in 0..len / 8 {
-        _mm_stream_si64(p.add(k), 0);
+    if len < 64 {
+        return;
     }
+    asm!(
+        "2:",
+        "movnti qword ptr [{p}], {z}",
+        "movnti qword ptr [{p} + 8], {z}",
+        "movnti qword ptr [{p} + 16], {z}",
+        "movnti qword ptr [{p} + 24], {z}",
+        "movnti qword ptr [{p} + 32], {z}",
+        "movnti qword ptr [{p} + 40], {z}",
+        "movnti qword ptr [{p} + 48], {z}",
+        "movnti qword ptr [{p} + 56], {z}",
+        "add {p}, 64",
+        "sub {n}, 64",
+        "ja 2b",
+        p = inout(reg) dst => _,
+        n = inout(reg) len / 64 * 64 => _,
+        z = in(reg) 0u64,
+        options(nostack),
+    );
 }
 
 /// Copies `len` bytes (a multiple of 64) with `movnti` stores; caller issues `sfence`.
@@ -86,4 +108,24 @@ pub unsafe fn nt_copy(dst: *mut u8, src: *const u8, len: usize) {
 pub fn sfence() {
     // SAFETY: sfence has no preconditions on x86-64.
     unsafe { _mm_sfence() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nt_clear_zeroes_whole_lines_and_nothing_past_them() {
+        for len in [0usize, 64, 128, 4096, 4096 + 64] {
+            let mut b = vec![0xA5u8; 8192 + 64];
+            // 64-byte aligned start inside the buffer.
+            let off = b.as_ptr().align_offset(64);
+            // SAFETY: off + len <= 64 + 4160 < b.len(), 8-byte aligned.
+            unsafe { nt_clear(b.as_mut_ptr().add(off), len) };
+            sfence();
+            assert!(b[off..off + len].iter().all(|&x| x == 0), "{len}");
+            assert!(b[off + len..].iter().all(|&x| x == 0xA5), "{len}");
+            assert!(b[..off].iter().all(|&x| x == 0xA5), "{len}");
+        }
+    }
 }
