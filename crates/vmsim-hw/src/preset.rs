@@ -391,7 +391,6 @@ fn level_load(in_core_reps: usize) -> String {
     format!("one core's load bandwidth (the highest of its clean repetitions; inside the L2, of {in_core_reps} short ones) over a THP-backed buffer of")
 }
 
-/// How a measured L1 rate becomes the preset's width.
 /// `cpu.movnti_line_cycles` and its source: from one core's `movnti`
 /// bandwidth (the kernel's loop, eight stores a line: [`crate::prim::nt_clear`])
 /// where it runs below the widest non-temporal stores', so that the memory
@@ -411,6 +410,7 @@ fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, store_bpc: i64
     (c, format!("one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s, eight stores a line, a line an iteration as the kernel's loop) below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so bound by issue: 64 B / {movnti_gbps:.1} GB/s x {ghz:.2} GHz (the store ports' rule: {ports})"))
 }
 
+/// How a measured L1 rate becomes the preset's width.
 const PATH_WIDTH: &str = "rounded to the nearest power of two (in ratio): a data path is a power of two bytes wide, and the model issues a line in 64 / width whole cycles, so 35 B/cycle would read as 64";
 
 /// The power of two nearest `bpc` in ratio (at least 1): 45 gives 32, 46 gives 64.

@@ -60,9 +60,10 @@ pub unsafe fn mov_copy(dst: *mut u8, src: *const u8, len: usize) {
 /// Zeroes `len` bytes (a multiple of 64) with `movnti`, eight to a line
 /// and one loop iteration a line, as the kernel's `clear_page_nt` and the
 /// model's `movnti` loop (`instr::CLEAR_NT_PER_LINE`: eight movnti, add,
-/// sub and ja); caller issues `sfence`. Not one `movnti` an iteration: such a loop
-/// takes a branch a store and on a Zen 3 guest ran at 10-11 GB/s for
-/// minutes at a time, front-end bound, where this one wrote 19-22.
+/// sub and ja); caller issues `sfence`. Not one `movnti` an iteration:
+/// such a loop takes a branch a store, and on a Zen 3 guest it ran at
+/// 10-11 GB/s for minutes at a time, front-end bound, where this one wrote
+/// 17-20 throughout.
 ///
 /// # Safety
 /// `dst` 8-byte aligned, `dst..dst+len` writable.
