@@ -1040,6 +1040,7 @@ pub const CALIBRATION: &[(&str, Bench, &str)] = &[
     ("epyc-7j13-milan", DRAM_LOAD_SMT, "l2.superqueue"),
     ("epyc-7j13-milan", DRAM_COPY, "l2.superqueue"),
     ("epyc-7j13-milan", DRAM_UPDATE, "l2.superqueue"),
+    ("xeon-8358-icx", chunks(4), "string.startup_cycles"),
     ("xeon-8358-icx", chunks(2048), "string.no_rfo_grant"),
     ("xeon-8358-icx", chunks(32 * 1024), "string.no_rfo_grant"),
     ("xeon-8358-icx", chunks(128 * 1024), "string.no_rfo_grant"),
