@@ -19,12 +19,14 @@ def test_one_preset_rows_have_sources_and_errors():
     assert "xeon-8358-icx" in result["table"]
     # The rows a parameter was fitted to or derived from say so, in the JSON
     # and the table: the superqueue's DRAM rows, the grant's long rep stosb
-    # calls, the posted-write hold's movnti rows.
+    # calls, the posted-write hold's movnti rows, the start-up's 4 KiB calls.
     fitted = {}
     for r in rows:
         if r["calibrates"]:
             fitted.setdefault(r["calibrates"], []).append(r["description"])
-    assert set(fitted) == {"l2.superqueue", "string.no_rfo_grant", "memory.posted_write_ns"}
+    assert set(fitted) == {"l2.superqueue", "string.no_rfo_grant", "memory.posted_write_ns",
+                           "string.startup_cycles"}
+    assert fitted["string.startup_cycles"] == ["1 core rep stosb in 4 KiB calls over 128 MiB (GB/s)"]
     assert all("128 MiB" in d for d in fitted["l2.superqueue"])
     assert all("rep stosb" in d for d in fitted["string.no_rfo_grant"])
     assert not any("4 KiB calls" in d or "64 KiB calls" in d for d in fitted["string.no_rfo_grant"])
