@@ -53,8 +53,8 @@ pub enum Bench {
     /// lines (where the node has room for them).
     StringChunks { chunk_kib: u64 },
     /// As [`Bench::StringChunks`], each call `movnti` stores (eight per
-    /// line, issued in `cpu.movnti_line_cycles` as [`Bench::NtFill`]) and an
-    /// `sfence`.
+    /// line, issued as the kernel's loop issues them, as [`Bench::NtFill`])
+    /// and an `sfence`.
     NtChunks { chunk_kib: u64 },
     /// As [`Bench::StringChunks`], each call one `clzero` per line (the
     /// kernel clear loop's instructions per line) and an `sfence`; only on a
@@ -1267,6 +1267,14 @@ fn node_base(node: u64) -> u64 {
     node * (NODE_BYTES >> 6)
 }
 
+/// One step of xorshift64 (13, 7, 17): the fixed-seed shuffles below.
+fn xorshift64(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// The order in which the `4k-scattered` backing faults `n` pages (`vmsim
 /// hw store-sweep`), a permutation of `0..n`, the same every run: a
 /// Fisher-Yates shuffle driven by xorshift64 from a fixed seed. A host
@@ -1276,10 +1284,7 @@ pub fn scatter_order(n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
+        order.swap(i, (xorshift64(&mut x) % (i as u64 + 1)) as usize);
     }
     order
 }
@@ -1292,10 +1297,7 @@ pub fn chase_order(lines: u64) -> Vec<u32> {
     let mut perm: Vec<u32> = (0..lines as u32).collect();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for i in (1..lines).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        perm.swap(i, (x % i as u64) as usize);
+        perm.swap(i, (xorshift64(&mut x) % i as u64) as usize);
     }
     let mut next = vec![0u32; lines];
     for k in 0..lines {
@@ -1406,6 +1408,7 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
 fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
     let load_issue = (64 / p.load_bytes_per_cycle).max(1);
     let store_issue = (64 / p.store_bytes_per_cycle).max(1);
+    let movnti_issue = crate::kernel::instr::movnti_line_issue(p.issue_width, p.movnti_line_cycles);
     match b {
         Bench::IdleLatency { remote } => {
             let base = node_base(remote as u64);
@@ -1537,7 +1540,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             m.access(0, i, AccessKind::Store, true, store_issue);
         }),
         Bench::NtFill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
-            m.access(0, i, AccessKind::NtStore, true, p.movnti_line_cycles);
+            m.access(0, i, AccessKind::NtStore, true, movnti_issue);
         }),
         Bench::StringChunks { .. }
         | Bench::NtChunks { .. }
@@ -1588,13 +1591,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                     match how {
                         PageClear::Movnti => {
                             for i in 0..n {
-                                m.access(
-                                    0,
-                                    frame(at + i),
-                                    AccessKind::NtStore,
-                                    true,
-                                    p.movnti_line_cycles,
-                                );
+                                m.access(0, frame(at + i), AccessKind::NtStore, true, movnti_issue);
                             }
                             m.sfence(0);
                         }

@@ -397,7 +397,7 @@ fn level_load(in_core_reps: usize) -> String {
 /// path does not bound it; else one 8 B store a cycle per 32 B of store
 /// width, as the built-in presets' store ports give it.
 fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, store_bpc: i64) -> (i64, String) {
-    let ports = (8 / (store_bpc / 32).max(1)).max(1);
+    let ports = vmsim_core::machine::params::scalar_store_line_cycles(store_bpc as u64) as i64;
     let rule =
         format!("one 8 B store a cycle per 32 B of store width ({store_bpc} B): {ports} cycles");
     if !(movnti_gbps > 0.0 && wide_gbps > 0.0) {
@@ -509,17 +509,13 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "/sys/devices/system/cpu/cpu*/topology",
     );
     w.default("issue_width", Val::I(4), "conservative");
+    let store_bpc = path_width(r.l1.store_bpns / ghz);
     w.measured(
         "store_bytes_per_cycle",
-        Val::I(path_width(r.l1.store_bpns / ghz)),
+        Val::I(store_bpc),
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
     );
-    let (movnti_cycles, movnti_how) = movnti_line_cycles(
-        r.movnti_gbps,
-        r.nt_gbps,
-        ghz,
-        path_width(r.l1.store_bpns / ghz),
-    );
+    let (movnti_cycles, movnti_how) = movnti_line_cycles(r.movnti_gbps, r.nt_gbps, ghz, store_bpc);
     w.measured("movnti_line_cycles", Val::I(movnti_cycles), &movnti_how);
     w.measured("load_bytes_per_cycle", Val::I(path_width(r.l1.load_bpns / ghz)),
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));

@@ -424,6 +424,14 @@ pub mod instr {
     pub const REGION_STEP: u64 = 20;
     /// A `movnti` clearing loop: 8 movnti + lea + dec + jnz per 64 B.
     pub const CLEAR_NT_PER_LINE: u64 = 11;
+    /// Cycles a line of the `movnti` loop takes to issue: the core's
+    /// non-temporal store issue (`cpu.movnti_line_cycles`) or the loop's
+    /// instructions over the issue width, whichever is slower.
+    pub fn movnti_line_issue(issue_width: u64, movnti_line_cycles: u64) -> u64 {
+        CLEAR_NT_PER_LINE
+            .div_ceil(issue_width)
+            .max(movnti_line_cycles)
+    }
     /// A `clzero` clearing loop: clzero + add + cmp + jb per 64 B.
     pub const CLEAR_CLZERO_PER_LINE: u64 = 4;
     /// `copy_page` with X86_FEATURE_REP_GOOD: movl $512,%ecx; rep movsq; ret

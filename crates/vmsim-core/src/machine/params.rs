@@ -10,6 +10,13 @@ pub use super::prefetch::PrefetchParams;
 use super::tlb::TlbConfig;
 use super::topology::Topology;
 
+/// Cycles to issue a line's eight 8 B scalar stores at one store a cycle
+/// per 32 B of store width (at least one): the rule the presets' store
+/// ports give, where no measured rate says otherwise.
+pub fn scalar_store_line_cycles(store_bytes_per_cycle: u64) -> u64 {
+    (8 / (store_bytes_per_cycle / 32).max(1)).max(1)
+}
+
 /// One cache level of the hierarchy.
 #[derive(Clone, Debug)]
 pub struct CacheLevelParams {

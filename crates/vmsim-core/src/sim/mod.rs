@@ -290,18 +290,16 @@ impl Sim {
         k.issue_width = m.issue_width;
         // Scalar stores retire at one per cycle per 32 B of store width.
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
+        let scalar_line = crate::machine::params::scalar_store_line_cycles(m.store_bytes_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
-            .max(8 / stores_per_cycle);
-        // The core's non-temporal store issue (`cpu.movnti_line_cycles`) or
-        // the loop's instructions, whichever is slower.
-        let movnti_issue = crate::kernel::instr::CLEAR_NT_PER_LINE
-            .div_ceil(m.issue_width)
-            .max(m.movnti_line_cycles);
+            .max(scalar_line);
+        let movnti_issue =
+            crate::kernel::instr::movnti_line_issue(m.issue_width, m.movnti_line_cycles);
         // One store per line: the loop's instructions decide.
         let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE.div_ceil(m.issue_width);
         let copy_issue = (crate::kernel::instr::COPY_PAGE_REGS_PER_LINE.div_ceil(m.issue_width))
-            .max(8 / stores_per_cycle);
+            .max(scalar_line);
         let slice = 3 * m.freq_mhz * 1000; // 3 ms
                                            // At least one cycle, so the grid always advances.
         let tick_period = (m.freq_mhz * 1_000_000 / k.cfg.hz.max(1)).max(1);
