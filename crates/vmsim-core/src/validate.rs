@@ -15,6 +15,7 @@
 //! error is (model - published) / published.
 
 use crate::config::{embedded_machines, Preset};
+use crate::kernel::instr;
 use crate::machine::hierarchy::AccessKind;
 use crate::machine::Machine;
 use serde::Serialize;
@@ -1409,6 +1410,12 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
     let load_issue = (64 / p.load_bytes_per_cycle).max(1);
     let store_issue = (64 / p.store_bytes_per_cycle).max(1);
     let movnti_issue = crate::kernel::instr::movnti_line_issue(p.issue_width, p.movnti_line_cycles);
+    // The kernels store a line in stores of the store path's width, each a
+    // store-queue entry.
+    let vector_stores = (64 / p.store_bytes_per_cycle).max(1);
+    for cpu in 0..m.cpus.len() {
+        m.set_line_stores(cpu, vector_stores);
+    }
     match b {
         Bench::IdleLatency { remote } => {
             let base = node_base(remote as u64);
@@ -1553,6 +1560,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let params = p
                 .machine_params()
                 .expect("the bench's machine was built from it");
+            let mov_issue = instr::mov_clear_line_issue(p.issue_width, p.store_bytes_per_cycle);
             let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
                 .div_ceil(params.issue_width)
                 .max(1);
@@ -1581,7 +1589,8 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             // start-up and bypasses the caches as the chip does for its length;
             // `movnti` and `clzero` lines are unread and unallocated, and the
             // `sfence` after a call waits as `string.sfence_drain_ns` says; a
-            // `mov` line is eight ordinary 8-byte stores, one a cycle.
+            // `mov` line is `clear_page_orig`'s eight ordinary 8-byte stores,
+            // each a store-queue entry.
             let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
                 let calls = (lines.end - lines.start).div_ceil(chunk);
                 for c in 0..calls {
@@ -1604,9 +1613,11 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
                             m.sfence(0);
                         }
                         PageClear::Mov => {
+                            m.set_line_stores(0, instr::MOVQ_STORES_PER_LINE);
                             for i in 0..n {
-                                m.access(0, frame(at + i), AccessKind::Store, true, 8);
+                                m.access(0, frame(at + i), AccessKind::Store, true, mov_issue);
                             }
+                            m.set_line_stores(0, vector_stores);
                         }
                         PageClear::Stosb => {
                             let bypass = m.string_bypass_lines(n);

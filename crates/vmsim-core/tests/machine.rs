@@ -1115,3 +1115,49 @@ fn a_kernel_access_counts_what_it_took_beyond_its_issue_as_memory_time() {
     assert_eq!(m.cpus[0].stats.sys_mem_cycles, before);
     assert!(m.cpus[0].stats.sys_cycles >= before + 500);
 }
+
+#[test]
+fn a_loop_of_narrow_stores_keeps_only_the_store_queues_lines_in_flight() {
+    // Haswell's 42 entries hold five lines of eight 8 B stores.
+    let (p, mut m) = e5();
+    assert_eq!(p.store_queue_entries, 42);
+    assert!(p.l1d.outstanding > 5);
+    m.set_line_stores(0, 8);
+    m.access(0, 1000, AccessKind::Store, false, 1);
+    let first = *m.cores[0].lfb.iter().max().unwrap();
+    assert!(first >= p.dram_local_cycles);
+    for i in 1..5 {
+        m.access(0, 1000 + i * 64, AccessKind::Store, false, 1);
+    }
+    assert_eq!(m.cpus[0].clock, 5);
+    // The sixth line's stores find two entries free: they wait for the
+    // first line's to commit, when its line is owned.
+    m.access(0, 1000 + 5 * 64, AccessKind::Store, false, 1);
+    assert_eq!(m.cpus[0].clock, first + 1);
+    assert!(m.cpus[0].stats.stall_cycles >= first - 5);
+    // One store an access: the fill buffers bind first, as before.
+    let (p, mut m) = e5();
+    for i in 0..p.l1d.outstanding {
+        m.access(0, 1000 + i * 64, AccessKind::Store, false, 1);
+    }
+    assert_eq!(m.cpus[0].clock, p.l1d.outstanding);
+}
+
+#[test]
+fn stores_that_hit_commit_behind_a_store_that_missed() {
+    let (p, mut m) = e5();
+    // Line 7 owned in the L1, and its fill long done.
+    m.access(0, 7, AccessKind::Store, false, 1);
+    m.advance(0, 10 * p.dram_local_cycles, 0);
+    m.access(0, 2000, AccessKind::Store, false, 1);
+    let owned = *m.cores[0].lfb.iter().max().unwrap();
+    let t = m.cpus[0].clock;
+    // 41 hits fill the queue behind the miss without waiting...
+    for _ in 0..41 {
+        m.access(0, 7, AccessKind::Store, false, 1);
+    }
+    assert_eq!(m.cpus[0].clock, t + 41);
+    // ...and the next waits for the miss to commit.
+    m.access(0, 7, AccessKind::Store, false, 1);
+    assert_eq!(m.cpus[0].clock, owned + 1);
+}

@@ -28,6 +28,7 @@ pub mod pftest;
 mod preset;
 pub mod prim;
 pub mod reps;
+pub mod storeq;
 pub mod sweep;
 pub mod sys;
 mod user;

@@ -517,6 +517,18 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     let (movnti_cycles, movnti_how) = movnti_line_cycles(r.movnti_gbps, r.nt_gbps, ghz, store_bpc);
     w.measured("movnti_line_cycles", Val::I(movnti_cycles), &movnti_how);
+    let sq: Vec<u64> = r.store_queue.iter().filter_map(|p| p.entries).collect();
+    w.either(
+        "store_queue_entries",
+        sq.iter().max().map(|&e| Val::I(e as i64)),
+        &format!("two chains of dependent loads through the {} MiB buffer with n stores to one L1 line after each load (n = 16-128): the n at which an iteration goes from one memory latency to two, the midpoint of the two plateaus (H. Wong's method); the largest of {} probes ({}), as a probe run while another thread shares the physical core finds that thread's share (AMD partitions the store queue between two active threads)", r.bw_bytes >> 20, r.store_queue.len(), sq.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")),
+        Val::I(64),
+        if r.quick {
+            "quick mode does not probe it; 64 is Zen 3's and Zen 4's (AMD's disclosures)"
+        } else {
+            "no probe found a step of 1.4x; 64 is Zen 3's and Zen 4's (AMD's disclosures)"
+        },
+    );
     w.measured("load_bytes_per_cycle", Val::I(path_width(r.l1.load_bpns / ghz)),
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
     w.default(

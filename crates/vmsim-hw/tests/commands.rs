@@ -299,6 +299,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "issue_width",
                 "store_bytes_per_cycle",
                 "movnti_line_cycles",
+                "store_queue_entries",
                 "load_bytes_per_cycle",
                 "perf_cache_events",
             ],

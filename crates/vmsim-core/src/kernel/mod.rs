@@ -415,6 +415,17 @@ pub mod instr {
     pub const CLEAR_PAGE_ERMS: u64 = 4;
     /// `clear_page_orig`: 64 iterations of 8 movq + lea + dec + jnz, plus entry/exit.
     pub const CLEAR_PAGE_ORIG_PER_LINE: u64 = 11;
+    /// The 8 B `movq` stores that write one line in `clear_page_orig` and
+    /// `copy_page_regs`: each takes its own store-queue entry.
+    pub const MOVQ_STORES_PER_LINE: u64 = 8;
+    /// Cycles a line of `clear_page_orig` takes to issue: its store ports'
+    /// rate for eight 8 B stores or the loop's instructions over the issue
+    /// width, whichever is slower.
+    pub fn mov_clear_line_issue(issue_width: u64, store_bytes_per_cycle: u64) -> u64 {
+        CLEAR_PAGE_ORIG_PER_LINE.div_ceil(issue_width).max(
+            crate::machine::params::scalar_store_line_cycles(store_bytes_per_cycle),
+        )
+    }
     /// One `process_huge_page` step: cond_resched(), the callback call, kmap/kunmap, loop.
     pub const SUBPAGE_STEP: u64 = 20;
     /// `clear_pages_erms(addr, len)`: mov len,%ecx; xor %eax,%eax; rep stosb; ret — for any length.

@@ -8,6 +8,9 @@
 //!   the L1's load-to-use latency;
 //! - an L1 miss takes a line fill buffer; a miss beyond L2 also takes a
 //!   superqueue entry; when none is free the CPU stalls until one is;
+//! - an ordinary store first takes its store instructions' entries in the
+//!   thread's store queue (store_queue.rs), freed in program order once each
+//!   store's line is owned; when too few are free the CPU stalls;
 //! - the entries are held for the latency of the level that serves the line
 //!   plus any DRAM queueing, so misses overlap up to the number of entries
 //!   (memory-level parallelism) and streams become bandwidth-bound;
@@ -30,11 +33,13 @@ pub mod ipi;
 pub mod memory;
 pub mod params;
 pub mod prefetch;
+pub mod store_queue;
 pub mod tlb;
 pub mod topology;
 
 use self::cache::INVALID;
 use self::core::{CoreResources, FillBandwidth};
+use self::store_queue::StoreQueue;
 use hierarchy::spec::{CascadeLake, Haswell};
 use hierarchy::{
     AccessKind, AnySpec, CacheStats, Hierarchy, HierarchyParams, Latencies, Served, Spec, SpecId,
@@ -98,6 +103,8 @@ pub struct Cpu {
     pub mode: Mode,
     pub stats: CpuStats,
     pub tlb: Tlb,
+    /// Its ordinary stores awaiting commit (store_queue.rs).
+    pub sq: StoreQueue,
 }
 
 pub struct Machine {
@@ -202,6 +209,7 @@ impl Machine {
                 tlb: Tlb::new(&p.tlb),
                 stats: CpuStats::default(),
                 irq_pending: 0,
+                sq: StoreQueue::new(p.store_queue_entries),
             })
             .collect();
         let cores = (0..topo.nr_cores())
@@ -474,7 +482,11 @@ impl Machine {
         let (core, thread) = (core as usize, thread as usize);
         let c = &mut self.cpus[cpu];
         let r = &mut self.cores[core];
-        let now = c.clock;
+        let was = c.clock;
+        // An ordinary store first needs its entries in the store queue.
+        let store = kind == AccessKind::Store;
+        let now = if store { was.max(c.sq.ready()) } else { was };
+        c.stats.stall_cycles += now - was;
         // Slots are found before the access so DRAM is reserved when the request can leave.
         let (li, lfree) = r.lfb.argmin();
         let s1 = now.max(lfree);
@@ -483,7 +495,7 @@ impl Machine {
         let (served, wait) = self
             .hier
             .access_as::<S>(core, line, kind, s2, &mut c.stats.cache);
-        let (start, new_clock) = match served {
+        let (start, new_clock, owned) = match served {
             Served::L1 if wait == 0 => {
                 let issued = r.issue.reserve(thread, now, issue);
                 c.stats.smt_issue_wait_cycles += issued - now - issue;
@@ -498,7 +510,7 @@ impl Machine {
                 };
                 let new_clock = issued.max(ready);
                 c.stats.stall_cycles += new_clock - issued;
-                (now, new_clock)
+                (now, new_clock, issued)
             }
             _ => {
                 let start = if matches!(served, Served::L1 | Served::L2) {
@@ -543,10 +555,13 @@ impl Machine {
                 let issued = r.issue.reserve(thread, start, issue);
                 c.stats.smt_issue_wait_cycles += issued - start - issue;
                 c.stats.stall_cycles += start - now;
-                (start, if waits { done.max(issued) } else { issued })
+                (start, if waits { done.max(issued) } else { issued }, done)
             }
         };
-        let cyc = new_clock - now;
+        if store {
+            c.sq.commit(owned);
+        }
+        let cyc = new_clock - was;
         c.clock = new_clock;
         account(c, cyc);
         if c.mode == Mode::Kernel {
@@ -726,6 +741,14 @@ impl Machine {
             }
         }
         self.advance(cpu, 0, 1);
+    }
+
+    /// CPU `cpu`'s ordinary stores write each line in `stores` store
+    /// instructions (each a store-queue entry) until set again: 8 for a loop
+    /// of 8 B `mov`s, 64 / width for vector stores; 1, the default, takes
+    /// each store access as one instruction.
+    pub fn set_line_stores(&mut self, cpu: usize, stores: u64) {
+        self.cpus[cpu].sq.set_line_stores(stores);
     }
 
     /// CPU `cpu` enters (true) or leaves a `clzero` loop: its lines hold

@@ -72,6 +72,8 @@ pub struct MachineParams {
     pub store_bytes_per_cycle: u64,
     /// Cycles to issue one line of 8 B non-temporal (`movnti`) stores.
     pub movnti_line_cycles: u64,
+    /// Entries of one thread's store queue.
+    pub store_queue_entries: u64,
     pub l1d: CacheLevelParams,
     pub l2: CacheLevelParams,
     pub llc: CacheLevelParams,

@@ -34,6 +34,10 @@ impl Sim {
                     StoreHow::Clzero => crate::kernel::instr::CLEAR_CLZERO_PER_LINE,
                 };
                 let n = nlines.min(self.bulk_limit);
+                if how == StoreHow::MovLoop {
+                    self.machine
+                        .set_line_stores(cpu, crate::kernel::instr::MOVQ_STORES_PER_LINE);
+                }
                 // A string store over more bytes than the chip's threshold elides
                 // cache allocation for its first `bypass` lines.
                 let bypass = match how {
@@ -58,6 +62,9 @@ impl Sim {
                     i = self
                         .machine
                         .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
+                }
+                if how == StoreHow::MovLoop {
+                    self.machine.set_line_stores(cpu, 1);
                 }
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
@@ -85,6 +92,10 @@ impl Sim {
                 // The load's issue slots are covered by the store's: the
                 // copy is bound by one store (string width) per line.
                 let n = nlines.min(self.bulk_limit);
+                if how == StoreHow::MovLoop {
+                    self.machine
+                        .set_line_stores(cpu, crate::kernel::instr::MOVQ_STORES_PER_LINE);
+                }
                 let i = self.machine.bulk_run(
                     cpu,
                     dst_line,
@@ -96,6 +107,9 @@ impl Sim {
                     per_line,
                     deadline,
                 );
+                if how == StoreHow::MovLoop {
+                    self.machine.set_line_stores(cpu, 1);
+                }
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }

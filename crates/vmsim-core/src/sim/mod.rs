@@ -292,8 +292,8 @@ impl Sim {
         let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
         let scalar_line = crate::machine::params::scalar_store_line_cycles(m.store_bytes_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
-        let movq_issue = (crate::kernel::instr::CLEAR_PAGE_ORIG_PER_LINE.div_ceil(m.issue_width))
-            .max(scalar_line);
+        let movq_issue =
+            crate::kernel::instr::mov_clear_line_issue(m.issue_width, m.store_bytes_per_cycle);
         let movnti_issue =
             crate::kernel::instr::movnti_line_issue(m.issue_width, m.movnti_line_cycles);
         // One store per line: the loop's instructions decide.

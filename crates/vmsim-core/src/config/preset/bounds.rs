@@ -122,6 +122,13 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         " cycles",
     )?;
     range_u(
+        "cpu.store_queue_entries",
+        p.store_queue_entries,
+        1,
+        1024,
+        " entries",
+    )?;
+    range_u(
         "cpu.load_bytes_per_cycle",
         p.load_bytes_per_cycle,
         1,

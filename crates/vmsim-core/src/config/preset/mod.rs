@@ -48,6 +48,9 @@ pub struct Preset {
     pub store_bytes_per_cycle: u64,
     /// Cycles one core takes to issue a line's eight 8 B `movnti` stores.
     pub movnti_line_cycles: u64,
+    /// Entries of one thread's store queue (store buffer): ordinary stores
+    /// awaiting commit, freed in program order.
+    pub store_queue_entries: u64,
     pub load_bytes_per_cycle: u64,
     pub l1d: CacheParams,
     pub l2: CacheParams,
@@ -548,6 +551,7 @@ impl Preset {
         let issue_width = cpu.pos("issue_width")?;
         let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
         let movnti_line_cycles = cpu.pos("movnti_line_cycles")?;
+        let store_queue_entries = cpu.pos("store_queue_entries")?;
         let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
         let perf_cache_events = cpu.choice("perf_cache_events", PERF_CACHE_EVENTS)?;
         cpu.finish()?;
@@ -773,6 +777,7 @@ impl Preset {
             issue_width,
             store_bytes_per_cycle,
             movnti_line_cycles,
+            store_queue_entries,
             load_bytes_per_cycle,
             l1d,
             l2,
@@ -880,6 +885,7 @@ impl Preset {
             issue_width: self.issue_width,
             store_bytes_per_cycle: self.store_bytes_per_cycle,
             movnti_line_cycles: self.movnti_line_cycles,
+            store_queue_entries: self.store_queue_entries,
             l1d: self.l1d.level("l1d")?,
             l2: self.l2.level("l2")?,
             llc: self.llc.level("llc")?,
