@@ -5,8 +5,9 @@
 //! holds its own entry and every later store's until its line arrives, and
 //! a thread whose entries are all taken stalls at its next store. How many
 //! entries a line's stores take is the width of the instructions that write
-//! it: eight for the kernel's `clear_page_orig` loop of 8 B `mov`s, two for
-//! 32 B vector stores, one for an access that stands for one store.
+//! it: eight for the kernel's `clear_page_orig` loop of 8 B `mov`s and for
+//! a user write loop's line of eight words, two for 32 B vector stores, one
+//! for an access that stands for one store.
 //!
 //! Only ordinary (read-for-ownership) stores are kept here: a non-temporal
 //! store leaves its entry for a write-combining buffer, which the fill

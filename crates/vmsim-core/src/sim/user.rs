@@ -359,8 +359,11 @@ impl Sim {
                 self.parked = Some(window::Park::RemoteLine);
                 break;
             }
+            // The line's eight 8 B word stores, each a store-queue entry.
+            self.machine.set_line_stores(cpu, 8);
             self.machine
                 .access(cpu, (pfn << 6) | lip, AccessKind::Store, true, issue);
+            self.machine.set_line_stores(cpu, 1);
             self.machine.advance(cpu, 0, instr);
             let v = store_value(seed, vpage);
             self.kernel.alloc.store_line(pfn, lip, v);
