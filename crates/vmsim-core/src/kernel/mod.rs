@@ -65,6 +65,18 @@ pub enum StoreHow {
     Clzero,
 }
 
+impl StoreHow {
+    /// Store-queue entries one line's ordinary stores take: eight `movq`
+    /// for the loop; the others store no line with ordinary stores (one,
+    /// the machine's default).
+    pub fn stores_per_line(self) -> u64 {
+        match self {
+            StoreHow::MovLoop => instr::MOVQ_STORES_PER_LINE,
+            StoreHow::String | StoreHow::NonTemporal | StoreHow::Clzero => 1,
+        }
+    }
+}
+
 /// The kernel paths system time is broken down by (`sys_cycles_by_function`).
 /// Names are the kernel functions (or entry points) that own the time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

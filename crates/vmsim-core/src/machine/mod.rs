@@ -104,7 +104,7 @@ pub struct Cpu {
     pub stats: CpuStats,
     pub tlb: Tlb,
     /// Its ordinary stores awaiting commit (store_queue.rs).
-    pub sq: StoreQueue,
+    pub store_queue: StoreQueue,
 }
 
 pub struct Machine {
@@ -209,7 +209,7 @@ impl Machine {
                 tlb: Tlb::new(&p.tlb),
                 stats: CpuStats::default(),
                 irq_pending: 0,
-                sq: StoreQueue::new(p.store_queue_entries),
+                store_queue: StoreQueue::new(p.store_queue_entries),
             })
             .collect();
         let cores = (0..topo.nr_cores())
@@ -485,7 +485,11 @@ impl Machine {
         let was = c.clock;
         // An ordinary store first needs its entries in the store queue.
         let store = kind == AccessKind::Store;
-        let now = if store { was.max(c.sq.ready()) } else { was };
+        let now = if store {
+            was.max(c.store_queue.ready())
+        } else {
+            was
+        };
         c.stats.stall_cycles += now - was;
         // Slots are found before the access so DRAM is reserved when the request can leave.
         let (li, lfree) = r.lfb.argmin();
@@ -559,7 +563,7 @@ impl Machine {
             }
         };
         if store {
-            c.sq.commit(owned);
+            c.store_queue.commit(owned);
         }
         let cyc = new_clock - was;
         c.clock = new_clock;
@@ -748,7 +752,7 @@ impl Machine {
     /// of 8 B `mov`s, 64 / width for vector stores; 1, the default, takes
     /// each store access as one instruction.
     pub fn set_line_stores(&mut self, cpu: usize, stores: u64) {
-        self.cpus[cpu].sq.set_line_stores(stores);
+        self.cpus[cpu].store_queue.set_line_stores(stores);
     }
 
     /// CPU `cpu` enters (true) or leaves a `clzero` loop: its lines hold

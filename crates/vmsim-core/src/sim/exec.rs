@@ -34,10 +34,7 @@ impl Sim {
                     StoreHow::Clzero => crate::kernel::instr::CLEAR_CLZERO_PER_LINE,
                 };
                 let n = nlines.min(self.bulk_limit);
-                if how == StoreHow::MovLoop {
-                    self.machine
-                        .set_line_stores(cpu, crate::kernel::instr::MOVQ_STORES_PER_LINE);
-                }
+                self.machine.set_line_stores(cpu, how.stores_per_line());
                 // A string store over more bytes than the chip's threshold elides
                 // cache allocation for its first `bypass` lines.
                 let bypass = match how {
@@ -63,9 +60,7 @@ impl Sim {
                         .machine
                         .bulk_run(cpu, line, None, i, n, kind, issue, per_line, deadline);
                 }
-                if how == StoreHow::MovLoop {
-                    self.machine.set_line_stores(cpu, 1);
-                }
+                self.machine.set_line_stores(cpu, 1);
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }
@@ -92,10 +87,7 @@ impl Sim {
                 // The load's issue slots are covered by the store's: the
                 // copy is bound by one store (string width) per line.
                 let n = nlines.min(self.bulk_limit);
-                if how == StoreHow::MovLoop {
-                    self.machine
-                        .set_line_stores(cpu, crate::kernel::instr::MOVQ_STORES_PER_LINE);
-                }
+                self.machine.set_line_stores(cpu, how.stores_per_line());
                 let i = self.machine.bulk_run(
                     cpu,
                     dst_line,
@@ -107,9 +99,7 @@ impl Sim {
                     per_line,
                     deadline,
                 );
-                if how == StoreHow::MovLoop {
-                    self.machine.set_line_stores(cpu, 1);
-                }
+                self.machine.set_line_stores(cpu, 1);
                 if !self.end_bulk(cpu, i, nlines) {
                     return;
                 }

@@ -179,8 +179,8 @@ pub struct Sim {
     /// Each CPU's `cpu_tlbstate`: the mm it has loaded, lazily or not.
     pub tlbstate: Vec<TlbState>,
     quantum: u64,
-    /// Scalar stores the core retires per cycle.
-    stores_per_cycle: u64,
+    /// Cycles to issue a line's eight 8 B scalar stores (the store ports).
+    scalar_line: u64,
     string_issue: u64,
     movq_issue: u64,
     /// Cycles a line of the `movnti` loop takes to issue.
@@ -288,8 +288,6 @@ impl Sim {
         k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
         k.cpu_clzero = m.clzero;
         k.issue_width = m.issue_width;
-        // Scalar stores retire at one per cycle per 32 B of store width.
-        let stores_per_cycle = (m.store_bytes_per_cycle / 32).max(1);
         let scalar_line = crate::machine::params::scalar_store_line_cycles(m.store_bytes_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue =
@@ -318,7 +316,7 @@ impl Sim {
             kernel: k,
             tasks: Vec::new(),
             quantum,
-            stores_per_cycle,
+            scalar_line,
             string_issue,
             movq_issue,
             movnti_issue,

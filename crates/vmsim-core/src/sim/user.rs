@@ -9,6 +9,9 @@ use super::*;
 use crate::kernel::memory::{fault_error, FaultError};
 use crate::kernel::vmscan::SWAP_CLUSTER_MAX;
 
+/// The 8 B words of a line, each one store of a write loop (`Op::WriteSeq`).
+const WORDS_PER_LINE: u64 = 8;
+
 impl Sim {
     pub(crate) fn fault(&mut self, cpu: usize, t: usize, addr: u64, write: bool) -> bool {
         let mm = self.tasks[t].user_mm();
@@ -275,16 +278,16 @@ impl Sim {
         shadow: bool,
     ) {
         {
-            // Scalar stores retire at one per cycle per 32 B of store width.
-            let issue = (8 * instr_per_word)
+            // The loop's instructions or the store ports, whichever is slower.
+            let issue = (WORDS_PER_LINE * instr_per_word)
                 .div_ceil(self.machine.issue_width)
-                .max(8 / self.stores_per_cycle);
+                .max(self.scalar_line);
             self.tasks[t].cur = Some(Cur::Write {
                 start,
                 len,
                 seed,
                 issue,
-                instr: 8 * instr_per_word,
+                instr: WORDS_PER_LINE * instr_per_word,
                 pos: 0,
                 pfn: 0,
                 page: u64::MAX,
@@ -359,8 +362,8 @@ impl Sim {
                 self.parked = Some(window::Park::RemoteLine);
                 break;
             }
-            // The line's eight 8 B word stores, each a store-queue entry.
-            self.machine.set_line_stores(cpu, 8);
+            // The line's word stores, each a store-queue entry.
+            self.machine.set_line_stores(cpu, WORDS_PER_LINE);
             self.machine
                 .access(cpu, (pfn << 6) | lip, AccessKind::Store, true, issue);
             self.machine.set_line_stores(cpu, 1);
