@@ -1560,7 +1560,7 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let params = p
                 .machine_params()
                 .expect("the bench's machine was built from it");
-            let mov_issue = instr::mov_clear_line_issue(p.issue_width, p.store_bytes_per_cycle);
+            let mov_issue = instr::mov_clear_line_issue(p.issue_width, p.scalar_stores_per_cycle);
             let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
                 .div_ceil(params.issue_width)
                 .max(1);

@@ -294,6 +294,24 @@ fn page_crossing_takes_only_true_or_false_and_is_required() {
 }
 
 #[test]
+fn scalar_stores_a_cycle_are_bounded_and_required() {
+    for (value, says) in [("0", "at least 1"), ("9", "accepted")] {
+        let (k, msg) = preset_err("cpu", "scalar_stores_per_cycle", value);
+        assert_eq!(k, "cpu.scalar_stores_per_cycle.value", "{msg}");
+        assert!(msg.contains(says), "{k}: {msg}");
+    }
+    let without: String = PRESET
+        .lines()
+        .filter(|l| !l.starts_with("scalar_stores_per_cycle"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match Preset::parse(&without, "test") {
+        Err(Error::Config { key, .. }) => assert_eq!(key, "cpu.scalar_stores_per_cycle"),
+        other => panic!("a preset without scalar_stores_per_cycle: {other:?}"),
+    }
+}
+
+#[test]
 fn clzero_takes_only_true_or_false() {
     let (k, msg) = preset_err("string", "clzero", "1");
     assert_eq!(k, "string.clzero.value");

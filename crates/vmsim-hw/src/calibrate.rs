@@ -551,6 +551,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     out["raw"]["sfence_drain_ns"] = json!(raw.sfence_drain_ns.map(round3));
     out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| raw.sfence_drain_how));
     out["raw"]["l1_store_method"] = json!(raw.l1.store_how);
+    out["raw"]["l1_scalar_store_bytes_per_ns"] = json!(round3(raw.l1.scalar_store_bpns));
     out["raw"]["stosb_l1_call_ns"] = raw
         .l1
         .stosb_call_ns

@@ -190,6 +190,9 @@ pub struct L1Rates {
     /// `cpu.store_bytes_per_cycle` is.
     pub store_bpns: f64,
     pub store_how: &'static str,
+    /// Bytes per ns of 8 B `mov` stores ([`crate::micro::fill_mov8`]): with
+    /// the clock, the scalar stores a cycle (`cpu.scalar_stores_per_cycle`).
+    pub scalar_store_bpns: f64,
     pub load_bpns: f64,
     pub load_how: &'static str,
     /// ns per `rep stosb` call of each of [`STOSB_CALLS`] bytes, into the
@@ -254,6 +257,13 @@ pub fn l1_rates(timings: usize) -> Result<L1Rates, HwError> {
         })?;
         (s, "8 B mov stores")
     };
+    let scalar_store_bpns = fastest(bytes, &mut || {
+        for _ in 0..rounds {
+            // SAFETY: the slice is page-aligned, writable and a multiple of 256 B.
+            unsafe { crate::micro::fill_mov8(b.as_mut_ptr(), b.len()) };
+        }
+        black_box(&mut *b);
+    })?;
     // Calls per timing: as many bytes as the store pass clears.
     let mut stosb_call_ns = [(0, 0.0); 2];
     for (slot, &len) in stosb_call_ns.iter_mut().zip(STOSB_CALLS.iter()) {
@@ -287,6 +297,7 @@ pub fn l1_rates(timings: usize) -> Result<L1Rates, HwError> {
     Ok(L1Rates {
         store_bpns,
         store_how,
+        scalar_store_bpns,
         load_bpns,
         load_how,
         stosb_call_ns,
@@ -462,6 +473,7 @@ mod tests {
         L1Rates {
             store_bpns: 0.0,
             store_how: "",
+            scalar_store_bpns: 0.0,
             load_bpns: 0.0,
             load_how: "",
             stosb_call_ns: [(STOSB_CALLS[0], ns_1k), (STOSB_CALLS[1], ns_4k)],

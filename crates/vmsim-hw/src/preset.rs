@@ -394,12 +394,12 @@ fn level_load(in_core_reps: usize) -> String {
 /// `cpu.movnti_line_cycles` and its source: from one core's `movnti`
 /// bandwidth (the kernel's loop, eight stores a line: [`crate::prim::nt_clear`])
 /// where it runs below the widest non-temporal stores', so that the memory
-/// path does not bound it; else one 8 B store a cycle per 32 B of store
-/// width, as the built-in presets' store ports give it.
-fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, store_bpc: i64) -> (i64, String) {
-    let ports = vmsim_core::machine::params::scalar_store_line_cycles(store_bpc as u64) as i64;
+/// path does not bound it; else eight 8 B stores at the core's measured
+/// scalar store rate (`scalar`, stores a cycle).
+fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, scalar: i64) -> (i64, String) {
+    let ports = vmsim_core::machine::params::scalar_store_line_cycles(scalar.max(1) as u64) as i64;
     let rule =
-        format!("one 8 B store a cycle per 32 B of store width ({store_bpc} B): {ports} cycles");
+        format!("eight 8 B stores at the scalar store rate ({scalar} a cycle): {ports} cycles");
     if !(movnti_gbps > 0.0 && wide_gbps > 0.0) {
         return (ports, format!("{rule}; no movnti rate measured"));
     }
@@ -407,7 +407,22 @@ fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, store_bpc: i64
         return (ports, format!("{rule}; one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s) is not below its widest non-temporal stores' ({wide_gbps:.1} GB/s): the memory path bounds it, not issue"));
     }
     let c = (64.0 * ghz / movnti_gbps).round().max(1.0) as i64;
-    (c, format!("one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s, eight stores a line, a line an iteration as the kernel's loop) below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so bound by issue: 64 B / {movnti_gbps:.1} GB/s x {ghz:.2} GHz (the store ports' rule: {ports})"))
+    (c, format!("one core's movnti bandwidth (raw.store_movnti_gbps, {movnti_gbps:.1} GB/s, eight stores a line, a line an iteration as the kernel's loop) below its widest non-temporal stores' ({wide_gbps:.1} GB/s), so bound by issue: 64 B / {movnti_gbps:.1} GB/s x {ghz:.2} GHz (the scalar store rate's: {ports})"))
+}
+
+/// `cpu.scalar_stores_per_cycle` and its source: 8 B `mov` stores into the
+/// L1 ([`crate::micro::fill_mov8`]) a measured core cycle, to the nearest
+/// whole store (a core has whole store ports), at least one.
+fn scalar_stores_per_cycle(scalar_bpns: f64, ghz: f64, timings: usize) -> (i64, String) {
+    if !(scalar_bpns > 0.0 && ghz > 0.0) {
+        return (
+            1,
+            "no scalar store rate measured: one a cycle, the fewest a core has".into(),
+        );
+    }
+    let rate = scalar_bpns / 8.0 / ghz;
+    let v = (rate.round() as i64).clamp(1, 8);
+    (v, format!("8 B mov stores, 32 an iteration, over an L1-resident 16 KiB buffer: {rate:.2} stores a measured core cycle (raw.l1_scalar_store_bytes_per_ns / 8 B / {ghz:.2} GHz), the fastest of {timings} timings of {L1_PASSES} passes during which the thread was not switched out; to the nearest whole store, at least one"))
 }
 
 /// How a measured L1 rate becomes the preset's width.
@@ -515,7 +530,10 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         Val::I(store_bpc),
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
     );
-    let (movnti_cycles, movnti_how) = movnti_line_cycles(r.movnti_gbps, r.nt_gbps, ghz, store_bpc);
+    let (scalar, scalar_how) =
+        scalar_stores_per_cycle(r.l1.scalar_store_bpns, ghz, l1_timings(r.quick));
+    w.measured("scalar_stores_per_cycle", Val::I(scalar), &scalar_how);
+    let (movnti_cycles, movnti_how) = movnti_line_cycles(r.movnti_gbps, r.nt_gbps, ghz, scalar);
     w.measured("movnti_line_cycles", Val::I(movnti_cycles), &movnti_how);
     let sq: Vec<u64> = r.store_queue.iter().filter_map(|p| p.entries).collect();
     w.either(
@@ -1143,16 +1161,31 @@ mod tests {
     fn movnti_issue_comes_from_its_rate_only_where_wider_stores_move_more() {
         // A Zen 3 guest: 18.1 GB/s of movnti against 40.8 of vmovntdq at
         // 3.10 GHz -> 64 x 3.10 / 18.1 = 11.0 cycles a line.
-        let (c, why) = movnti_line_cycles(18.1, 40.8, 3.10, 32);
+        let (c, why) = movnti_line_cycles(18.1, 40.8, 3.10, 2);
         assert_eq!(c, 11);
         assert!(why.contains("bound by issue"), "{why}");
-        // Bound by the memory path (both rates alike): the store ports' rule.
-        let (c, why) = movnti_line_cycles(20.0, 21.0, 3.0, 32);
+        // Bound by the memory path (both rates alike): the scalar store rate's.
+        let (c, why) = movnti_line_cycles(20.0, 21.0, 3.0, 1);
         assert_eq!(c, 8);
         assert!(why.contains("memory path"), "{why}");
-        assert_eq!(movnti_line_cycles(20.0, 21.0, 3.0, 64).0, 4);
+        assert_eq!(movnti_line_cycles(20.0, 21.0, 3.0, 2).0, 4);
+        assert_eq!(movnti_line_cycles(20.0, 21.0, 3.0, 3).0, 3);
         // Nothing measured.
-        assert_eq!(movnti_line_cycles(0.0, 0.0, 3.0, 32).0, 8);
+        assert_eq!(movnti_line_cycles(0.0, 0.0, 3.0, 1).0, 8);
+    }
+
+    #[test]
+    fn scalar_stores_a_cycle_round_the_measured_rate() {
+        // The Zen 3 guest: 50.2 B/ns at 3.07 GHz, 2.04 stores a cycle.
+        let (v, why) = scalar_stores_per_cycle(50.2, 3.07, 2000);
+        assert_eq!(v, 2);
+        assert!(why.contains("2.04 stores"), "{why}");
+        // A one-port core measured a little slow still has its port.
+        assert_eq!(scalar_stores_per_cycle(0.6 * 8.0 * 3.0, 3.0, 10).0, 1);
+        assert_eq!(scalar_stores_per_cycle(0.2 * 8.0 * 3.0, 3.0, 10).0, 1);
+        // Nothing measured: one.
+        assert_eq!(scalar_stores_per_cycle(0.0, 3.0, 10).0, 1);
+        assert_eq!(scalar_stores_per_cycle(f64::NAN, 3.0, 10).0, 1);
     }
 
     #[test]

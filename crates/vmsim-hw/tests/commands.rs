@@ -298,6 +298,7 @@ fn calibrate_quick_writes_a_preset_in_schema() {
                 "threads_per_core",
                 "issue_width",
                 "store_bytes_per_cycle",
+                "scalar_stores_per_cycle",
                 "movnti_line_cycles",
                 "store_queue_entries",
                 "load_bytes_per_cycle",

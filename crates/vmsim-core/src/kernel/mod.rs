@@ -433,9 +433,9 @@ pub mod instr {
     /// Cycles a line of `clear_page_orig` takes to issue: its store ports'
     /// rate for eight 8 B stores or the loop's instructions over the issue
     /// width, whichever is slower.
-    pub fn mov_clear_line_issue(issue_width: u64, store_bytes_per_cycle: u64) -> u64 {
+    pub fn mov_clear_line_issue(issue_width: u64, scalar_stores_per_cycle: u64) -> u64 {
         CLEAR_PAGE_ORIG_PER_LINE.div_ceil(issue_width).max(
-            crate::machine::params::scalar_store_line_cycles(store_bytes_per_cycle),
+            crate::machine::params::scalar_store_line_cycles(scalar_stores_per_cycle),
         )
     }
     /// One `process_huge_page` step: cond_resched(), the callback call, kmap/kunmap, loop.

@@ -116,6 +116,8 @@ pub struct Machine {
     pub freq_mhz: u64,
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
+    /// 8 B scalar stores issued a cycle.
+    pub scalar_stores_per_cycle: u64,
     /// Cycles to issue one line of 8 B non-temporal (`movnti`) stores.
     pub movnti_line_cycles: u64,
     pub string_startup: u64,
@@ -251,6 +253,7 @@ impl Machine {
             freq_mhz: p.freq_mhz,
             issue_width: p.issue_width,
             store_bytes_per_cycle: p.store_bytes_per_cycle,
+            scalar_stores_per_cycle: p.scalar_stores_per_cycle,
             movnti_line_cycles: p.movnti_line_cycles,
             string_startup: p.string_startup_cycles,
             string_drain: p.string_drain,

@@ -10,11 +10,10 @@ pub use super::prefetch::PrefetchParams;
 use super::tlb::TlbConfig;
 use super::topology::Topology;
 
-/// Cycles to issue a line's eight 8 B scalar stores at one store a cycle
-/// per 32 B of store width (at least one): the rule the presets' store
-/// ports give, where no measured rate says otherwise.
-pub fn scalar_store_line_cycles(store_bytes_per_cycle: u64) -> u64 {
-    (8 / (store_bytes_per_cycle / 32).max(1)).max(1)
+/// Cycles to issue a line's eight 8 B scalar stores at the core's
+/// `scalar_stores_per_cycle` (at least one cycle).
+pub fn scalar_store_line_cycles(scalar_stores_per_cycle: u64) -> u64 {
+    8u64.div_ceil(scalar_stores_per_cycle.max(1))
 }
 
 /// One cache level of the hierarchy.
@@ -70,6 +69,8 @@ pub struct MachineParams {
     pub freq_mhz: u64,
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
+    /// 8 B scalar stores issued a cycle (the store ports' rate for `mov`).
+    pub scalar_stores_per_cycle: u64,
     /// Cycles to issue one line of 8 B non-temporal (`movnti`) stores.
     pub movnti_line_cycles: u64,
     /// Entries of one thread's store queue.
@@ -155,4 +156,24 @@ pub struct InvlpgbCosts {
     /// TLBSYNC: waiting until every processor has carried out the
     /// invalidations this CPU broadcast.
     pub tlbsync_cycles: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_store_line_cycles;
+    use crate::kernel::instr::mov_clear_line_issue;
+
+    #[test]
+    fn a_line_of_eight_scalar_stores_issues_at_the_store_ports_rate() {
+        assert_eq!(scalar_store_line_cycles(1), 8);
+        assert_eq!(scalar_store_line_cycles(2), 4);
+        assert_eq!(scalar_store_line_cycles(3), 3);
+        assert_eq!(scalar_store_line_cycles(8), 1);
+        // `clear_page_orig`'s 11 instructions a line bound it where the
+        // ports are faster than the issue width.
+        assert_eq!(mov_clear_line_issue(4, 1), 8);
+        assert_eq!(mov_clear_line_issue(4, 2), 4);
+        assert_eq!(mov_clear_line_issue(2, 2), 6);
+        assert_eq!(mov_clear_line_issue(6, 8), 2);
+    }
 }

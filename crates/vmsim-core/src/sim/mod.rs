@@ -288,10 +288,11 @@ impl Sim {
         k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
         k.cpu_clzero = m.clzero;
         k.issue_width = m.issue_width;
-        let scalar_line = crate::machine::params::scalar_store_line_cycles(m.store_bytes_per_cycle);
+        let scalar_line =
+            crate::machine::params::scalar_store_line_cycles(m.scalar_stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
         let movq_issue =
-            crate::kernel::instr::mov_clear_line_issue(m.issue_width, m.store_bytes_per_cycle);
+            crate::kernel::instr::mov_clear_line_issue(m.issue_width, m.scalar_stores_per_cycle);
         let movnti_issue =
             crate::kernel::instr::movnti_line_issue(m.issue_width, m.movnti_line_cycles);
         // One store per line: the loop's instructions decide.

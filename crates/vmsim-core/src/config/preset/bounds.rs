@@ -115,6 +115,13 @@ pub fn check(p: &Preset) -> Result<(), Error> {
         " bytes",
     )?;
     range_u(
+        "cpu.scalar_stores_per_cycle",
+        p.scalar_stores_per_cycle,
+        1,
+        8,
+        " per cycle",
+    )?;
+    range_u(
         "cpu.movnti_line_cycles",
         p.movnti_line_cycles,
         1,

@@ -46,6 +46,8 @@ pub struct Preset {
     pub threads_per_core: u64,
     pub issue_width: u64,
     pub store_bytes_per_cycle: u64,
+    /// 8 B scalar (`mov`) stores one core issues a cycle.
+    pub scalar_stores_per_cycle: u64,
     /// Cycles one core takes to issue a line's eight 8 B `movnti` stores.
     pub movnti_line_cycles: u64,
     /// Entries of one thread's store queue (store buffer): ordinary stores
@@ -550,6 +552,7 @@ impl Preset {
         let threads_per_core = cpu.pos("threads_per_core")?;
         let issue_width = cpu.pos("issue_width")?;
         let store_bytes_per_cycle = cpu.pos("store_bytes_per_cycle")?;
+        let scalar_stores_per_cycle = cpu.pos("scalar_stores_per_cycle")?;
         let movnti_line_cycles = cpu.pos("movnti_line_cycles")?;
         let store_queue_entries = cpu.pos("store_queue_entries")?;
         let load_bytes_per_cycle = cpu.pos("load_bytes_per_cycle")?;
@@ -776,6 +779,7 @@ impl Preset {
             threads_per_core,
             issue_width,
             store_bytes_per_cycle,
+            scalar_stores_per_cycle,
             movnti_line_cycles,
             store_queue_entries,
             load_bytes_per_cycle,
@@ -884,6 +888,7 @@ impl Preset {
             freq_mhz: self.freq_mhz,
             issue_width: self.issue_width,
             store_bytes_per_cycle: self.store_bytes_per_cycle,
+            scalar_stores_per_cycle: self.scalar_stores_per_cycle,
             movnti_line_cycles: self.movnti_line_cycles,
             store_queue_entries: self.store_queue_entries,
             l1d: self.l1d.level("l1d")?,
