@@ -207,6 +207,24 @@ pub struct L1Rates {
 pub const STOSB_CALLS: [usize; 2] = [1 << 10, 4 << 10];
 
 impl L1Rates {
+    /// The faster of two measurements, figure by figure: the highest
+    /// rates and the shortest calls. A spell in which the host's other
+    /// thread of the core was busy throughout slows every figure of it.
+    pub fn fastest(self, other: L1Rates) -> L1Rates {
+        let call = |a: (usize, f64), b: (usize, f64)| (a.0, a.1.min(b.1));
+        L1Rates {
+            store_bpns: self.store_bpns.max(other.store_bpns),
+            store_how: self.store_how,
+            scalar_store_bpns: self.scalar_store_bpns.max(other.scalar_store_bpns),
+            load_bpns: self.load_bpns.max(other.load_bpns),
+            load_how: self.load_how,
+            stosb_call_ns: [
+                call(self.stosb_call_ns[0], other.stosb_call_ns[0]),
+                call(self.stosb_call_ns[1], other.stosb_call_ns[1]),
+            ],
+        }
+    }
+
     /// A `rep stosb` call's fixed cost (ns) and its rate (bytes per ns),
     /// from the two call lengths: the line through both points. None when
     /// the longer call was not the slower (a disturbed timing).
@@ -468,6 +486,33 @@ pub fn stosb_tail_touch_ns(size: usize, reps: usize, tsc_ghz: f64) -> Result<Sam
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spells_combine_to_the_fastest_of_each_figure() {
+        let a = L1Rates {
+            store_bpns: 95.0,
+            store_how: "avx2",
+            scalar_store_bpns: 32.4,
+            load_bpns: 150.0,
+            load_how: "avx2",
+            stosb_call_ns: [(STOSB_CALLS[0], 40.0), (STOSB_CALLS[1], 90.0)],
+        };
+        let b = L1Rates {
+            store_bpns: 55.7,
+            scalar_store_bpns: 50.2,
+            load_bpns: 190.0,
+            stosb_call_ns: [(STOSB_CALLS[0], 45.0), (STOSB_CALLS[1], 80.0)],
+            ..a
+        };
+        let f = a.fastest(b);
+        assert_eq!(f.store_bpns, 95.0);
+        assert_eq!(f.scalar_store_bpns, 50.2);
+        assert_eq!(f.load_bpns, 190.0);
+        assert_eq!(
+            f.stosb_call_ns,
+            [(STOSB_CALLS[0], 40.0), (STOSB_CALLS[1], 80.0)]
+        );
+    }
 
     fn rates(ns_1k: f64, ns_4k: f64) -> L1Rates {
         L1Rates {

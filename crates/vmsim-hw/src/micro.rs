@@ -340,7 +340,7 @@ unsafe fn load_avx2(p: *const u8, len: usize) -> u64 {
     out.iter().fold(0, |a, &b| a.wrapping_add(b))
 }
 
-/// Zeroes `len` bytes (a multiple of 256) with 8 B `mov` stores, 32 to an
+/// Zeroes `len` bytes (a non-zero multiple of 256) with 8 B `mov` stores, 32 to an
 /// iteration, so that the loop's own instructions (three an iteration)
 /// leave the store ports the bound: the rate `cpu.scalar_stores_per_cycle`
 /// is read from.

@@ -2,7 +2,7 @@
 //! every leaf `{ value = ..., source = "..." }`, the source saying whether the
 //! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
 
-use crate::calibrate::{l1_timings, Raw};
+use crate::calibrate::{l1_timings, Raw, L1_SPELLS};
 use crate::host::{self, CacheLevel};
 use crate::measure::{L1_BYTES, L1_PASSES, STOSB_CALLS};
 use crate::opts::round3;
@@ -422,7 +422,7 @@ fn scalar_stores_per_cycle(scalar_bpns: f64, ghz: f64, timings: usize) -> (i64, 
     }
     let rate = scalar_bpns / 8.0 / ghz;
     let v = (rate.round() as i64).clamp(1, 8);
-    (v, format!("8 B mov stores, 32 an iteration, over an L1-resident 16 KiB buffer: {rate:.2} stores a measured core cycle (raw.l1_scalar_store_bytes_per_ns / 8 B / {ghz:.2} GHz), the fastest of {timings} timings of {L1_PASSES} passes during which the thread was not switched out; to the nearest whole store, at least one"))
+    (v, format!("8 B mov stores, 32 an iteration, over an L1-resident 16 KiB buffer: {rate:.2} stores a measured core cycle (raw.l1_scalar_store_bytes_per_ns / 8 B / {ghz:.2} GHz), the fastest of {timings} timings of {L1_PASSES} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration; to the nearest whole store, at least one"))
 }
 
 /// How a measured L1 rate becomes the preset's width.
@@ -528,7 +528,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.measured(
         "store_bytes_per_cycle",
         Val::I(store_bpc),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
     );
     let (scalar, scalar_how) =
         scalar_stores_per_cycle(r.l1.scalar_store_bpns, ghz, l1_timings(r.quick));
@@ -548,7 +548,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         },
     );
     w.measured("load_bytes_per_cycle", Val::I(path_width(r.l1.load_bpns / ghz)),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
     w.default(
         "perf_cache_events",
         Val::S(if amd_vendor() { "l2" } else { "llc" }),
@@ -810,7 +810,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             "startup_cycles",
             Val::I((ns * ghz).round() as i64),
             &format!(
-                "rep stosb calls of {} and {} bytes into an L1-resident buffer's first page, each the fastest of {} timings of {} KiB of calls ({:.1} and {:.1} ns a call): the shorter call's time less its bytes at the rate between the two ({:.1} B/cycle), in measured core cycles",
+                "rep stosb calls of {} and {} bytes into an L1-resident buffer's first page, each the fastest of {} timings of {} KiB of calls in {L1_SPELLS} spells apart in the calibration ({:.1} and {:.1} ns a call): the shorter call's time less its bytes at the rate between the two ({:.1} B/cycle), in measured core cycles",
                 STOSB_CALLS[0],
                 STOSB_CALLS[1],
                 l1_timings(r.quick),
