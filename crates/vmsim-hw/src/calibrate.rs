@@ -53,8 +53,16 @@ pub(crate) struct Raw {
     /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
     pub all_cpu_load_gbps: f64,
     pub all_cpus: u64,
-    /// The L1's store and load rates and two short `rep stosb` calls.
+    /// The L1's store and load rates and two short `rep stosb` calls, each
+    /// figure the fastest of `l1_spells`.
     pub l1: m::L1Rates,
+    /// The same, timed in spells apart in the calibration (before the
+    /// system call, after the faults and clears, at the end): on a shared
+    /// host the core's other thread can be busy for a whole spell of 20 ms,
+    /// which slows every figure of it (on a Zen 3 guest one calibration's
+    /// only spell read 16 B and one store a cycle where others read 32 B
+    /// and two).
+    pub l1_spells: Vec<m::L1Rates>,
     pub syscall_ns: f64,
     pub fault4k_ns: f64,
     pub free4k_ns: f64,
@@ -98,14 +106,6 @@ fn sanitise(s: &str) -> String {
         t
     }
 }
-
-/// Spells of the L1 rates, apart in the calibration (before the system
-/// call, after the faults and clears, at the end), each figure the fastest
-/// of them: on a shared host the core's other thread can be busy for a
-/// whole spell of 20 ms, which slows every figure of it (on a Zen 3 guest
-/// one spell in three read 16 B and 1 store a cycle where the others read
-/// 32 B and 2).
-pub(crate) const L1_SPELLS: usize = 3;
 
 /// Clean timings of each L1 rate (quick mode: 100), about 10 us each.
 pub(crate) fn l1_timings(quick: bool) -> usize {
@@ -315,7 +315,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     } else {
         0.0
     };
-    let mut l1 = m::l1_rates(l1_timings(quick))?;
+    let mut l1_spells = vec![m::l1_rates(l1_timings(quick))?];
     say("system call, faults, context switch")?;
     let syscall_ns = m::syscall_ns(if quick { 20_000 } else { 1_000_000 });
     let f4k = if quick { 4 << 20 } else { 64 << 20 };
@@ -332,7 +332,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let (thp_fault_ns, _, thp_kib) = m::fault_ns(thp_bytes, Backing::Thp, HPAGE)?;
     let clear2m_ns = m::clear_ns(if quick { 8 << 20 } else { 4 * llc }, HPAGE)?;
     let ctxsw_ns = m::context_switch_ns(if quick { 2_000 } else { 50_000 }).ok();
-    l1 = l1.fastest(m::l1_rates(l1_timings(quick))?);
+    l1_spells.push(m::l1_rates(l1_timings(quick))?);
     say("string-store cache allocation probe")?;
     let probe: Vec<usize> = if quick {
         vec![64 << 10, 1 << 20]
@@ -365,7 +365,10 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
             .map(|_| crate::storeq::probe(bw_bytes, STORE_QUEUE_ROUNDS))
             .collect::<Result<Vec<_>, _>>()?
     };
-    l1 = l1.fastest(m::l1_rates(l1_timings(quick))?);
+    l1_spells.push(m::l1_rates(l1_timings(quick))?);
+    let l1 = l1_spells[1..]
+        .iter()
+        .fold(l1_spells[0], |best, &s| best.fastest(s));
     Ok(Raw {
         quick,
         core_ghz,
@@ -388,6 +391,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         all_cpu_load_gbps,
         all_cpus,
         l1,
+        l1_spells,
         syscall_ns,
         fault4k_ns,
         free4k_ns,
@@ -562,6 +566,18 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| raw.sfence_drain_how));
     out["raw"]["l1_store_method"] = json!(raw.l1.store_how);
     out["raw"]["l1_scalar_store_bytes_per_ns"] = json!(round3(raw.l1.scalar_store_bpns));
+    out["raw"]["l1_spells"] = raw
+        .l1_spells
+        .iter()
+        .map(|s| {
+            json!({
+                "store_bytes_per_ns": round3(s.store_bpns),
+                "scalar_store_bytes_per_ns": round3(s.scalar_store_bpns),
+                "load_bytes_per_ns": round3(s.load_bpns),
+                "stosb_l1_call_ns": s.stosb_call_ns.iter().map(|&(_, ns)| round3(ns)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     out["raw"]["stosb_l1_call_ns"] = raw
         .l1
         .stosb_call_ns

@@ -184,6 +184,7 @@ pub const L1_PASSES: usize = 50;
 /// hardware thread of the host's core, unseen by a guest) often comes and
 /// goes within microseconds: of 20 000 timings of 2 us on a Zen 3 guest,
 /// most stored 70-85 GB/s and the fastest 95-100, the core's 32 B a cycle.
+#[derive(Clone, Copy, Debug)]
 pub struct L1Rates {
     /// Bytes per ns of the widest plain stores the CPU has (32 B AVX2
     /// `vmovdqa`, else 8 B `mov`): the store path's width, which the model's

@@ -2,7 +2,7 @@
 //! every leaf `{ value = ..., source = "..." }`, the source saying whether the
 //! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
 
-use crate::calibrate::{l1_timings, Raw, L1_SPELLS};
+use crate::calibrate::{l1_timings, Raw};
 use crate::host::{self, CacheLevel};
 use crate::measure::{L1_BYTES, L1_PASSES, STOSB_CALLS};
 use crate::opts::round3;
@@ -413,7 +413,12 @@ fn movnti_line_cycles(movnti_gbps: f64, wide_gbps: f64, ghz: f64, scalar: i64) -
 /// `cpu.scalar_stores_per_cycle` and its source: 8 B `mov` stores into the
 /// L1 ([`crate::micro::fill_mov8`]) a measured core cycle, to the nearest
 /// whole store (a core has whole store ports), at least one.
-fn scalar_stores_per_cycle(scalar_bpns: f64, ghz: f64, timings: usize) -> (i64, String) {
+fn scalar_stores_per_cycle(
+    scalar_bpns: f64,
+    ghz: f64,
+    timings: usize,
+    spells: usize,
+) -> (i64, String) {
     if !(scalar_bpns > 0.0 && ghz > 0.0) {
         return (
             1,
@@ -422,7 +427,7 @@ fn scalar_stores_per_cycle(scalar_bpns: f64, ghz: f64, timings: usize) -> (i64, 
     }
     let rate = scalar_bpns / 8.0 / ghz;
     let v = (rate.round() as i64).clamp(1, 8);
-    (v, format!("8 B mov stores, 32 an iteration, over an L1-resident 16 KiB buffer: {rate:.2} stores a measured core cycle (raw.l1_scalar_store_bytes_per_ns / 8 B / {ghz:.2} GHz), the fastest of {timings} timings of {L1_PASSES} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration; to the nearest whole store, at least one"))
+    (v, format!("8 B mov stores, 32 an iteration, over an L1-resident 16 KiB buffer: {rate:.2} stores a measured core cycle (raw.l1_scalar_store_bytes_per_ns / 8 B / {ghz:.2} GHz), the fastest of {timings} timings of {L1_PASSES} passes during which the thread was not switched out, in {spells} spells apart in the calibration; to the nearest whole store, at least one"))
 }
 
 /// How a measured L1 rate becomes the preset's width.
@@ -524,14 +529,15 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "/sys/devices/system/cpu/cpu*/topology",
     );
     w.default("issue_width", Val::I(4), "conservative");
+    let spells = r.l1_spells.len();
     let store_bpc = path_width(r.l1.store_bpns / ghz);
     w.measured(
         "store_bytes_per_cycle",
         Val::I(store_bpc),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {spells} spells apart in the calibration; {PATH_WIDTH}", r.l1.store_how, r.l1.store_bpns / ghz, l1_timings(r.quick), L1_PASSES),
     );
     let (scalar, scalar_how) =
-        scalar_stores_per_cycle(r.l1.scalar_store_bpns, ghz, l1_timings(r.quick));
+        scalar_stores_per_cycle(r.l1.scalar_store_bpns, ghz, l1_timings(r.quick), spells);
     w.measured("scalar_stores_per_cycle", Val::I(scalar), &scalar_how);
     let (movnti_cycles, movnti_how) = movnti_line_cycles(r.movnti_gbps, r.nt_gbps, ghz, scalar);
     w.measured("movnti_line_cycles", Val::I(movnti_cycles), &movnti_how);
@@ -548,7 +554,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         },
     );
     w.measured("load_bytes_per_cycle", Val::I(path_width(r.l1.load_bpns / ghz)),
-        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {L1_SPELLS} spells apart in the calibration (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
+        &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {spells} spells apart in the calibration (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
     w.default(
         "perf_cache_events",
         Val::S(if amd_vendor() { "l2" } else { "llc" }),
@@ -810,7 +816,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             "startup_cycles",
             Val::I((ns * ghz).round() as i64),
             &format!(
-                "rep stosb calls of {} and {} bytes into an L1-resident buffer's first page, each the fastest of {} timings of {} KiB of calls in {L1_SPELLS} spells apart in the calibration ({:.1} and {:.1} ns a call): the shorter call's time less its bytes at the rate between the two ({:.1} B/cycle), in measured core cycles",
+                "rep stosb calls of {} and {} bytes into an L1-resident buffer's first page, each the fastest of {} timings of {} KiB of calls in {spells} spells apart in the calibration ({:.1} and {:.1} ns a call): the shorter call's time less its bytes at the rate between the two ({:.1} B/cycle), in measured core cycles",
                 STOSB_CALLS[0],
                 STOSB_CALLS[1],
                 l1_timings(r.quick),
@@ -1177,15 +1183,15 @@ mod tests {
     #[test]
     fn scalar_stores_a_cycle_round_the_measured_rate() {
         // The Zen 3 guest: 50.2 B/ns at 3.07 GHz, 2.04 stores a cycle.
-        let (v, why) = scalar_stores_per_cycle(50.2, 3.07, 2000);
+        let (v, why) = scalar_stores_per_cycle(50.2, 3.07, 2000, 3);
         assert_eq!(v, 2);
         assert!(why.contains("2.04 stores"), "{why}");
         // A one-port core measured a little slow still has its port.
-        assert_eq!(scalar_stores_per_cycle(0.6 * 8.0 * 3.0, 3.0, 10).0, 1);
-        assert_eq!(scalar_stores_per_cycle(0.2 * 8.0 * 3.0, 3.0, 10).0, 1);
+        assert_eq!(scalar_stores_per_cycle(0.6 * 8.0 * 3.0, 3.0, 10, 3).0, 1);
+        assert_eq!(scalar_stores_per_cycle(0.2 * 8.0 * 3.0, 3.0, 10, 3).0, 1);
         // Nothing measured: one.
-        assert_eq!(scalar_stores_per_cycle(0.0, 3.0, 10).0, 1);
-        assert_eq!(scalar_stores_per_cycle(f64::NAN, 3.0, 10).0, 1);
+        assert_eq!(scalar_stores_per_cycle(0.0, 3.0, 10, 3).0, 1);
+        assert_eq!(scalar_stores_per_cycle(f64::NAN, 3.0, 10, 3).0, 1);
     }
 
     #[test]

@@ -372,8 +372,8 @@ impl Sim {
             self.kernel.alloc.store_line(pfn, lip, v);
             if shadow {
                 self.kernel.mms[mm].shadow_store(va, lip, v);
-                // The line's 8 word stores, as the access engine counts them.
-                self.tasks[t].access.writes += 8;
+                // The line's word stores, as the access engine counts them.
+                self.tasks[t].access.writes += WORDS_PER_LINE;
             }
             pos += 64;
             self.tasks[t].bytes += 64;
