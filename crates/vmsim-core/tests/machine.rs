@@ -1144,39 +1144,6 @@ fn a_loop_of_narrow_stores_keeps_only_the_store_queues_lines_in_flight() {
 }
 
 #[test]
-fn a_thread_whose_sibling_is_active_has_half_the_store_queue() {
-    // Haswell's 42 entries: 21 while the core's other thread is active, two
-    // lines of eight 8 B stores where the thread alone holds five.
-    let (p, mut m) = e5();
-    let sibling = m.topo.siblings(0)[1];
-    assert_ne!(sibling, 0);
-    // The sibling issues at the start (a load it does not wait for): active
-    // from then on for a while.
-    m.access(sibling, 7, AccessKind::Load, true, 1);
-    m.set_line_stores(0, 8);
-    m.access(0, 1000, AccessKind::Store, false, 1);
-    m.access(0, 1064, AccessKind::Store, false, 1);
-    // Issued at once (the issue slots shared with the sibling aside).
-    assert!(m.cpus[0].clock < 10);
-    // The third line finds five of its 21 entries free: it waits for the
-    // first line's stores to commit, when its line comes from memory.
-    m.access(0, 1128, AccessKind::Store, false, 1);
-    assert!(m.cpus[0].clock >= p.dram_local_cycles);
-
-    // A sibling that last issued long ago is not active: the whole queue,
-    // five lines without a wait.
-    let (_, mut m) = e5();
-    m.access(sibling, 7, AccessKind::Load, true, 1);
-    m.advance(0, 100_000, 0);
-    m.set_line_stores(0, 8);
-    let t = m.cpus[0].clock;
-    for i in 0..5 {
-        m.access(0, 1000 + i * 64, AccessKind::Store, false, 1);
-    }
-    assert_eq!(m.cpus[0].clock, t + 5);
-}
-
-#[test]
 fn stores_that_hit_commit_behind_a_store_that_missed() {
     let (p, mut m) = e5();
     // Line 7 owned in the L1, and its fill long done.

@@ -428,19 +428,6 @@ impl IssueSlots {
         at(e).max(e.checked_sub(1).map_or(0, at))
     }
 
-    /// Whether another thread of the core is active at `t`: it issued
-    /// within [`ACTIVE_WINDOW`] cycles of `t`, or is ahead of it. What the
-    /// resources the threads partition (the store queue) go by.
-    #[inline(always)]
-    pub fn sibling_active(&self, thread: usize, t: u64) -> bool {
-        let active = |j: usize| self.last[j] != NEVER && self.last[j] + ACTIVE_WINDOW >= t;
-        match self.threads {
-            1 => false,
-            2 => active(1 - thread),
-            n => (0..n).any(|j| j != thread && active(j)),
-        }
-    }
-
     /// Thread `thread` issues `c` cycles' worth of instructions starting at `t`;
     /// returns when they are issued.
     ///
@@ -754,21 +741,6 @@ mod tests {
             t += c + 13; // gaps (stalls) between accesses
         }
         assert_eq!(s.reserve(0, t, 0), t);
-    }
-
-    #[test]
-    fn a_sibling_is_active_for_a_window_after_it_issues() {
-        let mut s = IssueSlots::new(2);
-        assert!(!s.sibling_active(0, 0));
-        s.reserve(1, 100, 4);
-        assert!(s.sibling_active(0, 0));
-        assert!(s.sibling_active(0, 104 + ACTIVE_WINDOW));
-        assert!(!s.sibling_active(0, 105 + ACTIVE_WINDOW));
-        // A thread is not its own sibling, and a lone thread has none.
-        assert!(!s.sibling_active(1, 100));
-        let mut lone = IssueSlots::new(1);
-        lone.reserve(0, 0, 4);
-        assert!(!lone.sibling_active(0, 0));
     }
 
     #[test]

@@ -10,8 +10,7 @@
 //!   superqueue entry; when none is free the CPU stalls until one is;
 //! - an ordinary store first takes its store instructions' entries in the
 //!   thread's store queue (store_queue.rs), freed in program order once each
-//!   store's line is owned, half the queue while the core's other thread is
-//!   active; when too few are free the CPU stalls;
+//!   store's line is owned; when too few are free the CPU stalls;
 //! - the entries are held for the latency of the level that serves the line
 //!   plus any DRAM queueing, so misses overlap up to the number of entries
 //!   (memory-level parallelism) and streams become bandwidth-bound;
@@ -490,14 +489,7 @@ impl Machine {
         // An ordinary store first needs its entries in the store queue.
         let store = kind == AccessKind::Store;
         let now = if store {
-            // Whether the sibling is active matters only when half the
-            // queue would make the store wait.
-            let half = c.store_queue.ready(true);
-            if half > was && r.issue.sibling_active(thread, was) {
-                half
-            } else {
-                was.max(c.store_queue.ready(false))
-            }
+            was.max(c.store_queue.ready())
         } else {
             was
         };

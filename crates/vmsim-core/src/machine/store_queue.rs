@@ -9,17 +9,6 @@
 //! a user write loop's line of eight words, two for 32 B vector stores, one
 //! for an access that stands for one store.
 //!
-//! While the core's other thread is active the queue is partitioned, each
-//! thread limited to half of it: AMD's Zen SMT disclosure lists the store
-//! queue among the statically partitioned resources, and Intel partitions
-//! its store buffer between two active Hyper-Threads (the optimization
-//! manual's partitioned buffers of its first Hyper-Threading cores; P.
-//! Cordes' answer to Stack Overflow question 54876208 for later ones). A
-//! thread alone on its core has all of it. A sibling counts as active while
-//! it issued within the issue calendar's window (machine/core.rs). Each
-//! thread's queue here holds only its own stores, so the partition is a
-//! limit on how many of them are in flight, not a second queue.
-//!
 //! Only ordinary (read-for-ownership) stores are kept here: a non-temporal
 //! store leaves its entry for a write-combining buffer, which the fill
 //! buffers model, and a fast string's line stores are ordered by the
@@ -60,22 +49,11 @@ impl StoreQueue {
     }
 
     /// When a line's stores can all have entries: the latest free time of
-    /// the oldest `per_line` entries of the thread's share, the whole queue
-    /// or (`halved`, the core's other thread active) half of it, at least
-    /// one entry. A line of more stores than the share takes all of it.
+    /// the oldest `per_line` entries.
     #[inline]
-    pub fn ready(&self, halved: bool) -> u64 {
+    pub fn ready(&self) -> u64 {
+        let i = self.head + self.per_line - 1;
         let n = self.free.len();
-        let (skip, per_line) = if halved {
-            let share = (n / 2).max(1);
-            (n - share, self.per_line.min(share))
-        } else {
-            (0, self.per_line)
-        };
-        // The ring holds the last n allocations oldest first from `head`: a
-        // share of `share` entries needs the one allocated `share` before the
-        // line's last store to be free.
-        let i = self.head + skip + per_line - 1;
         self.free[if i >= n { i - n } else { i }]
     }
 
@@ -136,53 +114,27 @@ mod tests {
         // for the first to commit, the fourth for the second.
         let mut q = StoreQueue::new(16);
         q.set_line_stores(8);
-        assert_eq!(q.ready(false), 0);
+        assert_eq!(q.ready(), 0);
         assert_eq!(q.commit(300), 300);
-        assert_eq!(q.ready(false), 0);
+        assert_eq!(q.ready(), 0);
         // Owned sooner, but behind the first: commits at 300.
         assert_eq!(q.commit(200), 300);
-        assert_eq!(q.ready(false), 300);
+        assert_eq!(q.ready(), 300);
         assert_eq!(q.commit(700), 700);
-        assert_eq!(q.ready(false), 300);
+        assert_eq!(q.ready(), 300);
         assert_eq!(q.commit(400), 700);
-        assert_eq!(q.ready(false), 700);
+        assert_eq!(q.ready(), 700);
         // One store a line needs only the oldest entry, the third line's.
         q.set_line_stores(1);
-        assert_eq!(q.ready(false), 700);
+        assert_eq!(q.ready(), 700);
         // With half the queue free, a line of one store does not wait.
         let mut q = StoreQueue::new(16);
         q.set_line_stores(8);
         q.commit(300);
         q.set_line_stores(1);
-        assert_eq!(q.ready(false), 0);
+        assert_eq!(q.ready(), 0);
         q.set_line_stores(9);
-        assert_eq!(q.ready(false), 300);
-    }
-
-    #[test]
-    fn a_halved_queue_holds_half_the_lines() {
-        // 16 entries, 8 a line: halved, one line in flight; whole, two.
-        let mut q = StoreQueue::new(16);
-        q.set_line_stores(8);
-        assert_eq!(q.ready(true), 0);
-        q.commit(300);
-        assert_eq!(q.ready(true), 300);
-        assert_eq!(q.ready(false), 0);
-        q.commit(500);
-        assert_eq!(q.ready(true), 500);
-        assert_eq!(q.ready(false), 300);
-        // A line of more stores than the half takes all of it.
-        q.set_line_stores(12);
-        assert_eq!(q.ready(true), 500);
-        // An odd queue's half rounds down, and is never empty.
-        let mut q = StoreQueue::new(3);
-        q.set_line_stores(1);
-        q.commit(40);
-        assert_eq!(q.ready(true), 40);
-        assert_eq!(q.ready(false), 0);
-        let mut q = StoreQueue::new(1);
-        q.commit(9);
-        assert_eq!(q.ready(true), 9);
+        assert_eq!(q.ready(), 300);
     }
 
     #[test]
@@ -190,9 +142,9 @@ mod tests {
         let mut q = StoreQueue::new(4);
         q.set_line_stores(8);
         q.commit(50);
-        assert_eq!(q.ready(false), 50);
+        assert_eq!(q.ready(), 50);
         q.commit(10);
-        assert_eq!(q.ready(false), 50);
+        assert_eq!(q.ready(), 50);
     }
 
     proptest! {
@@ -205,9 +157,7 @@ mod tests {
             let mut n = Naive { cap, taken: Vec::new() };
             for (k, owned) in ops {
                 q.set_line_stores(k);
-                prop_assert_eq!(q.ready(false), n.ready(k as usize));
-                let half = Naive { cap: (cap / 2).max(1), taken: n.taken.clone() };
-                prop_assert_eq!(q.ready(true), half.ready(k as usize));
+                prop_assert_eq!(q.ready(), n.ready(k as usize));
                 prop_assert_eq!(q.commit(owned), n.commit(k as usize, owned));
             }
         }
