@@ -1892,7 +1892,10 @@ mod tests {
             let cycles_per_line = (64 / p.store_bytes_per_cycle).max(1) as f64;
             let want = 64.0 / cycles_per_line * p.freq_mhz as f64 / 1e3;
             let got = measure_checked(&p, Bench::Fill { kib: 16 }).unwrap();
-            assert!((got / want - 1.0).abs() < 0.005, "{name}: {got} GB/s, {want}");
+            assert!(
+                (got / want - 1.0).abs() < 0.005,
+                "{name}: {got} GB/s, {want}"
+            );
         }
     }
 
