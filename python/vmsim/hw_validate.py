@@ -27,7 +27,13 @@ Two comparisons, both with 2 MiB pages and the target sub-page first:
    same calls on the calibrated preset (`store_sweep` in the result).
 
 The preset comes from `vmsim hw calibrate` (run here unless `preset=PATH`
-names one). Each row gives both figures and the difference in percent.
+names one). Each row gives both figures and the difference in percent. A
+microbenchmark row whose buffer was capped says so (the DRAM rows take 4 x
+the LLC, at most the model's 1 GiB benchmark node and what the host's
+memory holds); one the preset's benchmark machine cannot run is skipped with
+its reason; and a calibrated value that the preset's bounds changed (a
+fence's drain above the memory latency, say) is listed under `clamped` and
+at the end of the table.
 """
 
 from __future__ import annotations
@@ -154,6 +160,7 @@ def validate(*, quiet: bool = False, **options: Any) -> Dict[str, Any]:
     backing = "hugetlb-2m" if os.geteuid() == 0 else "thp"
     sweep = hw("store-sweep", quiet=quiet, preset=preset, size_mib=sweep_mib, reps=micro_reps,
                strategies=[], l2=False, backing=backing)
+    clamped = (calibration or {}).get("clamped") or []
     return {
         "command": "validate",
         "preset": preset,
@@ -164,11 +171,22 @@ def validate(*, quiet: bool = False, **options: Any) -> Dict[str, Any]:
                   "hugetlb-2m; simulated: pf-test on the calibrated preset, 2 MiB hugetlb pages, the matching "
                   "clear_huge_page policy (the simulated figure includes modeled fault costs)",
         "calibration": calibration,
+        "clamped": clamped,
         "rows": rows,
         "microbench": micro,
         "store_sweep": sweep,
-        "table": format_table(rows) + "\n" + micro["table"] + "\n" + sweep["table"],
+        "table": format_table(rows) + "\n" + micro["table"] + "\n" + sweep["table"] + format_clamped(clamped),
     }
+
+
+def format_clamped(clamped: List[Dict[str, Any]]) -> str:
+    """The calibration's values that the preset's bounds changed, as text."""
+    if not clamped:
+        return ""
+    out = ["", "calibration: values the preset's bounds changed (measured or defaulted -> written)"]
+    for c in clamped:
+        out.append(f"  {c['key']}: {c['found']} -> {c['written']}: {c['reason']}")
+    return "\n".join(out) + "\n"
 
 
 def format_table(rows: List[Dict[str, Any]]) -> str:

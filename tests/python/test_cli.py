@@ -330,12 +330,27 @@ def test_hw_validate_quick_compares_real_and_simulated(tmp_path, capfd):
         assert row["real_gbps"] > 0 and row["diff_percent"] is not None
     micro = r["microbench"]
     assert micro["command"] == "microbench" and micro["options"]["quick"] is True
-    assert micro["sizes"]["dram_bytes"] >= 4 * micro["sizes"]["llc_bytes"]
+    sizes = micro["sizes"]
+    # The DRAM rows' buffer: 4 x the LLC (at least 64 MiB), or less with the
+    # cap said (the model's benchmark node, or the host's memory).
+    assert sizes["dram_wanted_bytes"] == max(4 * sizes["llc_bytes"], 64 << 20)
+    if sizes["dram_bytes"] < sizes["dram_wanted_bytes"]:
+        assert sizes["dram_note"].startswith(f"buffer capped at {sizes['dram_bytes'] >> 20} MiB"), sizes
+        assert sizes["dram_note"] in micro["table"]
+    else:
+        assert sizes["dram_bytes"] == sizes["dram_wanted_bytes"] and sizes["dram_note"] is None
+    # A row the calibrated preset's benchmark machine cannot run is skipped
+    # with the reason, never an error.
+    for row in micro["rows"]:
+        if "skipped" in row:
+            assert row["host"] is None and row["model"] is None and row["skipped"], row
+            assert f"skipped: {row['skipped']}" in micro["table"]
+    assert isinstance(r["calibration"]["clamped"], list) and r["clamped"] == r["calibration"]["clamped"]
     kinds = {row["bench"] if isinstance(row["bench"], str) else next(iter(row["bench"]))
              for row in micro["rows"]}
     assert {"chase", "idle-latency", "load", "fill", "copy", "update", "string-fill",
             "nt-fill", "socket-load"} <= kinds
-    for row in micro["rows"]:
+    for row in (row for row in micro["rows"] if "skipped" not in row):
         assert row["host"] > 0 and row["model"] > 0, row
         assert abs(row["error"] - (row["model"] - row["host"]) / row["host"]) < 0.01, row
         # Rows inside the core's caches read the fastest of many short timings.

@@ -1246,7 +1246,9 @@ pub fn format(rows: &[Row]) -> String {
     out
 }
 
-const NODE_BYTES: u64 = 1 << 30;
+/// Each NUMA node's memory in the benchmarks' machine: no benchmark's
+/// buffer is larger.
+pub const NODE_BYTES: u64 = 1 << 30;
 /// The simulator's default quantum: the benchmarks interleave cores as its scheduler does.
 const QUANTUM: u64 = crate::config::DEFAULT_QUANTUM_CYCLES;
 

@@ -17,10 +17,12 @@ use crate::{config_err, host, preset, HwError};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-const ACCEPTED: [&str; 3] = ["name", "out_dir", "quick"];
+const ACCEPTED: [&str; 4] = ["name", "out_dir", "quick", "record"];
 
 /// Everything measured, in host units (ns, GB/s, GHz); the preset converts.
-pub(crate) struct Raw {
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Raw {
     pub quick: bool,
     pub core_ghz: f64,
     pub tsc_ghz: f64,
@@ -42,8 +44,8 @@ pub(crate) struct Raw {
     /// (ns per call, the median of paired repetitions; None in quick mode).
     pub sfence_drain_ns: Option<f64>,
     /// The store the drain was measured with ("" when not measured).
-    pub sfence_drain_how: &'static str,
-    pub nt_how: &'static str,
+    pub sfence_drain_how: String,
+    pub nt_how: String,
     pub read_gbps: f64,
     /// Load bandwidth of one core streaming over half of its L2 and over
     /// half of the LLC (GB/s; 0 when the level's size is unknown).
@@ -85,7 +87,7 @@ pub(crate) struct Raw {
     /// The store-queue probe's runs (none in quick mode).
     pub store_queue: Vec<crate::storeq::StoreQueueProbe>,
     /// The repetitions behind each repeated scalar figure, by its key in `raw`.
-    pub reps: Vec<(&'static str, Summary)>,
+    pub reps: Vec<(String, Summary)>,
 }
 
 fn sanitise(s: &str) -> String {
@@ -199,14 +201,47 @@ fn warnings(
     out
 }
 
-fn measure_all(quick: bool) -> Result<Raw, HwError> {
-    let llc = host::llc_bytes() as usize;
+/// The largest pointer chase of a full calibration: the smallest power of
+/// two of at least 8 x the LLC (where `memory.local_latency_ns` is read)
+/// and 512 MiB, within [`MAX_CHASE_BYTES`] and three quarters of the host's
+/// available memory (`avail`).
+fn chase_top(llc: u64, avail: Option<u64>) -> u64 {
+    let want = (8 * llc).next_power_of_two().max(512 << 20);
+    let mut top = want.min(MAX_CHASE_BYTES);
+    if let Some(a) = avail {
+        while top > (8 << 10) && top > a / 4 * 3 {
+            top /= 2;
+        }
+    }
+    top
+}
+
+/// No chase is larger: an untimed lap over 4 GiB at DRAM latency takes
+/// about ten seconds.
+const MAX_CHASE_BYTES: u64 = 4 << 30;
+
+/// The buffer of the bandwidth, store and sweep measurements: 4 x the LLC
+/// and at least 64 MiB, within [`MAX_BANDWIDTH_BYTES`] and half of the
+/// host's available memory (`avail`), a whole number of 2 MiB pages.
+fn bandwidth_bytes(llc: u64, avail: Option<u64>) -> u64 {
+    let mut b = (4 * llc).clamp(64 << 20, MAX_BANDWIDTH_BYTES);
+    if let Some(a) = avail {
+        b = b.min(a / 2);
+    }
+    (b / HPAGE as u64).max(1) * HPAGE as u64
+}
+
+/// No bandwidth buffer is larger (4 x a 1 GiB LLC).
+const MAX_BANDWIDTH_BYTES: u64 = 4 << 30;
+
+fn measure_all(quick: bool, facts: &host::HostFacts) -> Result<Raw, HwError> {
+    let llc = facts.llc_bytes() as usize;
     let say = |what: &str| -> Result<(), HwError> {
         crate::ctl::check()?;
         crate::ctl::note(&format!("calibrate: {what}"));
         Ok(())
     };
-    let mut reps: Vec<(&'static str, Summary)> = Vec::new();
+    let mut reps: Vec<(String, Summary)> = Vec::new();
     say("core clock")?;
     let (clock_reps, clock_budget) = if quick {
         (5, Duration::from_millis(100))
@@ -215,12 +250,13 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     };
     let clock = m::core_ghz(clock_reps, clock_budget)?.summary();
     let core_ghz = clock.best(false);
-    reps.push(("core_ghz_add_chain", clock));
+    reps.push(("core_ghz_add_chain".into(), clock));
     let tsc_ghz = sys::measure_tsc_ghz();
     let sizes: Vec<usize> = if quick {
         vec![8 << 10, 32 << 10, 256 << 10]
     } else {
-        (13..=29).map(|s| 1usize << s).collect() // 8 KiB .. 512 MiB
+        let top = chase_top(llc as u64, facts.mem_available_bytes);
+        (13..=top.trailing_zeros()).map(|s| 1usize << s).collect() // 8 KiB .. the top
     };
     let effort = Effort {
         reps: if quick { 3 } else { CHASE_REPS },
@@ -234,7 +270,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     });
     // Inside the core's own caches, as `microbench` measures them: the
     // fastest of many short repetitions (`micro::Sizes::in_core`).
-    let levels = micro::Sizes::detect();
+    let levels = micro::Sizes::of(facts);
     let chase_at = |s: usize, backing: Backing| -> Result<(f64, Summary), HwError> {
         let e = levels.effort_for(s as u64, quick, effort);
         let sm = micro::chase(s as u64, backing, e, budget)?.summary();
@@ -264,21 +300,21 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     };
     // DRAM bandwidth wants a buffer well beyond the LLC in every mode: a
     // smaller one measures the cache. Quick mode makes fewer passes instead.
-    let bw_bytes = (4 * llc).max(64 << 20);
+    let bw_bytes = bandwidth_bytes(llc as u64, facts.mem_available_bytes) as usize;
     crate::ctl::guard_memory("calibrate", bw_bytes as u64)?;
     let passes = if quick { 1 } else { 4 };
     say("bandwidths")?;
     let (sfence_drain_ns, sfence_drain_how) = if quick {
-        (None, "")
+        (None, String::new())
     } else {
         let (s, how) = m::sfence_drain_ns(bw_bytes, SFENCE_PAIRS)?;
         let s = s.summary();
-        reps.push(("sfence_drain_ns", s));
-        (Some(s.median.max(0.0)), how)
+        reps.push(("sfence_drain_ns".into(), s));
+        (Some(s.median.max(0.0)), how.to_string())
     };
     let mut best_rate = |key: &'static str, s: &Samples| {
         let sm = s.summary();
-        reps.push((key, sm));
+        reps.push((key.to_string(), sm));
         sm.best(false)
     };
     let store_gbps = best_rate("store_rep_stosb_gbps", &m::stosb_gbps(bw_bytes, passes)?);
@@ -307,7 +343,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let llc_load_gbps = level_load("llc_load_gbps", levels.llc / 2)?;
     // What memory sustains: every CPU of socket 0 reading its own share of
     // the DRAM-sized buffer at once (the `microbench` all-CPU row's routine).
-    let all_cpus = micro::all_cpus();
+    let all_cpus = micro::all_cpus(facts);
     let all_cpu_load_gbps = if all_cpus > 1 {
         say(&format!("load bandwidth of {all_cpus} CPUs at once"))?;
         let s = micro::all_cpu_load(all_cpus as usize, bw_bytes as u64, level_effort, avx2)?;
@@ -320,17 +356,10 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     let syscall_ns = m::syscall_ns(if quick { 20_000 } else { 1_000_000 });
     let f4k = if quick { 4 << 20 } else { 64 << 20 };
     let (fault4k_ns, free4k_ns, _) = m::fault_ns(f4k, Backing::Small, SUBPAGE)?;
-    let clear4k_ns = m::clear_ns(
-        if quick {
-            4 << 20
-        } else {
-            (4 * llc).max(64 << 20)
-        },
-        SUBPAGE,
-    )?;
+    let clear4k_ns = m::clear_ns(if quick { 4 << 20 } else { bw_bytes }, SUBPAGE)?;
     let thp_bytes = if quick { 8 << 20 } else { 512 << 20 };
     let (thp_fault_ns, _, thp_kib) = m::fault_ns(thp_bytes, Backing::Thp, HPAGE)?;
-    let clear2m_ns = m::clear_ns(if quick { 8 << 20 } else { 4 * llc }, HPAGE)?;
+    let clear2m_ns = m::clear_ns(if quick { 8 << 20 } else { bw_bytes }, HPAGE)?;
     let ctxsw_ns = m::context_switch_ns(if quick { 2_000 } else { 50_000 }).ok();
     l1_spells.push(m::l1_rates(l1_timings(quick))?);
     say("string-store cache allocation probe")?;
@@ -349,7 +378,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         tail_touch_reps.push(sm);
     }
     let cold = m::stosb_tail_touch_ns(0, touch_reps, tsc_ghz)?.summary();
-    reps.push(("cold_4k_touch_ns", cold));
+    reps.push(("cold_4k_touch_ns".into(), cold));
     let cold_touch_ns = cold.median;
     let (page_order_mov, stosb_calls) = if quick {
         (None, Vec::new())
@@ -368,7 +397,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
     l1_spells.push(m::l1_rates(l1_timings(quick))?);
     let l1 = l1_spells[1..]
         .iter()
-        .fold(l1_spells[0], |best, &s| best.fastest(s));
+        .fold(l1_spells[0].clone(), |best, s| best.fastest(s));
     Ok(Raw {
         quick,
         core_ghz,
@@ -384,7 +413,7 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         clzero_gbps,
         sfence_drain_ns,
         sfence_drain_how,
-        nt_how,
+        nt_how: nt_how.to_string(),
         read_gbps,
         l2_load_gbps,
         llc_load_gbps,
@@ -409,6 +438,12 @@ fn measure_all(quick: bool) -> Result<Raw, HwError> {
         store_queue,
         reps,
     })
+}
+
+/// The preset text and the derived figures of `record`, as `calibrate`
+/// writes them, stamped `stamp`.
+pub fn render(record: &crate::record::Record, name: &str, stamp: &str) -> (String, Value) {
+    preset::render(name, &record.raw, &record.facts, stamp)
 }
 
 /// The page-order pair (ascending, descending) and the rate of each call size.
@@ -465,8 +500,22 @@ fn store_sweep(bytes: usize, llc: usize) -> Result<SweepFigures, HwError> {
 
 pub fn run(opts_json: &str) -> Result<Value, HwError> {
     let opts = Opts::parse(opts_json, &ACCEPTED)?;
+    let from = opts.string("record")?;
+    let record = from
+        .as_deref()
+        .map(|path| crate::record::Record::load("record", path))
+        .transpose()?;
+    if record.is_some() && opts.bool("quick")?.is_some() {
+        return Err(config_err(
+            "quick",
+            "a preset rendered from a record takes the record's mode; drop quick or record",
+        ));
+    }
     let quick = opts.bool("quick")?.unwrap_or(false);
-    let name = sanitise(&opts.string("name")?.unwrap_or_else(host::hostname));
+    let name = sanitise(&opts.string("name")?.unwrap_or_else(|| match &record {
+        Some(r) => r.facts.hostname.clone(),
+        None => host::hostname(),
+    }));
     let out_dir = std::path::PathBuf::from(opts.string("out_dir")?.unwrap_or_else(|| ".".into()));
     if !out_dir.is_dir() {
         return Err(config_err(
@@ -474,19 +523,52 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             format!("'{}' is not a directory", out_dir.display()),
         ));
     }
-    // Measure on a pinned thread so the caller's own affinity is left alone.
-    let raw = std::thread::spawn(move || {
-        let pin = sys::pin_to_cpu(0).err().map(|e| e.to_string());
-        measure_all(quick).map(|r| (r, pin))
-    })
-    .join()
-    .map_err(|_| HwError::Io("calibration thread panicked".into()))??;
-    let (raw, pin_note) = raw;
-    let (text, derived) = preset::render(&name, &raw);
+    let (record, pin_note) = match record {
+        Some(r) => (
+            r,
+            Some("no measurement: the preset is rendered from a record".into()),
+        ),
+        None => {
+            let facts = host::HostFacts::detect();
+            // Measure on a pinned thread so the caller's own affinity is left alone.
+            let f = facts.clone();
+            let (raw, pin) = std::thread::spawn(move || {
+                let pin = sys::pin_to_cpu(0).err().map(|e| e.to_string());
+                measure_all(quick, &f).map(|r| (r, pin))
+            })
+            .join()
+            .map_err(|_| HwError::Io("calibration thread panicked".into()))??;
+            (crate::record::Record::new(facts, raw), pin)
+        }
+    };
+    let raw = &record.raw;
+    let (text, derived) = preset::render(&name, raw, &record.facts, &preset::utc_now());
     let path = out_dir.join(format!("host-{name}.toml"));
-    std::fs::write(&path, text)
+    std::fs::write(&path, &text)
         .map_err(|e| HwError::Io(format!("writing {}: {e}", path.display())))?;
-    let clock = raw.reps.iter().find(|(k, _)| *k == "core_ghz_add_chain");
+    let record_path = out_dir.join(format!("host-{name}.record.json"));
+    let record_json =
+        serde_json::to_value(&record).map_err(|e| HwError::Io(format!("the record: {e}")))?;
+    if from.is_none() {
+        let pretty = serde_json::to_string_pretty(&record_json)
+            .map_err(|e| HwError::Io(format!("the record: {e}")))?;
+        std::fs::write(&record_path, pretty)
+            .map_err(|e| HwError::Io(format!("writing {}: {e}", record_path.display())))?;
+    }
+    // The preset must be one the model takes: a refusal here is a fault of
+    // the calibration, named with the key and the record to report.
+    vmsim_core::config::Preset::parse(&text, &path.display().to_string()).map_err(|e| {
+        HwError::Io(format!(
+            "the calibrated preset {} is refused by the model ({e}); the measurements are in {}",
+            path.display(),
+            if from.is_none() {
+                record_path.display().to_string()
+            } else {
+                from.clone().unwrap_or_default()
+            }
+        ))
+    })?;
+    let clock = raw.reps.iter().find(|(k, _)| k == "core_ghz_add_chain");
     let warnings = warnings(clock.map(|c| &c.1), &raw.chase, &raw.chase_reps);
     for w in &warnings {
         crate::ctl::warn(&format!("calibrate: {w}"));
@@ -501,12 +583,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     for (key, r) in &raw.reps {
         let mut v = r.json();
         v["figure"] = json!(figure_of(key));
-        repetitions.insert(key.to_string(), v);
+        repetitions.insert(key.clone(), v);
     }
     let mut out = json!({
         "host": host::info(),
         "command": "calibrate",
-        "options": {"name": name, "out_dir": out_dir.display().to_string(), "quick": quick},
+        "options": {"name": name, "out_dir": out_dir.display().to_string(), "quick": raw.quick},
         "preset_path": path.display().to_string(),
         "pinning": pin_note.unwrap_or_else(|| "measuring thread pinned to CPU 0".into()),
         "raw": {
@@ -562,8 +644,12 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "ns_per_iteration": p.ns.iter().map(|&(n, t)| json!([n, round3(t)])).collect::<Vec<_>>(),
         }))
         .collect::<Vec<_>>());
+    out["options"]["record"] = json!(from);
+    out["record_path"] = json!(from.is_none().then(|| record_path.display().to_string()));
+    out["record"] = record_json;
+    out["clamped"] = out["derived"]["clamped"].clone();
     out["raw"]["sfence_drain_ns"] = json!(raw.sfence_drain_ns.map(round3));
-    out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| raw.sfence_drain_how));
+    out["raw"]["sfence_drain_method"] = json!(raw.sfence_drain_ns.map(|_| &raw.sfence_drain_how));
     out["raw"]["l1_store_method"] = json!(raw.l1.store_how);
     out["raw"]["l1_scalar_store_bytes_per_ns"] = json!(round3(raw.l1.scalar_store_bpns));
     out["raw"]["l1_spells"] = raw
@@ -621,6 +707,25 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("at 1024 KiB was switched out"), "{}", w[0]);
         assert_eq!((bad.best(true), bad.n, bad.switched), (80.0, 2, 2));
+    }
+
+    #[test]
+    fn the_chase_reaches_eight_llcs_and_the_bandwidth_buffer_four_within_memory() {
+        let (mib, gib) = (1u64 << 20, 1u64 << 30);
+        // A 32 MiB LLC: 8 x is 256 MiB, below the 512 MiB floor.
+        assert_eq!(chase_top(32 * mib, Some(20 * gib)), 512 * mib);
+        // A 480 MiB LLC: 3840 MiB, the next power of two 4 GiB.
+        assert_eq!(chase_top(480 * mib, Some(20 * gib)), 4 * gib);
+        // A 1 GiB LLC: 8 GiB wanted, 4 GiB at most.
+        assert_eq!(chase_top(gib, None), 4 * gib);
+        // Within three quarters of the available memory.
+        assert_eq!(chase_top(480 * mib, Some(3 * gib)), 2 * gib);
+        assert_eq!(bandwidth_bytes(32 * mib, Some(20 * gib)), 128 * mib);
+        assert_eq!(bandwidth_bytes(8 * mib, None), 64 * mib);
+        assert_eq!(bandwidth_bytes(480 * mib, Some(20 * gib)), 1920 * mib);
+        assert_eq!(bandwidth_bytes(2 * gib, None), 4 * gib);
+        // Half the available memory, in whole 2 MiB pages.
+        assert_eq!(bandwidth_bytes(480 * mib, Some(gib + 3 * mib)), 512 * mib);
     }
 
     #[test]

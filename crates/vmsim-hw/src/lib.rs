@@ -27,6 +27,7 @@ pub mod order;
 pub mod pftest;
 mod preset;
 pub mod prim;
+pub mod record;
 pub mod reps;
 pub mod storeq;
 pub mod sweep;

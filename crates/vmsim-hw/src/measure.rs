@@ -184,18 +184,18 @@ pub const L1_PASSES: usize = 50;
 /// hardware thread of the host's core, unseen by a guest) often comes and
 /// goes within microseconds: of 20 000 timings of 2 us on a Zen 3 guest,
 /// most stored 70-85 GB/s and the fastest 95-100, the core's 32 B a cycle.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct L1Rates {
     /// Bytes per ns of the widest plain stores the CPU has (32 B AVX2
     /// `vmovdqa`, else 8 B `mov`): the store path's width, which the model's
     /// `cpu.store_bytes_per_cycle` is.
     pub store_bpns: f64,
-    pub store_how: &'static str,
+    pub store_how: String,
     /// Bytes per ns of 8 B `mov` stores ([`crate::micro::fill_mov8`]): with
     /// the clock, the scalar stores a cycle (`cpu.scalar_stores_per_cycle`).
     pub scalar_store_bpns: f64,
     pub load_bpns: f64,
-    pub load_how: &'static str,
+    pub load_how: String,
     /// ns per `rep stosb` call of each of [`STOSB_CALLS`] bytes, into the
     /// buffer's first page (no page crossed, no line missing).
     pub stosb_call_ns: [(usize, f64); 2],
@@ -211,7 +211,7 @@ impl L1Rates {
     /// The faster of two measurements, figure by figure: the highest
     /// rates and the shortest calls. A spell in which the host's other
     /// thread of the core was busy throughout slows every figure of it.
-    pub fn fastest(self, other: L1Rates) -> L1Rates {
+    pub fn fastest(self, other: &L1Rates) -> L1Rates {
         let call = |a: (usize, f64), b: (usize, f64)| (a.0, a.1.min(b.1));
         L1Rates {
             store_bpns: self.store_bpns.max(other.store_bpns),
@@ -315,10 +315,10 @@ pub fn l1_rates(timings: usize) -> Result<L1Rates, HwError> {
     };
     Ok(L1Rates {
         store_bpns,
-        store_how,
+        store_how: store_how.into(),
         scalar_store_bpns,
         load_bpns,
-        load_how,
+        load_how: load_how.into(),
         stosb_call_ns,
     })
 }
@@ -492,10 +492,10 @@ mod tests {
     fn spells_combine_to_the_fastest_of_each_figure() {
         let a = L1Rates {
             store_bpns: 95.0,
-            store_how: "avx2",
+            store_how: "avx2".into(),
             scalar_store_bpns: 32.4,
             load_bpns: 150.0,
-            load_how: "avx2",
+            load_how: "avx2".into(),
             stosb_call_ns: [(STOSB_CALLS[0], 40.0), (STOSB_CALLS[1], 90.0)],
         };
         let b = L1Rates {
@@ -503,9 +503,9 @@ mod tests {
             scalar_store_bpns: 50.2,
             load_bpns: 190.0,
             stosb_call_ns: [(STOSB_CALLS[0], 45.0), (STOSB_CALLS[1], 80.0)],
-            ..a
+            ..a.clone()
         };
-        let f = a.fastest(b);
+        let f = a.fastest(&b);
         assert_eq!(f.store_bpns, 95.0);
         assert_eq!(f.scalar_store_bpns, 50.2);
         assert_eq!(f.load_bpns, 190.0);
@@ -518,10 +518,10 @@ mod tests {
     fn rates(ns_1k: f64, ns_4k: f64) -> L1Rates {
         L1Rates {
             store_bpns: 0.0,
-            store_how: "",
+            store_how: String::new(),
             scalar_store_bpns: 0.0,
             load_bpns: 0.0,
-            load_how: "",
+            load_how: String::new(),
             stosb_call_ns: [(STOSB_CALLS[0], ns_1k), (STOSB_CALLS[1], ns_4k)],
         }
     }

@@ -22,7 +22,7 @@
 use crate::opts::{median, round3, stats, Opts};
 use crate::prim::{mov_clear, mov_copy, nt_clear, nt_copy, rep_stosb, sfence};
 use crate::reps::{repeat, switches, Samples};
-use crate::sys::{self, Backing, Mapping, SUBPAGE};
+use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::{config_err, host, HwError};
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -60,25 +60,98 @@ impl Effort {
     }
 }
 
+/// The largest buffer a row uses: the model's benchmark node holds no
+/// more, and a row's host and model figures are of the same buffer.
+pub const MAX_ROW_BYTES: u64 = vmsim_core::validate::NODE_BYTES;
+
+/// What bounds the DRAM rows' buffer below 4 x the LLC, when something does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DramCap {
+    /// The model's benchmark node ([`MAX_ROW_BYTES`]).
+    Node,
+    /// The host's available memory (three quarters of MemAvailable, less
+    /// room for the rest of the command).
+    HostMemory,
+}
+
 /// The host's sizes, in bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Sizes {
     pub l1: u64,
     pub l2: u64,
     pub llc: u64,
+    /// The DRAM rows' buffer: 4 x the LLC and at least 64 MiB
+    /// ([`Sizes::dram_wanted`]), within [`MAX_ROW_BYTES`] and the host's
+    /// memory.
     pub dram: u64,
+    pub dram_wanted: u64,
+    /// What made `dram` smaller than `dram_wanted` (None: nothing).
+    pub dram_cap: Option<DramCap>,
 }
 
 impl Sizes {
     pub fn detect() -> Sizes {
-        let kib = |l: u32| host::cache(l).map_or(0, |c| c.size_kib * 1024);
-        let llc = host::llc_bytes();
+        Sizes::of(&host::HostFacts::detect())
+    }
+
+    /// The sizes of host `h`.
+    pub fn of(h: &host::HostFacts) -> Sizes {
+        let llc = h.llc_bytes();
+        let wanted = (4 * llc).max(64 << 20);
+        let memory = h
+            .mem_available_bytes
+            .map(|a| (a / 4 * 3).saturating_sub(64 << 20) / HPAGE as u64 * HPAGE as u64);
+        let (dram, dram_cap) = match memory {
+            Some(m) if m < wanted.min(MAX_ROW_BYTES) => {
+                (m.max(HPAGE as u64), Some(DramCap::HostMemory))
+            }
+            _ if wanted > MAX_ROW_BYTES => (MAX_ROW_BYTES, Some(DramCap::Node)),
+            _ => (wanted, None),
+        };
         Sizes {
-            l1: kib(1),
-            l2: kib(2),
+            l1: h.cache_bytes(1),
+            l2: h.cache_bytes(2),
             llc,
-            dram: (4 * llc).max(64 << 20),
+            dram,
+            dram_wanted: wanted,
+            dram_cap,
         }
+    }
+
+    /// What a row on the DRAM buffer says of its size when it was capped.
+    pub fn dram_note(&self) -> Option<String> {
+        let why = match self.dram_cap? {
+            DramCap::Node => format!(
+                "the model's benchmark node holds {} MiB",
+                MAX_ROW_BYTES >> 20
+            ),
+            DramCap::HostMemory => {
+                "three quarters of the host's available memory allows no more".to_string()
+            }
+        };
+        Some(format!(
+            "buffer capped at {} MiB, {:.1} x the LLC: 4 x the LLC would be {} MiB and {why}",
+            self.dram >> 20,
+            self.dram as f64 / self.llc as f64,
+            self.dram_wanted >> 20
+        ))
+    }
+
+    /// What row `b` says of its size, if anything (a capped DRAM buffer).
+    pub fn note(&self, b: Bench) -> Option<String> {
+        let kib = match b {
+            Bench::Load { kib, .. }
+            | Bench::Fill { kib }
+            | Bench::Copy { kib }
+            | Bench::Update { kib }
+            | Bench::StringFill { kib }
+            | Bench::NtFill { kib }
+            | Bench::NtCopy { kib } => kib,
+            _ => return None,
+        };
+        (kib * 1024 == self.dram)
+            .then(|| self.dram_note())
+            .flatten()
     }
 
     /// Whether row `b` works inside the core's own caches (its buffer no
@@ -130,7 +203,7 @@ impl Sizes {
         let levels: Vec<u64> = [self.l1, self.l2, self.llc]
             .iter()
             .filter(|&&b| b >= 8 << 10)
-            .map(|b| b / 2 / 1024)
+            .map(|b| (b / 2).min(MAX_ROW_BYTES) / 1024)
             .collect();
         for &kib in &levels {
             out.push(Bench::Chase { kib });
@@ -163,14 +236,39 @@ impl Sizes {
 
 /// The CPUs the all-CPU row uses: every online CPU of a one-socket host,
 /// one socket's cores (CPUs 0..n) otherwise, as the model's row uses socket 0.
-pub fn all_cpus() -> u64 {
-    let (sockets, cores, threads) = host::topology();
-    let online = sys::online_cpus() as u64;
-    if sockets <= 1 {
+pub fn all_cpus(h: &host::HostFacts) -> u64 {
+    let online = h.online_cpus.max(1);
+    if h.sockets <= 1 {
         online
     } else {
-        (cores * threads).min(online)
+        (h.cores_per_socket * h.threads_per_core).clamp(1, online)
     }
+}
+
+/// A row and, when it is skipped, why.
+pub type PlannedRow = (Bench, Option<String>);
+
+/// The rows of host `h` against `preset`: each row with None, or with why
+/// the preset's benchmark machine cannot run it (a `bench` refusal: the
+/// row is skipped, not measured). A refusal of the machine itself is an
+/// error.
+pub fn plan(
+    h: &host::HostFacts,
+    preset: Option<&vmsim_core::config::Preset>,
+) -> Result<(Sizes, Vec<PlannedRow>), HwError> {
+    let sizes = Sizes::of(h);
+    let mut rows = Vec::new();
+    for b in sizes.benches(all_cpus(h)) {
+        let skip = match preset.map(|p| check(p, b)) {
+            Some(Err(vmsim_core::api::Error::Config { key, message })) if key == "bench" => Some(
+                format!("the preset's benchmark machine cannot run it: {message}"),
+            ),
+            Some(Err(e)) => return Err(preset_err(e)),
+            _ => None,
+        };
+        rows.push((b, skip));
+    }
+    Ok((sizes, rows))
 }
 
 // ---------------------------------------------------------------------------
@@ -791,15 +889,15 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             Some((path, p))
         }
     };
-    let sizes = Sizes::detect();
-    let cpus = all_cpus();
-    let benches = sizes.benches(cpus);
-    if let Some((_, p)) = &preset {
-        // Refused before minutes of measuring, not after.
-        for &b in &benches {
-            check(p, b).map_err(preset_err)?;
-        }
-    }
+    let facts = host::HostFacts::detect();
+    let cpus = all_cpus(&facts);
+    // Refused before minutes of measuring, not after.
+    let (sizes, planned) = plan(&facts, preset.as_ref().map(|(_, p)| p))?;
+    let benches: Vec<Bench> = planned
+        .iter()
+        .filter(|(_, skip)| skip.is_none())
+        .map(|(b, _)| *b)
+        .collect();
     let effort = Effort::new(quick, reps);
     let avx2 = std::is_x86_feature_detected!("avx2");
     crate::ctl::guard_memory("microbench", sizes.dram + SUBPAGE as u64 * 2)?;
@@ -838,8 +936,22 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
     .map_err(|_| HwError::Io("measurement thread panicked".into()))??;
     let (samples, pin_note) = measured;
 
-    let mut rows = Vec::with_capacity(benches.len());
-    for (&b, sm) in benches.iter().zip(&samples) {
+    let mut rows = Vec::with_capacity(planned.len());
+    let mut measured = benches.iter().zip(&samples);
+    for (b, skip) in &planned {
+        if let Some(why) = skip {
+            rows.push(json!({
+                "bench": b,
+                "description": row_name(*b),
+                "skipped": why,
+                "host": null,
+                "model": null,
+                "error": null,
+                "size_note": sizes.note(*b),
+            }));
+            continue;
+        }
+        let (&b, sm) = measured.next().expect("a sample for every measured row");
         let xs = &sm.xs;
         let fastest = sizes.in_core(b);
         let host = if fastest {
@@ -867,6 +979,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
             "model": model.map(round3),
             "error": error.map(|x| round3(x * 100.0) / 100.0),
             "host_method": describe_host(b, &sizes, avx2),
+            "size_note": sizes.note(b),
         }));
     }
     let table = format_table(preset.as_ref().map(|(path, _)| path.as_str()), &rows);
@@ -875,7 +988,8 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         "command": "microbench",
         "options": {"preset": preset.as_ref().map(|(p, _)| p), "quick": quick, "reps": reps},
         "sizes": {"l1_bytes": sizes.l1, "l2_bytes": sizes.l2, "llc_bytes": sizes.llc,
-                  "dram_bytes": sizes.dram, "all_cpus": cpus},
+                  "dram_bytes": sizes.dram, "dram_wanted_bytes": sizes.dram_wanted,
+                  "dram_note": sizes.dram_note(), "all_cpus": cpus},
         "method": {
             "host": "THP-backed buffers, pre-faulted; one untimed pass (or lap) first; per repetition enough passes for the stated bytes, timed with Instant; a repetition during which the measuring thread was switched out (getrusage RUSAGE_THREAD) is dropped and run again, up to 4 x reps attempts (host_reps_switched_out counts them); the median of the kept repetitions, except for rows inside the core's own caches (host_figure \"fastest\"): the fastest of in_core_reps timings of in_core_bytes_per_rep (or in_core_loads_per_rep loads), because what slows them on a shared host is another thread on the same physical core, busy for microseconds or minutes and only ever slowing; those timings run in rounds spread between the other rows",
             "in_core_reps": Effort::in_core(quick).reps,
@@ -906,6 +1020,16 @@ pub fn format_table(preset: Option<&str>, rows: &[Value]) -> String {
     );
     for r in rows {
         let num = |k: &str| r[k].as_f64();
+        if let Some(why) = r["skipped"].as_str() {
+            out.push_str(&format!(
+                "  {:<46} {:>10} {:>10} {:>8}\n    skipped: {why}\n",
+                r["description"].as_str().unwrap_or(""),
+                "-",
+                "-",
+                "-"
+            ));
+            continue;
+        }
         let model = num("model").map_or("-".into(), |m| format!("{m:.2}"));
         let error = num("error").map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e));
         let spoilt = r["host_clean"] == Value::Bool(false);
@@ -922,6 +1046,14 @@ pub fn format_table(preset: Option<&str>, rows: &[Value]) -> String {
             model,
             error
         ));
+    }
+    let mut notes: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["size_note"].as_str())
+        .collect();
+    notes.dedup();
+    for n in notes {
+        out.push_str(&format!("  the DRAM rows' {n}\n"));
     }
     if rows.iter().any(|r| r["host_clean"] == Value::Bool(false)) {
         out.push_str("  * every repetition was switched out: a low bandwidth or a high latency\n");
@@ -953,6 +1085,8 @@ mod tests {
             l2: 512 << 10,
             llc: 32 << 20,
             dram: 128 << 20,
+            dram_wanted: 128 << 20,
+            dram_cap: None,
         };
         let list = sizes.benches(2);
         let steps = schedule(&list, &sizes, false);
@@ -1131,6 +1265,8 @@ mod tests {
             l2: 1 << 20,
             llc: 32 << 20,
             dram: 128 << 20,
+            dram_wanted: 128 << 20,
+            dram_cap: None,
         };
         let b = s.benches(2);
         assert!(b.contains(&Bench::Chase { kib: 16 }));

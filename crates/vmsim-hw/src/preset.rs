@@ -3,7 +3,7 @@
 //! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
 
 use crate::calibrate::{l1_timings, Raw};
-use crate::host::{self, CacheLevel};
+use crate::host::{CacheLevel, HostFacts};
 use crate::measure::{L1_BYTES, L1_PASSES, STOSB_CALLS};
 use crate::opts::round3;
 use serde_json::{json, Map, Value};
@@ -37,11 +37,28 @@ struct W {
     out: String,
     stamp: String,
     host: String,
+    /// The section being written.
+    section: String,
+    /// Measurements written as something else, each `{key, measured,
+    /// written, reason}` (`derived.clamped`).
+    clamped: Vec<Value>,
 }
 
 impl W {
     fn section(&mut self, name: &str) {
         self.out.push_str(&format!("\n[{name}]\n"));
+        self.section = name.to_string();
+    }
+    /// Notes that `key` of this section, measured (or defaulted) as `found`,
+    /// is written as `written` for `reason`, a bound of the preset; the
+    /// key's source says the same.
+    fn clamp(&mut self, key: &str, found: f64, written: Value, reason: &str) {
+        self.clamped.push(json!({
+            "key": format!("{}.{key}", self.section),
+            "found": round3(found),
+            "written": written,
+            "reason": reason,
+        }));
     }
     fn leaf(&mut self, key: &str, v: Val, source: String) {
         self.out.push_str(&format!(
@@ -59,6 +76,29 @@ impl W {
             Val::F(little_hold_ns(gbps, dram_ns)),
             &format!("fill_buffers ({FILL_BUFFERS}, a default) x 64 B / {rate}"),
         );
+    }
+    /// A cache level's size and ways: read from sysfs, or the default that
+    /// `c` carries where sysfs reports no such level (`known` false).
+    fn geometry(&mut self, c: &CacheLevel, known: bool, sysfs: &str) {
+        if known {
+            self.read(
+                "size_kib",
+                Val::I(c.size_kib as i64),
+                &format!("{sysfs}/index*/size"),
+            );
+            self.read(
+                "ways",
+                Val::I(c.ways as i64),
+                &format!("{sysfs}/index*/ways_of_associativity"),
+            );
+        } else {
+            let note = format!(
+                "sysfs reports no level-{} data cache with a size and ways on this host",
+                c.level
+            );
+            self.default("size_kib", Val::I(c.size_kib as i64), &note);
+            self.default("ways", Val::I(c.ways as i64), &note);
+        }
     }
     fn measured(&mut self, key: &str, v: Val, method: &str) {
         let s = format!(
@@ -137,66 +177,6 @@ fn plateau_floor(chase: &[(usize, f64)], lo: u64, hi: u64) -> Option<f64> {
     in_window(chase, lo, hi).into_iter().reduce(f64::min)
 }
 
-/// AMD extended cpuid TLB geometry: (l1 4k, l1 2m, l1 1g, l2 4k, l2 2m) as (entries, ways).
-type Tlb = [(u32, u32); 5];
-
-/// Whether the host's CPU is AMD's (or Hygon's, the same cores): the
-/// defaults "chosen by vendor" follow it.
-fn amd_vendor() -> bool {
-    let v = core::arch::x86_64::__cpuid(0);
-    let vendor: Vec<u8> = [v.ebx, v.edx, v.ecx]
-        .iter()
-        .flat_map(|r| r.to_le_bytes())
-        .collect();
-    vendor == b"AuthenticAMD" || vendor == b"HygonGenuine"
-}
-
-fn amd_tlb() -> Option<Tlb> {
-    use core::arch::x86_64::__cpuid;
-    // Leaves are checked against the maximum before use.
-    {
-        if !amd_vendor() {
-            return None;
-        }
-        let max = __cpuid(0x8000_0000).eax;
-        if max < 0x8000_0006 {
-            return None;
-        }
-        let l1 = __cpuid(0x8000_0005);
-        let l2 = __cpuid(0x8000_0006);
-        // L1 fields: ways are a plain count, 0xff = fully associative.
-        let l1f = |r: u32| {
-            let e = (r >> 16) & 0xff;
-            let w = r >> 24;
-            (e, if w == 0xff { e } else { w })
-        };
-        // L2 and 1 GiB fields use the encoded associativity of cpuid 0x80000006.
-        let l2f = |r: u32| {
-            let e = (r >> 16) & 0xfff;
-            let w = match r >> 28 {
-                0 => 0,
-                x @ 1..=4 => x,
-                5 => 6,
-                6 => 8,
-                8 => 16,
-                0xa => 32,
-                0xb => 48,
-                0xc => 64,
-                0xd => 96,
-                0xe => 128,
-                _ => e,
-            };
-            (e, w)
-        };
-        let g1 = if max >= 0x8000_0019 {
-            l2f(__cpuid(0x8000_0019).eax)
-        } else {
-            (0, 0)
-        };
-        Some([l1f(l1.ebx), l1f(l1.eax), g1, l2f(l2.ebx), l2f(l2.eax)])
-    }
-}
-
 /// The smallest probed size (KiB) from which on every larger size's tail
 /// touch is over 3x the hottest: a string store bypasses the cache from a
 /// size on, so one slow probe below hot ones (a timer tick, a co-runner) is
@@ -213,7 +193,7 @@ fn bypass_kib(touch: &[(usize, f64)], hot: f64) -> Option<i64> {
 /// bandwidth `gbps` of unread full lines back through the fill buffers;
 /// never above the read latency, which the preset's bound requires.
 fn little_hold_ns(gbps: f64, dram_ns: Option<f64>) -> f64 {
-    let hold = ((FILL_BUFFERS * 64) as f64 / gbps).min(dram_ns.unwrap_or(90.0));
+    let hold = ((FILL_BUFFERS * 64) as f64 / gbps).min(dram_ns.unwrap_or(DEFAULT_LOCAL_NS));
     (hold * 10.0).round().max(1.0) / 10.0
 }
 
@@ -454,28 +434,47 @@ fn fill_path(gbps: f64, ghz: f64) -> Option<Val> {
     (bpc.is_finite() && bpc > 0.0).then(|| Val::F(bpc.clamp(0.0625, 64.0)))
 }
 
+/// `memory.local_latency_ns` where no chase reached DRAM (not measured).
+const DEFAULT_LOCAL_NS: f64 = 90.0;
+
 /// The fill buffers a calibrated preset assumes (not measured).
 const FILL_BUFFERS: u64 = 16;
 
-pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
-    let hostname = host::hostname();
+/// The preset of a calibration: `r` measured on host `h`, stamped `stamp`
+/// (UTC). Pure: the same record renders the same text.
+pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String, Value) {
+    let hostname = h.hostname.clone();
+    let amd = h.amd();
     let mut w = W {
         out: String::new(),
-        stamp: utc_now(),
+        stamp: stamp.to_string(),
         host: hostname.clone(),
+        section: String::new(),
+        clamped: Vec::new(),
     };
     let ghz = r.core_ghz;
     let cyc = |ns: f64| Val::I((ns * ghz).round() as i64);
-    let model = host::cpuinfo("model name").unwrap_or_else(|| "unknown".into());
-    let caches = host::caches();
-    let lvl = |l: u32| {
-        caches
-            .iter()
-            .find(|c| c.level == l)
-            .cloned()
-            .unwrap_or_default()
+    // A latency in cycles: at least one, which the preset requires.
+    let lat = |ns: f64| Val::I(((ns * ghz).round() as i64).max(1));
+    let model = h.cpu_model.clone();
+    // A level sysfs does not report (some guests show no L3) takes a
+    // default geometry, which its keys say.
+    let lvl = |l: u32, kib: u64, ways: u64| match h.cache(l) {
+        Some(c) if c.size_kib > 0 && c.ways > 0 => (c.clone(), true),
+        _ => (
+            CacheLevel {
+                level: l,
+                kind: "Unified".into(),
+                size_kib: kib,
+                ways,
+                line: 64,
+                shared_cpu_list: String::new(),
+            },
+            false,
+        ),
     };
-    let (l1, l2, l3): (CacheLevel, CacheLevel, CacheLevel) = (lvl(1), lvl(2), lvl(3));
+    let ((l1, l1_known), (l2, l2_known), (l3, l3_known)) =
+        (lvl(1, 32, 8), lvl(2, 1024, 16), lvl(3, 32 << 10, 16));
     let kib = |c: &CacheLevel| c.size_kib;
     let quick_note = if r.quick {
         "quick run: sweep too small for this level"
@@ -489,7 +488,8 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     // buffer, but a guest's chase does past the reach of the host's
     // translations (second-level walks the guest's THP cannot spare it),
     // which the model's TLB does not charge.
-    let dram_ns = plateau_floor(&r.chase, 8 * kib(&l3) * 1024 - 1, u64::MAX);
+    let dram_ns = plateau_floor(&r.chase, (8 * kib(&l3) * 1024).max(1) - 1, u64::MAX);
+    let local_latency_ns = dram_ns.unwrap_or(DEFAULT_LOCAL_NS);
     // How many short repetitions an in-core figure took, in this mode.
     let in_core_reps = crate::micro::Effort::in_core(r.quick).reps;
     let level_load = level_load(in_core_reps);
@@ -505,7 +505,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.out.push_str(&format!("description = {}\n", qs(&desc)));
 
-    let (sockets, cores, threads) = host::topology();
+    let (sockets, cores, threads) = (h.sockets, h.cores_per_socket, h.threads_per_core);
     w.section("cpu");
     w.out.push_str(&format!("model = {}\n", qs(&model)));
     w.measured(
@@ -557,24 +557,15 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         &format!("{} over an L1-resident 16 KiB buffer, bytes / measured core cycles ({:.1}), the fastest of {} timings of {} passes during which the thread was not switched out, in {spells} spells apart in the calibration (a lower bound if the core has wider loads); {PATH_WIDTH}", r.l1.load_how, r.l1.load_bpns / ghz, l1_timings(r.quick), L1_PASSES));
     w.default(
         "perf_cache_events",
-        Val::S(if amd_vendor() { "l2" } else { "llc" }),
+        Val::S(if amd { "l2" } else { "llc" }),
         "chosen by vendor: Linux maps perf's cache-references/cache-misses to the L2 on AMD Zen, to the LLC on Intel",
     );
 
     w.section("l1d");
-    w.read(
-        "size_kib",
-        Val::I(kib(&l1) as i64),
-        &format!("{sysfs}/index*/size"),
-    );
-    w.read(
-        "ways",
-        Val::I(l1.ways as i64),
-        &format!("{sysfs}/index*/ways_of_associativity"),
-    );
+    w.geometry(&l1, l1_known, sysfs);
     w.either(
         "latency_cycles",
-        l1_ns.map(cyc),
+        l1_ns.map(lat),
         chase_m,
         Val::I(4),
         quick_note,
@@ -582,19 +573,10 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     w.default("replacement", Val::S("tree-plru"), "");
     w.default("fill_buffers", Val::I(FILL_BUFFERS as i64), "");
     w.section("l2");
-    w.read(
-        "size_kib",
-        Val::I(kib(&l2) as i64),
-        &format!("{sysfs}/index*/size"),
-    );
-    w.read(
-        "ways",
-        Val::I(l2.ways as i64),
-        &format!("{sysfs}/index*/ways_of_associativity"),
-    );
+    w.geometry(&l2, l2_known, sysfs);
     w.either(
         "latency_cycles",
-        l2_ns.map(cyc),
+        l2_ns.map(lat),
         chase_m,
         Val::I(14),
         quick_note,
@@ -625,22 +607,13 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "writebacks_share_sustained",
-        Val::B(!amd_vendor()),
+        Val::B(!amd),
         WRITEBACKS_BY_VENDOR,
     );
-    let amd = amd_tlb();
+    let amd_tlb = h.amd_tlb;
     w.section("llc");
-    w.read(
-        "size_kib",
-        Val::I(kib(&l3) as i64),
-        &format!("{sysfs}/index*/size"),
-    );
-    w.read(
-        "ways",
-        Val::I(l3.ways as i64),
-        &format!("{sysfs}/index*/ways_of_associativity"),
-    );
-    w.either("latency_cycles", llc_ns.map(cyc),
+    w.geometry(&l3, l3_known, sysfs);
+    w.either("latency_cycles", llc_ns.map(lat),
         "random cyclic pointer chase (THP-backed), lowest latency among sweep sizes above L2 up to LLC/2 (sizes from sysfs; the LLC share this core gets may be smaller), ns x measured core clock",
         Val::I(50), quick_note);
     w.either(
@@ -655,25 +628,18 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     );
     w.default(
         "writebacks_share_sustained",
-        Val::B(!amd_vendor()),
+        Val::B(!amd),
         WRITEBACKS_BY_VENDOR,
     );
     w.default("replacement", Val::S("srrip"), "");
     w.default(
         "inclusive",
-        Val::B(!amd_vendor()),
+        Val::B(!amd),
         "AMD L3s are victim caches (non-inclusive), older Intel LLCs inclusive; chosen by vendor",
     );
-    let llc_sets: std::collections::BTreeSet<String> = (0..crate::sys::online_cpus())
-        .filter_map(|c| {
-            crate::sys::read_trim(&format!(
-                "/sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_list"
-            ))
-        })
-        .collect();
     w.read(
         "instances_per_socket",
-        Val::I((llc_sets.len().max(1) as u64 / sockets.max(1)).max(1) as i64),
+        Val::I((h.llc_instances.max(1) / sockets.max(1)).max(1) as i64),
         "/sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list",
     );
 
@@ -681,15 +647,15 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     let walk = r
         .walk_extra
         .map(|(_, ns)| (ns.max(0.0) * ghz).round() as i64);
-    let cpuid = if host::has_flag("hypervisor") {
+    let cpuid = if h.has_flag("hypervisor") {
         "cpuid 0x80000005/0x80000006/0x80000019 (data TLB) as the hypervisor presents it"
     } else {
         "cpuid 0x80000005/0x80000006/0x80000019 (data TLB)"
     };
     let tlb_keys = [("l1_4k", 0, 64, 8), ("l1_2m", 1, 32, 4), ("l1_1g", 2, 4, 4)];
     for (k, i, de, dw) in tlb_keys {
-        match amd {
-            Some(t) if t[i].0 > 0 => {
+        match amd_tlb {
+            Some(t) if t[i].0 > 0 && (1..=t[i].0).contains(&t[i].1) => {
                 w.read(&format!("{k}_entries"), Val::I(t[i].0 as i64), cpuid);
                 w.read(&format!("{k}_ways"), Val::I(t[i].1 as i64), cpuid);
             }
@@ -699,8 +665,8 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
             }
         }
     }
-    match amd {
-        Some(t) if t[3].0 > 0 => {
+    match amd_tlb {
+        Some(t) if t[3].0 > 0 && (1..=t[3].0).contains(&t[3].1) => {
             w.read("stlb_entries", Val::I(t[3].0 as i64), cpuid);
             w.read("stlb_ways", Val::I(t[3].1 as i64), cpuid);
             w.read("stlb_holds_2m", Val::B(t[4].0 > 0), cpuid);
@@ -713,18 +679,18 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     }
     w.default(
         "stlb_holds_pde",
-        Val::B(amd_vendor()),
+        Val::B(amd),
         "chosen by vendor: AMD's L2 TLB holds page-directory entries for walks (Software Optimization Guide, Family 17h Model 30h), Intel keeps upper-level entries in paging-structure caches of unpublished size (taken as always hit); not measured on this host",
     );
     w.default("stlb_latency_cycles", Val::I(7), "");
     w.either("walk_cycles", walk.map(Val::I),
         "what 4 KiB pages add to a dependent load over THP on the largest sweep buffer (TLB miss + walk as a pointer chase sees it): the median over repetitions that each chase a THP-backed buffer and then one on 4 KiB pages and take the difference, x measured core clock",
         Val::I(30), quick_note);
-    let invlpgb = host::has_flag("invlpgb");
+    let invlpgb = h.has_flag("invlpgb");
     w.read("invlpgb", Val::B(invlpgb), "/proc/cpuinfo flags");
 
     w.section("memory");
-    let nodes = host::numa_nodes();
+    let nodes = h.numa_nodes;
     w.read(
         "nodes_per_socket",
         Val::I((nodes / sockets.max(1)).max(1) as i64),
@@ -736,17 +702,32 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "not visible from inside the host",
     );
     w.default("dram_mts", Val::I(4800), "not visible from inside the host");
-    w.default(
-        "peak_bandwidth_gbs",
-        Val::F(307.2),
-        "8 channels x 4800 MT/s x 8 B, from the defaults above",
-    );
     // What the node was seen to move, each a lower bound for what it
     // sustains: every CPU of the socket loading at once (its share per
     // node), one core's read, and one core's non-temporal stores (writes the
     // model's DRAM calendar counts as it counts reads). The highest.
     let node_share = r.all_cpu_load_gbps / (nodes / sockets.max(1)).max(1) as f64;
     let (sustained, why) = sustained_bandwidth(node_share, r.read_gbps, r.nt_gbps, r.store_gbps);
+    // The preset takes no sustained rate above the peak: a node seen to move
+    // more than the defaults' peak has a peak of at least that.
+    let peak_default = 307.2;
+    let sustained = (sustained * 1000.0).round() / 1000.0;
+    if sustained > peak_default {
+        let peak = (sustained * 10.0).ceil() / 10.0;
+        let why = format!("the node was seen to move {sustained:.1} GB/s (memory.sustained_bandwidth_gbs), more than the defaults' 307.2 GB/s (8 channels x 4800 MT/s x 8 B), and the preset takes no sustained rate above the peak");
+        w.clamp("peak_bandwidth_gbs", peak_default, json!(peak), &why);
+        w.default(
+            "peak_bandwidth_gbs",
+            Val::F(peak),
+            &format!("raised to the sustained rate: {why}"),
+        );
+    } else {
+        w.default(
+            "peak_bandwidth_gbs",
+            Val::F(peak_default),
+            "8 channels x 4800 MT/s x 8 B, from the defaults above",
+        );
+    }
     let seen = format!(
         "{} CPUs of socket 0 loading at once {:.2} GB/s (each its own share of {} MiB, 32 B loads where AVX2 exists, the slowest thread's time, the highest of the clean repetitions: raw.all_cpu_load_gbps{}), one core's read {:.2} GB/s (raw.read_gbps), one core's non-temporal stores {:.2} GB/s (raw.store_nontemporal_gbps, {}), one core's rep stosb {:.2} GB/s (raw.store_rep_stosb_gbps, bytes written)",
         r.all_cpus,
@@ -762,16 +743,25 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "sustained_bandwidth_gbs",
         Val::F(sustained),
         &format!(
-            "the highest of what the node was seen to move over {} MiB (4x LLC) in this calibration, each a lower bound for what it sustains: {seen}; this is the {why}. A lower bound for the node where more CPUs would move more",
+            "the highest of what the node was seen to move over {} MiB (the bandwidth buffer: 4x LLC, at least 64 MiB, within what memory allows) in this calibration, each a lower bound for what it sustains: {seen}; this is the {why}. A lower bound for the node where more CPUs would move more",
             r.bw_bytes >> 20
         ),
     );
+    let no_dram_note = if r.quick {
+        quick_note.to_string()
+    } else {
+        format!(
+            "no chase size reached 8x the LLC ({} MiB; the largest chased was {} MiB): the chase never left the cache",
+            8 * kib(&l3) / 1024,
+            r.chase.last().map_or(0, |c| c.0 >> 20)
+        )
+    };
     w.either(
         "local_latency_ns",
         dram_ns.map(Val::F),
         "random pointer chase over buffers >= 8x LLC, THP-backed, each size the lowest of its clean repetitions, the lowest of the sizes (under a hypervisor the chase slows as the buffer outgrows the reach of the host's translations: memory's own latency is the lowest)",
-        Val::F(90.0),
-        quick_note,
+        Val::F(DEFAULT_LOCAL_NS),
+        &no_dram_note,
     );
     let remote_note = if nodes == 1 {
         "single NUMA node on this host: no remote memory to measure"
@@ -795,22 +785,14 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     } else {
         w.default(
             "posted_write_ns",
-            Val::F((dram_ns.unwrap_or(90.0) - 28.0).max(1.0)),
+            Val::F((local_latency_ns - 28.0).max(1.0)),
             "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM): no non-temporal bandwidth was measured",
         );
     }
 
     w.section("string");
-    w.read(
-        "erms",
-        Val::B(host::has_flag("erms")),
-        "/proc/cpuinfo flags",
-    );
-    w.read(
-        "fsrm",
-        Val::B(host::has_flag("fsrm")),
-        "/proc/cpuinfo flags",
-    );
+    w.read("erms", Val::B(h.has_flag("erms")), "/proc/cpuinfo flags");
+    w.read("fsrm", Val::B(h.has_flag("fsrm")), "/proc/cpuinfo flags");
     match r.l1.stosb_startup() {
         Some((ns, rate)) => w.measured(
             "startup_cycles",
@@ -834,13 +816,13 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     }
     w.default(
         "drain_at_boundary",
-        Val::B(!amd_vendor()),
+        Val::B(!amd),
         "chosen by vendor: on Intel a string instruction's stores wait for the previous one's to complete (Intel SDM Vol. 3A 8.2.4.1); on a Zen 4 host 4 KiB rep stosb calls cleared DRAM as fast as 64 KiB to 28 MiB calls (vmsim hw store-sweep, docs/hw.md), so not on AMD",
     );
     w.default(
         "no_rfo_full_lines",
-        Val::B(host::has_flag("erms") && !amd_vendor()),
-        if amd_vendor() {
+        Val::B(h.has_flag("erms") && !amd),
+        if amd {
             "chosen by vendor: on AMD a rep stosb line below the bypass is read for ownership (EPYC 7J13 perf stat: about one L1 miss per line written, Arora, LKML 2025-06-16), and on a Zen 4 host its descending page order costs what a mov loop's does (vmsim hw store-sweep, docs/hw.md): the prefetcher follows it as it follows reads"
         } else {
             "assumed with ERMS, as Intel's optimisation manual describes fast strings (an ownership request without a read for each whole line)"
@@ -935,7 +917,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     }
     w.read(
         "clzero",
-        Val::B(host::has_flag("clzero")),
+        Val::B(h.has_flag("clzero")),
         "/proc/cpuinfo flags",
     );
     if r.clzero_gbps > 0.0 {
@@ -960,17 +942,28 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     match r.sfence_drain_ns {
         Some(ns) if ns >= 0.5 => {
             // The key takes at most the local latency (a fence waits for an
-            // acknowledgement, not for more than a round trip).
-            let cap = dram_ns.unwrap_or(f64::INFINITY);
+            // acknowledgement, not for more than a round trip), the measured
+            // one or, where none was measured, the preset's default.
+            let cap = local_latency_ns;
+            let written = (ns.min(cap) * 10.0).round() / 10.0;
+            let capped = if ns > cap {
+                let why = format!(
+                    "the preset accepts at most memory.local_latency_ns ({cap:.1} ns, {}): a fence waits for an acknowledgement, not for more than a round trip",
+                    if dram_ns.is_some() { "measured" } else { "a default: no DRAM latency was measured" }
+                );
+                w.clamp("sfence_drain_ns", ns, json!(written), &why);
+                format!("; written as {written:.1} ns: {why}")
+            } else {
+                String::new()
+            };
             w.measured(
                 "sfence_drain_ns",
-                Val::F((ns.min(cap) * 10.0).round() / 10.0),
+                Val::F(written),
                 &format!(
-                    "the buffer of {} MiB cleared in 4 KiB calls of {} non-temporal stores with an sfence after each call and with one at the end only, back to back, {} pairs (switched-out ones run again): the fenced pass took {ns:.1} ns more per call (raw.sfence_drain_ns, the median of the pairs{}). With every buffer free after a fence, a call's lines leave their buffers as the unfenced stream's do, so the fence's own wait after the last of them is that difference",
+                    "the buffer of {} MiB cleared in 4 KiB calls of {} non-temporal stores with an sfence after each call and with one at the end only, back to back, {} pairs (switched-out ones run again): the fenced pass took {ns:.1} ns more per call (raw.sfence_drain_ns, the median of the pairs{capped}). With every buffer free after a fence, a call's lines leave their buffers as the unfenced stream's do, so the fence's own wait after the last of them is that difference",
                     r.bw_bytes >> 20,
                     r.sfence_drain_how,
                     crate::calibrate::SFENCE_PAIRS,
-                    if ns > cap { format!("; capped at the DRAM latency, {cap:.1} ns") } else { String::new() }
                 ),
             );
         }
@@ -1029,7 +1022,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         ),
         _ => w.default(
         "l2_cross_page",
-        Val::B(amd_vendor()),
+        Val::B(amd),
         "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
         ),
     }
@@ -1047,7 +1040,7 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
     // (EPT/NPT) for memory the host has not backed yet: that is no part of the
     // guest kernel's fault handler, so the handler costs are left at their
     // defaults there and the first-touch times are only reported (derived).
-    let guest = host::has_flag("hypervisor");
+    let guest = h.has_flag("hypervisor");
     let vm_note = "running under a hypervisor: first-touch times include the host's second-level fault, so they are reported under derived.first_touch_* and not used as the guest's handler cost";
     let handler = ((r.fault4k_ns - r.clear4k_ns) * ghz - exc - alloc).max(0.0);
     if guest {
@@ -1137,7 +1130,8 @@ pub(crate) fn render(name: &str, r: &Raw) -> (String, Value) {
         "thp_fault_handler_cycles".into(),
         json!(thp_ok.then(|| round3(thp_handler))),
     );
-    derived.insert("amd_tlb_cpuid".into(), json!(amd.map(|t| t.to_vec())));
+    derived.insert("amd_tlb_cpuid".into(), json!(amd_tlb.map(|t| t.to_vec())));
+    derived.insert("clamped".into(), Value::Array(w.clamped));
     (w.out, Value::Object(derived))
 }
 

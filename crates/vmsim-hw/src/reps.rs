@@ -119,14 +119,18 @@ fn repeat_counted(
 /// What the kept repetitions of a quantity say: their number, how many
 /// were dropped, their range and median, and the spread `max / min - 1`
 /// (0 when they agree; 0.1 when the largest is 10% above the smallest).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     pub n: usize,
     pub switched: usize,
     pub clean: bool,
+    #[serde(with = "crate::record::nan")]
     pub min: f64,
+    #[serde(with = "crate::record::nan")]
     pub median: f64,
+    #[serde(with = "crate::record::nan")]
     pub max: f64,
+    #[serde(with = "crate::record::nan")]
     pub spread: f64,
 }
 

@@ -63,7 +63,7 @@ macro_rules! sizes {
 sizes!(16 20 24 28 32 36 40 44 48 52 56 60 64 68 72 76 80 84 88 92 96 100 104 108 112 116 120 124 128);
 
 /// What the probe found.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StoreQueueProbe {
     /// ns per iteration for each `n`: the median of the rounds.
     pub ns: Vec<(u64, f64)>,
