@@ -4,6 +4,7 @@
 #   make bench  simulator-speed benchmarks
 #   make clean  remove the virtualenv and build products
 #   make fuzz   seeded fuzzing of every input (N=100000 SEED=0), outside make test
+#   make ledger the baselines against the old kernels' figures (docs/validation.md)
 #
 # Set-up is a Python virtualenv in $(VENV) holding the package, built by
 # maturin (installed as editable: Python sources are used in place; the
@@ -25,7 +26,7 @@ BUILD_INPUTS := Cargo.toml pyproject.toml $(wildcard Cargo.lock) \
 	$(shell find crates machines experiments -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null) \
 	tools/pgo/profile $(wildcard tools/pgo/train/*.toml bench/prof/*.toml)
 
-.PHONY: run test lint test-rust test-python bench setup clean fuzz
+.PHONY: run test lint test-rust test-python bench setup clean fuzz ledger
 
 run: $(STAMP)
 	$(BIN)/vmsim compare clear-target-last
@@ -87,3 +88,9 @@ N    ?= 10000
 SEED ?= 0
 fuzz: $(STAMP)
 	$(BIN)/python tools/fuzz.py -n $(N) --seed $(SEED)
+
+# The ledger (docs/validation.md, "The ledger"): the five experiments at
+# their default scales, through the result cache, into docs/ledger.json,
+# docs/validation.md and README's trust table.
+ledger: $(STAMP)
+	$(BIN)/vmsim ledger --write

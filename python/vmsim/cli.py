@@ -335,6 +335,10 @@ def cmd_compare(args) -> int:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
         _note(note)
+        from .ledger import regime_notes
+
+        for line in regime_notes(result):
+            _note(line)
         return 0
     with _dask.engine(args) as executor:
         doc = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
@@ -410,6 +414,22 @@ def cmd_validate(args) -> int:
     _check_out(args.json)
     result = validate_model(args.machine)
     _emit(result, result["table"], args.json)
+    return 0
+
+
+def cmd_ledger(args) -> int:
+    from . import ledger as _ledger
+
+    _check_out(args.json)
+    if args.from_dir:
+        results = _ledger.load_results(args.from_dir)
+    else:
+        say = None if args.quiet else (lambda exp: sys.stderr.write(f"{PROG}: ledger: {exp}\n"))
+        results = _ledger.run_experiments(threads=args.threads, progress=say)
+    led = _ledger.ledger(results, _ledger.fingerprint())
+    if args.write:
+        _ledger.write_docs(led)
+    _emit(led, _ledger.format_markdown(led), args.json)
     return 0
 
 
@@ -691,6 +711,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "built-in preset, measured against that preset's published figures")
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("ledger", parents=[common],
+                       help="each experiment's baseline in absolute terms beside the old kernel's, its change "
+                            "in terms, and the regime of each run (docs/validation.md)")
+    p.add_argument("--from", dest="from_dir", metavar="DIR",
+                   help="take the experiments' results from DIR/<experiment>.json (vmsim compare --json) "
+                        "instead of running them")
+    p.add_argument("--threads", type=int, metavar="N", help="host threads for the compares (default: one per CPU)")
+    p.add_argument("--write", action="store_true",
+                   help="write docs/ledger.json, the ledger's section of docs/validation.md and README's "
+                        "trust table (make ledger)")
+    p.add_argument("--json", metavar="OUT", help="also write the ledger as JSON to OUT ('-' for stdout only)")
+    p.set_defaults(func=cmd_ledger)
 
     p = sub.add_parser("sweep", parents=[common, named], help="run a config over a grid of values (process pool)")
     p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")

@@ -426,7 +426,12 @@ def test_a_scale_below_the_quick_scale_is_noted(capsys):
     assert len(capsys.readouterr().err.splitlines()) == 1
     assert cli.main(["compare", "-q", "clear-target-last", "--scale", "1/16", "--set", "workload.nr_task=2"]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("vmsim: note: 1/16 is below clear-target-last's quick scale 1/2") and len(err.splitlines()) == 1
+    # And that two tasks of 2 MiB map less than the LLC, where the real run's
+    # tasks mapped a thousand times more (the ledger's regime).
+    first, regime = err.splitlines()
+    assert first.startswith("vmsim: note: 1/16 is below clear-target-last's quick scale 1/2")
+    assert regime == ("vmsim: note: regime: clear-target-last: the memory mapped by the tasks (4 MiB) is 0.044 x the "
+                      "LLC (90 MiB), where the real run's was 1.46e+03 x its LLC: they lie on different sides of it")
 
 
 def test_spinlocks_from_python_report_lock_stat_and_refuse_unknown_names():

@@ -1,0 +1,742 @@
+"""The ledger: each built-in experiment's baseline arm in absolute terms,
+beside what the old kernel measured, each headline change split into its
+terms, and the regime each run is in beside the real run's.
+
+A percentage between two arms can come out right from a baseline that is
+several times too fast. The ledger says which absolute term is off, so a
+change to the model is judged by the term it was meant to fix.
+
+- ``FIGURES``: every figure the baseline kernels' measurements give
+  (their sources quoted), with the model's figure from the baseline arm
+  of ``vmsim compare`` at the experiment's default scale, or the reason the
+  model has none. ``klass`` is ``check`` unless a preset value was set to
+  make the row agree (``calibrated: KEY``), which then is no check.
+- ``TERMS``: per experiment, the quantities its change moves (per page, per
+  byte, per 4 KiB cleared, per migrated page), baseline and variant.
+- ``REGIMES``: per experiment and case, the memory in play against the
+  LLC, the per-task footprint against the LLC share per thread, and the
+  same for the real run.
+- ``fingerprint()``: hashes of the metrics of a few short runs
+  (``FINGERPRINT_CONFIGS``); the committed ledger (docs/ledger.json) holds
+  the fingerprint it was made at, and a test fails when the model moved
+  and the ledger was not made again (``make ledger``).
+
+The ledger is computed from ``vmsim compare`` results (JSON, as
+``--json`` writes them); ``build`` runs them, through the result cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+EXPERIMENTS = ("clear-target-last", "copy-target-last", "batched-tlb-flush", "numa-delay-map", "multipage-clear")
+
+Arm = Mapping[str, Any]
+
+
+@dataclass
+class Ctx:
+    """What a figure needs beside the arm's metrics: the case's config and
+    machine, and the factor from simulated to real memory."""
+
+    config: Mapping[str, Any]
+    machine: Mapping[str, Any]
+    scale: float
+    real_ratio: Optional[float] = None
+    #: The experiment's whole result, for a figure that sets two cases apart.
+    result: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Figure:
+    experiment: str
+    case: Optional[str]
+    name: str
+    unit: str
+    published: float
+    source: str
+    model: Optional[Callable[[Arm, Ctx], float]] = None
+    how: str = ""
+    why_none: str = ""
+    klass: str = "check"
+    #: The figure as its source writes it, where not as `published` prints.
+    quoted: str = ""
+
+
+@dataclass
+class Term:
+    name: str
+    unit: str
+    value: Callable[[Arm, Ctx], float]
+    how: str
+
+
+def _pages_read(a: Arm, c: Ctx) -> float:
+    """lru-file-mmap-read's file pages, each read (and so reclaimed) once:
+    the published per-page figures' denominator (BASELINES.md)."""
+    w = c.config["workload"]
+    return w["file_size"] * w["nr_task"] / 4096
+
+
+def _reclaimed(a: Arm, c: Ctx) -> float:
+    return a["pgsteal_kswapd"] + a["pgsteal_direct"]
+
+
+def _interrupts_per_s(a: Arm, c: Ctx) -> float:
+    """IPIs received and timer ticks per second of elapsed time: vmstat's
+    `in` counts both (the model has no device interrupts)."""
+    cnt = a["counters"]
+    return (cnt["cpu"]["ipis_received"] + cnt["sched"]["nr_ticks"]) / a["elapsed_s"]
+
+
+def _fn(a: Arm, name: str) -> float:
+    return a["sys_cycles_by_function"].get(name, 0)
+
+
+def _per_4k_ns(a: Arm, c: Ctx) -> float:
+    return a["elapsed_s"] / a["subpage_clears"] * 1e9
+
+
+BTF = "batched-tlb-flush"
+BTF_SRC = "commit 72b252aed506 (4.3), baseline 4.2.0-rc1 on Mel Gorman's "
+BTF_4N = "e5-4655v3-4n"
+BTF_1S = "e5-1650v3-1s"
+NDM_SRC = "commit b99a342d4f11 (5.13), baseline"
+MPC_ICX = "Arora's pf-test, Xeon Platinum 8358, no turbo, baseline per-4 KiB clearing"
+MPC_MILAN = "Arora's pf-test, EPYC 7J13, boost off, baseline per-4 KiB clearing"
+SCALED = "x the real RAM over the simulated (the files are 10 x RAM at every scale)"
+
+
+def _btf(case: str, real: str) -> List[Figure]:
+    src = BTF_SRC + real
+    fig = [
+        Figure(BTF, case, "readers' mean elapsed", "s", 0.0, src,
+               lambda a, c: a["lru_file_mmap_read_elapsed_s"] * c.real_ratio,
+               f"lru_file_mmap_read_elapsed_s {SCALED}"),
+        Figure(BTF, case, "readers' time_range", "s", 0.0, src,
+               lambda a, c: a["lru_file_mmap_read_time_range_s"] * c.real_ratio,
+               f"lru_file_mmap_read_time_range_s {SCALED}"),
+        Figure(BTF, case, "readers' time_stddv", "s", 0.0, src,
+               lambda a, c: a["lru_file_mmap_read_time_stddev_s"] * c.real_ratio,
+               f"lru_file_mmap_read_time_stddev_s {SCALED}"),
+        Figure(BTF, case, "user time", "s", 0.0, src, lambda a, c: a["user_s"] * c.real_ratio,
+               f"user_s (all CPUs) {SCALED}"),
+        Figure(BTF, case, "system time", "s", 0.0, src, lambda a, c: a["sys_s"] * c.real_ratio,
+               f"sys_s (all CPUs) {SCALED}"),
+        Figure(BTF, case, "elapsed", "s", 0.0, src, lambda a, c: a["elapsed_s"] * c.real_ratio,
+               f"elapsed_s {SCALED}"),
+        Figure(BTF, case, "interrupts per second", "K/s", 0.0, src,
+               lambda a, c: _interrupts_per_s(a, c) / 1e3,
+               "(IPIs received + timer ticks) / elapsed_s (no device interrupts in the model)"),
+        Figure(BTF, case, "system share of CPU time", "%", 0.0, src,
+               lambda a, c: 100 * a["sys_s"] / (a["sys_s"] + a["user_s"]), "sys_s / (sys_s + user_s)"),
+        Figure(BTF, case, "CPUs' worth of system time", "CPUs", 0.0, src,
+               lambda a, c: a["sys_s"] / a["elapsed_s"], "sys_s / elapsed_s"),
+    ]
+    return fig
+
+
+def _set(figs: List[Figure], values: Sequence[float]) -> List[Figure]:
+    for f, v in zip(figs, values):
+        f.published = v
+    return figs
+
+
+def _mpc(case: str, src: str, gbps: float, secs: float, instr: Optional[float], loads: float,
+         misses: float) -> List[Figure]:
+    out = [
+        Figure("multipage-clear", case, "clearing rate", "GB/s", gbps, src,
+               lambda a, c: a["fault_bytes_per_s"] / 1e9, "fault_bytes_per_s / 1e9 (decimal GB/s)"),
+        Figure("multipage-clear", case, "ns per 4 KiB cleared", "ns", secs / (64 * GiB / 4096) * 1e9,
+               src + f"; derived: {secs} s / 2^24 sub-pages (a 64 GiB region)", _per_4k_ns,
+               "elapsed_s / subpage_clears"),
+    ]
+    if instr is not None:
+        out.append(Figure("multipage-clear", case, "instructions per 4 KiB", "", instr / 2 ** 24,
+                          src + f"; derived: {instr:.3g} instructions / 2^24 sub-pages",
+                          lambda a, c: a["instructions"] / a["subpage_clears"],
+                          "instructions / subpage_clears (the kernel's steps at fixed instruction counts)"))
+    out.append(Figure("multipage-clear", case, "L1-dcache-loads per 4 KiB", "", loads / 2 ** 24,
+                      src + f"; derived: {loads:.3g} loads / 2^24 sub-pages",
+                      why_none="the model counts line accesses by loads (l1d_loads), and a clear is stores "
+                               "only; perf counts every load instruction of the process, the fault path's too"))
+    out.append(Figure("multipage-clear", case, "L1-dcache-load-misses per 4 KiB", "", misses / 2 ** 24,
+                      src + f"; derived: {misses:.3g} misses / 2^24 sub-pages",
+                      lambda a, c: a["l1d_misses"] / a["subpage_clears"],
+                      "l1d_misses / subpage_clears (line misses of the clears' stores; perf's event also "
+                      "counts store misses on these parts)"))
+    return out
+
+
+FIGURES: List[Figure] = [
+    Figure("clear-target-last", None, "IPC", "", 0.56,
+           "commit c79b57e462b5d (4.14), baseline (ascending clear), perf stat",
+           lambda a, c: a["ipc"], "ipc (instructions / cycles, every CPU, the whole run)"),
+    Figure("clear-target-last", None, "cache miss rate", "%", 33.4,
+           "commit c79b57e462b5d (4.14), baseline, perf cache-misses / cache-references",
+           lambda a, c: 100 * a["llc_miss_rate"], "100 x llc_miss_rate (the preset's perf_cache_events level)"),
+    Figure("copy-target-last", None, "IPC", "", 0.63,
+           "Huang Ying, linux-mm 2018-05-24 (4.18 series), baseline (ascending copy), perf stat",
+           lambda a, c: a["ipc"], "ipc (instructions / cycles, every CPU, the whole run)"),
+    *_set(_btf(BTF_4N, "4-node 64 GB 48-CPU machine"),
+          [159.62, 30.59, 6.70, 581.00, 5804.93, 161.03, 900.0, 91.0, 36.0]),
+    Figure(BTF, BTF_4N, "system time per page", "us", 34.6,
+           BTF_SRC + "4-node machine; derived: 5804.93 s / 167.8 M pages (10 x 64 GiB read once)",
+           lambda a, c: a["sys_s"] / _pages_read(a, c) * 1e6, "sys_s / file pages read"),
+    Figure(BTF, BTF_4N, "user time per page", "us", 3.46,
+           BTF_SRC + "4-node machine; derived: 581.00 s / 167.8 M pages",
+           lambda a, c: a["user_s"] / _pages_read(a, c) * 1e6, "user_s / file pages read"),
+    Figure(BTF, BTF_4N, "pages per second", "M/s", 1.04,
+           BTF_SRC + "4-node machine; derived: 167.8 M pages / 161.03 s",
+           lambda a, c: _pages_read(a, c) / a["elapsed_s"] / 1e6, "file pages read / elapsed_s"),
+    *_set(_btf(BTF_1S, "single-socket machine"),
+          [25.33, 0.91, 0.28, 58.09, 111.82, 27.29, 500.0, 66.0, 4.1]),
+    Figure("numa-delay-map", None, "TLB shootdown interrupts", "M", 47.0, NDM_SRC + " (map, then migrate): ~4.7e7",
+           lambda a, c: a["tlb_shootdown_interrupts"] / c.scale / 1e6,
+           "tlb_shootdown_interrupts / the scale factor (memory and durations scale with it)", quoted="4.7e7"),
+    Figure("numa-delay-map", None, "pages migrated", "M", 9.2, NDM_SRC + ": ~9.2e6 pages (35.8 GB)",
+           lambda a, c: a["numa_pages_migrated"] / c.scale / 1e6, "numa_pages_migrated / the scale factor",
+           quoted="9.2e6"),
+    Figure("numa-delay-map", None, "shootdown interrupts per migrated page", "", 47.0 / 9.2,
+           NDM_SRC + "; derived: 4.7e7 / 9.2e6",
+           lambda a, c: a["tlb_shootdown_interrupts"] / a["numa_pages_migrated"],
+           "tlb_shootdown_interrupts / numa_pages_migrated"),
+    Figure("numa-delay-map", None, "try_to_unmap and callees, share of cycles", "%", 6.02, NDM_SRC + ", perf",
+           lambda a, c: 100 * a["try_to_unmap_cycles_share"], "100 x try_to_unmap_cycles_share"),
+    *_mpc("icx-2m", MPC_ICX + " (descending on 2 MB pages)", 8.76, 7.317, 2.58e9, 702e6, 3.2e9),
+    *_mpc("icx-1g", MPC_ICX + " (ascending on 1 GB pages)", 8.99, 7.122, 2.01e9, 532e6, 3.2e9),
+    *_mpc("milan-2m", MPC_MILAN + " (descending on 2 MB pages)", 12.24, 5.239, None, 2.50e9, 1.08e9),
+    *_mpc("milan-1g", MPC_MILAN + " (ascending on 1 GB pages)", 17.98, 3.558, None, 2.418e9, 1.076e9),
+    Figure("multipage-clear", "milan-2m", "ns per 4 KiB, descending on 2 MB over ascending on 1 GB", "ns",
+           4096 / 12.24 - 4096 / 17.98,
+           MPC_MILAN + "; derived: 4096 B / 12.24 GB/s - 4096 B / 17.98 GB/s (BASELINES.md: about 107 ns)",
+           lambda a, c: _per_4k_ns(a, c) - _per_4k_ns(c.result["cases"]["milan-1g"]["baseline"], c),
+           "ns per 4 KiB of case milan-2m's baseline less case milan-1g's"),
+    Figure("multipage-clear", "icx-2m", "ns per 4 KiB, descending on 2 MB over ascending on 1 GB", "ns",
+           4096 / 8.76 - 4096 / 8.99,
+           MPC_ICX + "; derived: 4096 B / 8.76 GB/s - 4096 B / 8.99 GB/s (BASELINES.md: within 3 %)",
+           lambda a, c: _per_4k_ns(a, c) - _per_4k_ns(c.result["cases"]["icx-1g"]["baseline"], c),
+           "ns per 4 KiB of case icx-2m's baseline less case icx-1g's"),
+]
+
+# The published rows with no model figure at all, said rather than left out.
+MODELLESS_NOTE = "the model has no such metric"
+
+TERMS: Dict[str, List[Term]] = {
+    "clear-target-last": [
+        Term("kernel cycles per 4 KiB cleared", "cycles", lambda a, c: _fn(a, "clear_page") / a["subpage_clears"],
+             "sys_cycles_by_function.clear_page / subpage_clears"),
+        Term("of which memory stalls", "cycles",
+             lambda a, c: a["sys_mem_cycles_by_function"]["clear_page"] / a["subpage_clears"],
+             "sys_mem_cycles_by_function.clear_page / subpage_clears"),
+        Term("user cycles per 4 KiB written", "cycles",
+             lambda a, c: a["roi"]["cpu"]["user_cycles"] / (c.config["workload"]["nr_task"]
+                                                            * c.config["workload"]["size_per_task"] / 4096),
+             "roi.cpu.user_cycles / the timed pass's 4 KiB pages"),
+        Term("DRAM bytes read per 4 KiB written", "B",
+             lambda a, c: a["roi"]["dram"]["bytes_read"] / (c.config["workload"]["nr_task"]
+                                                            * c.config["workload"]["size_per_task"] / 4096),
+             "roi.dram.bytes_read / the timed pass's 4 KiB pages"),
+        Term("LLC miss rate", "%", lambda a, c: 100 * a["llc_miss_rate"], "100 x llc_miss_rate"),
+        Term("IPC", "", lambda a, c: a["ipc"], "ipc"),
+    ],
+    "copy-target-last": [
+        Term("kernel cycles per 4 KiB copied", "cycles", lambda a, c: _fn(a, "copy_page") / a["subpage_copies"],
+             "sys_cycles_by_function.copy_page / subpage_copies"),
+        Term("of which memory stalls", "cycles",
+             lambda a, c: a["sys_mem_cycles_by_function"]["copy_page"] / a["subpage_copies"],
+             "sys_mem_cycles_by_function.copy_page / subpage_copies"),
+        Term("user cycles per 4 KiB copied", "cycles",
+             lambda a, c: a["counters"]["cpu"]["user_cycles"] / a["subpage_copies"],
+             "counters.cpu.user_cycles / subpage_copies"),
+        Term("DRAM bytes read per 4 KiB copied", "B", lambda a, c: a["dram_bytes_read"] / a["subpage_copies"],
+             "dram_bytes_read / subpage_copies"),
+        Term("page-lock wait cycles per 4 KiB copied", "cycles",
+             lambda a, c: a["lock_stat"].get("PG_locked", {}).get("wait_cycles", 0) / a["subpage_copies"],
+             "lock_stat.PG_locked.wait_cycles / subpage_copies"),
+        Term("IPC", "", lambda a, c: a["ipc"], "ipc"),
+    ],
+    BTF: [
+        Term("system time per reclaimed page", "us", lambda a, c: a["sys_s"] / _reclaimed(a, c) * 1e6,
+             "sys_s / (pgsteal_kswapd + pgsteal_direct)"),
+        Term("user time per reclaimed page", "us", lambda a, c: a["user_s"] / _reclaimed(a, c) * 1e6,
+             "user_s / reclaimed pages"),
+        Term("flush and IPI cycles per reclaimed page", "cycles",
+             lambda a, c: (_fn(a, "flush_tlb") + _fn(a, "irq")) / _reclaimed(a, c),
+             "(sys_cycles_by_function.flush_tlb + .irq) / reclaimed pages"),
+        Term("lock wait cycles per reclaimed page", "cycles",
+             lambda a, c: sum(v.get("wait_cycles", 0) for v in a["lock_stat"].values()) / _reclaimed(a, c),
+             "sum of lock_stat.*.wait_cycles / reclaimed pages"),
+        Term("kernel memory-stall cycles per reclaimed page", "cycles",
+             lambda a, c: a["counters"]["cpu"]["sys_mem_cycles"] / _reclaimed(a, c),
+             "counters.cpu.sys_mem_cycles / reclaimed pages"),
+        Term("IPIs per reclaimed page", "", lambda a, c: a["counters"]["cpu"]["ipis_received"] / _reclaimed(a, c),
+             "counters.cpu.ipis_received / reclaimed pages"),
+    ],
+    "numa-delay-map": [
+        Term("shootdown interrupts per migrated page", "",
+             lambda a, c: a["tlb_shootdown_interrupts"] / a["numa_pages_migrated"],
+             "tlb_shootdown_interrupts / numa_pages_migrated"),
+        Term("try_to_unmap cycles per migrated page", "cycles",
+             lambda a, c: _fn(a, "try_to_unmap") / a["numa_pages_migrated"],
+             "sys_cycles_by_function.try_to_unmap / numa_pages_migrated"),
+        Term("IPI handler cycles per migrated page", "cycles",
+             lambda a, c: _fn(a, "irq") / a["numa_pages_migrated"], "sys_cycles_by_function.irq / numa_pages_migrated"),
+        Term("migration cycles per migrated page", "cycles",
+             lambda a, c: (_fn(a, "migrate_pages") + _fn(a, "copy_page")) / a["numa_pages_migrated"],
+             "(sys_cycles_by_function.migrate_pages + .copy_page) / numa_pages_migrated"),
+        Term("pages migrated", "", lambda a, c: a["numa_pages_migrated"], "numa_pages_migrated"),
+        Term("accesses per second", "M/s", lambda a, c: a["pmbench_throughput_aps"] / 1e6, "pmbench_throughput_aps"),
+    ],
+    "multipage-clear": [
+        Term("ns per 4 KiB cleared", "ns", _per_4k_ns, "elapsed_s / subpage_clears"),
+        Term("kernel clear cycles per 4 KiB", "cycles", lambda a, c: _fn(a, "clear_page") / a["subpage_clears"],
+             "sys_cycles_by_function.clear_page / subpage_clears"),
+        Term("of which memory stalls", "cycles",
+             lambda a, c: a["sys_mem_cycles_by_function"]["clear_page"] / a["subpage_clears"],
+             "sys_mem_cycles_by_function.clear_page / subpage_clears"),
+        Term("DRAM bytes written per 4 KiB", "B", lambda a, c: a["dram_bytes_written"] / a["subpage_clears"],
+             "dram_bytes_written / subpage_clears"),
+        Term("DRAM bytes read per 4 KiB", "B", lambda a, c: a["dram_bytes_read"] / a["subpage_clears"],
+             "dram_bytes_read / subpage_clears (ownership reads)"),
+    ],
+}
+
+
+@dataclass
+class Regime:
+    """The real run's regime, from the sources the experiment cites."""
+
+    memory_bytes: float
+    memory_what: str
+    tasks: int
+    footprint_bytes: float
+    llc_bytes: float
+    threads: int
+    source: str
+    why_departs: str = ""
+
+
+REAL: Dict[tuple, Regime] = {
+    ("clear-target-last", None): Regime(
+        128 * GiB, "RAM", 72, 889 * MiB, 90 * MiB, 72,
+        "the experiment's reference: usemem -n 72 $((mem / nr_task / 2)) on 128 GiB, about 889 MiB per task"),
+    ("copy-target-last", None): Regime(
+        128 * GiB, "RAM", 36, 1.8 * GiB, 90 * MiB, 72,
+        "the experiment's reference: about 1.8 GiB populated and written by each of 36 children on 128 GiB"),
+    (BTF, "e5-2699v3-2s"): Regime(
+        128 * GiB, "RAM", 72, 10 * 128 * GiB / 72, 90 * MiB, 72,
+        "no published run on this machine; the preset's 2-socket box taken with 128 GiB",
+        "the simulated RAM ({memory}) is below the LLC ({llc}): struct pages, page-cache nodes and PTE lines "
+        "stay cached; a real-regime size needs a few GiB of simulated RAM per node and hours of host time, "
+        "not yet run"),
+    (BTF, BTF_4N): Regime(
+        64 * GiB, "RAM", 48, 10 * 64 * GiB / 48, 120 * MiB, 48,
+        "BASELINES.md: 4-node, 64 GB, 48 CPUs; files 10 x RAM",
+        "the simulated RAM ({memory}) is below the LLC ({llc}): struct pages, page-cache nodes and PTE lines "
+        "stay cached where the real run streamed 640 GB through 64 GB; a real-regime size needs a few GiB "
+        "of simulated RAM per node and hours of host time, not yet run"),
+    (BTF, BTF_1S): Regime(
+        8 * GiB, "RAM", 12, 10 * 8 * GiB / 12, 15 * MiB, 12,
+        "the experiment's reference: Mel Gorman's single-socket 8 GB machine (BASELINES.md does not state "
+        "its RAM); files 10 x RAM"),
+    (BTF, "milan-7j13"): Regime(
+        512 * GiB, "RAM", 256, 10 * 512 * GiB / 256, 512 * MiB, 256,
+        "no published run; the 2-socket EPYC 7J13 taken with 512 GiB",
+        "the simulated RAM ({memory}) is below the LLC ({llc} in eight 32 MiB instances); no published "
+        "baseline to check it against"),
+    ("numa-delay-map", None): Regime(
+        128 * GiB, "RAM", 64, 8960 * MiB / 8, 60.5 * MiB, 88,
+        "BASELINES.md: 2 x 64 GB, pmbench 8 processes x 8 threads, 8960 MB per process"),
+    ("multipage-clear", "icx-2m"): Regime(
+        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU"),
+    ("multipage-clear", "icx-1g"): Regime(
+        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU"),
+    ("multipage-clear", "milan-2m"): Regime(
+        64 * GiB, "region", 1, 64 * GiB, 32 * MiB, 1,
+        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)"),
+    ("multipage-clear", "milan-1g"): Regime(
+        64 * GiB, "region", 1, 64 * GiB, 32 * MiB, 1,
+        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)"),
+}
+
+
+def _llc_total(m: Mapping[str, Any], one_cpu: bool = False) -> float:
+    """The LLC the run's CPUs share: every instance, or one CPU's own."""
+    one = m["llc"]["size_kib"] * KiB
+    return one if one_cpu else one * m["llc_instances_per_socket"] * m["sockets"]
+
+
+def _threads(m: Mapping[str, Any]) -> int:
+    return m["sockets"] * m["cores_per_socket"] * m["threads_per_core"]
+
+
+def model_regime(config: Mapping[str, Any], m: Mapping[str, Any]) -> Dict[str, Any]:
+    """The memory in play and the per-task footprint of a run config."""
+    w = config["workload"]
+    kind = w["kind"]
+    if kind == "usemem":
+        tasks = w["nr_task"]
+        foot = w["size_per_task"]
+        memory, what = tasks * foot, "mapped by the tasks"
+    elif kind == "lru-file-mmap-read":
+        tasks, memory, what = w["nr_task"], w["ram"], "RAM"
+        foot = w["file_size"]
+    elif kind == "pmbench":
+        tasks = w["nr_processes"]
+        memory, what = w["node_memory"] * m["sockets"] * m["memory"]["nodes_per_socket"], "RAM"
+        foot = w["mapsize"]
+    elif kind == "pf-test":
+        tasks, memory, what, foot = 1, w["size"], "region", w["size"]
+    else:  # pragma: no cover - the built-in experiments only
+        raise ValueError(f"no regime for workload kind {kind}")
+    return {"memory_bytes": memory, "memory_what": what, "tasks": tasks, "footprint_bytes": foot}
+
+
+def _ratio(model: Optional[float], published: float) -> Optional[float]:
+    if model is None or not published or not math.isfinite(model):
+        return None
+    return model / published
+
+
+def _arms(result: Mapping[str, Any], case: Optional[str]) -> Mapping[str, Any]:
+    return result["cases"][case] if case is not None else result
+
+
+def _ctx(one: Mapping[str, Any], exp: str, case: Optional[str]) -> Ctx:
+    config = one["config"]
+    name = config["machine"]
+    scale = float(config["kernel"]["numa_scan"]["scale"])
+    real = REAL.get((exp, case))
+    ratio = None
+    if real is not None and config["workload"]["kind"] == "lru-file-mmap-read":
+        ratio = real.memory_bytes / config["workload"]["ram"]
+    prov = one.get("provenance") or {}
+    return Ctx(config, (prov.get("machines") or {}).get(name, {}), scale, ratio)
+
+
+def _with_result(c: Ctx, result: Mapping[str, Any]) -> Ctx:
+    c.result = result
+    return c
+
+
+def regime(result: Mapping[str, Any], exp: str, case: Optional[str],
+           machines: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The regime of one case of a compare result beside the real run's
+    (``REAL``): the memory in play and the per-task footprint against the
+    LLC, whether both lie on the same side of it, and the departure."""
+    one = _arms(result, case)
+    c = _ctx(one, exp, case)
+    if not c.machine and machines:
+        c.machine = machines.get(one["config"]["machine"], {})
+    m = c.machine
+    mr = model_regime(one["config"], m)
+    one_cpu = mr["tasks"] == 1
+    llc = _llc_total(m, one_cpu) if m else None
+    threads = (1 if one_cpu else _threads(m)) if m else None
+    reg: Dict[str, Any] = {
+        "experiment": exp, "case": case, "scale": c.scale, "machine": one["config"]["machine"],
+        "model": {**mr, "llc_bytes": llc, "threads": threads,
+                  "memory_over_llc": mr["memory_bytes"] / llc if llc else None,
+                  "footprint_over_llc_per_thread": mr["footprint_bytes"] / (llc / threads)
+                  if llc and threads else None},
+    }
+    real = REAL.get((exp, case))
+    if real is not None:
+        reg["real"] = {"memory_bytes": real.memory_bytes, "memory_what": real.memory_what,
+                       "tasks": real.tasks, "footprint_bytes": real.footprint_bytes,
+                       "llc_bytes": real.llc_bytes, "threads": real.threads,
+                       "memory_over_llc": real.memory_bytes / real.llc_bytes,
+                       "footprint_over_llc_per_thread": real.footprint_bytes / (real.llc_bytes / real.threads),
+                       "source": real.source}
+        model_side = reg["model"]["memory_over_llc"]
+        reg["in_regime"] = bool(model_side is not None
+                                and (model_side >= 1) == (reg["real"]["memory_over_llc"] >= 1))
+        reg["departure"] = real.why_departs.format(memory=_bytes(mr["memory_bytes"]), llc=_bytes(llc or 0)) or None
+        if not reg["in_regime"] and not real.why_departs:
+            what = {"RAM": "the simulated RAM", "region": "the faulted region"}.get(
+                mr["memory_what"], f"the memory {mr['memory_what']}")
+            reg["departure"] = (f"{what} ({_bytes(mr['memory_bytes'])}) is "
+                                f"{model_side:.2g} x the LLC ({_bytes(llc or 0)}), where the real run's was "
+                                f"{reg['real']['memory_over_llc']:.3g} x its LLC: they lie on different sides of it")
+    return reg
+
+
+def regime_notes(result: Mapping[str, Any]) -> List[str]:
+    """One line per case of a built-in experiment's compare result whose
+    run lies outside the real run's regime, naming the departure."""
+    exp = result.get("experiment")
+    if not any(k[0] == exp for k in REAL):
+        return []
+    machines = (result.get("provenance") or {}).get("machines") or {}
+    out = []
+    for case in result.get("case_order") or [None]:
+        try:
+            g = regime(result, exp, case, machines)
+        except (KeyError, TypeError, ZeroDivisionError):
+            continue
+        if g.get("real") and not g.get("in_regime"):
+            where = f"{exp}, case {case}" if case else exp
+            out.append(f"regime: {where}: {g['departure']}")
+    return out
+
+
+def ledger(results: Mapping[str, Mapping[str, Any]], fingerprint_of: Optional[Mapping[str, str]] = None
+           ) -> Dict[str, Any]:
+    """The ledger of `results` (experiment name -> its `vmsim compare`
+    result at the default scale): figures, terms, regimes and predictions."""
+    machines: Dict[str, Any] = {}
+    for r in results.values():
+        machines.update((r.get("provenance") or {}).get("machines") or {})
+
+    def ctx(exp: str, case: Optional[str]) -> Ctx:
+        one = _arms(results[exp], case)
+        c = _with_result(_ctx(one, exp, case), results[exp])
+        if not c.machine:
+            c.machine = machines.get(one["config"]["machine"], {})
+        return c
+
+    rows = []
+    for f in FIGURES:
+        row: Dict[str, Any] = {"experiment": f.experiment, "case": f.case, "figure": f.name, "unit": f.unit,
+                               "published": f.published, "source": f.source, "class": f.klass}
+        if f.model is None:
+            row.update(model=None, ratio=None, how=None, why_none=f.why_none or MODELLESS_NOTE)
+        else:
+            one = _arms(results[f.experiment], f.case)
+            v = float(f.model(one["baseline"], ctx(f.experiment, f.case)))
+            row.update(model=v, ratio=_ratio(v, f.published), how=f.how, why_none=None)
+        rows.append(row)
+
+    terms = []
+    predictions = []
+    regimes = []
+    for exp in EXPERIMENTS:
+        r = results[exp]
+        cases = r.get("case_order") or [None]
+        published = r.get("published") or []
+        for case in cases:
+            one = _arms(r, case)
+            c = ctx(exp, case)
+            variants = one.get("variant_order") or list(one.get("variants", {}))
+            head = next((p["arm"] for p in published if p.get("case") == case), None) or (variants[0] if variants else None)
+            base = one["baseline"]
+            var = one["variants"][head] if head else None
+            for t in TERMS[exp]:
+                b = float(t.value(base, c))
+                v = float(t.value(var, c)) if var is not None else None
+                terms.append({"experiment": exp, "case": case, "term": t.name, "unit": t.unit, "how": t.how,
+                              "baseline_arm": one.get("baseline_name"), "variant_arm": head,
+                              "baseline": b, "variant": v,
+                              "change_percent": (v / b - 1) * 100 if v is not None and b else None})
+            for p in published:
+                if p.get("case") != case:
+                    continue
+                b = base[p["metric"]]
+                v = one["variants"][p["arm"]][p["metric"]]
+                predictions.append({"experiment": exp, "case": case, "metric": p["metric"], "arm": p["arm"],
+                                    "model_percent": (v / b - 1) * 100 if b else None,
+                                    "published_percent": p["change_percent"], "source": p["source"]})
+            reg = regime(r, exp, case, machines)
+            regimes.append(reg)
+
+    worst: Dict[str, Dict[str, Any]] = {}
+    for row in rows:
+        if row["class"] != "check" or row["ratio"] is None:
+            continue
+        key = f"{row['experiment']}/{row['case'] or ''}"
+        off = max(row["ratio"], 1 / row["ratio"]) if row["ratio"] > 0 else math.inf
+        if key not in worst or off > worst[key]["off"]:
+            worst[key] = {"off": off, "ratio": row["ratio"], "figure": row["figure"]}
+    return {"figures": rows, "terms": terms, "predictions": predictions, "regimes": regimes,
+            "worst": worst, "fingerprint": dict(fingerprint_of or {})}
+
+
+# ---------------------------------------------------------------------------
+# The fingerprint: a few short runs whose metrics change with the model.
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FINGERPRINT_CONFIGS = ("bench/prof/clear.toml", "bench/prof/copy.toml", "bench/prof/pmbench.toml",
+                       "bench/ledger/reclaim.toml", "bench/ledger/pftest-milan.toml")
+
+
+def _digest(metrics: Mapping[str, Any]) -> str:
+    text = json.dumps(metrics, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def fingerprint(root: pathlib.Path = ROOT) -> Dict[str, str]:
+    """Config path -> a hash of its run's metrics, run without the cache."""
+    from ._api import run
+
+    out = {}
+    for rel in FINGERPRINT_CONFIGS:
+        r = run(os.fspath(root / rel), cache=False)
+        out[rel] = _digest(r["metrics"])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Text.
+
+def _num(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    a = abs(x)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return f"{x:,.0f}"
+    if a >= 100:
+        return f"{x:.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def _bytes(b: float) -> str:
+    if b >= GiB:
+        return f"{b / GiB:.3g} GiB"
+    return f"{b / MiB:.3g} MiB"
+
+
+def format_markdown(led: Mapping[str, Any]) -> str:
+    """The ledger as markdown tables (docs/validation.md carries them)."""
+    out = ["### Baseline figures", "",
+           "| experiment | case | figure | unit | published | model | model / published | class |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in led["figures"]:
+        model = _num(r["model"]) if r["model"] is not None else "none (below)"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        out.append(f"| {r['experiment']} | {r['case'] or ''} | {r['figure']} | {r['unit']} | "
+                   f"{_num(r['published'])} | {model} | {ratio} | {r['class']} |")
+    out += ["", "How each model figure is computed, and the published figure's source:", ""]
+    seen = set()
+    for r in led["figures"]:
+        key = (r["experiment"], r["figure"])
+        if key in seen:
+            continue
+        seen.add(key)
+        how = r["how"] or r["why_none"]
+        out.append(f"- {r['experiment']}, {r['figure']}: {how}. Published: {r['source']}.")
+    out += ["", "### The changes in terms", "",
+            "| experiment | case | term | unit | baseline | variant | change |",
+            "|---|---|---|---|---|---|---|"]
+    for t in led["terms"]:
+        ch = f"{t['change_percent']:+.1f}%" if t["change_percent"] is not None else "-"
+        out.append(f"| {t['experiment']} | {t['case'] or ''} | {t['term']} | {t['unit']} | "
+                   f"{_num(t['baseline'])} ({t['baseline_arm']}) | {_num(t['variant'])} ({t['variant_arm']}) | {ch} |")
+    out += ["", "### Regimes", "",
+            "| experiment | case | scale | model: memory / LLC | real: memory / LLC | model: footprint / LLC per thread "
+            "| real: footprint / LLC per thread | in regime |",
+            "|---|---|---|---|---|---|---|---|"]
+    for g in led["regimes"]:
+        m, r = g["model"], g.get("real")
+        mm = f"{_bytes(m['memory_bytes'])} {m['memory_what']} / {_bytes(m['llc_bytes'])} = {m['memory_over_llc']:.3g}"
+        rr = (f"{_bytes(r['memory_bytes'])} {r['memory_what']} / {_bytes(r['llc_bytes'])} = {r['memory_over_llc']:.3g}"
+              if r else "-")
+        mf = f"{m['footprint_over_llc_per_thread']:.3g}"
+        rf = f"{r['footprint_over_llc_per_thread']:.3g}" if r else "-"
+        inr = "yes" if g.get("in_regime") else f"no: {g.get('departure')}"
+        if g.get("in_regime") and g.get("departure"):
+            inr = f"yes; {g['departure']}"
+        out.append(f"| {g['experiment']} | {g['case'] or ''} | {g['scale']:g} | {mm} | {rr} | {mf} | {rf} | {inr} |")
+    return "\n".join(out) + "\n"
+
+
+def trust_rows(led: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """README's trust table: one row per experiment and case with a
+    published change: the prediction, the published change, and the
+    baseline's worst check ratio (model / published)."""
+    rows = []
+    for p in led["predictions"]:
+        key = f"{p['experiment']}/{p['case'] or ''}"
+        w = led["worst"].get(key)
+        rows.append({
+            "experiment": p["experiment"], "case": p["case"] or "", "metric": p["metric"],
+            "model": f"{p['model_percent']:+.1f}%", "published": f"{p['published_percent']:+.1f}%",
+            "worst": f"{w['ratio']:.2f}x ({w['figure']})" if w else "no baseline figure",
+        })
+    return rows
+
+
+def format_trust(led: Mapping[str, Any], measured: str) -> str:
+    out = ["| experiment | case | metric | model | published | baseline's worst figure, model / published |",
+           "|---|---|---|---|---|---|"]
+    for r in trust_rows(led):
+        e = r["experiment"]
+        out.append(f"| [`{e}`](docs/experiments/{e}.md) | {r['case']} | {r['metric']} | {r['model']} | "
+                   f"{r['published']} | {r['worst']} |")
+    out.append("")
+    out.append(f"Measured {measured}, seed 0, each experiment at its default scale (docs/validation.md, "
+               "\"The ledger\").")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Making it.
+
+def run_experiments(threads: Optional[int] = None, progress: Optional[Callable[[str], None]] = None
+                    ) -> Dict[str, Dict[str, Any]]:
+    """Each built-in experiment at its default scale, seed 0 (the result
+    cache serves what it holds)."""
+    from ._api import compare
+
+    out = {}
+    for exp in EXPERIMENTS:
+        if progress:
+            progress(exp)
+        out[exp] = compare(exp, threads=threads) if threads else compare(exp)
+    return out
+
+
+def load_results(folder: os.PathLike) -> Dict[str, Dict[str, Any]]:
+    """`vmsim compare --json` results saved as FOLDER/<experiment>.json."""
+    d = pathlib.Path(folder)
+    return {exp: json.loads((d / f"{exp}.json").read_text()) for exp in EXPERIMENTS}
+
+
+LEDGER_JSON = ROOT / "docs" / "ledger.json"
+MARKS = {"docs/validation.md": ("<!-- ledger -->", "<!-- /ledger -->"),
+         "README.md": ("<!-- trust -->", "<!-- /trust -->")}
+
+
+def _between(text: str, marks: Sequence[str], body: str, where: str) -> str:
+    a, b = marks
+    i, j = text.find(a), text.find(b)
+    if i < 0 or j < i:
+        raise ValueError(f"{where}: no {a} ... {b} section to write the ledger into")
+    return text[:i + len(a)] + "\n" + body + text[j:]
+
+
+def section(text: str, marks: Sequence[str]) -> str:
+    """What stands between a pair of marks."""
+    a, b = marks
+    i, j = text.find(a), text.find(b)
+    return text[i + len(a):j].strip("\n") + "\n" if 0 <= i < j else ""
+
+
+def documents(led: Mapping[str, Any]) -> Dict[str, str]:
+    """Each document's ledger section, from a ledger with its date."""
+    return {"docs/validation.md": format_markdown(led), "README.md": format_trust(led, led["measured"])}
+
+
+def write_docs(led: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
+    """docs/ledger.json, and the ledger's sections of docs/validation.md and README.md."""
+    import datetime
+
+    led["measured"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    (root / "docs" / "ledger.json").write_text(json.dumps(led, indent=1, sort_keys=True) + "\n")
+    for rel, body in documents(led).items():
+        p = root / rel
+        p.write_text(_between(p.read_text(), MARKS[rel], body, rel))

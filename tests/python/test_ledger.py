@@ -1,0 +1,89 @@
+"""The ledger (python/vmsim/ledger.py, docs/ledger.json): made at this
+model, carried by the documents, and complete."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from vmsim import cli, ledger
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LED = json.loads((ROOT / "docs" / "ledger.json").read_text())
+
+
+def test_the_ledger_is_of_this_model():
+    # A change to the model moves the fingerprint: regenerate the ledger
+    # (make ledger) and say in the commit which rows moved.
+    assert ledger.fingerprint() == LED["fingerprint"], (
+        "the model's fingerprint is not docs/ledger.json's: run `make ledger` and commit the rows that moved")
+
+
+def test_the_documents_carry_the_ledger():
+    for rel, body in ledger.documents(LED).items():
+        text = (ROOT / rel).read_text()
+        assert ledger.section(text, ledger.MARKS[rel]) == body, f"{rel}: not the ledger's; run `make ledger`"
+
+
+def test_every_figure_has_a_model_figure_or_the_reason():
+    assert {r["experiment"] for r in LED["figures"]} == set(ledger.EXPERIMENTS)
+    for r in LED["figures"]:
+        assert (r["model"] is not None and r["ratio"] is not None) or r["why_none"], r
+        assert r["class"] == "check" or r["class"].startswith("calibrated: "), r
+
+
+def test_each_change_is_split_into_at_least_three_terms():
+    for exp in ledger.EXPERIMENTS:
+        cases = {t["case"] for t in LED["terms"] if t["experiment"] == exp}
+        for case in cases:
+            n = sum(1 for t in LED["terms"] if t["experiment"] == exp and t["case"] == case)
+            assert n >= 3, (exp, case)
+
+
+def test_every_default_is_in_the_real_regime_or_says_why():
+    for g in LED["regimes"]:
+        assert g.get("in_regime") or g.get("departure"), g
+
+
+def test_the_readme_has_one_figure_per_cell_from_the_ledger():
+    body = ledger.section((ROOT / "README.md").read_text(), ledger.MARKS["README.md"])
+    rows = [line for line in body.splitlines() if line.startswith("| [`")]
+    assert len(rows) == len(LED["predictions"])
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert re.fullmatch(r"[+-]\d+\.\d%", cells[3]) and re.fullmatch(r"[+-]\d+\.\d%", cells[4]), line
+
+
+BASELINES = ROOT.parent / "shared" / "BASELINES.md"
+
+
+@pytest.mark.skipif(not BASELINES.exists(), reason="shared/BASELINES.md is beside the project's checkout only")
+def test_each_quoted_figure_is_the_baselines():
+    text = BASELINES.read_text()
+    for f in ledger.FIGURES:
+        if "derived" in f.source:
+            continue
+        forms = [f.quoted] if f.quoted else [f"{f.published:g}", f"{f.published:.2f}", f"{f.published:.1f}"]
+        assert any(q in text for q in forms), (f.name, forms)
+
+
+def test_no_check_row_is_a_figure_a_preset_was_calibrated_to():
+    # A preset value whose source says it was calibrated names what it was
+    # calibrated against; none of them may be a figure the ledger checks.
+    calibrated = []
+    for p in (ROOT / "machines").glob("*.toml"):
+        for line in p.read_text().splitlines():
+            if "calibrat" in line:
+                calibrated.append(line)
+    sources = "\n".join(calibrated)
+    for f in ledger.FIGURES:
+        if f.klass == "check" and "derived" not in f.source:
+            q = f.quoted or f"{f.published:g}"
+            assert not re.search(rf"(?<![\d.]){re.escape(q)}(?![\d])", sources), (f.experiment, f.name)
+
+
+def test_the_command_reads_saved_results_and_names_a_missing_one(tmp_path, capsys):
+    assert cli.main(["ledger", "-q", "--from", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vmsim: error: ") and "clear-target-last.json" in err and err.count("\n") == 1
