@@ -588,10 +588,11 @@ fn a_stats_region_of_interest_is_end_minus_start() {
         all["cpu"]["user_instructions"].as_u64().unwrap(),
     );
     assert!(ru > 0 && ru < au);
+    let per_word = vmsim_core::workload::usemem::USEMEM_INSTR_PER_WORD;
     assert_eq!(
         ru,
-        3 * 32768 * 8 * 24,
-        "the region's stores: 3 x 2 MiB of 64 B lines at usemem's 8 x 24 instructions"
+        3 * 32768 * 8 * per_word,
+        "the region's stores: 3 x 2 MiB of 64 B lines at usemem's 8 words of instructions a line"
     );
     for k in ["vmstat", "sched", "events", "cpu", "tlb", "dram"] {
         assert!(roi[k].is_object() && all[k].is_object(), "{k}");

@@ -56,12 +56,25 @@
 
 use super::MIB;
 
-/// Instructions per 8-byte word of usemem's `do_rw_once()` write path: 24, counted
-/// on the x86-64 code gcc 12.2 -O2 emits for a loop of the same structure (the
-/// per-iteration tests of `opt_randomise`, `rep`/`*rep`, `opt_delay`, the 64 Ki
-/// runtime check and the reload of `step`, around one store), on the project's
-/// development host. Macro-fusion of compare-and-branch pairs is not modelled.
-pub const USEMEM_INSTR_PER_WORD: u64 = 24;
+/// Instructions per 8-byte word of usemem's write loop (`do_rw_once()` and the
+/// `do_access()` it calls for each word): 28, measured. vm-scalability's
+/// usemem (6f4ef16, 2022-03-03, its maintainer's last commit) built as its
+/// Makefile builds it (gcc 12.2 `-O`, so `do_access()` is a call and a
+/// return a word), run under callgrind with LKP's anon-w-seq options
+/// (`--runtime 300 -n 1 SIZE`) and anon-cow-seq options (`--runtime 300 -n 2
+/// --prealloc --prefault SIZE`): the difference of 64 MiB and 128 MiB runs
+/// is 28.0004 instructions a word in both (22 in `do_rw_once`, 6 in
+/// `do_access`; the rest a runtime check every 65 536 words), as a hand
+/// count of the loop's disassembly gives. Macro-fusion of compare-and-branch
+/// pairs is not modelled.
+pub const USEMEM_INSTR_PER_WORD: u64 = 28;
+
+/// Instructions per 8-byte word of usemem's read loop (`--readonly`, as
+/// vm-scalability's case-lru-file-mmap-read runs it: `usemem -f FILE
+/// --readonly SIZE`): 27, measured as [`USEMEM_INSTR_PER_WORD`] is, on a
+/// sparse file (`--runtime 300 -f FILE --readonly SIZE`, 64 and 128 MiB:
+/// 27.0002 a word).
+pub const USEMEM_READ_INSTR_PER_WORD: u64 = 27;
 
 /// Instructions per word of the same loop with `--random` (`opt_randomise`):
 /// 77, counted with callgrind on the loop and its `os_random_long()`
