@@ -101,6 +101,16 @@ def _fn(a: Arm, name: str) -> float:
     return a["sys_cycles_by_function"].get(name, 0)
 
 
+def _kernel_terms(fn: str, per: str, name: str) -> List["Term"]:
+    """A kernel path's cycles per unit of work (`per`, a count metric) and
+    the memory-stall part of them."""
+    return [
+        Term(name, "cycles", lambda a, c: _fn(a, fn) / a[per], f"sys_cycles_by_function.{fn} / {per}"),
+        Term("of which memory stalls", "cycles", lambda a, c: a["sys_mem_cycles_by_function"][fn] / a[per],
+             f"sys_mem_cycles_by_function.{fn} / {per}"),
+    ]
+
+
 def _per_4k_ns(a: Arm, c: Ctx) -> float:
     return a["elapsed_s"] / a["subpage_clears"] * 1e9
 
@@ -115,7 +125,10 @@ MPC_MILAN = "Arora's pf-test, EPYC 7J13, boost off, baseline per-4 KiB clearing"
 SCALED = "x the real RAM over the simulated (the files are 10 x RAM at every scale)"
 
 
-def _btf(case: str, real: str) -> List[Figure]:
+def _btf(case: str, real: str, published: Sequence[float]) -> List[Figure]:
+    """The reclaim case's whole-run figures, published in this order:
+    mean elapsed, time_range, time_stddv, user, system, elapsed,
+    interrupts a second, system share, CPUs of system time."""
     src = BTF_SRC + real
     fig = [
         Figure(BTF, case, "readers' mean elapsed", "s", 0.0, src,
@@ -141,13 +154,9 @@ def _btf(case: str, real: str) -> List[Figure]:
         Figure(BTF, case, "CPUs' worth of system time", "CPUs", 0.0, src,
                lambda a, c: a["sys_s"] / a["elapsed_s"], "sys_s / elapsed_s"),
     ]
-    return fig
-
-
-def _set(figs: List[Figure], values: Sequence[float]) -> List[Figure]:
-    for f, v in zip(figs, values):
+    for f, v in zip(fig, published, strict=True):
         f.published = v
-    return figs
+    return fig
 
 
 def _mpc(case: str, src: str, gbps: float, secs: float, instr: Optional[float], loads: float,
@@ -186,8 +195,7 @@ FIGURES: List[Figure] = [
     Figure("copy-target-last", None, "IPC", "", 0.63,
            "Huang Ying, linux-mm 2018-05-24 (4.18 series), baseline (ascending copy), perf stat",
            lambda a, c: a["ipc"], "ipc (instructions / cycles, every CPU, the whole run)"),
-    *_set(_btf(BTF_4N, "4-node 64 GB 48-CPU machine"),
-          [159.62, 30.59, 6.70, 581.00, 5804.93, 161.03, 900.0, 91.0, 36.0]),
+    *_btf(BTF_4N, "4-node 64 GB 48-CPU machine", [159.62, 30.59, 6.70, 581.00, 5804.93, 161.03, 900.0, 91.0, 36.0]),
     Figure(BTF, BTF_4N, "system time per page", "us", 34.6,
            BTF_SRC + "4-node machine; derived: 5804.93 s / 167.8 M pages (10 x 64 GiB read once)",
            lambda a, c: a["sys_s"] / _pages_read(a, c) * 1e6, "sys_s / file pages read"),
@@ -197,8 +205,7 @@ FIGURES: List[Figure] = [
     Figure(BTF, BTF_4N, "pages per second", "M/s", 1.04,
            BTF_SRC + "4-node machine; derived: 167.8 M pages / 161.03 s",
            lambda a, c: _pages_read(a, c) / a["elapsed_s"] / 1e6, "file pages read / elapsed_s"),
-    *_set(_btf(BTF_1S, "single-socket machine"),
-          [25.33, 0.91, 0.28, 58.09, 111.82, 27.29, 500.0, 66.0, 4.1]),
+    *_btf(BTF_1S, "single-socket machine", [25.33, 0.91, 0.28, 58.09, 111.82, 27.29, 500.0, 66.0, 4.1]),
     Figure("numa-delay-map", None, "TLB shootdown interrupts", "M", 47.0, NDM_SRC + " (map, then migrate): ~4.7e7",
            lambda a, c: a["tlb_shootdown_interrupts"] / c.scale / 1e6,
            "tlb_shootdown_interrupts / the scale factor (memory and durations scale with it)", quoted="4.7e7"),
@@ -232,11 +239,7 @@ MODELLESS_NOTE = "the model has no such metric"
 
 TERMS: Dict[str, List[Term]] = {
     "clear-target-last": [
-        Term("kernel cycles per 4 KiB cleared", "cycles", lambda a, c: _fn(a, "clear_page") / a["subpage_clears"],
-             "sys_cycles_by_function.clear_page / subpage_clears"),
-        Term("of which memory stalls", "cycles",
-             lambda a, c: a["sys_mem_cycles_by_function"]["clear_page"] / a["subpage_clears"],
-             "sys_mem_cycles_by_function.clear_page / subpage_clears"),
+        *_kernel_terms("clear_page", "subpage_clears", "kernel cycles per 4 KiB cleared"),
         Term("user cycles per 4 KiB written", "cycles",
              lambda a, c: a["roi"]["cpu"]["user_cycles"] / (c.config["workload"]["nr_task"]
                                                             * c.config["workload"]["size_per_task"] / 4096),
@@ -249,11 +252,7 @@ TERMS: Dict[str, List[Term]] = {
         Term("IPC", "", lambda a, c: a["ipc"], "ipc"),
     ],
     "copy-target-last": [
-        Term("kernel cycles per 4 KiB copied", "cycles", lambda a, c: _fn(a, "copy_page") / a["subpage_copies"],
-             "sys_cycles_by_function.copy_page / subpage_copies"),
-        Term("of which memory stalls", "cycles",
-             lambda a, c: a["sys_mem_cycles_by_function"]["copy_page"] / a["subpage_copies"],
-             "sys_mem_cycles_by_function.copy_page / subpage_copies"),
+        *_kernel_terms("copy_page", "subpage_copies", "kernel cycles per 4 KiB copied"),
         Term("user cycles per 4 KiB copied", "cycles",
              lambda a, c: a["counters"]["cpu"]["user_cycles"] / a["subpage_copies"],
              "counters.cpu.user_cycles / subpage_copies"),
@@ -298,11 +297,7 @@ TERMS: Dict[str, List[Term]] = {
     ],
     "multipage-clear": [
         Term("ns per 4 KiB cleared", "ns", _per_4k_ns, "elapsed_s / subpage_clears"),
-        Term("kernel clear cycles per 4 KiB", "cycles", lambda a, c: _fn(a, "clear_page") / a["subpage_clears"],
-             "sys_cycles_by_function.clear_page / subpage_clears"),
-        Term("of which memory stalls", "cycles",
-             lambda a, c: a["sys_mem_cycles_by_function"]["clear_page"] / a["subpage_clears"],
-             "sys_mem_cycles_by_function.clear_page / subpage_clears"),
+        *_kernel_terms("clear_page", "subpage_clears", "kernel clear cycles per 4 KiB"),
         Term("DRAM bytes written per 4 KiB", "B", lambda a, c: a["dram_bytes_written"] / a["subpage_clears"],
              "dram_bytes_written / subpage_clears"),
         Term("DRAM bytes read per 4 KiB", "B", lambda a, c: a["dram_bytes_read"] / a["subpage_clears"],
@@ -411,7 +406,11 @@ def _arms(result: Mapping[str, Any], case: Optional[str]) -> Mapping[str, Any]:
     return result["cases"][case] if case is not None else result
 
 
-def _ctx(one: Mapping[str, Any], exp: str, case: Optional[str]) -> Ctx:
+def _ctx(result: Mapping[str, Any], exp: str, case: Optional[str],
+         machines: Optional[Mapping[str, Any]] = None) -> Ctx:
+    """Case `case` of `result`: its config, its machine (from the case's
+    provenance, else from `machines`), its scale and real-RAM factor."""
+    one = _arms(result, case)
     config = one["config"]
     name = config["machine"]
     scale = float(config["kernel"]["numa_scan"]["scale"])
@@ -420,12 +419,8 @@ def _ctx(one: Mapping[str, Any], exp: str, case: Optional[str]) -> Ctx:
     if real is not None and config["workload"]["kind"] == "lru-file-mmap-read":
         ratio = real.memory_bytes / config["workload"]["ram"]
     prov = one.get("provenance") or {}
-    return Ctx(config, (prov.get("machines") or {}).get(name, {}), scale, ratio)
-
-
-def _with_result(c: Ctx, result: Mapping[str, Any]) -> Ctx:
-    c.result = result
-    return c
+    machine = (prov.get("machines") or {}).get(name) or (machines or {}).get(name, {})
+    return Ctx(config, machine, scale, ratio, result)
 
 
 def regime(result: Mapping[str, Any], exp: str, case: Optional[str],
@@ -434,9 +429,7 @@ def regime(result: Mapping[str, Any], exp: str, case: Optional[str],
     (``REAL``): the memory in play and the per-task footprint against the
     LLC, whether both lie on the same side of it, and the departure."""
     one = _arms(result, case)
-    c = _ctx(one, exp, case)
-    if not c.machine and machines:
-        c.machine = machines.get(one["config"]["machine"], {})
+    c = _ctx(result, exp, case, machines)
     m = c.machine
     mr = model_regime(one["config"], m)
     one_cpu = mr["tasks"] == 1
@@ -498,11 +491,7 @@ def ledger(results: Mapping[str, Mapping[str, Any]], fingerprint_of: Optional[Ma
         machines.update((r.get("provenance") or {}).get("machines") or {})
 
     def ctx(exp: str, case: Optional[str]) -> Ctx:
-        one = _arms(results[exp], case)
-        c = _with_result(_ctx(one, exp, case), results[exp])
-        if not c.machine:
-            c.machine = machines.get(one["config"]["machine"], {})
-        return c
+        return _ctx(results[exp], exp, case, machines)
 
     rows = []
     for f in FIGURES:

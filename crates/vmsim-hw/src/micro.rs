@@ -90,10 +90,6 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    pub fn detect() -> Sizes {
-        Sizes::of(&host::HostFacts::detect())
-    }
-
     /// The sizes of host `h`.
     pub fn of(h: &host::HostFacts) -> Sizes {
         let llc = h.llc_bytes();
