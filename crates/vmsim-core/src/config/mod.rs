@@ -19,8 +19,9 @@ use crate::policy::{Thp, ThpCow};
 pub use crate::workload::usemem::{UsememClock, UsememConfig};
 pub use crate::workload::{WorkloadConfig, MIB};
 use fields::{cfg_err, Fields};
-pub use preset::{NameOrNs, Preset};
+pub use preset::{NameOrNs, Preset, Provenance, CLASSES, MACHINE_SET, RANGED};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod embedded {
@@ -37,8 +38,19 @@ pub fn embedded_experiments() -> &'static [(&'static str, &'static str)] {
 
 /// Resolves a machine reference: a built-in preset name, or a path to a preset file.
 pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Result<Preset, Error> {
+    load_machine_with(key, reference, base_dir, &[])
+}
+
+/// [`load_machine`], with the values of `sets` (dotted preset keys, a run's
+/// `machine_set`) set in the preset.
+pub fn load_machine_with(
+    key: &str,
+    reference: &str,
+    base_dir: Option<&Path>,
+    sets: &[(String, toml::Value)],
+) -> Result<Preset, Error> {
     if let Some((_, text)) = embedded_machines().iter().find(|(n, _)| *n == reference) {
-        return Preset::parse(text, reference);
+        return Preset::parse_with(text, reference, sets);
     }
     let p = resolve_path(reference, base_dir);
     if reference.ends_with(".toml") && p.exists() {
@@ -47,7 +59,10 @@ pub fn load_machine(key: &str, reference: &str, base_dir: Option<&Path>) -> Resu
         // The error keeps the preset's own dotted key, the file going into
         // the message; one about the file as a whole (its TOML) is keyed by
         // the field that named the file.
-        return Preset::parse(&text, &origin).map_err(|e| match e {
+        return Preset::parse_with(&text, &origin, sets).map_err(|e| match e {
+            Error::Config { key: k, message } if k.starts_with(preset::MACHINE_SET) => {
+                cfg_err(k, format!("in {reference}: {message}"))
+            }
             Error::Config { key: k, message } if k == origin => {
                 cfg_err(key, format!("{reference}: {message}"))
             }
@@ -128,6 +143,9 @@ pub struct FaultInjection {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunConfig {
     pub machine: String,
+    /// `[machine_set]`: preset values the run sets, by dotted key.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub machine_set: BTreeMap<String, toml::Value>,
     #[serde(skip)]
     pub preset: Preset,
     pub seed: u64,
@@ -163,9 +181,21 @@ impl RunConfig {
         policies: &crate::kernel::policy::Policies,
     ) -> Result<RunConfig, Error> {
         let mut top = Fields::new("", table);
-        top.declare(&["machine", "seed", "kernel", "workload", "sim"])?;
+        top.declare(&[
+            "machine",
+            "machine_set",
+            "seed",
+            "kernel",
+            "workload",
+            "sim",
+        ])?;
         let machine = top.string("machine")?;
-        let preset = load_machine("machine", &machine, base_dir)?;
+        let machine_set = match top.take_value(preset::MACHINE_SET) {
+            None => BTreeMap::new(),
+            Some(v) => machine_sets(v)?,
+        };
+        let sets: Vec<(String, toml::Value)> = machine_set.clone().into_iter().collect();
+        let preset = load_machine_with("machine", &machine, base_dir, &sets)?;
         let seed = top.u64_opt("seed")?.unwrap_or(0);
 
         let kernel = kernel::parse(&mut top, &preset, scale, policies, base_dir)?;
@@ -174,6 +204,7 @@ impl RunConfig {
         top.finish()?;
         Ok(RunConfig {
             machine,
+            machine_set,
             preset,
             seed,
             kernel,
@@ -185,6 +216,37 @@ impl RunConfig {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("config serialises")
     }
+}
+
+/// `[machine_set]` as dotted preset keys and values: its nested tables
+/// walked down to the values (a value is anything but a table).
+fn machine_sets(v: toml::Value) -> Result<BTreeMap<String, toml::Value>, Error> {
+    fn walk(prefix: &str, v: toml::Value, out: &mut BTreeMap<String, toml::Value>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let key = if prefix.is_empty() {
+                        k
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            v => {
+                out.insert(prefix.to_string(), v);
+            }
+        }
+    }
+    let toml::Value::Table(_) = v else {
+        return Err(cfg_err(
+            preset::MACHINE_SET,
+            "expected a table of preset values by dotted key, e.g. machine_set.l2.superqueue = 64",
+        ));
+    };
+    let mut out = BTreeMap::new();
+    walk("", v, &mut out);
+    Ok(out)
 }
 
 /// `[workload]`: its kind, and the kind's own keys (each parsed by its file).

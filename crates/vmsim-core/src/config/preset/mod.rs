@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 use toml::Value;
 
 mod bounds;
+mod provenance;
+
+pub use provenance::{Provenance, CLASSES, RANGED};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CacheParams {
@@ -77,6 +80,15 @@ pub struct Preset {
     pub idle_states: Vec<IdleStatePreset>,
     /// Dotted key -> source text, for every parameter.
     pub sources: BTreeMap<String, String>,
+    /// Dotted key -> class and plausible range, for every parameter.
+    pub provenance: BTreeMap<String, Provenance>,
+}
+
+/// What the preset reader records of each value besides the value.
+#[derive(Default)]
+struct Book {
+    sources: BTreeMap<String, String>,
+    provenance: BTreeMap<String, Provenance>,
 }
 
 /// One idle state (`struct cpuidle_state` of intel_idle's tables).
@@ -356,7 +368,7 @@ pub enum NameOrNs {
 
 struct P<'a> {
     f: Fields,
-    sources: &'a mut BTreeMap<String, String>,
+    book: &'a mut Book,
 }
 
 impl<'a> P<'a> {
@@ -369,7 +381,7 @@ impl<'a> P<'a> {
             ),
             e => e,
         })?;
-        leaf.declare(&["value", "source"])?;
+        leaf.declare(&["value", "source", "class", "range", "range_reason"])?;
         let value = leaf.req("value")?;
         let source = leaf.string("source")?;
         if source.trim().is_empty() {
@@ -378,8 +390,10 @@ impl<'a> P<'a> {
                 "must not be empty: every preset parameter names its source",
             ));
         }
+        let provenance = Provenance::read(&mut leaf, &value)?;
         leaf.finish()?;
-        self.sources.insert(key.clone(), source);
+        self.book.sources.insert(key.clone(), source);
+        self.book.provenance.insert(key.clone(), provenance);
         Ok((key, value))
     }
     fn u(&mut self, name: &'static str) -> Result<u64, Error> {
@@ -486,10 +500,10 @@ impl<'a> P<'a> {
 
 fn cache<'a>(
     f: Fields,
-    sources: &'a mut BTreeMap<String, String>,
+    book: &'a mut Book,
     outstanding: Option<&'static str>,
 ) -> Result<(CacheParams, P<'a>), Error> {
-    let mut p = P { f, sources };
+    let mut p = P { f, book };
     let c = CacheParams {
         size_kib: p.pos("size_kib")?,
         ways: p.pos("ways")?,
@@ -531,19 +545,107 @@ fn cache<'a>(
     Ok((c, p))
 }
 
+/// The run config key whose dotted keys set preset values.
+pub const MACHINE_SET: &str = "machine_set";
+
+/// Sets the preset value at `key` (`l2.superqueue`) to `v` in the preset's
+/// table, as the run's own: class `user`, no range, a source saying what
+/// it replaced.
+fn set_value(table: &mut toml::Table, key: &str, v: &Value) -> Result<(), Error> {
+    let shown = format!("{MACHINE_SET}.{key}");
+    let name = table
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("the preset")
+        .to_string();
+    let not_found = || {
+        cfg_err(
+            super::fields::cut(&shown, 80),
+            format!("not a value of the machine preset {name} (vmsim machines --show {name} lists its values, e.g. l2.superqueue)"),
+        )
+    };
+    let mut t = &mut *table;
+    let parts: Vec<&str> = key.split('.').collect();
+    for part in &parts[..parts.len() - 1] {
+        match t.get_mut(*part) {
+            Some(Value::Table(sub)) if !sub.contains_key("value") => t = sub,
+            _ => return Err(not_found()),
+        }
+    }
+    let Some(Value::Table(leaf)) = t.get_mut(parts[parts.len() - 1]) else {
+        return Err(not_found());
+    };
+    let Some(old) = leaf.get("value").cloned() else {
+        return Err(cfg_err(
+            super::fields::cut(&shown, 80),
+            "is a section of the preset, not one value; set its values one by one",
+        ));
+    };
+    let class = leaf
+        .get("class")
+        .and_then(Value::as_str)
+        .unwrap_or("user")
+        .to_string();
+    let source = leaf
+        .get("source")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    leaf.insert("value".into(), v.clone());
+    leaf.insert(
+        "source".into(),
+        Value::String(format!(
+            "set by the run ({shown} = {}); the preset's value {} ({class}): {source}",
+            super::fields::show(v),
+            super::fields::show(&old)
+        )),
+    );
+    leaf.insert("class".into(), Value::String("user".into()));
+    leaf.remove("range");
+    leaf.remove("range_reason");
+    Ok(())
+}
+
 impl Preset {
     pub fn parse(text: &str, origin: &str) -> Result<Preset, Error> {
-        let table: toml::Table = text
+        Self::parse_with(text, origin, &[])
+    }
+
+    /// The preset of `text` with some of its values set by a run (its
+    /// `machine_set`): each `(dotted key, value)` replaces that value before
+    /// the preset is read, so the field's own checks judge it, and the value
+    /// becomes the run's (class `user`, its source naming what it replaced).
+    pub fn parse_with(text: &str, origin: &str, sets: &[(String, Value)]) -> Result<Preset, Error> {
+        let mut table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| super::fields::toml_error(text, &e, origin))?;
+        for (key, v) in sets {
+            set_value(&mut table, key, v)?;
+        }
+        // A set value a field refuses is the run's key's fault, not the preset's.
+        Self::read(table).map_err(|e| match e {
+            Error::Config { key, message } => {
+                match sets
+                    .iter()
+                    .find(|(k, _)| key == *k || key.starts_with(&format!("{k}.")))
+                {
+                    Some((k, _)) => cfg_err(format!("{MACHINE_SET}.{k}"), message),
+                    None => Error::Config { key, message },
+                }
+            }
+            e => e,
+        })
+    }
+
+    fn read(table: toml::Table) -> Result<Preset, Error> {
         let mut top = Fields::new("", table);
         let name = top.string("name")?;
         let description = top.string("description")?;
-        let mut sources = BTreeMap::new();
+        let mut book = Book::default();
 
         let mut cpu = P {
             f: top.sub("cpu")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let model = cpu.f.string("model")?;
         let freq_mhz = cpu.pos("freq_mhz")?;
@@ -559,14 +661,14 @@ impl Preset {
         let perf_cache_events = cpu.choice("perf_cache_events", PERF_CACHE_EVENTS)?;
         cpu.finish()?;
 
-        let (l1d, p) = cache(top.sub("l1d")?, &mut sources, Some("fill_buffers"))?;
+        let (l1d, p) = cache(top.sub("l1d")?, &mut book, Some("fill_buffers"))?;
         p.finish()?;
-        let (mut l2, mut p) = cache(top.sub("l2")?, &mut sources, Some("superqueue"))?;
+        let (mut l2, mut p) = cache(top.sub("l2")?, &mut book, Some("superqueue"))?;
         let l2_writeback_holds_superqueue = p.b("writeback_holds_superqueue")?;
         l2.sustained_bytes_per_cycle = p.sustained()?;
         l2.writebacks_share_sustained = p.b("writebacks_share_sustained")?;
         p.finish()?;
-        let (mut llc, mut p) = cache(top.sub("llc")?, &mut sources, None)?;
+        let (mut llc, mut p) = cache(top.sub("llc")?, &mut book, None)?;
         llc.sustained_bytes_per_cycle = p.sustained()?;
         llc.writebacks_share_sustained = p.b("writebacks_share_sustained")?;
         let llc_inclusive = p.b("inclusive")?;
@@ -575,7 +677,7 @@ impl Preset {
 
         let mut t = P {
             f: top.sub("tlb")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let tlb = TlbParams {
             l1_4k: (t.u("l1_4k_entries")?, t.u("l1_4k_ways")?),
@@ -606,7 +708,7 @@ impl Preset {
 
         let mut m = P {
             f: top.sub("memory")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let memory = MemoryParams {
             nodes_per_socket: m.pos("nodes_per_socket")?,
@@ -634,7 +736,7 @@ impl Preset {
 
         let mut s = P {
             f: top.sub("string")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let string = StringParams {
             erms: s.b("erms")?,
@@ -674,7 +776,7 @@ impl Preset {
 
         let mut pf = P {
             f: top.sub("prefetch")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let prefetch = PrefetchPreset {
             enabled: pf.b("enabled")?,
@@ -702,7 +804,7 @@ impl Preset {
 
         let mut c = P {
             f: top.sub("costs")?,
-            sources: &mut sources,
+            book: &mut book,
         };
         let costs = Costs {
             kernel: KernelCosts::read(|name| c.u(name))?,
@@ -740,10 +842,7 @@ impl Preset {
         let numa = match top.sub_opt("numa")? {
             None => None,
             Some(f) => {
-                let mut n = P {
-                    f,
-                    sources: &mut sources,
-                };
+                let mut n = P { f, book: &mut book };
                 let (k, v) = n.leaf("hops")?;
                 let hops = numa_hops(&format!("{k}.value"), &v, sockets, memory.nodes_per_socket)?;
                 let extra_hop_latency_ns = n.fl("extra_hop_latency_ns")?;
@@ -757,10 +856,7 @@ impl Preset {
         let idle_states = match top.sub_opt("idle")? {
             None => Vec::new(),
             Some(f) => {
-                let mut i = P {
-                    f,
-                    sources: &mut sources,
-                };
+                let mut i = P { f, book: &mut book };
                 let (k, v) = i.leaf("states")?;
                 let states = idle_states(&format!("{k}.value"), &v)?;
                 i.finish()?;
@@ -797,7 +893,8 @@ impl Preset {
             costs,
             numa,
             idle_states,
-            sources,
+            sources: book.sources,
+            provenance: book.provenance,
         };
         bounds::check(&preset)?;
         let cpus = sockets * cores_per_socket * threads_per_core;

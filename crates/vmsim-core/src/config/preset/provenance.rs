@@ -1,0 +1,184 @@
+//! Where each preset value comes from: its class (sourced, measured,
+//! calibrated, judgement, copied, or a user's), and for a value no source
+//! or measurement settles, the plausible range a screening varies it over.
+//!
+//! Invariants: a judgement, copied or calibrated value has a range with its
+//! reason; a sourced or measured one has none; a numeric range is
+//! `[low, high]` with low < high holding the value (integers for an integer
+//! value); any other range lists at least two alternatives, the value among
+//! them. Whether each end is a value the field accepts is the field's own
+//! check: `Preset::parse_with` applied to the end.
+
+use super::super::fields::{cfg_err, show, Fields};
+use crate::error::Error;
+use serde::Serialize;
+use toml::Value;
+
+/// The classes a value may have; `user` is what a user's preset value
+/// without a class gets.
+pub const CLASSES: &[&str] = &[
+    "sourced",
+    "measured",
+    "calibrated",
+    "judgement",
+    "copied",
+    "user",
+];
+
+/// The classes whose values must carry a plausible range.
+pub const RANGED: &[&str] = &["calibrated", "judgement", "copied"];
+
+/// One value's provenance.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Provenance {
+    pub class: String,
+    /// `[low, high]` for a number; the alternatives otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_reason: Option<String>,
+}
+
+impl Provenance {
+    /// The class, range and reason of `leaf` (a preset value's table), its
+    /// `value` already taken as `value`.
+    pub fn read(leaf: &mut Fields, value: &Value) -> Result<Provenance, Error> {
+        let class = match leaf.str_opt("class")? {
+            None => "user".to_string(),
+            Some(c) if CLASSES.contains(&c.as_str()) => c,
+            Some(c) => {
+                return Err(cfg_err(
+                    leaf.key("class"),
+                    format!(
+                        "{c:?} is not a class; accepted: {}",
+                        super::super::fields::quote_list(CLASSES)
+                    ),
+                ))
+            }
+        };
+        let range = leaf.take_value("range");
+        let reason = leaf.str_opt("range_reason")?;
+        let ranged = RANGED.contains(&class.as_str());
+        match (&range, &reason) {
+            (None, _) if ranged => {
+                return Err(cfg_err(
+                    leaf.key("range"),
+                    format!("missing: a {class} value gives its plausible range, [low, high] or the alternatives, and range_reason"),
+                ))
+            }
+            (Some(_), _) if class == "sourced" || class == "measured" => {
+                return Err(cfg_err(
+                    leaf.key("range"),
+                    format!("given, but a {class} value has no plausible range (its source settles it); class it judgement if it is uncertain"),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(cfg_err(
+                    leaf.key("range_reason"),
+                    "missing: a range says where it comes from",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(cfg_err(
+                    leaf.key("range_reason"),
+                    "given without a range",
+                ))
+            }
+            _ => {}
+        }
+        if let Some(r) = &range {
+            check_range(&leaf.key("range"), r, value)?;
+        }
+        if reason.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            return Err(cfg_err(leaf.key("range_reason"), "must not be empty"));
+        }
+        Ok(Provenance {
+            class,
+            range: range.map(|r| match r {
+                Value::Array(a) => a,
+                _ => unreachable!("check_range accepts arrays only"),
+            }),
+            range_reason: reason,
+        })
+    }
+
+    /// The ends of the range a screening runs the value at: low and high of
+    /// a number, or each alternative but the value itself.
+    pub fn screen_points(&self, value: &Value) -> Vec<Value> {
+        match &self.range {
+            None => Vec::new(),
+            Some(r) if is_number(value) => r.clone(),
+            Some(r) => r.iter().filter(|v| *v != value).cloned().collect(),
+        }
+    }
+}
+
+fn is_number(v: &Value) -> bool {
+    matches!(v, Value::Integer(_) | Value::Float(_))
+}
+
+fn num(v: &Value) -> f64 {
+    match v {
+        Value::Integer(i) => *i as f64,
+        Value::Float(f) => *f,
+        _ => f64::NAN,
+    }
+}
+
+fn check_range(key: &str, range: &Value, value: &Value) -> Result<(), Error> {
+    let Value::Array(r) = range else {
+        return Err(cfg_err(
+            key,
+            format!(
+                "expected [low, high] or a list of alternatives, got {}",
+                show(range)
+            ),
+        ));
+    };
+    if is_number(value) {
+        let ints = matches!(value, Value::Integer(_));
+        let ok = r.len() == 2
+            && r.iter().all(|e| {
+                if ints {
+                    matches!(e, Value::Integer(_))
+                } else {
+                    is_number(e)
+                }
+            });
+        if !ok {
+            let kind = if ints { "two integers" } else { "two numbers" };
+            return Err(cfg_err(
+                key,
+                format!("expected [low, high], {kind}, got {}", show(range)),
+            ));
+        }
+        let (lo, hi, x) = (num(&r[0]), num(&r[1]), num(value));
+        if !(lo < hi && lo <= x && x <= hi) {
+            return Err(cfg_err(
+                key,
+                format!(
+                    "{} does not hold the value {}: low < high, and low <= value <= high",
+                    show(range),
+                    show(value)
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if r.len() < 2 || !r.contains(value) {
+        return Err(cfg_err(
+            key,
+            format!(
+                "expected the alternatives, at least two, the value {} among them; got {}",
+                show(value),
+                show(range)
+            ),
+        ));
+    }
+    for (i, a) in r.iter().enumerate() {
+        if r[..i].contains(a) {
+            return Err(cfg_err(key, format!("{} is listed twice", show(a))));
+        }
+    }
+    Ok(())
+}
