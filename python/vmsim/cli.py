@@ -507,6 +507,33 @@ def _write_table(rows: List[Dict[str, Any]], keys: Sequence[str], out: str, fmt:
                 raise CliError("--parquet needs pyarrow: pip install 'vmsim[full]'") from None
 
 
+def cmd_sensitivity(args) -> int:
+    from . import sensitivity as _sens
+
+    experiment = args.experiment
+    looks_like_file = experiment.endswith(".toml") or os.sep in experiment
+    if looks_like_file and not Path(experiment).is_file():
+        raise CliError(f"{experiment}: no such experiment file")
+    _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
+    _check_count(args.threads, "--threads", _api.MAX_THREADS)
+    if args.top is not None and args.top < 1:
+        raise CliError(f"--top must be at least 1, not {args.top}")
+    _check_out(args.json)
+    _check_out(args.plot, "--plot", stdout=False)
+    params = [p.strip() for p in (args.params or "").split(",") if p.strip()] or None
+    _dask.check_engine(args.scheduler, args.workers, args.jobs)
+    with _dask.engine(args) as executor:
+        doc = _run_with_progress(args, _sens.screen, experiment, scale=args.scale, seed=args.seed or 0,
+                                 params=params, metrics=_metric_list(args), jobs=args.jobs, threads=args.threads,
+                                 executor=executor, cache=not args.no_cache)
+    if args.plot:
+        from .plot import plot_tornado
+
+        plot_tornado(doc, args.plot, top=args.top or 10)
+    _emit(doc, _sens.format_table(doc, args.top or 10), args.json)
+    return 0
+
+
 def cmd_sweep(args) -> int:
     path = _config_path(args.config)
     _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
@@ -724,6 +751,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "trust table (make ledger)")
     p.add_argument("--json", metavar="OUT", help="also write the ledger as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_ledger)
+
+    p = sub.add_parser("sensitivity", parents=[common],
+                       help="how far an experiment's headline moves over its machines' unsettled values "
+                            "(one at a time, each over its plausible range)")
+    p.add_argument("experiment", metavar="NAME|FILE", help="built-in experiment name or experiment TOML")
+    p.add_argument("--params", metavar="P1,P2",
+                   help="only these values: KEY or MACHINE:KEY, shell wildcards allowed (e.g. 'l2.*', "
+                        "'epyc-7j13-milan:llc.replacement'); default: every value of the experiment's machines "
+                        "with a plausible range")
+    p.add_argument("--metrics", metavar="M1,M2",
+                   help="headline metrics, their change in every variant (default: the experiment's published "
+                        "figures' case, arm and metric)")
+    p.add_argument("--scale", type=_scale_arg,
+                   help="memory scale factor (default: the experiment's quick scale, else its own)")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("-j", "--jobs", type=int, help="worker processes (default: one per CPU this process may use)")
+    p.add_argument("--threads", type=int, metavar="N", help="host threads per worker (default: its share of the CPUs)")
+    p.add_argument("--top", type=int, metavar="N", help="rows per headline in the table and plot (default 10)")
+    p.add_argument("--plot", metavar="FILE", help="also draw the tornado plot to FILE (.png, .pdf or .svg; needs matplotlib)")
+    p.add_argument("--json", metavar="OUT", help="also write the screening as JSON to OUT ('-' for stdout only)")
+    _dask.add_options(p)
+    p.set_defaults(func=cmd_sensitivity)
 
     p = sub.add_parser("sweep", parents=[common, named], help="run a config over a grid of values (process pool)")
     p.add_argument("config", metavar="CONFIG", help="base run config (.toml or .json)")

@@ -522,3 +522,36 @@ def _short_names(keys: Sequence[str]) -> Dict[str, str]:
     where that names one key only."""
     last = [k.rsplit(".", 1)[-1] for k in keys]
     return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def plot_tornado(doc: Mapping[str, Any], out: Union[str, "os.PathLike[str]"], top: int = 10) -> str:
+    """A sensitivity screening (``vmsim sensitivity``) as tornado plots, one
+    panel per headline: a bar per screened value from the headline at one
+    end of its range to the other, the values moving it most on top, the
+    headline at the preset's values as a line. Returns the path written."""
+    fmt = _format_of(out)
+    plt = _pyplot()
+    heads = doc["headlines"]
+    rows_of = [[r for r in h["rows"] if r["swing"] > 0][:top] or h["rows"][:1] for h in heads]
+    height = sum(max(1, len(r)) * 0.32 + 0.9 for r in rows_of)
+    fig, axes = plt.subplots(len(heads), 1, figsize=(8.0, max(2.5, height)), squeeze=False)
+    for ax, h, rows in zip(axes[:, 0], heads, rows_of):
+        for i, r in enumerate(reversed(rows)):
+            got = [e for e in r["ends"] if e["headline"] is not None]
+            xs = [e["headline"] for e in got] + [h["nominal"]]
+            ax.barh(i, max(xs) - min(xs), left=min(xs), color="#4c72b0", height=0.6)
+            for e in got:
+                ax.annotate(json.dumps(e["value"]), (e["headline"], i), fontsize=7, ha="center", va="center",
+                            xytext=(0, 8), textcoords="offset points")
+        ax.axvline(h["nominal"], color="black", linewidth=1)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([r["param"] for r in reversed(rows)], fontsize=7)
+        label = "/".join(str(x) for x in (h["case"], h["arm"]) if x is not None)
+        ax.set_title(f"{label}: {h['metric']} change, % (line: the presets' values)", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle(f"{doc['experiment']}: one value at a time over its plausible range (scale {doc['scale']})",
+                 fontsize=10)
+    fig.tight_layout()
+    path = _save(fig, out, fmt, 150)
+    plt.close(fig)
+    return path

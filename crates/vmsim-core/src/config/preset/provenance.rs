@@ -32,6 +32,8 @@ pub const RANGED: &[&str] = &["calibrated", "judgement", "copied"];
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Provenance {
     pub class: String,
+    /// The value as the preset writes it (what a screening varies).
+    pub value: Value,
     /// `[low, high]` for a number; the alternatives otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<Vec<Value>>,
@@ -94,6 +96,7 @@ impl Provenance {
         }
         Ok(Provenance {
             class,
+            value: value.clone(),
             range: range.map(|r| match r {
                 Value::Array(a) => a,
                 _ => unreachable!("check_range accepts arrays only"),
@@ -104,11 +107,11 @@ impl Provenance {
 
     /// The ends of the range a screening runs the value at: low and high of
     /// a number, or each alternative but the value itself.
-    pub fn screen_points(&self, value: &Value) -> Vec<Value> {
+    pub fn screen_points(&self) -> Vec<Value> {
         match &self.range {
             None => Vec::new(),
-            Some(r) if is_number(value) => r.clone(),
-            Some(r) => r.iter().filter(|v| *v != value).cloned().collect(),
+            Some(r) if is_number(&self.value) => r.clone(),
+            Some(r) => r.iter().filter(|v| **v != self.value).cloned().collect(),
         }
     }
 }
