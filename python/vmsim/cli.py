@@ -143,7 +143,8 @@ def _show_builtin(kind: str, name: str, listing: Dict[str, str]) -> int:
     if kind == "machine":
         # Said where a user copies the preset: how a change stays theirs.
         sys.stdout.write(f"# The built-in preset {name}, to copy and change. A value you change: write\n"
-                         f"# source = \"user: ...\" with it. One changed under the built-in's source text is\n"
+                         f"# source = \"user: ...\" and class = \"user\" with it (no range, or one of your\n"
+                         f"# own with range_reason). One changed under the built-in's source text is\n"
                          f"# recorded as \"user: changed from ...\" in results (provenance.machines), with a warning.\n"
                          f"# Keep `name` to compare with its published figures: vmsim validate --machine FILE.\n")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -42,7 +42,7 @@ class Param:
     """One screened preset value."""
 
     machine: str  # the preset's name
-    ref: str  # the machine reference the experiment's configs give
+    ref: str  # the machine reference the experiment's configs give (a name, or a file)
     key: str  # the dotted preset key, e.g. l2.superqueue
     klass: str
     value: Any
@@ -53,7 +53,7 @@ class Param:
 
     @property
     def name(self) -> str:
-        return f"{self.machine}:{self.key}"
+        return f"{self.ref}:{self.key}"
 
 
 def _experiment_text(experiment: str) -> Tuple[str, Optional[str]]:
@@ -82,7 +82,7 @@ def parameters(experiment: str, scale: Optional[float] = None,
                patterns: Optional[Sequence[str]] = None) -> List[Param]:
     """The values a screening of ``experiment`` varies: those of its
     machines that have a range, or, with ``patterns`` (``KEY``,
-    ``MACHINE:KEY``, shell wildcards allowed), those that match. A pattern
+    ``MACHINE:KEY (MACHINE as the experiment names it: a preset name or file)``, shell wildcards allowed), those that match. A pattern
     matching none of them raises ``ConfigError`` keyed ``params``."""
     _, base_dir = _experiment_text(experiment)
     plan = _api.experiment_plan(experiment, scale)
@@ -91,7 +91,7 @@ def parameters(experiment: str, scale: Optional[float] = None,
     for ref, cases in _machines(plan).items():
         preset = json.loads(_core.preset_json(ref, base_dir))
         for key, prov in sorted(preset["provenance"].items()):
-            known.append(f"{preset['name']}:{key}")
+            known.append(f"{ref}:{key}")
             rng = prov.get("range")
             if prov["class"] not in SCREENED or not rng:
                 continue

@@ -160,7 +160,7 @@ fn check_range(key: &str, range: &Value, value: &Value) -> Result<(), Error> {
             return Err(cfg_err(
                 key,
                 format!(
-                    "{} does not hold the value {}: low < high, and low <= value <= high",
+                    "{} does not hold the value {}: low < high, and low <= value <= high (a value of your own: class = \"user\", without range and range_reason)",
                     show(range),
                     show(value)
                 ),

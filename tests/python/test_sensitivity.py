@@ -1,0 +1,156 @@
+"""vmsim sensitivity: the screened values of an experiment, the restricted
+experiments each value's machine runs, the tornado rows, and bad input
+(a pattern matching nothing, a range end the field refuses)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import vmsim
+from vmsim import _core
+from vmsim import sensitivity as sens
+from vmsim._config import parse_toml
+
+EXPERIMENT = """\
+name = "tiny-sensitivity"
+description = "two cases on two machines, a small usemem"
+reference = "a test"
+
+[config]
+machine = "xeon-e5-2699v3-2s"
+
+[config.kernel]
+thp = "always"
+
+[config.workload]
+kind = "usemem"
+nr_task = 2
+size_per_task_mib = 4
+
+[[cases]]
+name = "hsw"
+set = { "machine" = "xeon-e5-2699v3-2s" }
+
+[[cases]]
+name = "mine"
+set = { "machine" = "mine.toml" }
+
+[baseline]
+name = "target-last"
+set = { "kernel.clear_huge_page" = "target-last" }
+
+[[variants]]
+name = "sequential"
+set = { "kernel.clear_huge_page" = "sequential" }
+
+[[published]]
+case = "hsw"
+arm = "sequential"
+metric = "throughput_bytes_per_s"
+change_percent = -5.0
+source = "a test"
+"""
+
+LATENCY = 'local_latency_ns = { value = '
+
+
+def user_preset(tmp_path, line=None):
+    """The Haswell-EP preset as a user's file, one leaf's line replaced."""
+    text = _core.builtin_toml("machine", "xeon-e5-2699v3-2s")
+    if line is not None:
+        key = line.split(" = ", 1)[0]
+        lines = [line if l.startswith(f"{key} = ") else l for l in text.splitlines()]
+        assert lines != text.splitlines()
+        text = "\n".join(lines) + "\n"
+    (tmp_path / "mine.toml").write_text(text)
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    user_preset(tmp_path, 'posted_write_ns = { value = 20.0, source = "mine", class = "judgement", '
+                          'range = [10.0, 30.0], range_reason = "a test" }')
+    path = tmp_path / "tiny.toml"
+    path.write_text(EXPERIMENT)
+    return str(path)
+
+
+def test_the_screened_values_are_the_ranged_ones_of_the_experiments_machines(experiment):
+    params = sens.parameters(experiment)
+    names = {p.name for p in params}
+    assert "xeon-e5-2699v3-2s:l2.superqueue" in names
+    for p in params:
+        assert p.klass in sens.SCREENED and p.points
+    # The user's file is screened apart from the built-in it copies, on its own case.
+    mine = [p for p in params if p.key == "memory.posted_write_ns" and "mine" in p.cases]
+    assert [(p.klass, p.points) for p in mine] == [("judgement", [10.0, 30.0])]
+    only = sens.parameters(experiment, patterns=["l2.superqueue"])
+    assert {p.key for p in only} == {"l2.superqueue"} and len(only) == 2
+    assert [(p.ref, p.cases) for p in only] == [("xeon-e5-2699v3-2s", ["hsw"]), ("mine.toml", ["mine"])]
+
+
+def test_a_pattern_matching_nothing_is_refused_naming_it(experiment):
+    with pytest.raises(vmsim.ConfigError) as e:
+        sens.parameters(experiment, patterns=["l2.superqueu"])
+    assert e.value.key == "params" and "l2.superqueu" in str(e.value) and "\n" not in str(e.value)
+    sourced = next(k for k, p in json.loads(_core.preset_json("xeon-e5-2699v3-2s", None))["provenance"].items()
+                   if p["class"] == "sourced")
+    with pytest.raises(vmsim.ConfigError, match="no plausible range"):
+        sens.parameters(experiment, patterns=[sourced])
+
+
+def test_a_restricted_experiment_keeps_its_cases_and_their_published_figures():
+    doc = parse_toml(EXPERIMENT)
+    sub = sens.restricted(doc, ["mine"])
+    assert [c["name"] for c in sub["cases"]] == ["mine"] and sub["published"] == []
+    assert sens.restricted(doc, ["hsw", "mine"])["cases"] == doc["cases"]
+    for name in vmsim.experiments():
+        d = parse_toml(_core.builtin_toml("experiment", name))
+        assert parse_toml(sens.to_toml(d)) == d, name
+
+
+@pytest.mark.sim
+def test_a_screening_moves_one_value_at_a_time(experiment):
+    doc = sens.screen(experiment, params=["mine.toml:memory.posted_write_ns", "xeon-e5-2699v3-2s:costs.page_fault_handler_cycles"])
+    assert doc["runs"] == 5  # the experiment, then two ends of each value
+    [h] = doc["headlines"]
+    assert (h["case"], h["arm"], h["metric"]) == ("hsw", "sequential", "throughput_bytes_per_s")
+    # The user's value is on the other case: the hsw headline has a row for
+    # the Haswell value only.
+    [row] = h["rows"]
+    assert row["param"] == "xeon-e5-2699v3-2s:costs.page_fault_handler_cycles"
+    ends = [e["headline"] for e in row["ends"]]
+    assert h["low"] <= min(ends + [h["nominal"]]) and h["high"] >= max(ends + [h["nominal"]])
+    assert row["swing"] == pytest.approx(max(ends + [h["nominal"]]) - min(ends + [h["nominal"]]))
+    again = sens.screen(experiment, params=["mine.toml:memory.posted_write_ns",
+                                            "xeon-e5-2699v3-2s:costs.page_fault_handler_cycles"])
+    assert again["headlines"] == doc["headlines"], "deterministic"
+    by_metric = sens.screen(experiment, params=["mine.toml:memory.posted_write_ns"], metrics=["elapsed_s"])
+    assert {(h["case"], h["arm"]) for h in by_metric["headlines"]} == {("hsw", "sequential"), ("mine", "sequential")}
+    assert sens.prediction_text(h).startswith(f"{h['nominal']:+.1f}%")
+
+
+@pytest.mark.sim
+def test_a_range_end_its_field_refuses_is_named(tmp_path):
+    user_preset(tmp_path, 'posted_write_ns = { value = 20.0, source = "mine", class = "judgement", '
+                          'range = [10.0, 3000.0], range_reason = "a test" }')
+    path = tmp_path / "tiny.toml"
+    path.write_text(EXPERIMENT)
+    with pytest.raises(vmsim.ConfigError) as e:
+        sens.screen(str(path), params=["mine.toml:memory.posted_write_ns"])
+    assert "mine.toml:memory.posted_write_ns" in str(e.value) and "3000.0" in str(e.value)
+    assert not list(tmp_path.glob(".vmsim-sensitivity-*")), "the restricted copies are removed"
+
+
+@pytest.mark.sim
+def test_the_command_prints_the_tornado_table_and_writes_json(experiment, tmp_path):
+    out = tmp_path / "s.json"
+    p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", experiment, "-q", "--params",
+                        "costs.page_fault_handler_cycles", "--json", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "hsw/sequential throughput_bytes_per_s" in p.stdout and "swing" in p.stdout
+    assert json.loads(out.read_text())["kind"] == "sensitivity"
+    bad = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", experiment, "--params", "nope.*"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "params: nope.*" in bad.stderr
