@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::kernel::policy::registry::{Hook, Policies, Registry};
 use crate::kernel::policy::tlb::BatchFlush;
 use crate::kernel::sched::numa::ScanKnobs;
+use crate::kernel::tunables::KernelTunables;
 use crate::policy::{ClearPage, Policy, Preempt, Thp};
 use std::path::Path;
 use std::sync::Arc;
@@ -71,7 +72,7 @@ pub(super) fn parse(
     let mut k = top
         .sub_opt("kernel")?
         .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
-    k.declare(&[
+    let mut keys = vec![
         "thp",
         "clear_huge_page",
         "clear_page",
@@ -83,13 +84,8 @@ pub(super) fn parse(
         "numa_balancing",
         "numa_hint_fault",
         "migrate_tlb_flush",
-        "numa_balancing_scan_delay_ms",
-        "numa_balancing_scan_period_min_ms",
-        "numa_balancing_scan_period_max_ms",
-        "numa_balancing_scan_size_mb",
         "hz",
         "skew_tick",
-        "tlb_single_page_flush_ceiling",
         "fault_around_bytes",
         "read_ahead_kb",
         "struct_pages",
@@ -98,7 +94,9 @@ pub(super) fn parse(
         "rwsems",
         "pte_locks",
         "wakeups",
-    ])?;
+    ];
+    keys.extend(KernelTunables::ALL.iter().map(|t| t.key));
+    k.declare(&keys)?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
     let clear_huge_page = hook(&mut k, "clear_huge_page", &p.clear, p, |r, n| {
@@ -137,39 +135,32 @@ pub(super) fn parse(
     let migrate_tlb_flush = hook(&mut k, "migrate_tlb_flush", &p.migrate_flush, p, |r, n| {
         r.unmap_flush(n, base_dir)
     })?;
-    let d = ScanKnobs::default();
-    let mut knob = |key: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, Error> {
-        let v = k.u64_opt(key)?.unwrap_or(default);
-        if !(lo..=hi).contains(&v) {
-            return Err(cfg_err(
-                format!("kernel.{key}"),
-                format!("{v} is out of range; accepted: {lo} to {hi}"),
-            ));
+    let tunables = KernelTunables::read(|t| {
+        let v = k.u64_opt(t.key)?;
+        match v {
+            Some(x) if !(t.low..=t.high).contains(&x) => Err(cfg_err(
+                format!("kernel.{}", t.key),
+                format!("{x} is out of range; accepted: {} to {}", t.low, t.high),
+            )),
+            v => Ok(v),
         }
-        Ok(v)
-    };
+    })?;
     let numa_scan = ScanKnobs {
-        scan_delay_ms: knob(
-            "numa_balancing_scan_delay_ms",
-            d.scan_delay_ms,
-            0,
-            3_600_000,
-        )?,
-        scan_period_min_ms: knob(
-            "numa_balancing_scan_period_min_ms",
-            d.scan_period_min_ms,
-            1,
-            3_600_000,
-        )?,
-        scan_period_max_ms: knob(
-            "numa_balancing_scan_period_max_ms",
-            d.scan_period_max_ms,
-            1,
-            3_600_000,
-        )?,
-        scan_size_mb: knob("numa_balancing_scan_size_mb", d.scan_size_mb, 1, 1 << 20)?,
+        scan_delay_ms: tunables.numa_balancing_scan_delay_ms,
+        scan_period_min_ms: tunables.numa_balancing_scan_period_min_ms,
+        scan_period_max_ms: tunables.numa_balancing_scan_period_max_ms,
+        scan_size_mb: tunables.numa_balancing_scan_size_mb,
         scale,
     };
+    if tunables.pcp_high < tunables.pcp_batch {
+        return Err(cfg_err(
+            "kernel.pcp_high",
+            format!(
+                "{} is below kernel.pcp_batch ({}): the list gives back a batch once it holds high pages",
+                tunables.pcp_high, tunables.pcp_batch
+            ),
+        ));
+    }
     if numa_scan.scan_period_max_ms < numa_scan.scan_period_min_ms {
         return Err(cfg_err(
             "kernel.numa_balancing_scan_period_max_ms",
@@ -208,15 +199,7 @@ pub(super) fn parse(
     }
     let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
     let d = KernelConfig::default();
-    let ceiling = k
-        .u64_opt("tlb_single_page_flush_ceiling")?
-        .unwrap_or(d.tlb_single_page_flush_ceiling);
-    if ceiling > 1 << 20 {
-        return Err(cfg_err(
-            "kernel.tlb_single_page_flush_ceiling",
-            format!("{ceiling} is out of range; accepted: 0 to 1048576"),
-        ));
-    }
+    let ceiling = tunables.tlb_single_page_flush_ceiling;
     let fault_around_bytes = k
         .u64_opt("fault_around_bytes")?
         .unwrap_or(d.fault_around_bytes);
@@ -287,5 +270,6 @@ pub(super) fn parse(
         rwsems,
         pte_locks,
         wakeups,
+        tunables,
     })
 }

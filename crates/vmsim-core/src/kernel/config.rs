@@ -83,6 +83,22 @@ pub struct KernelConfig {
     /// waiters (`kernel.struct_pages`) pay the idle exit, and the rest wake
     /// at the waker's time for nothing.
     pub wakeups: bool,
+    /// The kernel's own numbers (kernel/tunables.rs); a result records
+    /// those a run sets off their default (the scanner's and the flush
+    /// ceiling's also under `numa_scan` and `tlb_single_page_flush_ceiling`).
+    #[serde(skip_serializing_if = "unchanged", serialize_with = "changed")]
+    pub tunables: super::tunables::KernelTunables,
+}
+
+fn unchanged(t: &super::tunables::KernelTunables) -> bool {
+    t.changed().is_empty()
+}
+
+fn changed<S: serde::Serializer>(
+    t: &super::tunables::KernelTunables,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&t.changed(), s)
 }
 
 /// The kernel as a run config gets it when it names no policy: each policy's
@@ -105,7 +121,8 @@ impl Default for KernelConfig {
             migrate_tlb_flush: p.migrate_flush.default_hook(),
             numa_scan: Default::default(),
             hz: 1000,
-            tlb_single_page_flush_ceiling: super::tlbflush::TLB_SINGLE_PAGE_FLUSH_CEILING,
+            tlb_single_page_flush_ceiling: super::tunables::KernelTunables::default()
+                .tlb_single_page_flush_ceiling,
             fault_around_bytes: super::filemap::FAULT_AROUND_BYTES,
             read_ahead_kb: super::filemap::VM_READAHEAD_PAGES * 4,
             skew_tick: false,
@@ -115,6 +132,7 @@ impl Default for KernelConfig {
             rwsems: false,
             pte_locks: false,
             wakeups: false,
+            tunables: Default::default(),
         }
     }
 }

@@ -27,9 +27,7 @@
 
 use super::hw::Hw;
 use super::locking::rwsem::SemRef;
-use super::locking::sections::{
-    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR, PCP_BATCH,
-};
+use super::locking::sections::{SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR};
 use super::mm::Pte;
 use super::sched::wait::WaitQueueId;
 use super::vmscan::TlbflushUnmapBatch;
@@ -168,7 +166,7 @@ impl Kernel {
             if sl.pcp_free(cpu, old_node) {
                 work.push_back(Work::SpinSection {
                     lock: SpinRef::Zone(old_node),
-                    instr: FREE_ONE_PAGE_INSTR * PCP_BATCH as u64,
+                    instr: FREE_ONE_PAGE_INSTR * self.cfg.tunables.pcp_batch,
                     what: KFn::MigratePages,
                 });
             }

@@ -16,9 +16,6 @@ use super::sched::wait::{WaitQueueId, WaitQueues};
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 
-/// `watermark_scale_factor` default (sysctl vm.watermark_scale_factor, in 1/10000 of the zone).
-pub const WATERMARK_SCALE_FACTOR: u64 = 10;
-
 /// A node's watermarks (in 4 KiB pages) and kswapd's wait queue.
 #[derive(Clone, Debug)]
 pub struct PgData {
@@ -39,16 +36,16 @@ pub fn min_free_kbytes(total_pages: u64) -> u64 {
 }
 
 /// `__setup_per_zone_wmarks()` for one zone of `managed` pages out of `total` managed pages.
-pub fn zone_watermarks(managed: u64, total: u64) -> (u64, u64, u64) {
+pub fn zone_watermarks(managed: u64, total: u64, scale_factor: u64) -> (u64, u64, u64) {
     let min_pages = min_free_kbytes(total) / 4;
     let min = (min_pages as u128 * managed as u128 / total.max(1) as u128) as u64;
-    let gap = (min / 4).max(managed * WATERMARK_SCALE_FACTOR / 10_000);
+    let gap = (min / 4).max(managed * scale_factor / 10_000);
     (min, min + gap, min + 2 * gap)
 }
 
 impl PgData {
-    pub fn new(managed: u64, total: u64, waitq: &mut WaitQueues) -> PgData {
-        let (wmark_min, wmark_low, wmark_high) = zone_watermarks(managed, total);
+    pub fn new(managed: u64, total: u64, scale_factor: u64, waitq: &mut WaitQueues) -> PgData {
+        let (wmark_min, wmark_low, wmark_high) = zone_watermarks(managed, total, scale_factor);
         PgData {
             wmark_min,
             wmark_low,
@@ -181,11 +178,11 @@ mod tests {
         let pages = 4 << 20;
         assert_eq!(min_free_kbytes(pages), 16384);
         assert_eq!(
-            zone_watermarks(pages, pages),
+            zone_watermarks(pages, pages, 10),
             (4096, 4096 + 4194, 4096 + 2 * 4194)
         );
         // Two equal nodes share min_free_kbytes.
-        let (min, _, _) = zone_watermarks(pages / 2, pages);
+        let (min, _, _) = zone_watermarks(pages / 2, pages, 10);
         assert_eq!(min, 2048);
         assert_eq!(min_free_kbytes(16), 128);
     }

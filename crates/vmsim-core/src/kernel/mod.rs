@@ -38,6 +38,7 @@ pub mod rmap;
 pub mod sched;
 pub mod swap;
 pub mod tlbflush;
+pub mod tunables;
 pub mod uapi;
 pub mod vmemmap;
 pub mod vmscan;
@@ -538,7 +539,14 @@ impl Kernel {
         let mut waitq = sched::wait::WaitQueues::default();
         let node_pages = node_bytes >> page_alloc::PAGE_SHIFT;
         let pgdat = (0..nr_nodes)
-            .map(|_| mmzone::PgData::new(node_pages, node_pages * nr_nodes as u64, &mut waitq))
+            .map(|_| {
+                mmzone::PgData::new(
+                    node_pages,
+                    node_pages * nr_nodes as u64,
+                    cfg.tunables.watermark_scale_factor,
+                    &mut waitq,
+                )
+            })
             .collect();
         let page_wait_table = (0..migrate::PAGE_WAIT_TABLE_SIZE)
             .map(|_| waitq.add_queue())
@@ -551,7 +559,12 @@ impl Kernel {
             Some(imp) if node_bytes > 0 => {
                 let skip = vmemmap.as_ref().map_or(0, |v| v.blocks_per_node);
                 let kd = kdata::KernelData::boot(&mut alloc, skip);
-                Some(locking::sections::Spinlocks::new(imp, kd, nr_nodes))
+                Some(locking::sections::Spinlocks::new(
+                    imp,
+                    kd,
+                    nr_nodes,
+                    &cfg.tunables,
+                ))
             }
             _ => None,
         };

@@ -19,9 +19,6 @@ use super::VmStat;
 use crate::machine::ipi::CpuMask;
 use crate::machine::Machine;
 
-/// debugfs x86/tlb_single_page_flush_ceiling default.
-pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
-
 /// One CPU's `cpu_tlbstate`: the mm whose translations it holds, whether it
 /// holds it lazily (running a kernel thread or idle), and the mm's flush
 /// generation it has caught up with.
@@ -193,7 +190,7 @@ mod tests {
             &mut ts,
             0x1000,
             0x3000,
-            TLB_SINGLE_PAGE_FLUSH_CEILING,
+            crate::kernel::tunables::KernelTunables::default().tlb_single_page_flush_ceiling,
         );
         // Only CPU 1 gets an IPI; the lazy CPU is skipped and falls behind.
         assert_eq!(

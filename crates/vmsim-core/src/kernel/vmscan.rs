@@ -5,7 +5,7 @@
 //! `shrink_node` (one round: a `Work::ShrinkNode` item, run by kswapd or in
 //! direct reclaim) first deactivates from the active file list while the
 //! inactive one is the smaller (`inactive_is_low` with `inactive_ratio` 1,
-//! the value below 1 GiB), then isolates up to `SWAP_CLUSTER_MAX` (32)
+//! the value below 1 GiB), then isolates up to `SWAP_CLUSTER_MAX` (32, `kernel.swap_cluster_max`)
 //! folios from the tail of the inactive list and sorts them in
 //! `shrink_folio_list`: `folio_check_references` from the PTE young bits
 //! (`folio_referenced`) and `PG_referenced` — young PTEs and an earlier
@@ -48,7 +48,7 @@
 use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
 use super::locking::sections::{
-    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, PCP_BATCH, PUTBACK_INSTR, TREE_DELETE_INSTR,
+    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, PUTBACK_INSTR, TREE_DELETE_INSTR,
 };
 use super::mm::Mm;
 use super::policy::tlb::{BatchFlush, FlushCtx};
@@ -58,8 +58,6 @@ use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use std::collections::VecDeque;
 
-/// `SWAP_CLUSTER_MAX`: folios per reclaim batch.
-pub const SWAP_CLUSTER_MAX: usize = 32;
 /// `MAX_RECLAIM_RETRIES`: kswapd rounds without progress before it gives up on a node.
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 
@@ -192,19 +190,20 @@ impl Kernel {
     /// node's file LRU twice over (standing for a `balance_pgdat` pass down
     /// every priority that reclaimed nothing).
     pub(crate) fn shrink_node(&mut self, hw: &mut Hw, node: usize, kswapd: bool) -> u64 {
+        let batch = self.cfg.tunables.swap_cluster_max as usize;
         let l = &self.lru.nodes[node];
         // inactive_is_low(): inactive_ratio is 1 below 1 GiB of file LRU.
         if l.inactive_file.len() < l.active_file.len() {
-            self.shrink_active_list(hw, node, SWAP_CLUSTER_MAX);
+            self.shrink_active_list(hw, node, batch);
         }
-        let got = self.shrink_inactive_list(hw, node, SWAP_CLUSTER_MAX, kswapd);
+        let got = self.shrink_inactive_list(hw, node, batch, kswapd);
         if got > 0 {
             self.kswapd_failures[node] = 0;
             self.kswapd_noprogress_scan[node] = 0;
         } else if kswapd {
             let lru = self.nr_file_lru(node) as u64;
             let scanned = &mut self.kswapd_noprogress_scan[node];
-            *scanned += SWAP_CLUSTER_MAX as u64;
+            *scanned += batch as u64;
             if *scanned > 2 * lru {
                 *scanned = 0;
                 self.kswapd_failures[node] += 1;
@@ -406,7 +405,7 @@ impl Kernel {
                     hw,
                     SpinRef::Zone(node),
                     &[],
-                    FREE_ONE_PAGE_INSTR * PCP_BATCH as u64,
+                    FREE_ONE_PAGE_INSTR * self.cfg.tunables.pcp_batch,
                     KFn::ShrinkFolioList,
                 );
             }

@@ -7,7 +7,6 @@
 use super::translate::Xlate;
 use super::*;
 use crate::kernel::memory::{fault_error, FaultError};
-use crate::kernel::vmscan::SWAP_CLUSTER_MAX;
 
 /// The 8 B words of a line, each one store of a write loop (`Op::WriteSeq`).
 const WORDS_PER_LINE: u64 = 8;
@@ -51,7 +50,7 @@ impl Sim {
             scanned_no_progress = if got > 0 {
                 0
             } else {
-                scanned_no_progress + (n * SWAP_CLUSTER_MAX) as u64
+                scanned_no_progress + n as u64 * self.kernel.cfg.tunables.swap_cluster_max
             };
             let mut work = std::mem::take(&mut self.cpus[cpu].work);
             r = self

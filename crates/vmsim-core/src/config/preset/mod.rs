@@ -89,6 +89,9 @@ pub struct Preset {
 struct Book {
     sources: BTreeMap<String, String>,
     provenance: BTreeMap<String, Provenance>,
+    /// The first class or range at fault: reported once every value has
+    /// passed its own checks, which say more about a value out of bounds.
+    provenance_err: Option<Error>,
 }
 
 /// One idle state (`struct cpuidle_state` of intel_idle's tables).
@@ -390,10 +393,16 @@ impl<'a> P<'a> {
                 "must not be empty: every preset parameter names its source",
             ));
         }
-        let provenance = Provenance::read(&mut leaf, &value)?;
+        match Provenance::read(&mut leaf, &value) {
+            Ok(p) => {
+                self.book.provenance.insert(key.clone(), p);
+            }
+            Err(e) => {
+                self.book.provenance_err.get_or_insert(e);
+            }
+        }
         leaf.finish()?;
         self.book.sources.insert(key.clone(), source);
-        self.book.provenance.insert(key.clone(), provenance);
         Ok((key, value))
     }
     fn u(&mut self, name: &'static str) -> Result<u64, Error> {
@@ -896,6 +905,7 @@ impl Preset {
             sources: book.sources,
             provenance: book.provenance,
         };
+        let provenance_err = book.provenance_err;
         bounds::check(&preset)?;
         let cpus = sockets * cores_per_socket * threads_per_core;
         if cpus > crate::machine::topology::MAX_CPUS as u64 {
@@ -914,6 +924,9 @@ impl Preset {
                 "llc.instances_per_socket.value",
                 "must divide cpu.cores_per_socket into groups of at most 64 cores",
             ));
+        }
+        if let Some(e) = provenance_err {
+            return Err(e);
         }
         Ok(preset)
     }

@@ -45,7 +45,10 @@ impl Provenance {
     /// The class, range and reason of `leaf` (a preset value's table), its
     /// `value` already taken as `value`.
     pub fn read(leaf: &mut Fields, value: &Value) -> Result<Provenance, Error> {
-        let class = match leaf.str_opt("class")? {
+        let class = leaf.str_opt("class");
+        let range = leaf.take_value("range");
+        let reason = leaf.str_opt("range_reason");
+        let class = match class? {
             None => "user".to_string(),
             Some(c) if CLASSES.contains(&c.as_str()) => c,
             Some(c) => {
@@ -58,8 +61,7 @@ impl Provenance {
                 ))
             }
         };
-        let range = leaf.take_value("range");
-        let reason = leaf.str_opt("range_reason")?;
+        let reason = reason?;
         let ranged = RANGED.contains(&class.as_str());
         match (&range, &reason) {
             (None, _) if ranged => {

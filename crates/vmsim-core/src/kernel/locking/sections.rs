@@ -52,17 +52,9 @@ use super::spinlock::{SpinImpl, SpinLock};
 use super::LockClass;
 use crate::kernel::hw::{Hw, LOCKED_RMW_CYCLES};
 use crate::kernel::kdata::KernelData;
+use crate::kernel::tunables::KernelTunables;
 use crate::kernel::{KFn, Kernel, Work};
 use std::collections::{BTreeMap, VecDeque};
-
-/// `PAGEVEC_SIZE` of 4.1 (14; 15 from 5.8's pagevec change).
-pub const PAGEVEC_SIZE: u32 = 14;
-/// `pcp->batch` of a zone of 512 MiB or more (`zone_batchsize()`: managed
-/// pages / 1024 capped at 512 KiB, / 4, rounded to 2^n - 1). The scaled
-/// runs' nodes are far smaller; the model keeps the full-size machine's value.
-pub const PCP_BATCH: u32 = 31;
-/// `pcp->high` = 6 x batch (`pageset_set_batch`).
-pub const PCP_HIGH: u32 = 6 * PCP_BATCH;
 
 /// Instructions per folio of `isolate_lru_pages` (the `__isolate_lru_page`
 /// tests, the list move, the per-zone counters).
@@ -109,10 +101,19 @@ pub struct Spinlocks {
     /// Per CPU: pages in its LRU-add pagevec.
     pagevec: Vec<u32>,
     nr_nodes: usize,
+    /// `kernel.pcp_batch`, `kernel.pcp_high`, `kernel.pagevec_size`.
+    pub pcp_batch: u32,
+    pcp_high: u32,
+    pagevec_size: u32,
 }
 
 impl Spinlocks {
-    pub fn new(imp: SpinImpl, mut kdata: KernelData, nr_nodes: usize) -> Spinlocks {
+    pub fn new(
+        imp: SpinImpl,
+        mut kdata: KernelData,
+        nr_nodes: usize,
+        t: &KernelTunables,
+    ) -> Spinlocks {
         let zone = (0..nr_nodes)
             .map(|n| SpinLock::new(kdata.line(n), LockClass::ZoneLock))
             .collect();
@@ -130,6 +131,10 @@ impl Spinlocks {
             pcp_freed: Vec::new(),
             pagevec: Vec::new(),
             nr_nodes,
+            // The config's bounds keep each far below u32::MAX.
+            pcp_batch: t.pcp_batch as u32,
+            pcp_high: t.pcp_high as u32,
+            pagevec_size: t.pagevec_size as u32,
         }
     }
 
@@ -180,7 +185,7 @@ impl Spinlocks {
         let left = Self::slot(&mut self.pcp_left, cpu * self.nr_nodes + node, 0);
         let refill = *left == 0;
         if refill {
-            *left = PCP_BATCH;
+            *left = self.pcp_batch;
         }
         *left -= 1;
         refill
@@ -191,8 +196,8 @@ impl Spinlocks {
     pub fn pcp_free(&mut self, cpu: usize, node: usize) -> bool {
         let f = Self::slot(&mut self.pcp_freed, cpu * self.nr_nodes + node, 0);
         *f += 1;
-        if *f >= PCP_HIGH {
-            *f -= PCP_BATCH;
+        if *f >= self.pcp_high {
+            *f -= self.pcp_batch;
             return true;
         }
         false
@@ -202,7 +207,7 @@ impl Spinlocks {
     pub fn lru_cache_add(&mut self, cpu: usize) -> bool {
         let p = Self::slot(&mut self.pagevec, cpu, 0);
         *p += 1;
-        if *p == PAGEVEC_SIZE {
+        if *p == self.pagevec_size {
             *p = 0;
             return true;
         }
@@ -225,7 +230,7 @@ impl Kernel {
         let instr = if order > 0 {
             RMQUEUE_INSTR
         } else if sl.pcp_alloc(cpu, node) {
-            RMQUEUE_INSTR * PCP_BATCH as u64
+            RMQUEUE_INSTR * sl.pcp_batch as u64
         } else {
             return;
         };
@@ -247,7 +252,7 @@ impl Kernel {
         {
             work.push_back(Work::SpinSection {
                 lock: SpinRef::Lru(node),
-                instr: LRU_ADD_INSTR * PAGEVEC_SIZE as u64,
+                instr: LRU_ADD_INSTR * self.cfg.tunables.pagevec_size,
                 what,
             });
         }
@@ -302,7 +307,7 @@ mod tests {
     fn batches_take_the_lock_once_per_batch() {
         let mut a = crate::kernel::page_alloc::PageAlloc::new(2, 64 << 20);
         let kd = KernelData::boot(&mut a, 0);
-        let mut s = Spinlocks::new(SpinImpl::Queued, kd, 2);
+        let mut s = Spinlocks::new(SpinImpl::Queued, kd, 2, &Default::default());
         // Allocation: a refill on the first page, then every 31st.
         let refills: Vec<usize> = (0..100).filter(|_| s.pcp_alloc(3, 1)).collect();
         assert_eq!(refills.len(), 4); // pages 0, 31, 62, 93

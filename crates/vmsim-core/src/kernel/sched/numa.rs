@@ -68,11 +68,12 @@ pub struct ScanKnobs {
 
 impl Default for ScanKnobs {
     fn default() -> ScanKnobs {
+        let t = crate::kernel::tunables::KernelTunables::default();
         ScanKnobs {
-            scan_delay_ms: 1000,
-            scan_period_min_ms: 1000,
-            scan_period_max_ms: 60000,
-            scan_size_mb: 256,
+            scan_delay_ms: t.numa_balancing_scan_delay_ms,
+            scan_period_min_ms: t.numa_balancing_scan_period_min_ms,
+            scan_period_max_ms: t.numa_balancing_scan_period_max_ms,
+            scan_size_mb: t.numa_balancing_scan_size_mb,
             scale: 1.0,
         }
     }
