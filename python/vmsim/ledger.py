@@ -645,8 +645,12 @@ def format_markdown(led: Mapping[str, Any]) -> str:
 
 def trust_rows(led: Mapping[str, Any]) -> List[Dict[str, str]]:
     """README's trust table: one row per experiment and case with a
-    published change: the prediction, the published change, and the
-    baseline's worst check ratio (model / published)."""
+    published change: the prediction, the published change, the baseline's
+    worst check ratio (model / published), and how far the preset values
+    no source settles move the prediction (docs/sensitivity/)."""
+    from .sensitivity import load_screenings, spread
+
+    screenings = load_screenings()
     rows = []
     for p in led["predictions"]:
         key = f"{p['experiment']}/{p['case'] or ''}"
@@ -655,20 +659,24 @@ def trust_rows(led: Mapping[str, Any]) -> List[Dict[str, str]]:
             "experiment": p["experiment"], "case": p["case"] or "", "metric": p["metric"],
             "model": f"{p['model_percent']:+.1f}%", "published": f"{p['published_percent']:+.1f}%",
             "worst": f"{w['ratio']:.2f}x ({w['figure']})" if w else "no baseline figure",
+            "spread": spread(screenings, p["experiment"], p["case"], p["arm"], p["metric"]) or "not screened yet",
         })
     return rows
 
 
 def format_trust(led: Mapping[str, Any], measured: str) -> str:
-    out = ["| experiment | case | metric | model | published | baseline's worst figure, model / published |",
-           "|---|---|---|---|---|---|"]
+    out = ["| experiment | case | metric | model | published | baseline's worst figure, model / published "
+           "| moved by unsourced values |",
+           "|---|---|---|---|---|---|---|"]
     for r in trust_rows(led):
         e = r["experiment"]
         out.append(f"| [`{e}`](docs/experiments/{e}.md) | {r['case']} | {r['metric']} | {r['model']} | "
-                   f"{r['published']} | {r['worst']} |")
+                   f"{r['published']} | {r['worst']} | {r['spread']} |")
     out.append("")
     out.append(f"Measured {measured}, seed 0, each experiment at its default scale (docs/validation.md, "
-               "\"The ledger\").")
+               "\"The ledger\"). The last column: the lowest and highest the prediction reaches, in points from "
+               "its value, when each preset value that no source settles is set to either end of its plausible "
+               "range, one at a time, at the experiment's quick scale ([docs/sensitivity.md](docs/sensitivity.md)).")
     return "\n".join(out) + "\n"
 
 

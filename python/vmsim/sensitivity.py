@@ -23,6 +23,7 @@ import fnmatch
 import json
 import math
 import os
+import pathlib
 import re
 import tempfile
 import time
@@ -321,3 +322,87 @@ def format_table(doc: Dict[str, Any], top: Optional[int] = 10) -> str:
             out.append(f"  {still} screened value(s) move it by nothing")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The documents: each built-in experiment's screening as docs/sensitivity/
+# NAME.json, and the page and README column made from them.
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "sensitivity"
+MARKS = ("<!-- screenings -->", "<!-- /screenings -->")
+
+
+def load_screenings(root: pathlib.Path = ROOT) -> Dict[str, Dict[str, Any]]:
+    """The stored screenings, by experiment."""
+    out = {}
+    for p in sorted((root / "docs" / "sensitivity").glob("*.json")):
+        doc = json.loads(p.read_text())
+        out[doc["experiment"]] = doc
+    return out
+
+
+def spread(screenings: Dict[str, Dict[str, Any]], exp: str, case: Optional[str], arm: str,
+           metric: str) -> Optional[str]:
+    """README's cell: how far the screened values move a prediction, in
+    points below and above its value at the screening's scale."""
+    doc = screenings.get(exp)
+    if doc is None:
+        return None
+    for h in doc["headlines"]:
+        if (h["case"], h["arm"], h["metric"]) == (case, arm, metric):
+            movers = sum(1 for r in h["rows"] if r["swing"] > 0)
+            return (f"{h['low'] - h['nominal']:+.1f} / {h['high'] - h['nominal']:+.1f} points "
+                    f"({movers} of {len(h['rows'])} values move it)")
+    return None
+
+
+def _scale_text(scale: Optional[float]) -> str:
+    if scale is None:
+        return "its own"
+    inv = 1 / scale
+    return f"1/{inv:g}" if abs(inv - round(inv)) < 1e-9 and scale < 1 else f"{scale:g}"
+
+
+def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
+    """docs/sensitivity.md's generated part: for each screened experiment,
+    each headline with its envelope and the values that move it most."""
+    out: List[str] = []
+    for exp, doc in screenings.items():
+        out.append(f"### {exp}")
+        out.append("")
+        out.append(f"Scale {_scale_text(doc['scale'])}, seed {doc['seed']}: {len(doc['params'])} values screened, "
+                   f"{doc['runs']} compares in {doc['host_seconds'] / 60:.0f} min on the 2-CPU host.")
+        out.append("")
+        for h in doc["headlines"]:
+            label = "/".join(str(x) for x in (h["case"], h["arm"]) if x is not None)
+            out.append(f"**{label} {h['metric']}**: {prediction_text(h)}.")
+            out.append("")
+            out.append("| value | class | preset's | ends → headline | swing, points |")
+            out.append("|---|---|---|---|---|")
+            rows = [r for r in h["rows"] if r["swing"] > 0][:top]
+            for r in rows:
+                ends = ", ".join(f"{json.dumps(e['value'])} → {_pct(e['headline'])}" for e in r["ends"])
+                out.append(f"| `{r['param']}` | {r['class']} | {json.dumps(r['value'])} | {ends} | "
+                           f"{r['swing']:.1f} |")
+            if not rows:
+                out.append("| (none moves it) | | | | |")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def write_docs(doc: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
+    """Stores a built-in experiment's screening and remakes docs/sensitivity.md's
+    generated part and README's trust table from the stored ones."""
+    from . import ledger
+
+    (root / "docs" / "sensitivity").mkdir(exist_ok=True)
+    (root / "docs" / "sensitivity" / f"{doc['experiment']}.json").write_text(
+        json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    page = root / "docs" / "sensitivity.md"
+    page.write_text(ledger._between(page.read_text(), MARKS, format_markdown(load_screenings(root)),
+                                    "docs/sensitivity.md"))
+    led = json.loads((root / "docs" / "ledger.json").read_text())
+    readme = root / "README.md"
+    readme.write_text(ledger._between(readme.read_text(), ledger.MARKS["README.md"],
+                                      ledger.documents(led)["README.md"], "README.md"))

@@ -71,16 +71,31 @@ def test_each_quoted_figure_is_the_baselines():
 def test_no_check_row_is_a_figure_a_preset_was_calibrated_to():
     # A preset value whose source says it was calibrated names what it was
     # calibrated against; none of them may be a figure the ledger checks.
+    # (The value itself, which its source may quote as what it derived, is
+    # left out: it is the result of the calibration, not what it matched.)
+    import tomllib
+
     calibrated = []
+
+    def walk(t):
+        for v in t.values():
+            if isinstance(v, dict) and "value" in v and "source" in v:
+                if v.get("class") == "calibrated" or "calibrat" in v["source"]:
+                    calibrated.append(v["source"].replace(str(v["value"]), ""))
+            elif isinstance(v, dict):
+                walk(v)
+
     for p in (ROOT / "machines").glob("*.toml"):
-        for line in p.read_text().splitlines():
-            if "calibrat" in line:
-                calibrated.append(line)
+        walk(tomllib.loads(p.read_text()))
     sources = "\n".join(calibrated)
     for f in ledger.FIGURES:
         if f.klass == "check" and "derived" not in f.source:
             q = f.quoted or f"{f.published:g}"
-            assert not re.search(rf"(?<![\d.]){re.escape(q)}(?![\d])", sources), (f.experiment, f.name)
+            # A number with another unit after it is another quantity
+            # (Milan's 33.4 ns posted-write hold is not a 33.4 % miss rate).
+            for m in re.finditer(rf"(?<![\d.]){re.escape(q)}(?![\d]|\.\d)\s*([A-Za-z/%]+)?", sources):
+                unit = m.group(1)
+                assert unit is not None and unit not in f.unit, (f.experiment, f.name, m.group(0))
 
 
 def test_the_command_reads_saved_results_and_names_a_missing_one(tmp_path, capsys):

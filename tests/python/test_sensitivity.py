@@ -154,3 +154,28 @@ def test_the_command_prints_the_tornado_table_and_writes_json(experiment, tmp_pa
     bad = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", experiment, "--params", "nope.*"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "params: nope.*" in bad.stderr
+
+
+def test_the_documents_carry_the_stored_screenings():
+    from vmsim import ledger
+
+    root = sens.ROOT
+    screenings = sens.load_screenings()
+    page = (root / "docs" / "sensitivity.md").read_text()
+    assert ledger.section(page, sens.MARKS) == sens.format_markdown(screenings), \
+        "docs/sensitivity.md is not the stored screenings': rerun vmsim sensitivity NAME --write"
+    for exp, doc in screenings.items():
+        assert exp in vmsim.experiments() and doc["kind"] == "sensitivity"
+        for h in doc["headlines"]:
+            assert h["low"] <= h["nominal"] <= h["high"]
+    # README's trust table gives the spread of each screened prediction.
+    body = ledger.section((root / "README.md").read_text(), ledger.MARKS["README.md"])
+    for exp in screenings:
+        rows = [l for l in body.splitlines() if l.startswith(f"| [`{exp}`]")]
+        assert rows and all("points (" in l for l in rows), exp
+
+
+def test_write_refuses_a_partial_screening(experiment):
+    p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", "clear-target-last", "--params", "l2.*",
+                        "--write"], capture_output=True, text=True)
+    assert p.returncode == 2 and "not with --params" in p.stderr
