@@ -1,6 +1,7 @@
 //! Renders a calibration as a machine preset in the schema of machines/*.toml:
-//! every leaf `{ value = ..., source = "..." }`, the source saying whether the
-//! value was measured here, read from sysfs/cpuid, or is an unmeasured default.
+//! every leaf `{ value = ..., source = "...", class = "..." }`, the source
+//! saying whether the value was measured here (class measured), read from
+//! sysfs/cpuid (sourced), or is an unmeasured default (no class: the user's).
 
 use crate::calibrate::{l1_timings, Raw};
 use crate::host::{CacheLevel, HostFacts};
@@ -60,9 +61,13 @@ impl W {
             "reason": reason,
         }));
     }
-    fn leaf(&mut self, key: &str, v: Val, source: String) {
+    /// A value with its source and, where the calibration knows it, its
+    /// class (docs/machines.md, "Provenance"); a default has none, so it
+    /// reads as the user's own.
+    fn leaf(&mut self, key: &str, v: Val, source: String, class: Option<&str>) {
+        let class = class.map_or(String::new(), |c| format!(", class = {}", qs(c)));
         self.out.push_str(&format!(
-            "{key} = {{ value = {}, source = {} }}\n",
+            "{key} = {{ value = {}, source = {}{class} }}\n",
             v.toml(),
             qs(&source)
         ));
@@ -105,14 +110,14 @@ impl W {
             "measured by vmsim hw calibrate on {} at {}: {method}",
             self.host, self.stamp
         );
-        self.leaf(key, v, s);
+        self.leaf(key, v, s, Some("measured"));
     }
     fn read(&mut self, key: &str, v: Val, from: &str) {
         let s = format!(
             "read by vmsim hw calibrate on {} at {} from {from} (not measured)",
             self.host, self.stamp
         );
-        self.leaf(key, v, s);
+        self.leaf(key, v, s, Some("sourced"));
     }
     fn default(&mut self, key: &str, v: Val, note: &str) {
         let s = if note.is_empty() {
@@ -120,7 +125,7 @@ impl W {
         } else {
             format!("{DEFAULT}; {note}")
         };
-        self.leaf(key, v, s);
+        self.leaf(key, v, s, None);
     }
     /// A measured value when there is one, else the default.
     fn either(&mut self, key: &str, got: Option<Val>, method: &str, fallback: Val, note: &str) {

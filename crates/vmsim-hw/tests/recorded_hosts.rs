@@ -78,6 +78,20 @@ fn every_recorded_host_renders_a_preset_the_model_accepts_and_the_same_twice() {
             a.contains(&format!("on {} at {STAMP}", r.facts.hostname)),
             "{name}"
         );
+        // Measured values are classed measured, values read from sysfs
+        // sourced, and defaults have no class: the user's own.
+        for (key, prov) in &p.provenance {
+            let source = &p.sources[key];
+            let want = if source.starts_with("measured by vmsim hw calibrate") {
+                "measured"
+            } else if source.starts_with("read by vmsim hw calibrate") {
+                "sourced"
+            } else {
+                "user"
+            };
+            assert_eq!(prov.class, want, "{name}: {key}: {source}");
+        }
+        assert!(p.provenance.values().any(|v| v.class == "measured"), "{name}");
     }
 }
 
