@@ -91,7 +91,10 @@ fn every_recorded_host_renders_a_preset_the_model_accepts_and_the_same_twice() {
             };
             assert_eq!(prov.class, want, "{name}: {key}: {source}");
         }
-        assert!(p.provenance.values().any(|v| v.class == "measured"), "{name}");
+        assert!(
+            p.provenance.values().any(|v| v.class == "measured"),
+            "{name}"
+        );
     }
 }
 
