@@ -179,3 +179,19 @@ def test_write_refuses_a_partial_screening(experiment):
     p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", "clear-target-last", "--params", "l2.*",
                         "--write"], capture_output=True, text=True)
     assert p.returncode == 2 and "not with --params" in p.stderr
+
+
+def test_the_tornado_plot_draws_each_headline(tmp_path):
+    pytest.importorskip("matplotlib")
+    from vmsim.plot import plot_tornado
+
+    row = lambda p, lo, hi: {"param": p, "class": "judgement", "value": 2,
+                             "ends": [{"value": 1, "headline": lo}, {"value": 3, "headline": hi}],
+                             "swing": max(lo, hi, 5.0) - min(lo, hi, 5.0)}
+    doc = {"experiment": "e", "scale": 0.5, "headlines": [
+        {"case": None, "arm": "v", "metric": "m", "nominal": 5.0, "low": 1.0, "high": 9.0,
+         "rows": [row("a:x", 1.0, 9.0), row("a:y", 4.0, 6.0), row("a:z", 5.0, 5.0)]}]}
+    out = plot_tornado(doc, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 1000 and out.endswith("t.png")
+    with pytest.raises(Exception, match="unknown image format"):
+        plot_tornado(doc, tmp_path / "t.bmp")
