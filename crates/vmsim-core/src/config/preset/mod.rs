@@ -638,7 +638,10 @@ impl Preset {
                     .iter()
                     .find(|(k, _)| key == *k || key.starts_with(&format!("{k}.")))
                 {
-                    Some((k, _)) => cfg_err(format!("{MACHINE_SET}.{k}"), message),
+                    Some((k, _)) => cfg_err(
+                        super::fields::cut(&format!("{MACHINE_SET}.{k}"), 80),
+                        message,
+                    ),
                     None => Error::Config { key, message },
                 }
             }

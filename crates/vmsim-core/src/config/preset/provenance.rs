@@ -55,7 +55,8 @@ impl Provenance {
                 return Err(cfg_err(
                     leaf.key("class"),
                     format!(
-                        "{c:?} is not a class; accepted: {}",
+                        "{} is not a class; accepted: {}",
+                        show(&Value::String(c)),
                         super::super::fields::quote_list(CLASSES)
                     ),
                 ))
