@@ -210,12 +210,8 @@ fn a_clzero_line_holds_its_buffer_for_the_measured_clzero_hold() {
     use vmsim_core::validate::{measure, Bench};
     let text = preset_text("epyc-7j13-milan");
     let posted = Preset::parse(text, "milan").unwrap();
-    let held = text.replace(
-        "clzero_hold_ns = { value = \"posted\"",
-        "clzero_hold_ns = { value = 50.0",
-    );
-    assert_ne!(held, text);
-    let held = Preset::parse(&held, "milan").unwrap();
+    let set = |key: &str, ns: f64| [(key.to_string(), toml::Value::Float(ns))];
+    let held = Preset::parse_with(text, "milan", &set("string.clzero_hold_ns", 50.0)).unwrap();
     let bench = Bench::ClzeroChunks { chunk_kib: 64 };
     let (a, b) = (measure(&posted, bench), measure(&held, bench));
     assert!((a - 45.9).abs() < 0.5, "{a}");
@@ -279,12 +275,11 @@ fn an_sfence_waits_the_measured_drain_after_the_last_unread_line_leaves_its_buff
     use vmsim_core::validate::{measure, Bench};
     let text = preset_text("epyc-7j13-milan");
     let none = Preset::parse(text, "milan").unwrap();
-    let drained = text.replace(
-        "sfence_drain_ns = { value = \"none\"",
-        "sfence_drain_ns = { value = 100.0",
-    );
-    assert_ne!(drained, text);
-    let drained = Preset::parse(&drained, "milan").unwrap();
+    let set = [(
+        "string.sfence_drain_ns".to_string(),
+        toml::Value::Float(100.0),
+    )];
+    let drained = Preset::parse_with(text, "milan", &set).unwrap();
     let rate = |p: &Preset, kib| measure(p, Bench::ClzeroChunks { chunk_kib: kib });
     assert!((rate(&none, 4) - 45.9).abs() < 0.5, "{}", rate(&none, 4));
     let call_cycles = |n: u64| ((n - 1) / 24 * 82 + (n - 1) % 24 + 82 + 245) as f64;
