@@ -41,7 +41,15 @@ pub fn with_value(section: &str, key: &str, value: &str) -> String {
             .expect("key");
     let v0 = at + PRESET[at..].find("value = ").unwrap() + "value = ".len();
     let v1 = v0 + PRESET[v0..].find(',').unwrap();
-    format!("{}{}{}", &PRESET[..v0], value, &PRESET[v1..])
+    // The value becomes the test's own: its class and range go (a range
+    // that does not hold the new value would be refused after its checks).
+    let end = v1 + PRESET[v1..].find('\n').unwrap();
+    let rest = &PRESET[v1..end];
+    let rest = match rest.find(", class = ") {
+        Some(c) => format!("{} }}", &rest[..c]),
+        None => rest.to_string(),
+    };
+    format!("{}{}{}{}", &PRESET[..v0], value, rest, &PRESET[end..])
 }
 
 /// A run config's JSON result (`api::run_config`, one host thread).
