@@ -388,7 +388,7 @@ def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
             if not rows:
                 out.append("| (none moves it) | | | | |")
             out.append("")
-    return "\n".join(out) + "\n"
+    return "\n".join(out).strip("\n") + "\n"
 
 
 def write_docs(doc: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
