@@ -532,7 +532,9 @@ def plot_tornado(doc: Mapping[str, Any], out: Union[str, "os.PathLike[str]"], to
     fmt = _format_of(out)
     plt = _pyplot()
     heads = doc["headlines"]
-    rows_of = [[r for r in h["rows"] if r["swing"] > 0][:top] or h["rows"][:1] for h in heads]
+    from .sensitivity import moves
+
+    rows_of = [[r for r in h["rows"] if moves(r)][:top] or h["rows"][:1] for h in heads]
     height = sum(max(1, len(r)) * 0.32 + 0.9 for r in rows_of)
     fig, axes = plt.subplots(len(heads), 1, figsize=(8.0, max(2.5, height)), squeeze=False)
     for ax, h, rows in zip(axes[:, 0], heads, rows_of):

@@ -37,6 +37,15 @@ from ._errors import config_error, cut
 #: Classes whose values a screening varies (a user's value only with a range).
 SCREENED = ("calibrated", "judgement", "copied", "user")
 
+#: The least swing, in percentage points, that counts as moving a headline:
+#: below it the tables, which show one decimal, would print 0.0.
+MOVES = 0.05
+
+
+def moves(row: Dict[str, Any]) -> bool:
+    """Whether a tornado row moves its headline visibly (``MOVES``)."""
+    return row["swing"] >= MOVES
+
 
 @dataclass
 class Param:
@@ -307,7 +316,7 @@ def format_table(doc: Dict[str, Any], top: Optional[int] = 10) -> str:
     for h in doc["headlines"]:
         label = "/".join(str(x) for x in (h["case"], h["arm"]) if x is not None)
         out.append(f"{label} {h['metric']}: {prediction_text(h)}")
-        rows = [r for r in h["rows"] if r["swing"] > 0] or h["rows"][:1]
+        rows = [r for r in h["rows"] if moves(r)] or h["rows"][:1]
         shown = rows if top is None else rows[:top]
         width = max([len(r["param"]) for r in shown] + [9])
         out.append(f"  {'parameter':<{width}}  {'class':<10}  {'value':>10}  ends -> headline")
@@ -315,11 +324,11 @@ def format_table(doc: Dict[str, Any], top: Optional[int] = 10) -> str:
             ends = ", ".join(f"{json.dumps(e['value'])} -> {_pct(e['headline'])}" for e in r["ends"])
             out.append(f"  {r['param']:<{width}}  {r['class']:<10}  {json.dumps(r['value']):>10}  {ends}  "
                        f"(swing {r['swing']:.1f} points)")
-        still = len(h["rows"]) - len([r for r in h["rows"] if r["swing"] > 0])
+        still = len(h["rows"]) - len([r for r in h["rows"] if moves(r)])
         if top is not None and len(rows) > top:
             out.append(f"  … {len(rows) - top} more that move it")
         if still:
-            out.append(f"  {still} screened value(s) move it by nothing")
+            out.append(f"  {still} screened value(s) move it by less than {MOVES} points")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -351,7 +360,7 @@ def spread(screenings: Dict[str, Dict[str, Any]], exp: str, case: Optional[str],
         return None
     for h in doc["headlines"]:
         if (h["case"], h["arm"], h["metric"]) == (case, arm, metric):
-            movers = sum(1 for r in h["rows"] if r["swing"] > 0)
+            movers = sum(1 for r in h["rows"] if moves(r))
             return (f"{h['low'] - h['nominal']:+.1f} / {h['high'] - h['nominal']:+.1f} points "
                     f"({movers} of {len(h['rows'])} values move it)")
     return None
@@ -380,7 +389,7 @@ def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
             out.append("")
             out.append("| value | class | preset's | ends → headline | swing, points |")
             out.append("|---|---|---|---|---|")
-            rows = [r for r in h["rows"] if r["swing"] > 0][:top]
+            rows = [r for r in h["rows"] if moves(r)][:top]
             for r in rows:
                 ends = ", ".join(f"{json.dumps(e['value'])} → {_pct(e['headline'])}" for e in r["ends"])
                 out.append(f"| `{r['param']}` | {r['class']} | {json.dumps(r['value'])} | {ends} | "
