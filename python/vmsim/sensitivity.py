@@ -4,7 +4,7 @@ plausible ranges of the preset values no source or measurement settles.
 The screening is one-at-a-time: each screened value is set to each end of
 its range (or to each alternative of a choice) with every other value at
 the preset's, and the experiment's headline changes are read at each end.
-It takes 1 + 2k compares for k numeric values (a Morris screening with r
+It takes at most 1 + 2k compares for k numeric values (a Morris screening with r
 trajectories takes r(k + 1), r at least 4 for its mean and spread to mean
 anything), and gives directly what a tornado table shows: the headline at
 each end of each range. It does not see interactions: the range it reports
@@ -106,8 +106,9 @@ def parameters(experiment: str, scale: Optional[float] = None,
             if prov["class"] not in SCREENED or not rng:
                 continue
             value = prov["value"]
-            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            points = list(rng) if numeric else [a for a in rng if a != value]
+            # As Provenance::screen_points: an end equal to the value would
+            # only repeat the run at the preset's values.
+            points = [a for a in rng if a != value]
             out.append(Param(preset["name"], ref, key, prov["class"], value, points, prov.get("range_reason", ""),
                              preset["sources"].get(key, ""), list(cases)))
     if patterns:

@@ -108,12 +108,12 @@ impl Provenance {
         })
     }
 
-    /// The ends of the range a screening runs the value at: low and high of
-    /// a number, or each alternative but the value itself.
+    /// The points a screening runs the value at: the range's ends, or its
+    /// alternatives, but the value itself (an end equal to it would only
+    /// repeat the run at the preset's values).
     pub fn screen_points(&self) -> Vec<Value> {
         match &self.range {
             None => Vec::new(),
-            Some(r) if is_number(&self.value) => r.clone(),
             Some(r) => r.iter().filter(|v| **v != self.value).cloned().collect(),
         }
     }

@@ -20,7 +20,8 @@
 //!   replacement by a shadow entry);
 //! - `add_to_page_cache_lru`: the radix-tree insertion under `tree_lock`,
 //!   then `lru_cache_add` into the CPU's pagevec, drained under `lru_lock`
-//!   once it holds `PAGEVEC_SIZE` (14) pages (`__pagevec_lru_add`);
+//!   once it holds `PAGEVEC_SIZE` (`kernel.pagevec_size`, 14) pages
+//!   (`__pagevec_lru_add`);
 //! - the per-CPU page lists: one `zone->lock` section per `batch` pages
 //!   allocated (`rmqueue_bulk`) and, once a CPU's list is full, per `batch`
 //!   freed (`free_pcppages_bulk`); a huge page's allocation takes
@@ -102,7 +103,7 @@ pub struct Spinlocks {
     pagevec: Vec<u32>,
     nr_nodes: usize,
     /// `kernel.pcp_batch`, `kernel.pcp_high`, `kernel.pagevec_size`.
-    pub pcp_batch: u32,
+    pcp_batch: u32,
     pcp_high: u32,
     pagevec_size: u32,
 }
