@@ -523,11 +523,14 @@ def cmd_sensitivity(args) -> int:
     _check_out(args.plot, "--plot", stdout=False)
     params = [p.strip() for p in (args.params or "").split(",") if p.strip()] or None
     if args.write:
-        given = [o for o, on in (("--params", params), ("--metrics", args.metrics), ("--scale", args.scale),
+        given = [o for o, on in (("--metrics", args.metrics), ("--scale", args.scale),
                                  ("--seed", args.seed)) if on is not None]
         if given or experiment not in _api.experiments():
-            raise CliError("--write stores a built-in experiment's screening in full at its quick scale, seed 0: "
+            raise CliError("--write stores a built-in experiment's screening at its quick scale, seed 0: "
                            + (f"not with {', '.join(given)}" if given else f"{experiment} is not built in"))
+        if params and experiment not in _sens.load_screenings():
+            raise CliError(f"--write with --params updates a stored screening, and {experiment} has none yet: "
+                           "screen it in full first")
     _dask.check_engine(args.scheduler, args.workers, args.jobs)
     with _dask.engine(args) as executor:
         doc = _run_with_progress(args, _sens.screen, experiment, scale=args.scale, seed=args.seed or 0,
@@ -538,7 +541,7 @@ def cmd_sensitivity(args) -> int:
 
         plot_tornado(doc, args.plot, top=args.top or 10)
     if args.write:
-        _sens.write_docs(doc)
+        _sens.write_docs(_sens.merge(_sens.load_screenings()[experiment], doc) if params else doc)
     _emit(doc, _sens.format_table(doc, args.top or 10), args.json)
     return 0
 
@@ -781,8 +784,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="also draw the tornado plot to FILE (.png, .pdf or .svg; needs matplotlib)")
     p.add_argument("--json", metavar="OUT", help="also write the screening as JSON to OUT ('-' for stdout only)")
     p.add_argument("--write", action="store_true",
-                   help="for a built-in experiment screened in full (no --params, --metrics, --scale or --seed): "
-                        "store it as docs/sensitivity/NAME.json and remake docs/sensitivity.md and README's trust table")
+                   help="for a built-in experiment at its quick scale and seed 0 (no --metrics, --scale or --seed): "
+                        "store its screening as docs/sensitivity/NAME.json (with --params, those values' rows "
+                        "replace theirs in the stored one) and remake docs/sensitivity.md and README's trust table")
     _dask.add_options(p)
     p.set_defaults(func=cmd_sensitivity)
 

@@ -367,11 +367,11 @@ REAL: Dict[tuple, Regime] = {
 def _llc_total(m: Mapping[str, Any], one_cpu: bool = False) -> float:
     """The LLC the run's CPUs share: every instance, or one CPU's own."""
     one = m["llc"]["size_kib"] * KiB
-    return one if one_cpu else one * m["llc_instances_per_socket"] * m["sockets"]
+    return one if one_cpu else one * m["llc"]["instances_per_socket"] * m["cpu"]["sockets"]
 
 
 def _threads(m: Mapping[str, Any]) -> int:
-    return m["sockets"] * m["cores_per_socket"] * m["threads_per_core"]
+    return m["cpu"]["sockets"] * m["cpu"]["cores_per_socket"] * m["cpu"]["threads_per_core"]
 
 
 def model_regime(config: Mapping[str, Any], m: Mapping[str, Any]) -> Dict[str, Any]:
@@ -387,7 +387,7 @@ def model_regime(config: Mapping[str, Any], m: Mapping[str, Any]) -> Dict[str, A
         foot = w["file_size"]
     elif kind == "pmbench":
         tasks = w["nr_processes"]
-        memory, what = w["node_memory"] * m["sockets"] * m["memory"]["nodes_per_socket"], "RAM"
+        memory, what = w["node_memory"] * m["cpu"]["sockets"] * m["memory"]["nodes_per_socket"], "RAM"
         foot = w["mapsize"]
     elif kind == "pf-test":
         tasks, memory, what, foot = 1, w["size"], "region", w["size"]

@@ -60,6 +60,8 @@ class Param:
     reason: str
     source: str
     cases: List[Optional[str]] = field(default_factory=list)
+    #: Per point, the values set with it (the preset's ``range_with``).
+    with_: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -106,11 +108,14 @@ def parameters(experiment: str, scale: Optional[float] = None,
             if prov["class"] not in SCREENED or not rng:
                 continue
             value = prov["value"]
-            # As Provenance::screen_points: an end equal to the value would
-            # only repeat the run at the preset's values.
-            points = [a for a in rng if a != value]
-            out.append(Param(preset["name"], ref, key, prov["class"], value, points, prov.get("range_reason", ""),
-                             preset["sources"].get(key, ""), list(cases)))
+            # As Provenance::screen_sets: an end equal to the value would
+            # only repeat the run at the preset's values; a coupled value
+            # (range_with) moves with each end.
+            keep = [i for i, a in enumerate(rng) if a != value]
+            coupled = prov.get("range_with") or {}
+            out.append(Param(preset["name"], ref, key, prov["class"], value, [rng[i] for i in keep],
+                             prov.get("range_reason", ""), preset["sources"].get(key, ""), list(cases),
+                             [{k: v[i] for k, v in sorted(coupled.items())} for i in keep]))
     if patterns:
         chosen = []
         for pat in patterns:
@@ -250,8 +255,9 @@ def screen(experiment: str, *, scale: Optional[float] = None, seed: int = 0,
                             f.write(to_toml(sub))
                         files.append(path)
                         written[cases] = path
-                for end in p.points:
+                for end, coupled in zip(p.points, p.with_ or [{}] * len(p.points)):
                     settings = {f"machine_set.{p.key}": end}
+                    settings.update({f"machine_set.{k}": v for k, v in coupled.items()})
                     try:
                         _api.experiment_plan(written[cases], scale, seed, settings)
                     except _core.VmsimError as e:
@@ -284,7 +290,9 @@ def screen(experiment: str, *, scale: Optional[float] = None, seed: int = 0,
         for p in plist:
             if h[0] not in p.cases:
                 continue
-            ends = [{"value": end, "headline": at[(p.name, json.dumps(end))].get(h)} for end in p.points]
+            ends = [dict({"value": end, "headline": at[(p.name, json.dumps(end))].get(h)},
+                         **({"with": c} if c else {}))
+                    for end, c in zip(p.points, p.with_ or [{}] * len(p.points))]
             got = [e["headline"] for e in ends if e["headline"] is not None]
             swing = (max(got + [base]) - min(got + [base])) if got else 0.0
             rows.append({"param": p.name, "class": p.klass, "value": p.value, "ends": ends, "swing": swing})
@@ -295,8 +303,9 @@ def screen(experiment: str, *, scale: Optional[float] = None, seed: int = 0,
     return {
         "kind": "sensitivity", "experiment": experiment, "scale": scale, "seed": seed,
         "method": "one-at-a-time over each screened value's plausible range (ends, or alternatives)",
-        "params": [{"param": p.name, "class": p.klass, "value": p.value, "points": p.points,
-                    "range_reason": p.reason, "cases": p.cases} for p in plist],
+        "params": [dict({"param": p.name, "class": p.klass, "value": p.value, "points": p.points,
+                         "range_reason": p.reason, "cases": p.cases}, **({"with": p.with_} if any(p.with_) else {}))
+                   for p in plist],
         "headlines": heads, "runs": len(specs), "host_seconds": time.monotonic() - t0,
     }
 
@@ -308,6 +317,13 @@ def _pct(x: Optional[float]) -> str:
 def prediction_text(h: Dict[str, Any]) -> str:
     """``+26.4% (+21.0% to +29.0% over unsourced values)``."""
     return f"{_pct(h['nominal'])} ({_pct(h['low'])} to {_pct(h['high'])} over unsourced values, one at a time)"
+
+
+def _end(e: Dict[str, Any]) -> str:
+    """An end as the tables show it: ``2 (with llc.size_kib 23040)``."""
+    w = e.get("with")
+    extra = f" (with {', '.join(f'{k} {json.dumps(v)}' for k, v in w.items())})" if w else ""
+    return json.dumps(e["value"]) + extra
 
 
 def format_table(doc: Dict[str, Any], top: Optional[int] = 10) -> str:
@@ -322,7 +338,7 @@ def format_table(doc: Dict[str, Any], top: Optional[int] = 10) -> str:
         width = max([len(r["param"]) for r in shown] + [9])
         out.append(f"  {'parameter':<{width}}  {'class':<10}  {'value':>10}  ends -> headline")
         for r in shown:
-            ends = ", ".join(f"{json.dumps(e['value'])} -> {_pct(e['headline'])}" for e in r["ends"])
+            ends = ", ".join(f"{_end(e)} -> {_pct(e['headline'])}" for e in r["ends"])
             out.append(f"  {r['param']:<{width}}  {r['class']:<10}  {json.dumps(r['value']):>10}  {ends}  "
                        f"(swing {r['swing']:.1f} points)")
         still = len(h["rows"]) - len([r for r in h["rows"] if moves(r)])
@@ -392,13 +408,43 @@ def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
             out.append("|---|---|---|---|---|")
             rows = [r for r in h["rows"] if moves(r)][:top]
             for r in rows:
-                ends = ", ".join(f"{json.dumps(e['value'])} → {_pct(e['headline'])}" for e in r["ends"])
+                ends = ", ".join(f"{_end(e)} → {_pct(e['headline'])}" for e in r["ends"])
                 out.append(f"| `{r['param']}` | {r['class']} | {json.dumps(r['value'])} | {ends} | "
                            f"{r['swing']:.1f} |")
             if not rows:
                 out.append("| (none moves it) | | | | |")
             out.append("")
     return "\n".join(out).strip("\n") + "\n"
+
+
+def merge(stored: Dict[str, Any], new: Dict[str, Any]) -> Dict[str, Any]:
+    """``stored`` (a full screening) with the values ``new`` screened (a
+    screening of some of them, ``--params``, at the same scale and seed)
+    in place of its own: their rows replaced, each headline's range and
+    order remade, the runs and host time added. Refused (``ConfigError``,
+    ``params``) when the two disagree on the headline at the preset's
+    values: the model moved since, and only a full screening is whole."""
+    if (stored["experiment"], stored["scale"], stored["seed"]) != (new["experiment"], new["scale"], new["seed"]):
+        raise config_error("params", "the stored screening is of another scale or seed; screen in full")
+    heads = {(h["case"], h["arm"], h["metric"]): h for h in new["headlines"]}
+    names = {p["param"] for p in new["params"]}
+    out = json.loads(json.dumps(stored))
+    for h in out["headlines"]:
+        got = heads.get((h["case"], h["arm"], h["metric"]))
+        if got is None:
+            continue
+        if abs(got["nominal"] - h["nominal"]) > 1e-9:
+            raise config_error("params", f"the headline at the preset's values is {got['nominal']:+.4f}% now and "
+                                         f"{h['nominal']:+.4f}% in the stored screening: the model moved; "
+                                         "screen in full")
+        h["rows"] = [r for r in h["rows"] if r["param"] not in names] + got["rows"]
+        h["rows"].sort(key=lambda r: (-r["swing"], r["param"]))
+        every = [e["headline"] for r in h["rows"] for e in r["ends"] if e["headline"] is not None] + [h["nominal"]]
+        h["low"], h["high"] = min(every), max(every)
+    out["params"] = [p for p in out["params"] if p["param"] not in names] + new["params"]
+    out["runs"] += new["runs"]
+    out["host_seconds"] += new["host_seconds"]
+    return out
 
 
 def write_docs(doc: Dict[str, Any], root: pathlib.Path = ROOT) -> None:

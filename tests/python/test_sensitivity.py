@@ -175,10 +175,45 @@ def test_the_documents_carry_the_stored_screenings():
         assert rows and all("points (" in l for l in rows), exp
 
 
-def test_write_refuses_a_partial_screening(experiment):
-    p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", "clear-target-last", "--params", "l2.*",
+def test_write_refuses_what_it_cannot_store(experiment):
+    p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", "clear-target-last", "--scale", "0.25",
                         "--write"], capture_output=True, text=True)
-    assert p.returncode == 2 and "not with --params" in p.stderr
+    assert p.returncode == 2 and "not with --scale" in p.stderr
+    unstored = next(e for e in vmsim.experiments() if e not in sens.load_screenings())
+    p = subprocess.run([sys.executable, "-m", "vmsim", "sensitivity", unstored, "--params", "l2.*", "--write"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "has none yet" in p.stderr
+
+
+def test_a_coupled_value_moves_with_its_range():
+    [p] = sens.parameters("clear-target-last", patterns=["xeon-e5-2699v3-2s:llc.instances_per_socket"])
+    assert p.points == [2]
+    assert p.with_ == [{"llc.size_kib": 23040, "memory.nodes_per_socket": 2}]
+
+
+def test_a_partial_screening_merges_into_the_stored_one():
+    def row(param, lo, hi):
+        return {"param": param, "class": "judgement", "value": 1,
+                "ends": [{"value": 0, "headline": lo}, {"value": 2, "headline": hi}],
+                "swing": max(lo, hi, 5.0) - min(lo, hi, 5.0)}
+
+    def doc(rows, nominal=5.0, runs=3):
+        return {"experiment": "e", "scale": 0.5, "seed": 0, "runs": runs, "host_seconds": 10.0,
+                "params": [{"param": r["param"]} for r in rows],
+                "headlines": [{"case": None, "arm": "v", "metric": "m", "nominal": nominal,
+                               "low": min([5.0] + [e["headline"] for r in rows for e in r["ends"]]),
+                               "high": max([5.0] + [e["headline"] for r in rows for e in r["ends"]]),
+                               "rows": rows}]}
+
+    stored = doc([row("a:x", 1.0, 9.0), row("a:y", 4.0, 6.0)], runs=5)
+    merged = sens.merge(stored, doc([row("a:x", 4.5, 5.5)]))
+    [h] = merged["headlines"]
+    assert [r["param"] for r in h["rows"]] == ["a:y", "a:x"], "re-sorted by swing"
+    assert (h["low"], h["high"]) == (4.0, 6.0), "the range is remade from the rows"
+    assert merged["runs"] == 8 and [p["param"] for p in merged["params"]] == ["a:y", "a:x"]
+    assert stored["headlines"][0]["low"] == 1.0, "the stored screening is not changed in place"
+    with pytest.raises(vmsim.ConfigError, match="the model moved"):
+        sens.merge(stored, doc([row("a:x", 4.5, 5.5)], nominal=5.5))
 
 
 def test_the_tornado_plot_draws_each_headline(tmp_path):

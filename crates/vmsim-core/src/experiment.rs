@@ -21,11 +21,11 @@ fn node_bytes(cfg: &RunConfig, nr_cpus: usize, topo: &crate::machine::topology::
 pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let p = &cfg.preset;
     let probe = crate::machine::topology::Topology {
-        sockets: p.sockets as usize,
-        cores_per_socket: p.cores_per_socket as usize,
-        threads_per_core: p.threads_per_core as usize,
+        sockets: p.cpu.sockets as usize,
+        cores_per_socket: p.cpu.cores_per_socket as usize,
+        threads_per_core: p.cpu.threads_per_core as usize,
         nodes_per_socket: p.memory.nodes_per_socket as usize,
-        llc_per_socket: p.llc_instances_per_socket as usize,
+        llc_per_socket: p.llc.instances_per_socket as usize,
     };
     let nr_cpus = probe.nr_cpus();
     let nr_nodes = probe.nr_nodes();

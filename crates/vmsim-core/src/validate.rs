@@ -1409,12 +1409,13 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
 }
 
 fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
-    let load_issue = (64 / p.load_bytes_per_cycle).max(1);
-    let store_issue = (64 / p.store_bytes_per_cycle).max(1);
-    let movnti_issue = crate::kernel::instr::movnti_line_issue(p.issue_width, p.movnti_line_cycles);
+    let load_issue = (64 / p.cpu.load_bytes_per_cycle).max(1);
+    let store_issue = (64 / p.cpu.store_bytes_per_cycle).max(1);
+    let movnti_issue =
+        crate::kernel::instr::movnti_line_issue(p.cpu.issue_width, p.cpu.movnti_line_cycles);
     // The kernels store a line in stores of the store path's width, each a
     // store-queue entry.
-    let vector_stores = (64 / p.store_bytes_per_cycle).max(1);
+    let vector_stores = (64 / p.cpu.store_bytes_per_cycle).max(1);
     for cpu in 0..m.cpus.len() {
         m.set_line_stores(cpu, vector_stores);
     }
@@ -1562,7 +1563,8 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             let params = p
                 .machine_params()
                 .expect("the bench's machine was built from it");
-            let mov_issue = instr::mov_clear_line_issue(p.issue_width, p.scalar_stores_per_cycle);
+            let mov_issue =
+                instr::mov_clear_line_issue(p.cpu.issue_width, p.cpu.scalar_stores_per_cycle);
             let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
                 .div_ceil(params.issue_width)
                 .max(1);
@@ -1868,7 +1870,8 @@ mod tests {
     fn a_dependent_load_chase_measures_the_presets_idle_latency() {
         let p = preset("xeon-e5-2699v3-2s");
         let ns = measure(&p, Bench::IdleLatency { remote: false });
-        let want = p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.freq_mhz as f64 * 1000.0;
+        let want =
+            p.ns_to_cycles(p.memory.local_latency_ns) as f64 / p.cpu.freq_mhz as f64 * 1000.0;
         // A handful of the 20 000 random lines repeat (cache hits): within 0.5 %.
         assert!((ns - want).abs() < 0.005 * want, "{ns} vs {want}");
     }
@@ -1891,8 +1894,8 @@ mod tests {
         // (Milan 9% and Cascade Lake-SP 7% slow).
         for (name, _) in embedded_machines() {
             let p = preset(name);
-            let cycles_per_line = (64 / p.store_bytes_per_cycle).max(1) as f64;
-            let want = 64.0 / cycles_per_line * p.freq_mhz as f64 / 1e3;
+            let cycles_per_line = (64 / p.cpu.store_bytes_per_cycle).max(1) as f64;
+            let want = 64.0 / cycles_per_line * p.cpu.freq_mhz as f64 / 1e3;
             let got = measure_checked(&p, Bench::Fill { kib: 16 }).unwrap();
             assert!(
                 (got / want - 1.0).abs() < 0.005,
@@ -1999,11 +2002,11 @@ mod tests {
         // 31.3 ns = 24.5 GB/s, is what holds it. At one store a cycle it
         // would be issue-bound at 20.8.
         let p = preset("xeon-8358-icx");
-        assert_eq!(p.movnti_line_cycles, 4);
+        assert_eq!(p.cpu.movnti_line_cycles, 4);
         let nt = measure(&p, Bench::NtChunks { chunk_kib: 64 });
         assert!((nt - 12.0 * 64.0 / 31.3).abs() < 0.3, "{nt}");
         let mut slow = p.clone();
-        slow.movnti_line_cycles = 8;
+        slow.cpu.movnti_line_cycles = 8;
         let nt = measure(&slow, Bench::NtChunks { chunk_kib: 64 });
         assert!((nt - 20.8).abs() < 0.01, "{nt}");
     }

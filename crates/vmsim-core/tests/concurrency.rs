@@ -71,11 +71,11 @@ fn a_timer_fires_at_its_exact_simulated_time() {
     // A busy CPU elsewhere: events interleave with its quanta.
     s.spawn(Box::new(Usemem::new(4 << 20, 1)), 0);
     s.run(&mut |_| {}).unwrap();
-    let cycles = |ns: u64| ns * p.freq_mhz / 1000;
+    let cycles = |ns: u64| ns * p.cpu.freq_mhz / 1000;
     // The short sleeper wakes first, on a CPU that holds its mm lazily: no flush. The long one
     // then finds the short one's mm loaded: switch_mm writes CR3, a full flush.
     for (t, ns, flush) in [
-        (long, 1_000_000, p.costs.tlb_flush_full_cycles),
+        (long, 1_000_000, p.costs.hw.tlb_flush_full_cycles),
         (short, 250_000, 0),
     ] {
         let start = s.tasks[t].start.unwrap();
@@ -293,7 +293,7 @@ fn race(thp: Thp) -> Sim {
     s.run(&mut |_| {}).unwrap();
     let thread = leader + 1;
     let p = preset();
-    let t2 = 400_000 * p.freq_mhz / 1000;
+    let t2 = 400_000 * p.cpu.freq_mhz / 1000;
     // Both threads woke at T2 on CPUs holding the mm lazily, so both fault at T2 + one context switch.
     assert_eq!(s.sched.last_wakeup(leader), Some(t2));
     assert_eq!(s.sched.last_wakeup(thread), Some(t2));

@@ -69,10 +69,9 @@ fn every_range_end_of_a_builtin_value_is_accepted_by_its_field() {
     for (name, text) in embedded_machines() {
         let p = Preset::parse(text, name).unwrap();
         for (key, prov) in &p.provenance {
-            for end in prov.screen_points() {
-                let sets = [(key.clone(), end.clone())];
+            for sets in prov.screen_sets(key) {
                 if let Err(e) = Preset::parse_with(text, name, &sets) {
-                    panic!("{name}: {key}'s range end {end} is refused: {e}");
+                    panic!("{name}: {key}'s range end {sets:?} is refused: {e}");
                 }
             }
         }
@@ -144,7 +143,7 @@ fn a_users_value_without_a_class_is_theirs() {
 fn machine_set_sets_a_preset_value_as_the_runs_own() {
     let sets = [("l2.superqueue".to_string(), Value::Integer(7))];
     let p = load_machine_with("machine", "xeon-e5-2699v3-2s", None, &sets).unwrap();
-    assert_eq!(p.l2.outstanding, 7);
+    assert_eq!(p.l2.superqueue, 7);
     assert_eq!(p.provenance["l2.superqueue"].class, "user");
     assert!(
         p.sources["l2.superqueue"].starts_with("set by the run (machine_set.l2.superqueue = 7)")
@@ -157,7 +156,7 @@ fn machine_set_sets_a_preset_value_as_the_runs_own() {
             "not a value of the machine preset",
         ),
         ("l2", Value::Integer(7), "is a section"),
-        ("l2.superqueue", Value::Integer(0), "at least 1"),
+        ("l2.superqueue", Value::Integer(0), "accepted: 1..=1024"),
         ("l2.replacement", Value::String("fifo".into()), "accepted"),
     ];
     for (key, v, words) in bad {
@@ -188,4 +187,67 @@ fn a_run_with_machine_set_differs_and_records_it() {
     let unknown = format!("{base}[machine_set]\nfoo = 1\n");
     let e = run_config(&unknown, Format::Toml, None, &mut |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("machine_set.foo"), "{e}");
+}
+
+#[test]
+fn a_coupled_range_moves_its_values_together_and_bad_couplings_are_refused() {
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap();
+    let p = Preset::parse(text, name).unwrap();
+    let sets = p.provenance["llc.instances_per_socket"].screen_sets("llc.instances_per_socket");
+    assert_eq!(
+        sets,
+        vec![vec![
+            ("llc.instances_per_socket".to_string(), Value::Integer(2)),
+            ("llc.size_kib".to_string(), Value::Integer(23040)),
+            ("memory.nodes_per_socket".to_string(), Value::Integer(2)),
+        ]]
+    );
+    let split = Preset::parse_with(text, name, &sets[0]).unwrap();
+    assert_eq!(
+        split.llc.size_kib * split.llc.instances_per_socket,
+        p.llc.size_kib,
+        "Cluster-on-Die splits the LLC, it does not grow it"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("instances_per_socket = "))
+        .unwrap();
+    let good =
+        r#"range_with = { "llc.size_kib" = [46080, 23040], "memory.nodes_per_socket" = [1, 2] }"#;
+    assert!(line.contains(good));
+    for (with, key, words) in [
+        (
+            r#"range_with = { "llc.size_kib" = [46080] }"#,
+            "llc.instances_per_socket.range_with.llc.size_kib",
+            "expected 2 values",
+        ),
+        (
+            r#"range_with = { "llc.sise_kib" = [46080, 23040] }"#,
+            "llc.instances_per_socket.range_with.llc.sise_kib",
+            "not a preset value",
+        ),
+        (
+            r#"range_with = { "llc.size_kib" = [46080, 0] }"#,
+            "llc.instances_per_socket.range_with.llc.size_kib",
+            "out of range",
+        ),
+        (
+            r#"range_with = { "llc.size_kib" = [23040, 46080] }"#,
+            "llc.instances_per_socket.range_with.llc.size_kib",
+            "preset's own value",
+        ),
+        (
+            r#"range_with = 3"#,
+            "llc.instances_per_socket.range_with",
+            "expected a table",
+        ),
+    ] {
+        let bad = text.replace(line, &line.replace(good, with));
+        let (k, m) = config_err(Preset::parse(&bad, "test"));
+        assert_eq!(k, key, "{m}");
+        assert!(m.contains(words), "{with}: {m}");
+    }
 }

@@ -193,7 +193,7 @@ fn a_single_socket_may_have_no_link() {
     let tiny = format!("{}1e-300{}", &one[..at], &one[end..]);
     let (k, m) = config_err(vmsim_core::config::Preset::parse(&tiny, "one"));
     assert_eq!(k, "memory.interconnect_bandwidth_gbs.value");
-    assert!(m.contains("or 0 (one socket: none)"), "{m}");
+    assert!(m.contains("or 0 (one socket: no link)"), "{m}");
 }
 
 #[test]

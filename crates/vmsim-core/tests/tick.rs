@@ -39,7 +39,7 @@ fn a_busy_cpu_takes_one_tick_per_period_and_idle_cpus_none() {
         let mut s = sim(hz);
         s.spawn(Box::new(Usemem::new(48 << 20, 1)), 5);
         s.run(&mut |_| {}).unwrap();
-        let period = preset().freq_mhz * 1_000_000 / hz;
+        let period = preset().cpu.freq_mhz * 1_000_000 / hz;
         let busy = s.machine.cpus[5].clock;
         let ticks = s.sched.stats.nr_ticks;
         // Grid from 0 (no seed given): ticks at period, 2 period, ... up to the end.
@@ -68,8 +68,8 @@ fn a_slice_ends_at_the_first_tick_after_it_runs_out() {
     let b = s.spawn(Box::new(Usemem::new(4 << 20, 1)), 3);
     s.run(&mut |_| {}).unwrap();
     let p = preset();
-    let period = p.freq_mhz * 1_000_000 / 300;
-    let slice = 3 * p.freq_mhz * 1000;
+    let period = p.cpu.freq_mhz * 1_000_000 / 300;
+    let slice = 3 * p.cpu.freq_mhz * 1000;
     assert!(period > slice);
     let start_a = s.tasks[a].start.unwrap();
     let start_b = s.tasks[b].start.unwrap();

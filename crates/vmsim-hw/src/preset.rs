@@ -35,7 +35,13 @@ fn qs(s: &str) -> String {
 }
 
 struct W {
+    /// The preset's head: name, description.
     out: String,
+    /// `cpu.model`.
+    model: String,
+    /// Dotted key -> its leaf line, emitted in the declarations' order by
+    /// [`W::finish`].
+    leaves: std::collections::BTreeMap<String, String>,
     stamp: String,
     host: String,
     /// The section being written.
@@ -47,8 +53,33 @@ struct W {
 
 impl W {
     fn section(&mut self, name: &str) {
-        self.out.push_str(&format!("\n[{name}]\n"));
         self.section = name.to_string();
+    }
+    /// The preset: the head, then each declared section and its keys in
+    /// the declarations' order (vmsim_core's config/preset/params.rs), so
+    /// the keys written are the declared ones; a declared key not written
+    /// here leaves the preset incomplete, which its parse reports.
+    fn finish(mut self) -> (String, Vec<Value>) {
+        let mut section = "";
+        for p in vmsim_core::config::preset::params::all() {
+            let Some(line) = self.leaves.remove(&p.key()) else {
+                continue;
+            };
+            if p.section != section {
+                section = p.section;
+                self.out.push_str(&format!("\n[{section}]\n"));
+                if section == "cpu" {
+                    self.out.push_str(&format!("model = {}\n", qs(&self.model)));
+                }
+            }
+            self.out.push_str(&line);
+        }
+        debug_assert!(
+            self.leaves.is_empty(),
+            "keys written but not declared: {:?}",
+            self.leaves.keys().collect::<Vec<_>>()
+        );
+        (self.out, self.clamped)
     }
     /// Notes that `key` of this section, measured (or defaulted) as `found`,
     /// is written as `written` for `reason`, a bound of the preset; the
@@ -66,11 +97,14 @@ impl W {
     /// reads as the user's own.
     fn leaf(&mut self, key: &str, v: Val, source: String, class: Option<&str>) {
         let class = class.map_or(String::new(), |c| format!(", class = {}", qs(c)));
-        self.out.push_str(&format!(
-            "{key} = {{ value = {}, source = {}{class} }}\n",
-            v.toml(),
-            qs(&source)
-        ));
+        self.leaves.insert(
+            format!("{}.{key}", self.section),
+            format!(
+                "{key} = {{ value = {}, source = {}{class} }}\n",
+                v.toml(),
+                qs(&source)
+            ),
+        );
     }
     /// A hold in ns by Little's law from one core's measured rate of unread
     /// lines (`gbps`), its source naming that rate (`rate`, after the
@@ -452,6 +486,8 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
     let amd = h.amd();
     let mut w = W {
         out: String::new(),
+        model: String::new(),
+        leaves: Default::default(),
         stamp: stamp.to_string(),
         host: hostname.clone(),
         section: String::new(),
@@ -512,7 +548,7 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
 
     let (sockets, cores, threads) = (h.sockets, h.cores_per_socket, h.threads_per_core);
     w.section("cpu");
-    w.out.push_str(&format!("model = {}\n", qs(&model)));
+    w.model = model.clone();
     w.measured(
         "freq_mhz",
         Val::I((ghz * 1000.0).round() as i64),
@@ -1136,8 +1172,9 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         json!(thp_ok.then(|| round3(thp_handler))),
     );
     derived.insert("amd_tlb_cpuid".into(), json!(amd_tlb.map(|t| t.to_vec())));
-    derived.insert("clamped".into(), Value::Array(w.clamped));
-    (w.out, Value::Object(derived))
+    let (out, clamped) = w.finish();
+    derived.insert("clamped".into(), Value::Array(clamped));
+    (out, Value::Object(derived))
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ fn every_recorded_host_renders_a_preset_the_model_accepts_and_the_same_twice() {
         let (a, _, p) = preset(&r);
         let (b, _, _) = preset(&r);
         assert_eq!(a, b, "{name}: rendering is not deterministic");
-        assert!(p.freq_mhz > 0, "{name}");
+        assert!(p.cpu.freq_mhz > 0, "{name}");
         // Every measured value's source says it was measured on the recorded host.
         assert!(
             a.contains(&format!("on {} at {STAMP}", r.facts.hostname)),
@@ -257,6 +257,41 @@ fn a_bad_record_is_refused_with_the_reason() {
                 assert!(message.contains(want), "{text}: {message}");
             }
             other => panic!("{text}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_rendered_preset_holds_every_declared_key_in_the_declarations_order() {
+    for (name, r) in hosts() {
+        let (text, _, p) = preset(&r);
+        let declared: Vec<String> = vmsim_core::config::preset::params::all()
+            .iter()
+            .map(|d| d.key())
+            .filter(|k| p.provenance.contains_key(k))
+            .collect();
+        let written: Vec<String> = p.provenance.keys().cloned().collect();
+        let mut sorted = declared.clone();
+        sorted.sort();
+        assert_eq!(sorted, written, "{name}: written keys beyond the declared");
+        for d in vmsim_core::config::preset::params::all() {
+            assert!(
+                d.optional
+                    || d.section == "numa"
+                    || d.section == "idle"
+                    || p.provenance.contains_key(&d.key()),
+                "{name}: calibrate writes no value for the declared {}",
+                d.key()
+            );
+        }
+        // Each key after the one before it in the file.
+        let mut at = 0;
+        for k in &declared {
+            let (section, key) = k.split_once('.').unwrap();
+            let s = text.find(&format!("\n[{section}]\n")).unwrap();
+            let pos = s + text[s..].find(&format!("\n{key} = ")).unwrap();
+            assert!(pos > at, "{name}: {k} out of the declarations' order");
+            at = pos;
         }
     }
 }

@@ -10,7 +10,7 @@ pub use crate::workload::lrufile::LruFileConfig;
 pub const KEYS: &[&str] = &["nr_task", "ram_mib", "file_ram_ratio"];
 
 pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<LruFileConfig, Error> {
-    let nr_cpus = preset.sockets * preset.cores_per_socket * preset.threads_per_core;
+    let nr_cpus = preset.cpu.sockets * preset.cpu.cores_per_socket * preset.cpu.threads_per_core;
     let nr_task = w.u64_opt("nr_task")?.unwrap_or(nr_cpus);
     if nr_task == 0 || nr_task > nr_cpus {
         return Err(cfg_err(
@@ -24,7 +24,7 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<LruFileConfi
     let mib = w
         .f64_opt("ram_mib")?
         .ok_or_else(|| cfg_err(w.key("ram_mib"), "missing required key"))?;
-    let nodes = preset.sockets * preset.memory.nodes_per_socket;
+    let nodes = preset.cpu.sockets * preset.memory.nodes_per_socket;
     // Whole 2 MiB blocks per node.
     let ram = (((mib * scale * MIB as f64) as u64) / nodes / (2 * MIB)) * 2 * MIB * nodes;
     if !(mib.is_finite() && mib > 0.0) || ram < 8 * MIB * nodes {

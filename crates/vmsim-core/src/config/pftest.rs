@@ -24,7 +24,7 @@ pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PfTestConfig
     if size > (64u64 << 30) {
         return Err(cfg_err(w.key("size_mib"), "at most 65536 MiB"));
     }
-    let nr_cpus = preset.sockets * preset.cores_per_socket * preset.threads_per_core;
+    let nr_cpus = preset.cpu.sockets * preset.cpu.cores_per_socket * preset.cpu.threads_per_core;
     let cpu = w.u64_opt("cpu")?.unwrap_or(0);
     if cpu >= nr_cpus {
         return Err(cfg_err(

@@ -57,7 +57,7 @@ fn seconds(w: &mut Fields, key: &'static str, s: f64, scale: f64) -> Result<u64,
 }
 
 pub fn parse(w: &mut Fields, preset: &Preset, scale: f64) -> Result<PmbenchConfig, Error> {
-    let nodes = preset.sockets * preset.memory.nodes_per_socket;
+    let nodes = preset.cpu.sockets * preset.memory.nodes_per_socket;
     let nr_processes = w.u64_opt("nr_processes")?.unwrap_or(1);
     if !(1..=256).contains(&nr_processes) {
         return Err(cfg_err(w.key("nr_processes"), "must be between 1 and 256"));

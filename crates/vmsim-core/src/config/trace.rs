@@ -173,7 +173,7 @@ pub fn parse(
         None => None,
         Some(v) => parse_regions(&rkey, v)?,
     };
-    let nr_cpus = preset.sockets * preset.cores_per_socket * preset.threads_per_core;
+    let nr_cpus = preset.cpu.sockets * preset.cpu.cores_per_socket * preset.cpu.threads_per_core;
     let ckey = w.key("cpus");
     let cpus = match w.take_value("cpus") {
         None => None,

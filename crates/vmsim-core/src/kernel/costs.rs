@@ -5,10 +5,10 @@
 //!
 //! Each cost is declared once, below: its field, its preset key under
 //! `[costs]` (the field's name), and whether it is charged per call or per
-//! page or entry (which bounds its range, config/preset/bounds.rs). The preset
-//! parser reads exactly these keys, so a new kernel cost is one line here,
-//! a value with its source in every preset, and its entry in
-//! docs/machines.md.
+//! page or entry (which bounds its range, config/preset/params.rs). The preset
+//! parser reads exactly these keys and docs/machines.md's table lists them,
+//! so a new kernel cost is one line here and a value with its source in
+//! every preset.
 
 use serde::Serialize;
 
@@ -21,15 +21,17 @@ pub enum Per {
 }
 
 macro_rules! kernel_costs {
-    ($($(#[$doc:meta])* $per:ident $name:ident,)*) => {
+    ($($(#[doc = $doc:literal])* $per:ident $name:ident,)*) => {
         #[derive(Clone, Debug, Serialize)]
         pub struct KernelCosts {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
         }
 
         impl KernelCosts {
-            /// Every cost: its preset key under `[costs]` and how it is charged.
-            pub const ALL: &'static [(&'static str, Per)] = &[$((stringify!($name), Per::$per)),*];
+            /// Every cost: its preset key under `[costs]`, how it is charged
+            /// and its doc (config/preset/params.rs declares it from these).
+            pub const ALL: &'static [(&'static str, Per, &'static str)] =
+                &[$((stringify!($name), Per::$per, concat!($($doc, "\n",)* ""))),*];
 
             /// The costs, each read by `value` from its preset key, in `ALL`'s order.
             pub fn read<E>(mut value: impl FnMut(&'static str) -> Result<u64, E>) -> Result<KernelCosts, E> {
@@ -99,7 +101,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(i as usize, KernelCosts::ALL.len());
-        for (k, (name, _)) in KernelCosts::ALL.iter().enumerate() {
+        for (k, (name, _, _)) in KernelCosts::ALL.iter().enumerate() {
             assert_eq!(c.get(name), Some((k as u64 + 1) * 10), "{name}");
         }
         assert_eq!(c.get("no_such_cost"), None);

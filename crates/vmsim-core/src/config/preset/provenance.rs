@@ -7,11 +7,15 @@
 //! `[low, high]` with low < high holding the value (integers for an integer
 //! value); any other range lists at least two alternatives, the value among
 //! them. Whether each end is a value the field accepts is the field's own
-//! check: `Preset::parse_with` applied to the end.
+//! check: `Preset::parse_with` applied to the end. A value that cannot
+//! move alone (Cluster-on-Die splits the LLC and the node together) names
+//! the values that move with it, `range_with`, one per end of its range;
+//! the values at the preset's own end are the preset's.
 
 use super::super::fields::{cfg_err, show, Fields};
 use crate::error::Error;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use toml::Value;
 
 /// The classes a value may have; `user` is what a user's preset value
@@ -39,6 +43,10 @@ pub struct Provenance {
     pub range: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_reason: Option<String>,
+    /// Dotted key -> its value at each end (or alternative) of `range`: the
+    /// values a screening sets with this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_with: Option<BTreeMap<String, Vec<Value>>>,
 }
 
 impl Provenance {
@@ -48,6 +56,7 @@ impl Provenance {
         let class = leaf.str_opt("class");
         let range = leaf.take_value("range");
         let reason = leaf.str_opt("range_reason");
+        let with = leaf.take_value("range_with");
         let class = match class? {
             None => "user".to_string(),
             Some(c) if CLASSES.contains(&c.as_str()) => c,
@@ -97,6 +106,16 @@ impl Provenance {
         if reason.as_deref().is_some_and(|r| r.trim().is_empty()) {
             return Err(cfg_err(leaf.key("range_reason"), "must not be empty"));
         }
+        let range_with = match (with, &range) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(cfg_err(leaf.key("range_with"), "given without a range"))
+            }
+            (Some(w), Some(Value::Array(r))) => {
+                Some(read_with(&leaf.key("range_with"), w, r.len())?)
+            }
+            (Some(_), Some(_)) => None,
+        };
         Ok(Provenance {
             class,
             value: value.clone(),
@@ -105,6 +124,7 @@ impl Provenance {
                 _ => unreachable!("check_range accepts arrays only"),
             }),
             range_reason: reason,
+            range_with,
         })
     }
 
@@ -112,11 +132,63 @@ impl Provenance {
     /// alternatives, but the value itself (an end equal to it would only
     /// repeat the run at the preset's values).
     pub fn screen_points(&self) -> Vec<Value> {
-        match &self.range {
-            None => Vec::new(),
-            Some(r) => r.iter().filter(|v| **v != self.value).cloned().collect(),
+        self.screen_sets("")
+            .into_iter()
+            .map(|mut s| s.remove(0).1)
+            .collect()
+    }
+
+    /// The values a screening sets at each of its points: `key` (this
+    /// value's) at the end, then each value of `range_with` at the same end.
+    pub fn screen_sets(&self, key: &str) -> Vec<Vec<(String, Value)>> {
+        let Some(r) = &self.range else {
+            return Vec::new();
+        };
+        r.iter()
+            .enumerate()
+            .filter(|(_, v)| **v != self.value)
+            .map(|(i, v)| {
+                let mut sets = vec![(key.to_string(), v.clone())];
+                for (k, vs) in self.range_with.iter().flatten() {
+                    sets.push((k.clone(), vs[i].clone()));
+                }
+                sets
+            })
+            .collect()
+    }
+}
+
+/// `range_with`: a table of dotted keys, each with one value per element of
+/// the range (`n`).
+fn read_with(key: &str, w: Value, n: usize) -> Result<BTreeMap<String, Vec<Value>>, Error> {
+    let Value::Table(t) = w else {
+        return Err(cfg_err(
+            key,
+            format!("expected a table of dotted keys, each with {n} values, one per end of the range (e.g. {{ \"llc.size_kib\" = [46080, 23040] }}), got {}", show(&w)),
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in t {
+        let at = format!("{key}.{k}");
+        match v {
+            Value::Array(a) if a.len() == n => {
+                out.insert(k, a);
+            }
+            o => {
+                return Err(cfg_err(
+                    at,
+                    format!(
+                        "expected {n} values, one per end of the range, got {}",
+                        show(&o)
+                    ),
+                ))
+            }
         }
     }
+    if out.is_empty() {
+        return Err(cfg_err(key, "must name at least one value"));
+    }
+    Ok(out)
 }
 
 fn is_number(v: &Value) -> bool {
