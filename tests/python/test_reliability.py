@@ -893,3 +893,63 @@ def test_docs_state_what_the_code_accepts():
     assert e.value.key == "workload.read_ratio"
     cfg["workload"]["read_ratio"] = 50.0
     vmsim._core.check_config(json.dumps(cfg), "json")
+
+
+# Programs whose runs reach no progress report: tasks that only sleep, a
+# timed loop of no simulated time, nested empty loops, a normal draw that
+# almost never lands in its range, a 64 GiB populate.
+_STUCK = {
+    "sleep-loop": '{ op = "repeat", count = 1000000000, steps = [ { op = "sleep", us = 1 } ] }',
+    "empty-timed-loop": '{ op = "repeat", duration_ms = 10, steps = [] }',
+    "nested-empty-loops": '{ op = "repeat", count = 1000000000, steps = [ { op = "repeat", count = 1000000000, '
+                          'steps = [] } ] }',
+    "normal-too-wide": '{ op = "mmap", map = "m", size_mib = 4 }, { op = "access", map = "m", pattern = "normal", '
+                       'sigma_pages = 1e15, count = 1000 }',
+    "populate-64g": '{ op = "mmap", map = "m", size_mib = 65536, populate = true }',
+}
+
+
+def _stuck_config(tmp_path, name):
+    path = tmp_path / f"{name}.toml"
+    path.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "program"\n[[workload.task]]\n'
+                    f'name = "t"\nsteps = [ {_STUCK[name]} ]\n')
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("name", sorted(_STUCK))
+def test_a_run_stops_within_a_second_of_a_signal_whatever_it_does(tmp_path, name, sig):
+    path = _stuck_config(tmp_path, name)
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", "run", "-q", str(path), "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    assert proc.poll() is None, f"{name} ended before the signal: {proc.stderr.read()}"
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{name}: {sig.name} did not stop the run")
+    assert time.monotonic() - t0 < 1.0, f"{name}: {sig.name} took {time.monotonic() - t0:.2f} s"
+    want = 130 if sig == signal.SIGINT else -signal.SIGTERM
+    assert proc.returncode == want, proc.stderr.read()
+    assert not out.exists(), "nothing is written for a run that did not finish"
+
+
+def test_the_api_raises_keyboard_interrupt_and_the_next_run_is_whole(tmp_path):
+    path = _stuck_config(tmp_path, "empty-timed-loop")
+    script = (f"import json, vmsim\ntry:\n    vmsim.run({str(path)!r})\nexcept KeyboardInterrupt:\n"
+              f"    print('interrupted', flush=True)\n"
+              f"r = vmsim.run({str(tmp_path / 'tiny.toml')!r})\nprint(r['metrics']['data_verified'], flush=True)\n")
+    (tmp_path / "tiny.toml").write_text(TINY_TOML)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.split() == ["interrupted", "True"], (out, err)

@@ -20,6 +20,8 @@ pub enum Error {
     },
     Io(String),
     Internal(String),
+    /// The caller asked the run to stop (crate::interrupt): Ctrl-C or SIGTERM.
+    Interrupted,
 }
 
 impl std::fmt::Display for Error {
@@ -34,6 +36,7 @@ impl std::fmt::Display for Error {
             } => write!(f, "policy {policy:?} ({key}): {message}"),
             Error::Io(m) => write!(f, "{m}"),
             Error::Internal(m) => write!(f, "simulation error: {m}"),
+            Error::Interrupted => write!(f, "interrupted"),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod api;
 pub mod config;
 pub mod error;
 pub mod experiment;
+pub mod interrupt;
 pub mod kernel;
 pub mod machine;
 pub mod metrics;

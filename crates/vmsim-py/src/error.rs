@@ -131,6 +131,8 @@ impl From<PyVmsimErr> for PyErr {
             } => policy_error(py, &key, &policy, &message),
             CoreError::Io(msg) => VmsimError::new_err(msg),
             CoreError::Internal(msg) => VmsimError::new_err(format!("internal error: {msg}")),
+            // Another run of the process was interrupted (interrupt.rs).
+            CoreError::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
         })
     }
 }

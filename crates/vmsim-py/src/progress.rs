@@ -56,9 +56,17 @@ impl Reporter {
     }
 }
 
-/// Calls `f` with the GIL released. `f` receives the progress hook to hand to
-/// the core. A Python exception raised while reporting (KeyboardInterrupt from
-/// a signal, or one raised by `callback`) stops the run and is re-raised.
+/// How often the calling (main) thread looks for signals while the core runs.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Calls `f` on a host thread of its own with the GIL released. `f`
+/// receives the progress hook to hand to the core. Meanwhile the calling
+/// thread, the one Python delivers signals to, looks for them every
+/// `POLL`: a signal's exception (KeyboardInterrupt from Ctrl-C, or what
+/// the program's SIGTERM handler raises) asks the core to stop
+/// (`vmsim_core::interrupt`), waits for it, and is re-raised. A Python
+/// exception raised while reporting (one raised by `callback`) stops the
+/// run and is re-raised too.
 pub fn run_detached<E, F>(
     py: Python<'_>,
     callback: Option<Py<PyAny>>,
@@ -75,10 +83,35 @@ where
         last_fraction: 0.0,
         error: None,
     };
+    let mut signal: Option<PyErr> = None;
     let outcome = py.detach(|| {
-        let mut hook = |label: &str, fraction: f64| reporter.report(label, fraction);
-        panic::catch_unwind(AssertUnwindSafe(|| f(&mut hook)))
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let rep = &mut reporter;
+        std::thread::scope(|s| {
+            let worker = s.spawn(move || {
+                let mut hook = |label: &str, fraction: f64| rep.report(label, fraction);
+                let r = panic::catch_unwind(AssertUnwindSafe(|| f(&mut hook)));
+                let _ = done.send(());
+                r
+            });
+            while finished.recv_timeout(POLL).is_err() {
+                if signal.is_none() {
+                    if let Err(e) = Python::attach(|py| py.check_signals()) {
+                        signal = Some(e);
+                        vmsim_core::interrupt::request();
+                    }
+                }
+            }
+            let r = worker.join().unwrap_or_else(Err);
+            if signal.is_some() {
+                vmsim_core::interrupt::clear();
+            }
+            r
+        })
     });
+    if let Some(e) = signal {
+        return Err(e);
+    }
     match outcome {
         Ok(result) => {
             // A signal that arrived after the last report still interrupts.

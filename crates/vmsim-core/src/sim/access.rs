@@ -202,6 +202,11 @@ impl AccessRun {
                 let pages = len.div_ceil(4096);
                 let mid = (pages / 2) as f64;
                 let page = loop {
+                    // A range far narrower than the spread rejects almost
+                    // every draw: a stopped run leaves the loop.
+                    if crate::interrupt::requested() {
+                        break 0;
+                    }
                     // Box-Muller.
                     let (u1, u2) = (self.unit().max(f64::MIN_POSITIVE), self.unit());
                     let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();

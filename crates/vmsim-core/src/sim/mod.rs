@@ -558,7 +558,12 @@ impl Sim {
     /// Runs until every user task has exited (or an error stops the run).
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
         if self.window > 0 {
-            return self.run_windowed(progress);
+            self.run_windowed(progress)?;
+            // A task a stop made exit is not a finished run.
+            if crate::interrupt::requested() {
+                return Err(Error::Interrupted);
+            }
+            return Ok(());
         }
         let mut heap = BinaryHeap::new();
         let mut queued = vec![false; self.cpus.len()];
@@ -570,6 +575,10 @@ impl Sim {
         }
         let mut quanta: u64 = 0;
         while self.live_user_tasks > 0 {
+            // Sleeping tasks run on events alone, never reaching a quantum.
+            if crate::interrupt::requested() {
+                return Err(Error::Interrupted);
+            }
             // An event due before the next CPU's quantum fires first.
             if let Some(te) = self.engine.next_time() {
                 if heap.peek().is_none_or(|Reverse((c, _))| te <= *c) {
@@ -619,6 +628,10 @@ impl Sim {
         }
         if let Some(e) = &self.error {
             return Err(e.clone());
+        }
+        // A task a stop made exit is not a finished run.
+        if crate::interrupt::requested() {
+            return Err(Error::Interrupted);
         }
         self.check_finished()?;
         progress(1.0);
@@ -777,6 +790,12 @@ impl Sim {
         self.machine.take_interrupts(cpu);
         self.settle(cpu, KFn::Interrupt);
         while self.machine.cpus[cpu].clock < deadline {
+            // A step that takes no simulated time (an empty timed loop)
+            // would otherwise hold the quantum for ever.
+            if crate::interrupt::requested() {
+                self.error.get_or_insert(Error::Interrupted);
+                return;
+            }
             if self.cpus[cpu].tick_stopped
                 || self.machine.cpus[cpu].clock >= self.cpus[cpu].next_tick
             {

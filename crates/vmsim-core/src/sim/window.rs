@@ -465,6 +465,9 @@ impl Sim {
         let mut decisions: u64 = 0;
         let mut serial_permille = 0;
         while self.live_user_tasks > 0 {
+            if crate::interrupt::requested() {
+                return Err(Error::Interrupted);
+            }
             let first_cpu = if lent {
                 (0..sockets).filter_map(|p| lock(p).win_min).min()
             } else {

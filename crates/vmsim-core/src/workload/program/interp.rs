@@ -573,6 +573,12 @@ impl Program for Interp {
             }
         }
         loop {
+            // Steps that make no operation (nested empty loops) never
+            // return to the engine; a stopped run ends here (the engine
+            // reports it interrupted, whatever the task did).
+            if crate::interrupt::requested() {
+                return Op::Exit;
+            }
             if let Some(op) = self.queue.pop_front() {
                 if matches!(op, Op::ClockGettime) {
                     // Only a loop's start reads the clock through the queue.
