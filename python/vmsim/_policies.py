@@ -103,6 +103,22 @@ def _error() -> Tuple[str, str]:
     return ("error", traceback.format_exc())
 
 
+#: The most steps a plan for a huge page of N sub-pages may have, per
+#: sub-page (a clear plan: each sub-page, a region or a fence between;
+#: a copy plan: each sub-page): beyond it a policy's iterator is taken as
+#: endless, before it can fill the host's memory.
+STEPS_PER_SUBPAGE = 4
+
+
+def _bounded(steps: Any, nr_pages: int, what: str) -> Any:
+    limit = STEPS_PER_SUBPAGE * nr_pages + 16
+    for i, s in enumerate(steps):
+        if i >= limit:
+            raise ValueError(f"the {what} plan has more than {limit} steps ({STEPS_PER_SUBPAGE} per sub-page of "
+                             f"the {nr_pages}, and 16): an endless iterator?")
+        yield s
+
+
 class _Clear:
     def __init__(self, f: Callable[..., Any]):
         self.f = f
@@ -111,7 +127,7 @@ class _Clear:
         ctx = P.ClearContext(t[0], t[1], bool(t[2]), _STORE_NAMES[t[3]])
         try:
             out = []
-            for s in self.f(ctx):
+            for s in _bounded(self.f(ctx), ctx.nr_pages, "clear"):
                 if isinstance(s, P.Subpage):
                     out.append((0, int(s.index), 1, 0))
                 elif isinstance(s, P.Region):
@@ -137,7 +153,7 @@ class _Copy:
     def decide(self, t: Tuple[int, int]) -> Any:
         try:
             out = []
-            for i in self.f(P.CopyContext(t[0], t[1])):
+            for i in _bounded(self.f(P.CopyContext(t[0], t[1])), t[0], "copy"):
                 if isinstance(i, bool) or not isinstance(i, int):
                     raise TypeError(f"a copy step is a sub-page index (int), not {i!r}")
                 out.append(i)

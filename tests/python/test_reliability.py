@@ -953,3 +953,75 @@ def test_the_api_raises_keyboard_interrupt_and_the_next_run_is_whole(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.split() == ["interrupted", "True"], (out, err)
+
+
+_STUCK_POLICIES = '''\
+import itertools, time
+def sleeps(ctx):
+    time.sleep(3600)
+def spins(ctx):
+    while True:
+        pass
+def endless(ctx):
+    return itertools.count()
+'''
+
+_STUCK_EXPERIMENT = '''\
+name = "stuck-policy"
+description = "a clear order that never answers"
+reference = "a test"
+[config]
+machine = "xeon-e5-2699v3-2s"
+[config.kernel]
+thp = "always"
+[config.workload]
+kind = "usemem"
+nr_task = 2
+size_per_task_mib = 4
+[baseline]
+name = "sequential"
+set = { "kernel.clear_huge_page" = "sequential" }
+[[variants]]
+name = "stuck"
+set = { "kernel.clear_huge_page" = "stuck.py:POLICY" }
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("command", ["run", "compare"])
+@pytest.mark.parametrize("policy", ["sleeps", "spins"])
+def test_a_stuck_python_policy_stops_on_a_signal(tmp_path, policy, command, sig):
+    (tmp_path / "stuck.py").write_text(_STUCK_POLICIES)
+    if command == "run":
+        path = tmp_path / "run.toml"
+        path.write_text(TINY_TOML.replace('"target-last"', f'"stuck.py:{policy}"'))
+        args = ["run", "-q", str(path)]
+    else:
+        path = tmp_path / "exp.toml"
+        path.write_text(_STUCK_EXPERIMENT.replace("POLICY", policy))
+        args = ["compare", "-q", str(path), "--threads", "2"]
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(2.5)
+    assert proc.poll() is None, proc.stderr.read()
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{policy} under {command}: {sig.name} did not stop it")
+    assert time.monotonic() - t0 < 1.0
+    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGTERM), proc.stderr.read()
+
+
+def test_an_endless_plan_is_a_policy_error_at_its_limit(tmp_path):
+    (tmp_path / "stuck.py").write_text(_STUCK_POLICIES)
+    path = tmp_path / "run.toml"
+    path.write_text(TINY_TOML.replace('"target-last"', '"stuck.py:endless"'))
+    t0 = time.monotonic()
+    with pytest.raises(vmsim.PolicyError, match=r"more than 2064 steps \(4 per sub-page of the 512, and 16\)"):
+        vmsim.run(str(path))
+    assert time.monotonic() - t0 < 30

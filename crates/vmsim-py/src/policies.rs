@@ -33,25 +33,37 @@ struct PyResolver;
 /// The adapter `vmsim._policies.resolve(kind, name, base_dir)` gives, None
 /// if `name` is not a Python policy name.
 fn adapter(kind: &str, name: &str, base_dir: Option<&Path>) -> Option<Result<Py<PyAny>, String>> {
-    Python::attach(|py| {
-        let r = (|| -> PyResult<Option<Py<PyAny>>> {
-            let m = py.import("vmsim._policies")?;
-            let a = m.call_method1(
-                "resolve",
-                (
-                    kind,
-                    name,
-                    base_dir.map(|p| p.to_string_lossy().into_owned()),
-                ),
-            )?;
-            Ok(if a.is_none() { None } else { Some(a.unbind()) })
-        })();
-        match r {
-            Ok(None) => None,
-            Ok(Some(a)) => Some(Ok(a)),
-            Err(e) => Some(Err(e.value(py).to_string())),
-        }
+    crate::progress::on_main(|| {
+        Python::attach(|py| {
+            let r = (|| -> PyResult<Option<Py<PyAny>>> {
+                let m = py.import("vmsim._policies")?;
+                let a = m.call_method1(
+                    "resolve",
+                    (
+                        kind,
+                        name,
+                        base_dir.map(|p| p.to_string_lossy().into_owned()),
+                    ),
+                )?;
+                Ok(if a.is_none() { None } else { Some(a.unbind()) })
+            })();
+            match r {
+                Ok(None) => None,
+                Ok(Some(a)) => Some(Ok(a)),
+                Err(e) => Some(Err(e.value(py).to_string())),
+            }
+        })
     })
+    .unwrap_or_else(|| Some(Err("the run ended before the policy was loaded".into())))
+}
+
+/// Calls `f` with the GIL on the thread where signals reach Python code
+/// (progress.rs, `on_main`).
+fn py_call<T: Send>(
+    f: impl for<'py> FnOnce(Python<'py>) -> Result<T, String> + Send,
+) -> Result<T, String> {
+    crate::progress::on_main(|| Python::attach(f))
+        .unwrap_or_else(|| Err("the run ended before the policy could be called".into()))
 }
 
 /// Calls `adapter.decide(args)`; the adapter returns `("ok", value)` or
@@ -77,6 +89,9 @@ where
         })
     })();
     r.unwrap_or_else(|e| {
+        if crate::progress::take_signal(py, &e) {
+            return Err("interrupted".into());
+        }
         Err(format!(
             "the policy's answer could not be read: {}",
             e.value(py)
@@ -121,7 +136,7 @@ fn store_code(h: StoreHow) -> u8 {
 impl ClearPlan for PyClear {
     fn plan(&self, ctx: &ClearCtx, out: &mut Vec<ClearStep>) -> Result<(), String> {
         let steps = self.memo.get(*ctx, || {
-            Python::attach(|py| {
+            py_call(|py| {
                 let args = (
                     ctx.nr_pages,
                     ctx.target,
@@ -163,7 +178,7 @@ struct PyCopy {
 impl CopyPlan for PyCopy {
     fn plan(&self, ctx: &CopyCtx, out: &mut Vec<u64>) -> Result<(), String> {
         let order = self.memo.get(*ctx, || {
-            Python::attach(|py| {
+            py_call(|py| {
                 decide(py, &self.adapter, (ctx.nr_pages, ctx.target), |v| {
                     // A negative index is out of the folio as much as a large one.
                     let raw: Vec<i64> = v.extract()?;
@@ -184,7 +199,7 @@ struct PyCow {
 impl ThpCowPolicy for PyCow {
     fn decide(&self, ctx: &CowCtx) -> Result<CowAction, String> {
         self.memo.get(*ctx, || {
-            Python::attach(|py| {
+            py_call(|py| {
                 decide(py, &self.adapter, (ctx.nr_pages, ctx.exclusive), |v| {
                     Ok(match v.extract::<String>()?.as_str() {
                         "reuse" => CowAction::Reuse,
@@ -206,7 +221,7 @@ struct PyFlush {
 impl UnmapFlush for PyFlush {
     fn should_defer(&self, ctx: &FlushCtx) -> Result<bool, String> {
         self.memo.get(*ctx, || {
-            Python::attach(|py| {
+            py_call(|py| {
                 decide(py, &self.adapter, (ctx.others, ctx.nr_cpus), |v| {
                     v.extract::<bool>()
                 })
@@ -226,7 +241,7 @@ struct PyHint {
 impl NumaHintPolicy for PyHint {
     fn decide(&self, ctx: &HintCtx) -> Result<HintOrder, String> {
         self.memo.get(*ctx, || {
-            Python::attach(|py| {
+            py_call(|py| {
                 decide(py, &self.adapter, (ctx.page_node, ctx.cpu_node), |v| {
                     Ok(match v.extract::<String>()?.as_str() {
                         "map-then-migrate" => HintOrder::MapThenMigrate,
@@ -284,7 +299,7 @@ impl Resolver for PyResolver {
         base_dir: Option<&Path>,
     ) -> Option<Result<Arc<dyn UnmapFlush>, String>> {
         Some(adapter("unmap_flush", name, base_dir)?.and_then(|adapter| {
-            let batch = Python::attach(|py| {
+            let batch = py_call(|py| {
                 adapter
                     .bind(py)
                     .getattr("batch_flush")
