@@ -69,7 +69,10 @@ def hex_tokens(path: Path):
         if n in allowed:
             continue
         for t in TOKEN.findall(line):
-            yield n + 1, t
+            # A number (1048576 KiB) is not written as a revision; one
+            # could still be the prefix of a future commit's hash.
+            if not t.isdigit():
+                yield n + 1, t
 
 
 def _git(*args, **kw):
