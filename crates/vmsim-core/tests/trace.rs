@@ -408,3 +408,37 @@ fn a_trace_rewritten_at_once_is_scanned_again() {
     std::fs::write(&t, " L 10000000,8\n").unwrap();
     assert_eq!(scan(config(&t, "never", "").unwrap()), (1, 0));
 }
+
+#[test]
+fn a_trace_that_changes_between_its_reading_and_its_replay_is_refused() {
+    let dir = TempDir::new("changed");
+    let lines: String = (0..64)
+        .map(|i| format!("I  0040{i:04x},4\n S 1000{:04x},8\n", i * 64))
+        .collect();
+    let cut = lines.len() / 2;
+    let cut = cut + lines[cut..].find('\n').unwrap() + 1;
+    for (what, after) in [
+        ("cut short at a line boundary", lines[..cut].to_string()),
+        ("grown", format!("{lines} L 10000000,8\n")),
+    ] {
+        let t = synthetic(&dir, "t.lackey", &lines);
+        // The config reads the file (its pre-pass); the replay reads it again.
+        let cfg = config(&t, "never", "").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&t, &after).unwrap();
+        match simulate(&cfg, &mut |_| {}) {
+            Err(Error::Config { key, message }) => {
+                assert_eq!(key, "workload.trace", "{what}: {message}");
+                assert!(
+                    message.contains("changed while it was replayed"),
+                    "{what}: {message}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // The file as it was read replays.
+    let t = synthetic(&dir, "t.lackey", &lines);
+    let cfg = config(&t, "never", "").unwrap();
+    assert_eq!(simulate(&cfg, &mut |_| {}).unwrap()["data_verified"], true);
+}

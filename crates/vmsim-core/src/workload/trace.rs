@@ -110,6 +110,10 @@ pub struct TraceScan {
     /// thread's exit line): not replayed.
     pub unowned: u64,
     pub bytes: u64,
+    /// The file's modification time when the pre-pass opened it (not in
+    /// the result: the same trace elsewhere gives the same bytes).
+    #[serde(skip)]
+    pub modified: Option<std::time::SystemTime>,
     /// A hash of the file's content, so that a changed trace is a changed
     /// config (and a new key for the result cache).
     pub digest: String,
@@ -332,6 +336,12 @@ struct Lines {
     /// The byte offset just past the line in `buf`.
     offset: u64,
     path: Arc<str>,
+    /// For a replay's reader: the file's length and modification time when
+    /// the pre-pass read it. At the end
+    /// of the file both must still hold, else the replay read a file that
+    /// changed under it (a trace cut short at a line boundary reads as a
+    /// shorter, valid trace).
+    expect: Option<(u64, Option<std::time::SystemTime>)>,
 }
 
 impl Lines {
@@ -348,7 +358,37 @@ impl Lines {
             line,
             offset,
             path: shown,
+            expect: None,
         })
+    }
+
+    /// This reader of a replay ends at the file's end as the pre-pass
+    /// read it (`scan`).
+    fn expecting(mut self, scan: &TraceScan) -> Lines {
+        self.expect = Some((scan.bytes, scan.modified));
+        self
+    }
+
+    /// At the end of the file: whether it is the file the pre-pass read.
+    fn check_unchanged(&self) -> Result<(), Error> {
+        let Some((len, modified)) = self.expect else {
+            return Ok(());
+        };
+        let meta = self.r.get_ref().metadata().ok();
+        let now_len = meta.as_ref().map(|m| m.len());
+        let now_modified = meta.and_then(|m| m.modified().ok());
+        if self.offset != len || now_len != Some(len) || now_modified != modified {
+            return Err(cfg_err(
+                TRACE_KEY,
+                format!(
+                    "{} changed while it was replayed ({len} bytes when it was read first, {} now{}): a replay needs the file to stay as it is",
+                    self.path,
+                    now_len.map_or("unknown".to_string(), |n| format!("{n} bytes")),
+                    if now_modified != modified { ", modified since" } else { "" }
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn err(&self, what: impl std::fmt::Display) -> Error {
@@ -371,6 +411,7 @@ impl Lines {
             };
             if avail.is_empty() {
                 if self.buf.is_empty() {
+                    self.check_unchanged()?;
                     return Ok(None);
                 }
                 break;
@@ -417,6 +458,7 @@ pub fn scan(path: &std::path::Path) -> Result<(TraceScan, Vec<Region>), Error> {
     let mut l = Lines::open(path, 0, 0)?;
     let mut s = TraceScan {
         thread_accesses: vec![0],
+        modified: l.r.get_ref().metadata().and_then(|m| m.modified()).ok(),
         ..TraceScan::default()
     };
     let mut th = Threads::new();
@@ -742,7 +784,9 @@ impl Program for TraceProgram {
 
     fn fork(&self) -> Option<Box<dyn Program>> {
         let c = self.child.clone()?;
-        let lines = Lines::open(&self.cfg.path, c.offset, c.line).ok()?;
+        let lines = Lines::open(&self.cfg.path, c.offset, c.line)
+            .ok()?
+            .expecting(&self.cfg.scan);
         Some(Box::new(TraceProgram {
             cfg: self.cfg.clone(),
             reader: Some(Reader {
@@ -774,7 +818,7 @@ impl Workload for TraceWorkload<'_> {
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
         let c = self.0;
-        let lines = Lines::open(&c.path, 0, 0)?;
+        let lines = Lines::open(&c.path, 0, 0)?.expecting(&c.scan);
         let source: Arc<str> = c.path.display().to_string().into();
         let prog = TraceProgram {
             cfg: Arc::new(c.clone()),
