@@ -1,9 +1,10 @@
 """Loads Python policies for the core: names of the form ``FILE.py:NAME``
-(loaded from the file, once per process and path) and callables handed to
+(loaded from the file, once per process and content: an edited file is loaded anew) and callables handed to
 the Python API (registered under a name). Each is wrapped in an adapter
 whose ``decide(ctx_tuple)`` returns plain tuples the binding reads, or
 ``("error", text)`` with the traceback of the policy's exception."""
 
+import hashlib
 import importlib.util
 import os
 import sys
@@ -14,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from . import policy as P
 
 _lock = threading.Lock()
-_modules: Dict[str, Any] = {}
+_modules: Dict[Tuple[str, str], Any] = {}
 _callables: Dict[str, Callable[..., Any]] = {}
 
 _STORE_CODES = {"string": 0, "mov": 1, "nontemporal": 2, "clzero": 3}
@@ -51,22 +52,30 @@ def replace_callables(obj: Any, _depth: int = 0) -> Any:
 
 
 def _load_file(path: str) -> Any:
+    """The module of the policy file at ``path`` as it is now: its content
+    read once, hashed, and run from those bytes, so an edited file is
+    loaded anew and the code that runs is the content the result cache's
+    key hashed (cache.py)."""
+    with open(path, "rb") as f:
+        source = f.read()
+    digest = hashlib.sha256(source).hexdigest()
     with _lock:
-        mod = _modules.get(path)
+        mod = _modules.get((path, digest))
         if mod is not None:
             return mod
         name = "vmsim_user_policy_" + str(len(_modules))
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
+        spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
+        if spec is None:
             raise ValueError(f"cannot load {path!r} as a Python module")
         mod = importlib.util.module_from_spec(spec)
+        mod.__file__ = path
         sys.modules[name] = mod
         try:
-            spec.loader.exec_module(mod)
+            exec(compile(source, path, "exec"), mod.__dict__)
         except BaseException:
             del sys.modules[name]
             raise
-        _modules[path] = mod
+        _modules[(path, digest)] = mod
         return mod
 
 

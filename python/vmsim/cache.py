@@ -38,8 +38,9 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import _core
 from ._errors import config_error, cut
@@ -133,9 +134,18 @@ def _file_hash(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _policies(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
-    """``{policy name: content hash}`` of the Python policies ``config`` names;
-    raises ``Uncacheable`` for a callable or a file that cannot be read."""
+#: The policy files (path, content hash) each key was made from: a result
+#: is stored only if they still hold that content once it is computed, so
+#: a policy edited during the run never leaves a result under the key of
+#: code that did not run.
+_key_files: Dict[str, List[Tuple[str, str]]] = {}
+_key_files_lock = threading.Lock()
+
+
+def _policies(config: Any, base_dir: Optional[str], files: Optional[List[Tuple[str, str]]] = None) -> Dict[str, str]:
+    """``{policy name: content hash}`` of the Python policies ``config`` names
+    (each file and hash also added to ``files``); raises ``Uncacheable`` for
+    a callable or a file that cannot be read."""
     out: Dict[str, str] = {}
     for s in _strings(config):
         if s.startswith("python:"):
@@ -147,6 +157,8 @@ def _policies(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
         path = os.path.abspath(file if os.path.isabs(file) else os.path.join(base_dir or os.getcwd(), file))
         try:
             out[s] = _file_hash(path)
+            if files is not None:
+                files.append((path, out[s]))
         except OSError:
             raise Uncacheable(f"{path} cannot be read") from None
     return out
@@ -192,18 +204,40 @@ def _digest(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _remember(key: str, files: List[Tuple[str, str]]) -> str:
+    if files:
+        with _key_files_lock:
+            _key_files[key] = files
+    return key
+
+
+def _unchanged(key: str) -> bool:
+    """Whether the policy files ``key`` was made from still hold the content
+    it was made from."""
+    with _key_files_lock:
+        files = _key_files.pop(key, [])
+    for path, digest in files:
+        try:
+            if _file_hash(path) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def run_key(config_json: str, base_dir: Optional[str]) -> Optional[str]:
     """The key of one simulation of a run config (JSON text), or None when
     it may not be cached."""
     try:
         cfg = json.loads(config_json)
+        files: List[Tuple[str, str]] = []
         parts = {"kind": "run", "config": cfg, "presets": _presets([cfg], base_dir),
-                 "policies": _policies(cfg, base_dir)}
+                 "policies": _policies(cfg, base_dir, files)}
         # Only a trace run has the entry, so every other run keeps its key.
         traces = _traces(cfg, base_dir)
         if traces:
             parts["traces"] = traces
-        return _digest(parts)
+        return _remember(_digest(parts), files)
     except Uncacheable:
         return None
 
@@ -235,12 +269,13 @@ def compare_arms(experiment: str, scale: Optional[float], seed: int,
         for arm in case.get("arms", []):
             cfg = arm.get("config")
             try:
+                files: List[Tuple[str, str]] = []
                 parts = {"kind": "arm", "config": cfg, "presets": _presets([cfg], base_dir),
-                         "policies": _policies(cfg, base_dir)}
+                         "policies": _policies(cfg, base_dir, files)}
                 traces = _traces(cfg, base_dir)
                 if traces:
                     parts["traces"] = traces
-                key: Optional[str] = _digest(parts)
+                key: Optional[str] = _remember(_digest(parts), files)
             except Uncacheable:
                 key = None
             out.append({"case": case.get("name"), "arm": arm.get("name"), "baseline": bool(arm.get("baseline")),
@@ -287,7 +322,7 @@ def put(key: Optional[str], text: str, label: str = "") -> None:
     """Stores ``text`` under ``key`` (atomically), then trims the cache to its
     size limit. A cache that cannot be written is left alone: the result is
     still returned."""
-    if key is None:
+    if key is None or not _unchanged(key):
         return
     path = _path(key)
     payload = text.encode("utf-8")

@@ -420,3 +420,42 @@ def test_reproduce_reads_the_cache(cache_dir, tmp_path, monkeypatch):
     assert b["provenance"]["cached"] is True and text_of(a) == text_of(b)
     reproduce(str(tmp_path / "c"), only=["clear-target-last"], scale=SCALE, force_scale=True, cache=False)
     assert runs(2)[-1] == [0, 1]
+
+
+_ORDER = """\
+from vmsim.policy import Region, Subpage
+def order(ctx):
+    return {body}
+"""
+
+
+def test_a_policy_file_edited_in_the_process_runs_as_edited_and_is_keyed_by_what_ran(cache_dir, tmp_path,
+                                                                                    tiny_config):
+    f = tmp_path / "order.py"
+    f.write_text(_ORDER.format(body="[Region(0, ctx.nr_pages)]"))
+    cfg = dict(tiny_config)
+    cfg["kernel"] = dict(cfg["kernel"], clear_huge_page=f"{f}:order")
+    asc = vmsim.run(cfg)
+    f.write_text(_ORDER.format(body="[Subpage(i) for i in reversed(range(ctx.nr_pages))]"))
+    desc = vmsim.run(cfg)
+    assert not desc["provenance"].get("cached"), "an edited policy is a new key"
+    assert desc["metrics"] != asc["metrics"], "the edited code ran, not the module loaded first"
+    # The same two runs again come from the cache, each under its content.
+    f.write_text(_ORDER.format(body="[Region(0, ctx.nr_pages)]"))
+    again = vmsim.run(cfg)
+    assert again["provenance"].get("cached") and again["metrics"] == asc["metrics"]
+
+
+def test_a_result_is_not_stored_when_its_policy_changed_during_the_run(cache_dir, tmp_path, tiny_config):
+    f = tmp_path / "order.py"
+    f.write_text(_ORDER.format(body="[Region(0, ctx.nr_pages)]"))
+    cfg = dict(tiny_config)
+    cfg["kernel"] = dict(cfg["kernel"], clear_huge_page=f"{f}:order")
+    key = cache.run_key(json.dumps(cfg), None)
+    assert key is not None
+    f.write_text(_ORDER.format(body="[Subpage(i) for i in range(ctx.nr_pages)]"))  # edited mid-run
+    cache.put(key, "{}", "run")
+    assert cache.get(key) is None
+    key = cache.run_key(json.dumps(cfg), None)
+    cache.put(key, "{}", "run")
+    assert cache.get(key) == "{}"
