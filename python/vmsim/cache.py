@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -89,6 +90,7 @@ def enabled(cache: Any = True) -> bool:
         return False
     env = os.environ.get("VMSIM_CACHE")
     if env is None or env.strip().lower() in ("", "1", "on", "yes", "true"):
+        max_bytes()  # a bad limit is refused before any work, not after it
         return True
     if env.strip().lower() in ("0", "off", "no", "false"):
         return False
@@ -174,6 +176,13 @@ def _traces(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
         return {}
     file = w["trace"]
     path = os.path.abspath(file if os.path.isabs(file) else os.path.join(base_dir or os.getcwd(), file))
+    # A FIFO or a device would block the hash, or never end it; the run
+    # refuses anything but a regular file with its own error.
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise Uncacheable(f"{path} is not a regular file")
+    except OSError:
+        raise Uncacheable(f"{path} cannot be read") from None
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -296,8 +305,18 @@ def get(key: Optional[str]) -> Optional[str]:
         return None
     path = _path(key)
     try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    # Not one the cache wrote: something other than a file (a FIFO would
+    # block the read), or larger than the whole cache may be (a forged
+    # entry of gigabytes would be read, and decoded, in full).
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes():
+        _remove(path)
+        return None
+    try:
         with open(path, "rb") as f:
-            head = f.readline()
+            head = f.readline(1 << 16)
             payload = f.read()
     except OSError:
         return None

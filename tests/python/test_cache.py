@@ -459,3 +459,40 @@ def test_a_result_is_not_stored_when_its_policy_changed_during_the_run(cache_dir
     key = cache.run_key(json.dumps(cfg), None)
     cache.put(key, "{}", "run")
     assert cache.get(key) == "{}"
+
+
+def test_a_fifo_as_the_trace_fails_at_once_with_the_cache_on(cache_dir, tmp_path):
+    fifo = tmp_path / "t.fifo"
+    os.mkfifo(fifo)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "trace"\ntrace = "{fifo}"\n')
+    p = subprocess.run([sys.executable, "-m", "vmsim", "run", "-q", str(cfg)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "not a regular file" in p.stderr, p.stderr
+
+
+def test_a_bad_size_limit_is_refused_before_the_simulation(cache_dir, monkeypatch, tiny_config):
+    calls = count_calls(monkeypatch, "run_config")
+    monkeypatch.setenv("VMSIM_CACHE_MAX_BYTES", "banana")
+    with pytest.raises(vmsim.ConfigError, match="VMSIM_CACHE_MAX_BYTES"):
+        vmsim.run(tiny_config)
+    assert calls == []
+
+
+def test_an_entry_the_cache_did_not_write_is_dropped_unread(cache_dir, monkeypatch, tiny_config):
+    key = cache.run_key(json.dumps(tiny_config), None)
+    cache.put(key, "{}", "run")
+    path = cache._path(key)
+    monkeypatch.setenv("VMSIM_CACHE_MAX_BYTES", "1K")
+    with open(path, "wb") as f:  # a forged entry past the whole cache's limit, no line break
+        f.write(b"x" * 4096)
+    assert cache.get(key) is None and not os.path.exists(path)
+    os.mkfifo(path)  # would block a read
+    assert cache.get(key) is None and not os.path.exists(path)
+
+
+def test_a_program_that_maps_no_memory_has_lost_nothing(cache_dir, tmp_path):
+    cfg = tmp_path / "sleep.toml"
+    cfg.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "program"\n[[workload.task]]\n'
+                   'name = "t"\nsteps = [ { op = "sleep", us = 10 } ]\n')
+    assert vmsim.run(str(cfg))["metrics"]["data_verified"] is True
