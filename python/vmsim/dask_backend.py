@@ -130,6 +130,41 @@ def _after_fork_in_child() -> None:
         pass
 
 
+#: How long to wait for a scheduler to answer, in seconds: a service that
+#: is not a Dask scheduler may accept the connection and say nothing.
+CONNECT_TIMEOUT_S = 10
+
+
+def _connect(distributed: Any, scheduler: str) -> Any:
+    """A client of the scheduler at ``scheduler``; anything that keeps it
+    from answering as a Dask scheduler within ``CONNECT_TIMEOUT_S`` is a
+    ``ConfigError`` keyed ``scheduler`` (one line, not a traceback)."""
+    import threading
+
+    # The client's own timeout covers the connection, not a handshake the
+    # other end never answers: the whole of it runs under a deadline here,
+    # on a daemon thread (left waiting, it does not hold up the exit).
+    got: dict = {}
+
+    def connect() -> None:
+        try:
+            got["client"] = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except BaseException as e:  # handed to the caller
+            got["error"] = e
+
+    t = threading.Thread(target=connect, name="vmsim-dask-connect", daemon=True)
+    t.start()
+    t.join(CONNECT_TIMEOUT_S + 2)
+    if "client" in got:
+        return got["client"]
+    e = got.get("error")
+    what = (str(e).splitlines()[0] if e is not None and str(e).strip() else
+            type(e).__name__ if e is not None else "it accepted the connection and said nothing")
+    raise config_error("scheduler", f"{cut(scheduler)}: no Dask scheduler answered within {CONNECT_TIMEOUT_S} s "
+                                    f"({cut(what, 160)}); start one with `dask scheduler`, or leave --scheduler "
+                                    "out for a local cluster")
+
+
 @contextlib.contextmanager
 def client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> Iterator[Any]:
     """A ``dask.distributed.Client`` of the scheduler at ``scheduler``, or of
@@ -139,7 +174,7 @@ def client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> It
     check_engine(scheduler, workers)
     distributed = _distributed()
     if scheduler is not None:
-        c = distributed.Client(scheduler)
+        c = _connect(distributed, scheduler)
         try:
             yield c
         finally:

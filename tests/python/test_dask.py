@@ -220,3 +220,26 @@ def test_study_timing_tool_runs(tmp_path):
     assert p.returncode == 0, p.stderr
     lines = [line for line in p.stdout.splitlines() if "wall" in line]
     assert len(lines) == 6 and all(line.endswith("JSON equal to the first: True") for line in lines)
+
+
+def test_a_service_that_is_not_a_scheduler_is_a_one_line_error(monkeypatch):
+    import socket
+    import threading
+
+    from vmsim import dask_backend
+
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(dask_backend, "CONNECT_TIMEOUT_S", 1)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    held = []
+    threading.Thread(target=lambda: held.append(silent.accept()), daemon=True).start()
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        with pytest.raises(vmsim.ConfigError) as e:
+            dask_backend._connect(distributed, address)
+        assert e.value.key == "scheduler" and "no Dask scheduler answered within 1 s" in str(e.value)
+        assert "\n" not in str(e.value)
+    finally:
+        silent.close()
