@@ -895,12 +895,11 @@ def test_docs_state_what_the_code_accepts():
     vmsim._core.check_config(json.dumps(cfg), "json")
 
 
-# Programs whose runs reach no progress report: tasks that only sleep, a
-# timed loop of no simulated time, nested empty loops, a normal draw that
-# almost never lands in its range, a 64 GiB populate.
+# Programs whose runs reach no progress report: tasks that only sleep,
+# nested empty loops, a normal draw that almost never lands in its range, a
+# 64 GiB populate.
 _STUCK = {
     "sleep-loop": '{ op = "repeat", count = 1000000000, steps = [ { op = "sleep", us = 1 } ] }',
-    "empty-timed-loop": '{ op = "repeat", duration_ms = 10, steps = [] }',
     "nested-empty-loops": '{ op = "repeat", count = 1000000000, steps = [ { op = "repeat", count = 1000000000, '
                           'steps = [] } ] }',
     "normal-too-wide": '{ op = "mmap", map = "m", size_mib = 4 }, { op = "access", map = "m", pattern = "normal", '
@@ -941,7 +940,7 @@ def test_a_run_stops_within_a_second_of_a_signal_whatever_it_does(tmp_path, name
 
 
 def test_the_api_raises_keyboard_interrupt_and_the_next_run_is_whole(tmp_path):
-    path = _stuck_config(tmp_path, "empty-timed-loop")
+    path = _stuck_config(tmp_path, "nested-empty-loops")
     script = (f"import json, vmsim\ntry:\n    vmsim.run({str(path)!r})\nexcept KeyboardInterrupt:\n"
               f"    print('interrupted', flush=True)\n"
               f"r = vmsim.run({str(tmp_path / 'tiny.toml')!r})\nprint(r['metrics']['data_verified'], flush=True)\n")
@@ -1025,3 +1024,11 @@ def test_an_endless_plan_is_a_policy_error_at_its_limit(tmp_path):
     with pytest.raises(vmsim.PolicyError, match=r"more than 2064 steps \(4 per sub-page of the 512, and 16\)"):
         vmsim.run(str(path))
     assert time.monotonic() - t0 < 30
+
+
+def test_a_timed_loop_whose_steps_take_no_time_is_a_one_line_error(tmp_path):
+    path = tmp_path / "empty.toml"
+    path.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "program"\n[[workload.task]]\n'
+                    'name = "t"\nsteps = [ { op = "repeat", duration_ms = 10, steps = [] } ]\n')
+    line = one_line_error(vmsim_cmd("run", "-q", str(path), timeout=60))
+    assert "1000000 iterations without simulated time passing" in line

@@ -247,7 +247,15 @@ struct Loop {
     duration_ns: Option<u64>,
     iterations: u64,
     phase: u32,
+    /// A timed loop: the clock at its last check, and how many checks in a
+    /// row have read it unchanged.
+    last_ns: u64,
+    still: u64,
 }
+
+/// Checks in a row that a timed loop may read the same clock: its body
+/// takes no simulated time, so its duration would never pass.
+pub const MAX_TIMELESS_ITERATIONS: u64 = 1_000_000;
 
 /// What the next `ret` answers.
 #[derive(Clone, Debug)]
@@ -379,6 +387,22 @@ impl Interp {
                 None
             }
             Pending::LoopCheck => {
+                let l = self.loops.last_mut().expect("a loop is running");
+                if ret == l.last_ns {
+                    l.still += 1;
+                    if l.still >= MAX_TIMELESS_ITERATIONS {
+                        return Some(Op::Fail(crate::error::Error::Config {
+                            key: "workload".into(),
+                            message: format!(
+                                "task {}: a repeat with duration_ms ran {MAX_TIMELESS_ITERATIONS} iterations without simulated time passing: its steps take no time, so its duration never passes (give it steps that do, or a count)",
+                                self.task
+                            ),
+                        }));
+                    }
+                } else {
+                    l.last_ns = ret;
+                    l.still = 0;
+                }
                 let l = self.loops.last().expect("a loop is running");
                 if l.until_ns.is_some_and(|u| ret >= u) {
                     self.pc = l.end;
@@ -511,6 +535,8 @@ impl Interp {
                     duration_ns,
                     iterations: 0,
                     phase,
+                    last_ns: 0,
+                    still: 0,
                 });
                 if duration_ns.is_some() {
                     // Read after the phase begins; `next` marks it pending.
