@@ -235,11 +235,6 @@ fn a_coupled_range_moves_its_values_together_and_bad_couplings_are_refused() {
             "out of range",
         ),
         (
-            r#"range_with = { "llc.size_kib" = [23040, 46080] }"#,
-            "llc.instances_per_socket.range_with.llc.size_kib",
-            "preset's own value",
-        ),
-        (
             r#"range_with = 3"#,
             "llc.instances_per_socket.range_with",
             "expected a table",
@@ -250,4 +245,33 @@ fn a_coupled_range_moves_its_values_together_and_bad_couplings_are_refused() {
         assert_eq!(k, key, "{m}");
         assert!(m.contains(words), "{with}: {m}");
     }
+}
+
+#[test]
+fn every_builtin_coupling_holds_the_presets_own_values_at_its_own_end() {
+    for (name, text) in embedded_machines() {
+        let p = Preset::parse(text, name).unwrap();
+        if let Some(e) = vmsim_core::config::preset::check_couplings(&p.provenance) {
+            panic!("{name}: {e}");
+        }
+    }
+    // A coupling that contradicts its preset is found, and a copy that
+    // changes a coupled value still loads.
+    let (name, text) = embedded_machines()
+        .iter()
+        .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+        .unwrap();
+    let good = r#""llc.size_kib" = [46080, 23040], "memory.nodes_per_socket""#;
+    let bad = text.replace(
+        good,
+        r#""llc.size_kib" = [23040, 46080], "memory.nodes_per_socket""#,
+    );
+    let p = Preset::parse(&bad, name).unwrap();
+    let e = vmsim_core::config::preset::check_couplings(&p.provenance).expect("a contradiction");
+    assert!(e.to_string().contains("preset's own value"), "{e}");
+    let copy = text.replace(
+        "nodes_per_socket = { value = 1,",
+        "nodes_per_socket = { value = 2,",
+    );
+    Preset::parse(&copy, "mine").expect("a copy with two nodes a socket loads");
 }
