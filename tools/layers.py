@@ -5,7 +5,7 @@ Every `crate::…` and `super::…` path in a source file (in `use` lines and
 inline alike; `#[cfg(test)]` modules and doc comments excluded) is an arrow
 from that file's module to the module it names. The layers, lowest first:
 
-    leaves (error, rng, stats) < machine < policy < kernel < sim < workload
+    leaves (error, interrupt, rng, stats) < machine < policy < kernel < sim < workload
     < config, metrics, validate < experiment, parallel < api
 
 An arrow may point to its own layer or below. Inside one layer no cycle of
@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "crates", "vmsim-core", "src")
 
 LAYERS = [
-    ["error", "rng", "stats"],
+    ["error", "interrupt", "rng", "stats"],
     ["machine"],
     ["policy"],
     ["kernel"],
