@@ -1,4 +1,4 @@
-//! The per-request path built once per kind of machine (docs/speed.md,
+//! The per-request path built once per kind of machine (docs/notes/2026-speed-steps.md,
 //! step 15): a [`Spec`] gives, as constants, the shapes of the three cache
 //! levels and the preset flags the path tests (an inclusive LLC, where perf
 //! counts `cache-references`, no-RFO string stores). The hierarchy picks
