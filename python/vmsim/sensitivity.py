@@ -60,7 +60,7 @@ class Param:
     reason: str
     source: str
     cases: List[Optional[str]] = field(default_factory=list)
-    #: Per point, the values set with it (the preset's ``range_with``).
+    #: Per point, the values set with it (the preset's ``range_with``; {} for none).
     with_: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -255,7 +255,7 @@ def screen(experiment: str, *, scale: Optional[float] = None, seed: int = 0,
                             f.write(to_toml(sub))
                         files.append(path)
                         written[cases] = path
-                for end, coupled in zip(p.points, p.with_ or [{}] * len(p.points)):
+                for end, coupled in zip(p.points, p.with_):
                     settings = {f"machine_set.{p.key}": end}
                     settings.update({f"machine_set.{k}": v for k, v in coupled.items()})
                     try:
@@ -292,7 +292,7 @@ def screen(experiment: str, *, scale: Optional[float] = None, seed: int = 0,
                 continue
             ends = [dict({"value": end, "headline": at[(p.name, json.dumps(end))].get(h)},
                          **({"with": c} if c else {}))
-                    for end, c in zip(p.points, p.with_ or [{}] * len(p.points))]
+                    for end, c in zip(p.points, p.with_)]
             got = [e["headline"] for e in ends if e["headline"] is not None]
             swing = (max(got + [base]) - min(got + [base])) if got else 0.0
             rows.append({"param": p.name, "class": p.klass, "value": p.value, "ends": ends, "swing": swing})

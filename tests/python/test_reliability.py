@@ -908,6 +908,28 @@ _STUCK = {
 }
 
 
+def _stops_on(args, sig, what, wait_s):
+    """Starts ``vmsim ARGS`` (SIGINT at its default, as from a terminal),
+    sends ``sig`` after ``wait_s`` and checks that it stops within a second
+    with the signal's exit; returns the process."""
+    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(wait_s)
+    assert proc.poll() is None, f"{what} ended before the signal: {proc.stderr.read()}"
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{what}: {sig.name} did not stop it")
+    assert time.monotonic() - t0 < 1.0, f"{what}: {sig.name} took {time.monotonic() - t0:.2f} s"
+    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGTERM), proc.stderr.read()
+    return proc
+
+
 def _stuck_config(tmp_path, name):
     path = tmp_path / f"{name}.toml"
     path.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "program"\n[[workload.task]]\n'
@@ -920,22 +942,7 @@ def _stuck_config(tmp_path, name):
 def test_a_run_stops_within_a_second_of_a_signal_whatever_it_does(tmp_path, name, sig):
     path = _stuck_config(tmp_path, name)
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "vmsim", "run", "-q", str(path), "--json", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(1.5)
-    assert proc.poll() is None, f"{name} ended before the signal: {proc.stderr.read()}"
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"{name}: {sig.name} did not stop the run")
-    assert time.monotonic() - t0 < 1.0, f"{name}: {sig.name} took {time.monotonic() - t0:.2f} s"
-    want = 130 if sig == signal.SIGINT else -signal.SIGTERM
-    assert proc.returncode == want, proc.stderr.read()
+    _stops_on(["run", "-q", str(path), "--json", str(out)], sig, name, 1.5)
     assert not out.exists(), "nothing is written for a run that did not finish"
 
 
@@ -999,21 +1006,7 @@ def test_a_stuck_python_policy_stops_on_a_signal(tmp_path, policy, command, sig)
         path = tmp_path / "exp.toml"
         path.write_text(_STUCK_EXPERIMENT.replace("POLICY", policy))
         args = ["compare", "-q", str(path), "--threads", "2"]
-    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(2.5)
-    assert proc.poll() is None, proc.stderr.read()
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"{policy} under {command}: {sig.name} did not stop it")
-    assert time.monotonic() - t0 < 1.0
-    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGTERM), proc.stderr.read()
+    _stops_on(args, sig, f"{policy} under {command}", 2.5)
 
 
 def test_an_endless_plan_is_a_policy_error_at_its_limit(tmp_path):

@@ -4,26 +4,19 @@
 //! declaration, and docs/machines.md's table is the declarations'
 //! (VMSIM_BLESS=1 rewrites it).
 
+mod common;
+
 use vmsim_core::config::preset::params;
 use vmsim_core::config::{embedded_machines, load_machine, Preset};
 use vmsim_core::error::Error;
 
 #[test]
 fn docs_machines_md_has_the_declarations_table() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/machines.md");
-    let text = std::fs::read_to_string(path).unwrap();
-    let (open, close) = ("<!-- accepted -->\n", "<!-- /accepted -->");
-    let a = text.find(open).expect("the opening mark") + open.len();
-    let b = text.find(close).expect("the closing mark");
-    let want = params::doc_table();
-    if std::env::var("VMSIM_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(path, format!("{}{want}{}", &text[..a], &text[b..])).unwrap();
-        return;
-    }
-    assert_eq!(
-        &text[a..b],
-        want,
-        "docs/machines.md's table is not the declarations' (VMSIM_BLESS=1 cargo test --test params rewrites it)"
+    common::check_doc_table(
+        "docs/machines.md",
+        "accepted",
+        &params::doc_table(),
+        "params",
     );
 }
 

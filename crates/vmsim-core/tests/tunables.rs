@@ -3,6 +3,8 @@
 //! result when set off its default, and moves the model where it acts;
 //! docs/config.md's table is the declarations' (VMSIM_BLESS=1 rewrites it).
 
+mod common;
+
 use vmsim_core::api::{run_config, Format};
 use vmsim_core::kernel::tunables::{doc_table, KernelTunables};
 
@@ -18,21 +20,7 @@ fn run(extra: &str) -> Result<serde_json::Value, String> {
 
 #[test]
 fn docs_config_md_has_the_declarations_table() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
-    let text = std::fs::read_to_string(path).unwrap();
-    let (open, close) = ("<!-- tunables -->\n", "<!-- /tunables -->");
-    let a = text.find(open).expect("the opening mark") + open.len();
-    let b = text.find(close).expect("the closing mark");
-    let want = doc_table();
-    if std::env::var("VMSIM_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(path, format!("{}{want}{}", &text[..a], &text[b..])).unwrap();
-        return;
-    }
-    assert_eq!(
-        &text[a..b],
-        want,
-        "docs/config.md's table is not the declarations' (VMSIM_BLESS=1 cargo test --test tunables rewrites it)"
-    );
+    common::check_doc_table("docs/config.md", "tunables", &doc_table(), "tunables");
 }
 
 #[test]

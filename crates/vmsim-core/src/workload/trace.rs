@@ -337,10 +337,9 @@ struct Lines {
     offset: u64,
     path: Arc<str>,
     /// For a replay's reader: the file's length and modification time when
-    /// the pre-pass read it. At the end
-    /// of the file both must still hold, else the replay read a file that
-    /// changed under it (a trace cut short at a line boundary reads as a
-    /// shorter, valid trace).
+    /// the pre-pass read it. At the end of the file both must still hold,
+    /// else the replay read a file that changed under it (a trace cut
+    /// short at a line boundary reads as a shorter, valid trace).
     expect: Option<(u64, Option<std::time::SystemTime>)>,
 }
 

@@ -95,3 +95,23 @@ pub fn pmbench_numa(kernel: &str) -> String {
         "machine = \"xeon-6238m-clx\"\n[kernel]\nthp = \"never\"\nnuma_balancing = true\nnuma_hint_fault = \"map-then-migrate\"\nmigrate_tlb_flush = \"per-page\"\nnuma_balancing_scan_delay_ms = 2\nnuma_balancing_scan_period_min_ms = 2\nnuma_balancing_scan_period_max_ms = 117\nnuma_balancing_scan_size_mb = 1\n{kernel}[workload]\nkind = \"pmbench\"\nnr_processes = 8\nnr_threads = 8\nmapsize_mib = 17.5\nduration_s = 0.002\nbind_node = 1\nnode_memory_mib = 128\neater_mib = 80\neater_node = 1\neater_exit_s = 0.02\n"
     )
 }
+
+/// A generated table of `doc` (a path under the repository) between the
+/// marks `<!-- MARK -->` and `<!-- /MARK -->` equals `want`; with
+/// VMSIM_BLESS=1 it is rewritten instead (`test` names the test to rerun).
+pub fn check_doc_table(doc: &str, mark: &str, want: &str, test: &str) {
+    let path = format!("{}/../../{doc}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (open, close) = (format!("<!-- {mark} -->\n"), format!("<!-- /{mark} -->"));
+    let a = text.find(&open).expect("the opening mark") + open.len();
+    let b = text.find(&close).expect("the closing mark");
+    if std::env::var("VMSIM_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, format!("{}{want}{}", &text[..a], &text[b..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        &text[a..b],
+        want,
+        "{doc}'s table is not the declarations' (VMSIM_BLESS=1 cargo test --test {test} rewrites it)"
+    );
+}

@@ -95,21 +95,21 @@ impl Param {
 
     /// What the parameter accepts, as an error message ends.
     pub fn accepted(&self) -> String {
-        let or_zero = |s: String| {
-            if self.zero_outside() {
-                format!("{s}, or 0 ({})", self.zero.unwrap_or_default())
-            } else {
-                s
-            }
-        };
+        let range = self.range_text();
+        if self.zero_outside() {
+            format!("{range}, or 0 ({})", self.zero.unwrap_or_default())
+        } else {
+            range
+        }
+    }
+
+    /// What the parameter accepts, but 0 where 0 is outside its range.
+    pub fn range_text(&self) -> String {
         match self.kind {
-            Kind::Int { lo, hi } => or_zero(format!("{lo}..={hi}{}", self.unit_suffix())),
-            Kind::Real { lo, hi } => or_zero(format!(
-                "{}..={}{}",
-                show_f64(lo),
-                show_f64(hi),
-                self.unit_suffix()
-            )),
+            Kind::Int { lo, hi } => format!("{lo}..={hi}{}", self.unit_suffix()),
+            Kind::Real { lo, hi } => {
+                format!("{}..={}{}", show_f64(lo), show_f64(hi), self.unit_suffix())
+            }
             Kind::Flag => "true or false".into(),
             Kind::Choice(names) => quote_list(names),
             Kind::NameOrNs(names) => format!(
@@ -682,12 +682,10 @@ pub fn doc_table() -> String {
     let mut s =
         String::from("| key | accepted | 0 means | what it is |\n| --- | --- | --- | --- |\n");
     for p in all() {
-        let accepted = match p.kind {
-            Kind::Int { .. } | Kind::Real { .. } if p.zero_outside() => {
-                let a = p.accepted();
-                a.split(", or 0 (").next().unwrap_or(&a).to_string() + ", or 0"
-            }
-            _ => p.accepted(),
+        let accepted = if p.zero_outside() {
+            p.range_text() + ", or 0"
+        } else {
+            p.accepted()
         };
         let mut doc = p.doc_text();
         if p.optional {
