@@ -34,9 +34,9 @@ def run(
 
     ``config`` is a dict (sent to the core as JSON), a path to a ``.toml`` or
     ``.json`` run config (its folder becomes ``base_dir``), or TOML text.
-    ``progress(label, fraction)`` is called now and then while the simulation
-    runs (at most about four times a second); an exception it raises stops the
-    run. The result is a dict with keys ``config`` (the resolved config),
+    ``progress(label, fraction)`` is called on the calling thread while the
+    simulation runs (as it begins, then about four times a second, whatever
+    the run does); an exception it raises stops this run within a second. The result is a dict with keys ``config`` (the resolved config),
     ``machine`` (``name``, ``description``, ``summary``), ``scale`` and
     ``metrics``. A windowed run (``sim.window_cycles``) spreads its sockets
     over up to ``threads`` host threads (default: one per host CPU); the

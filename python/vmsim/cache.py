@@ -132,14 +132,19 @@ def _strings(obj: Any) -> Iterable[str]:
 
 
 def _file_hash(path: str) -> str:
+    """The file's content hash, read in 1 MiB pieces however large it is."""
+    h = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            h.update(piece)
+    return h.hexdigest()
 
 
-#: The policy files (path, content hash) each key was made from: a result
-#: is stored only if they still hold that content once it is computed, so
-#: a policy edited during the run never leaves a result under the key of
-#: code that did not run.
+#: The policy and trace files (path, content hash) each key was made from:
+#: a result is stored only if they still hold that content once it is
+#: computed, so a policy or a trace edited during the run (even before the
+#: core first read it) never leaves a result under the key of content that
+#: did not run.
 _key_files: Dict[str, List[Tuple[str, str]]] = {}
 _key_files_lock = threading.Lock()
 
@@ -166,11 +171,12 @@ def _policies(config: Any, base_dir: Optional[str], files: Optional[List[Tuple[s
     return out
 
 
-def _traces(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
+def _traces(config: Any, base_dir: Optional[str], files: List[Tuple[str, str]]) -> Dict[str, str]:
     """``{trace path: content hash}`` of the file a trace workload replays
     (docs/workloads.md#trace-replay), read in 1 MiB pieces however large it
-    is: a trace edited is a new key. Raises ``Uncacheable`` when it cannot
-    be read (the run then says what is wrong)."""
+    is: a trace edited is a new key (the file and hash are also added to
+    ``files``). Raises ``Uncacheable`` when it cannot be read (the run then
+    says what is wrong)."""
     w = config.get("workload") if isinstance(config, Mapping) else None
     if not isinstance(w, Mapping) or w.get("kind") != "trace" or not isinstance(w.get("trace"), str):
         return {}
@@ -183,14 +189,12 @@ def _traces(config: Any, base_dir: Optional[str]) -> Dict[str, str]:
             raise Uncacheable(f"{path} is not a regular file")
     except OSError:
         raise Uncacheable(f"{path} cannot be read") from None
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for piece in iter(lambda: f.read(1 << 20), b""):
-                h.update(piece)
+        digest = _file_hash(path)
     except OSError:
         raise Uncacheable(f"{path} cannot be read") from None
-    return {path: h.hexdigest()}
+    files.append((path, digest))
+    return {path: digest}
 
 
 def _presets(configs: Iterable[Any], base_dir: Optional[str]) -> Dict[str, Any]:
@@ -221,8 +225,8 @@ def _remember(key: str, files: List[Tuple[str, str]]) -> str:
 
 
 def _unchanged(key: str) -> bool:
-    """Whether the policy files ``key`` was made from still hold the content
-    it was made from."""
+    """Whether the policy and trace files ``key`` was made from still hold
+    the content it was made from."""
     with _key_files_lock:
         files = _key_files.pop(key, [])
     for path, digest in files:
@@ -243,7 +247,7 @@ def run_key(config_json: str, base_dir: Optional[str]) -> Optional[str]:
         parts = {"kind": "run", "config": cfg, "presets": _presets([cfg], base_dir),
                  "policies": _policies(cfg, base_dir, files)}
         # Only a trace run has the entry, so every other run keeps its key.
-        traces = _traces(cfg, base_dir)
+        traces = _traces(cfg, base_dir, files)
         if traces:
             parts["traces"] = traces
         return _remember(_digest(parts), files)
@@ -281,7 +285,7 @@ def compare_arms(experiment: str, scale: Optional[float], seed: int,
                 files: List[Tuple[str, str]] = []
                 parts = {"kind": "arm", "config": cfg, "presets": _presets([cfg], base_dir),
                          "policies": _policies(cfg, base_dir, files)}
-                traces = _traces(cfg, base_dir)
+                traces = _traces(cfg, base_dir, files)
                 if traces:
                     parts["traces"] = traces
                 key: Optional[str] = _remember(_digest(parts), files)

@@ -895,15 +895,15 @@ def test_docs_state_what_the_code_accepts():
     vmsim._core.check_config(json.dumps(cfg), "json")
 
 
-# Programs whose runs reach no progress report: tasks that only sleep,
-# nested empty loops, a normal draw that almost never lands in its range, a
+# Programs whose runs reach no progress report, or rarely: tasks that only
+# sleep, nested empty loops, a normal draw at its widest accepted spread, a
 # 64 GiB populate.
 _STUCK = {
     "sleep-loop": '{ op = "repeat", count = 1000000000, steps = [ { op = "sleep", us = 1 } ] }',
     "nested-empty-loops": '{ op = "repeat", count = 1000000000, steps = [ { op = "repeat", count = 1000000000, '
                           'steps = [] } ] }',
-    "normal-too-wide": '{ op = "mmap", map = "m", size_mib = 4 }, { op = "access", map = "m", pattern = "normal", '
-                       'sigma_pages = 1e15, count = 1000 }',
+    "normal-widest": '{ op = "mmap", map = "m", size_mib = 4 }, { op = "access", map = "m", pattern = "normal", '
+                     'sigma_pages = 10240, count = 1000000000000 }',
     "populate-64g": '{ op = "mmap", map = "m", size_mib = 65536, populate = true }',
 }
 
@@ -1019,9 +1019,89 @@ def test_an_endless_plan_is_a_policy_error_at_its_limit(tmp_path):
     assert time.monotonic() - t0 < 30
 
 
+def test_a_normal_spread_too_wide_for_its_range_is_refused_at_load(tmp_path):
+    path = tmp_path / "wide.toml"
+    path.write_text(_stuck_config(tmp_path, "normal-widest").read_text().replace("10240", "10241"))
+    line = one_line_error(vmsim_cmd("run", "-q", str(path), timeout=60))
+    assert "sigma_pages" in line and "at most 10 times the range's 1024 pages (10240), got 10241" in line, line
+
+
 def test_a_timed_loop_whose_steps_take_no_time_is_a_one_line_error(tmp_path):
     path = tmp_path / "empty.toml"
     path.write_text('machine = "xeon-e5-2699v3-2s"\n[workload]\nkind = "program"\n[[workload.task]]\n'
                     'name = "t"\nsteps = [ { op = "repeat", duration_ms = 10, steps = [] } ]\n')
     line = one_line_error(vmsim_cmd("run", "-q", str(path), timeout=60))
     assert "1000000 iterations without simulated time passing" in line
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("name", ["sleep-loop", "nested-empty-loops"])
+def test_a_progress_callback_stops_a_run_that_reports_nothing(tmp_path, name):
+    """The callback is called by host time on the calling thread, whatever
+    the run reports; what it raises stops the run within a second."""
+    import threading
+    path = _stuck_config(tmp_path, name)
+    calls = []
+
+    def progress(label, fraction):
+        calls.append((label, fraction, threading.current_thread() is threading.main_thread()))
+        if time.monotonic() - t0 > 1.0:
+            raise _Stop()
+
+    t0 = time.monotonic()
+    with pytest.raises(_Stop):
+        vmsim.run(str(path), progress=progress)
+    assert time.monotonic() - t0 < 2.5
+    assert len(calls) >= 3 and all(main for _, _, main in calls), calls
+    assert calls[0][:2] == ("run", 0.0), calls
+    # The next run is whole.
+    (tmp_path / "tiny.toml").write_text(TINY_TOML)
+    assert vmsim.run(str(tmp_path / "tiny.toml"))["metrics"]["data_verified"] is True
+
+
+def test_a_progress_callback_stops_its_own_run_only(tmp_path):
+    """A callback's exception in one thread's run leaves another thread's run
+    to finish (a signal would stop both)."""
+    import threading
+    (tmp_path / "tiny.toml").write_text(TINY_TOML)
+    stuck = _stuck_config(tmp_path, "sleep-loop")
+    other = {}
+
+    def quiet_run():
+        other["r"] = vmsim.run(str(tmp_path / "tiny.toml"), progress=lambda label, fraction: time.sleep(0.05))
+
+    def stop(label, fraction):
+        raise _Stop()
+
+    t = threading.Thread(target=quiet_run)
+    t.start()
+    with pytest.raises(_Stop):
+        vmsim.run(str(stuck), progress=stop)
+    t.join(timeout=120)
+    assert other["r"]["metrics"]["data_verified"] is True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stuck_progress_callback_stops_on_a_signal(tmp_path, sig):
+    path = _stuck_config(tmp_path, "sleep-loop")
+    script = (f"import signal, sys, time, vmsim\n"
+              f"signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+              f"try:\n    vmsim.run({str(path)!r}, progress=lambda l, f: time.sleep(3600))\n"
+              f"except KeyboardInterrupt:\n    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    assert proc.poll() is None, proc.stderr.read()
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{sig.name} did not stop a sleeping progress callback")
+    assert time.monotonic() - t0 < 1.0
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), proc.stderr.read()

@@ -111,4 +111,26 @@ def test_cache_key_follows_the_trace_content(tmp_path):
     assert cache.run_key(cfg, str(tmp_path)) is None, "a missing trace is not cached"
     # Other workloads keep their keys: no trace entry is added for them.
     other = json.dumps({"machine": "xeon-e5-2699v3-2s", "workload": {"kind": "usemem"}})
-    assert cache._traces(json.loads(other), None) == {}
+    assert cache._traces(json.loads(other), None, []) == {}
+
+
+def test_a_trace_edited_before_the_core_reads_it_leaves_nothing_cached(tmp_path, monkeypatch):
+    """The key is made from the content hashed first; a trace edited after
+    that, even before the core's own first reading, must not leave the
+    result of the new content under the old content's key."""
+    monkeypatch.setenv("VMSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("VMSIM_CACHE", raising=False)
+    t = tmp_path / "t.lackey"
+    t.write_text(" S 10000000,8\n")
+    cfg = {"machine": "xeon-e5-2699v3-2s", "workload": {"kind": "trace", "trace": str(t)}}
+    first_key = cache.run_key(json.dumps(cfg), None)
+    run_config = vmsim._api._core.run_config
+
+    def edit_then_run(*args):
+        t.write_text(" L 10000000,8\n S 10000040,8\n")
+        return run_config(*args)
+
+    monkeypatch.setattr(vmsim._api._core, "run_config", edit_then_run)
+    r = vmsim.run(cfg)
+    assert r["metrics"]["data_verified"] is True
+    assert cache.get(first_key) is None, "the edited trace's result is under the first content's key"

@@ -57,47 +57,52 @@ pub fn run_all(
     let outcomes: Vec<Mutex<Outcome>> = runs.iter().map(|_| Mutex::new(None)).collect();
     let panicked: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let caller = std::thread::current();
+    // The workers work for the caller's run: they stop with it.
+    let run = crate::interrupt::current();
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
+                let run = run.clone();
                 s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= runs.len()
-                            || i > stop_after.load(Ordering::Relaxed)
-                            || abort.load(Ordering::Relaxed)
-                        {
-                            break;
-                        }
-                        let wanted = || {
-                            !abort.load(Ordering::Relaxed)
-                                && i <= stop_after.load(Ordering::Relaxed)
-                        };
-                        let r = panic::catch_unwind(AssertUnwindSafe(|| {
-                            simulate(&runs[i].1, per_run, &mut |f| {
-                                fraction[i].store(f.to_bits(), Ordering::Relaxed);
-                                if !wanted() {
-                                    panic::resume_unwind(Box::new(Cancelled));
-                                }
-                            })
-                        }));
-                        match r {
-                            Ok(r) => {
-                                if r.is_err() {
-                                    stop_after.fetch_min(i, Ordering::Relaxed);
-                                }
-                                fraction[i].store(1f64.to_bits(), Ordering::Relaxed);
-                                *outcomes[i].lock().expect("not poisoned") = Some(r);
+                    crate::interrupt::scope(run, || {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= runs.len()
+                                || i > stop_after.load(Ordering::Relaxed)
+                                || abort.load(Ordering::Relaxed)
+                            {
+                                break;
                             }
-                            Err(p) if p.is::<Cancelled>() => {}
-                            Err(p) => {
-                                abort.store(true, Ordering::Relaxed);
-                                panicked.lock().expect("not poisoned").get_or_insert(p);
+                            let wanted = || {
+                                !abort.load(Ordering::Relaxed)
+                                    && i <= stop_after.load(Ordering::Relaxed)
+                            };
+                            let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                                simulate(&runs[i].1, per_run, &mut |f| {
+                                    fraction[i].store(f.to_bits(), Ordering::Relaxed);
+                                    if !wanted() {
+                                        panic::resume_unwind(Box::new(Cancelled));
+                                    }
+                                })
+                            }));
+                            match r {
+                                Ok(r) => {
+                                    if r.is_err() {
+                                        stop_after.fetch_min(i, Ordering::Relaxed);
+                                    }
+                                    fraction[i].store(1f64.to_bits(), Ordering::Relaxed);
+                                    *outcomes[i].lock().expect("not poisoned") = Some(r);
+                                }
+                                Err(p) if p.is::<Cancelled>() => {}
+                                Err(p) => {
+                                    abort.store(true, Ordering::Relaxed);
+                                    panicked.lock().expect("not poisoned").get_or_insert(p);
+                                }
                             }
+                            caller.unpark();
                         }
                         caller.unpark();
-                    }
-                    caller.unpark();
+                    })
                 })
             })
             .collect();

@@ -1,5 +1,6 @@
-//! Runs a core call with the GIL released, reporting progress to an optional
-//! Python callable and checking for signals (Ctrl-C) now and then.
+//! Runs a core call with the GIL released on a thread of its own, while
+//! the calling thread reports its progress to an optional Python callable,
+//! runs the Python code the core calls, and looks for signals (Ctrl-C).
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::Sender;
@@ -8,26 +9,24 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-/// Least host time between two calls into Python.
+/// Least host time between two calls of the progress callback (it is also
+/// called this often while the core reports nothing).
 const INTERVAL: Duration = Duration::from_millis(250);
 
-/// Unwind payload used to leave the core when Python raised (Ctrl-C, or an
-/// exception in the progress callback). `resume_unwind` skips the panic hook,
-/// so nothing is printed.
-struct Abort;
-
+/// The core's side of progress: which reports are worth a callback (the
+/// first, a new label, the end, else one per `INTERVAL`), sent to the
+/// calling thread.
 struct Reporter {
-    callback: Option<Py<PyAny>>,
-    last_call: Option<Instant>,
+    tx: Sender<Msg>,
+    last_sent: Option<Instant>,
     last_label: String,
     last_fraction: f64,
-    error: Option<PyErr>,
 }
 
 impl Reporter {
     fn report(&mut self, label: &str, fraction: f64) {
         let now = Instant::now();
-        let due = match self.last_call {
+        let due = match self.last_sent {
             None => true,
             Some(t) => {
                 now.duration_since(t) >= INTERVAL
@@ -38,23 +37,12 @@ impl Reporter {
         if !due {
             return;
         }
-        self.last_call = Some(now);
+        self.last_sent = Some(now);
         if label != self.last_label {
             self.last_label = label.to_string();
         }
         self.last_fraction = fraction;
-        let callback = &self.callback;
-        let result = Python::attach(|py| -> PyResult<()> {
-            py.check_signals()?;
-            if let Some(cb) = callback {
-                cb.call1(py, (label, fraction))?;
-            }
-            Ok(())
-        });
-        if let Err(err) = result {
-            self.error = Some(err);
-            panic::resume_unwind(Box::new(Abort));
-        }
+        let _ = self.tx.send(Msg::Progress(label.to_string(), fraction));
     }
 }
 
@@ -68,6 +56,8 @@ enum Msg {
     /// The core has returned.
     Done,
     Call(Job),
+    /// A report for the progress callback: label and fraction done.
+    Progress(String, f64),
 }
 
 /// While a run started on Python's main thread is under way: where its
@@ -130,12 +120,13 @@ fn is_main_thread(py: Python<'_>) -> bool {
 /// Calls `f` on a host thread of its own with the GIL released. `f`
 /// receives the progress hook to hand to the core. Meanwhile the calling
 /// thread, the one Python delivers signals to, runs the Python code the
-/// core calls (`on_main`) and looks for signals every `POLL`: a signal's
-/// exception (KeyboardInterrupt from Ctrl-C, or what the program's SIGTERM
-/// handler raises), here or inside that code, asks the core to stop
-/// (`vmsim_core::interrupt`), waits for it, and is re-raised. A Python
-/// exception raised while reporting (one raised by `callback`) stops the
-/// run and is re-raised too.
+/// core calls (`on_main`), calls `callback` with the core's reports (and
+/// with the last one again every `INTERVAL` while the core reports
+/// nothing), and looks for signals every `POLL`: a signal's exception
+/// (KeyboardInterrupt from Ctrl-C, or what the program's SIGTERM handler
+/// raises), here or inside that code, asks every run to stop
+/// (`vmsim_core::interrupt`), waits for this one, and is re-raised. An
+/// exception `callback` raises stops this run alone and is re-raised.
 pub fn run_detached<E, F>(
     py: Python<'_>,
     callback: Option<Py<PyAny>>,
@@ -145,26 +136,49 @@ where
     E: Send,
     F: FnOnce(&mut dyn FnMut(&str, f64)) -> Result<String, E> + Send,
 {
-    let mut reporter = Reporter {
-        callback,
-        last_call: None,
-        last_label: String::new(),
-        last_fraction: 0.0,
-        error: None,
-    };
     let mut signal: Option<PyErr> = None;
+    let mut raised_by_callback: Option<PyErr> = None;
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let main = is_main_thread(py);
     if main {
         *MAIN.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx.clone());
     }
-    let rep = &mut reporter;
+    // This run's own stop: its callback raised.
+    let stop = vmsim_core::interrupt::RunStop::new();
+    let mut reporter = Reporter {
+        tx: tx.clone(),
+        last_sent: None,
+        last_label: String::new(),
+        last_fraction: 0.0,
+    };
     let sig = &mut signal;
+    let cb_err = &mut raised_by_callback;
+    let run = Some(stop.flag());
     let outcome = py.detach(move || {
+        // The last report, and when the callback last ran.
+        let mut last: Option<(String, f64)> = None;
+        let mut called = Instant::now();
+        let call = |label: &str, fraction: f64, cb_err: &mut Option<PyErr>| {
+            let Some(cb) = &callback else { return };
+            if cb_err.is_some() {
+                return;
+            }
+            if let Err(e) = Python::attach(|py| {
+                cb.call1(py, (label, fraction)).map(drop).inspect_err(|e| {
+                    if !take_signal(py, e) {
+                        stop.stop();
+                    }
+                })
+            }) {
+                *cb_err = Some(e);
+            }
+        };
         std::thread::scope(|s| {
             let worker = s.spawn(move || {
-                let mut hook = |label: &str, fraction: f64| rep.report(label, fraction);
-                let r = panic::catch_unwind(AssertUnwindSafe(|| f(&mut hook)));
+                let mut hook = |label: &str, fraction: f64| reporter.report(label, fraction);
+                let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                    vmsim_core::interrupt::scope(run, || f(&mut hook))
+                }));
                 let _ = tx.send(Msg::Done);
                 r
             });
@@ -172,7 +186,18 @@ where
                 match rx.recv_timeout(POLL) {
                     Ok(Msg::Done) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                     Ok(Msg::Call(job)) => job(),
+                    Ok(Msg::Progress(label, fraction)) => {
+                        call(&label, fraction, cb_err);
+                        called = Instant::now();
+                        last = Some((label, fraction));
+                    }
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                if called.elapsed() >= INTERVAL {
+                    if let Some((label, fraction)) = &last {
+                        call(label, *fraction, cb_err);
+                    }
+                    called = Instant::now();
                 }
                 if sig.is_none() {
                     if let Err(e) = Python::attach(|py| py.check_signals()) {
@@ -184,10 +209,12 @@ where
             if main {
                 *MAIN.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
-            // Calls sent as the run ended run here (none is left unanswered).
+            // Calls and reports sent as the run ended are answered here.
             while let Ok(m) = rx.try_recv() {
-                if let Msg::Call(job) = m {
-                    job();
+                match m {
+                    Msg::Call(job) => job(),
+                    Msg::Progress(label, fraction) => call(&label, fraction, cb_err),
+                    Msg::Done => {}
                 }
             }
             worker.join().unwrap_or_else(Err)
@@ -198,16 +225,15 @@ where
         vmsim_core::interrupt::clear();
         return Err(e);
     }
+    if let Some(e) = raised_by_callback {
+        return Err(e);
+    }
     match outcome {
         Ok(result) => {
             // A signal that arrived after the last report still interrupts.
             py.check_signals()?;
             Ok(result)
         }
-        Err(payload) if payload.is::<Abort>() => Err(reporter
-            .error
-            .take()
-            .expect("progress reporter aborted without an error")),
         // A panic in the core is a bug, but it must reach Python as a typed
         // error that `except Exception` catches, never as a PanicException.
         Err(payload) => {

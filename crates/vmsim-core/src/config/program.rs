@@ -24,6 +24,9 @@ const OPS: &[&str] = &[
     "clock", "roi", "mprotect",
 ];
 const PATTERNS: &[&str] = &["sequential", "strided", "uniform", "normal", "zipf"];
+
+/// The widest normal spread accepted, in widths of the accessed range.
+pub const MAX_SIGMA_RANGES: u64 = 10;
 const MAX_INSTANCES: u64 = 4096;
 const MAX_DEPTH: usize = 8;
 const MAX_BYTES: u64 = 256 << 30;
@@ -435,6 +438,22 @@ fn steps(
                             return Err(cfg_err(
                                 k,
                                 format!("must be a positive number of pages, got {s}"),
+                            ));
+                        }
+                        // Draws outside the range are redrawn: at 10 range
+                        // widths about 1 draw in 25 lands, beyond that the
+                        // run spins on draws (pmbench's stdev_fraction has
+                        // the same bound).
+                        let pages = len.div_ceil(4096);
+                        let most = (MAX_SIGMA_RANGES * pages) as f64;
+                        if s > most {
+                            return Err(cfg_err(
+                                k,
+                                format!(
+                                    "at most {MAX_SIGMA_RANGES} times the range's {pages} \
+                                     pages ({most}), got {s}: a wider spread lands almost \
+                                     no draw in the range"
+                                ),
                             ));
                         }
                         Pattern::Normal { sigma_pages: s }

@@ -557,6 +557,8 @@ impl Sim {
 
     /// Runs until every user task has exited (or an error stops the run).
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), Error> {
+        // The caller learns the run has begun, whatever it then reports.
+        progress(0.0);
         if self.window > 0 {
             self.run_windowed(progress)?;
             // A task a stop made exit is not a finished run.

@@ -398,6 +398,9 @@ impl Sim {
         let mm = &self.kernel.mms[self.tasks[t].user_mm()];
         let mut bad = 0;
         let mut first = None;
+        // The VMA last found for an untouched page: a range lies in one
+        // (looking each page up among thousands of VMAs was quadratic).
+        let mut vma: Option<(u64, u64)> = None;
         let mut va = start;
         while va < start + len {
             let vpn = va >> 12;
@@ -425,7 +428,10 @@ impl Sim {
                 // A private anonymous page never touched reads as zeros.
                 None if want == TAG_ZERO
                     && matches!(expect, Expect::Zero | Expect::AccessWrites)
-                    && mm.find_vma(va).is_some() =>
+                    && (vma.is_some_and(|(s, e)| s <= va && va < e) || {
+                        vma = mm.find_vma(va).map(|v| (v.start, v.end));
+                        vma.is_some()
+                    }) =>
                 {
                     Some(TAG_ZERO)
                 }

@@ -402,36 +402,40 @@ impl Sim {
             let mut helpers = Vec::new();
             for h in 1..threads {
                 let (rv, shells) = (&rv, &shells);
+                // A helper works for the run: it stops with it.
+                let run = crate::interrupt::current();
                 let handle = scope.spawn(move || {
-                    let mut seen = 0;
-                    loop {
-                        wait_parked(|| {
-                            rv.stop.load(Ordering::Acquire)
-                                || rv.epoch.load(Ordering::Acquire) > seen
-                        });
-                        if rv.stop.load(Ordering::Acquire) {
-                            return;
-                        }
-                        seen += 1;
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            for p in (h..sockets).step_by(threads) {
-                                shells[p]
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .phase1(p);
+                    crate::interrupt::scope(run, || {
+                        let mut seen = 0;
+                        loop {
+                            wait_parked(|| {
+                                rv.stop.load(Ordering::Acquire)
+                                    || rv.epoch.load(Ordering::Acquire) > seen
+                            });
+                            if rv.stop.load(Ordering::Acquire) {
+                                return;
                             }
-                        }));
-                        if let Err(e) = r {
-                            let msg = e
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_default();
-                            *rv.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                                Some(format!("a partition's host thread panicked: {msg}"));
+                            seen += 1;
+                            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                for p in (h..sockets).step_by(threads) {
+                                    shells[p]
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .phase1(p);
+                                }
+                            }));
+                            if let Err(e) = r {
+                                let msg = e
+                                    .downcast_ref::<String>()
+                                    .cloned()
+                                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                                    .unwrap_or_default();
+                                *rv.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(format!("a partition's host thread panicked: {msg}"));
+                            }
+                            rv.done.fetch_add(1, Ordering::AcqRel);
                         }
-                        rv.done.fetch_add(1, Ordering::AcqRel);
-                    }
+                    })
                 });
                 helpers.push(handle.thread().clone());
             }
