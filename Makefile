@@ -81,9 +81,10 @@ clean:
 	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
 	$(CARGO) clean
 
-# Seeded fuzzing of configs, presets, experiment files, sweep grids and
-# command lines against the documented oracle (tools/fuzz.py); not part of
-# `make test`, which runs a short pass (tests/python/test_fuzz.py).
+# Seeded fuzzing of configs, presets, experiment files, sweep grids,
+# command lines, programs, Python policies and traces changed under their
+# replay against the documented oracle (tools/fuzz.py, docs/config.md); not
+# part of `make test`, which runs a short pass (tests/python/test_fuzz.py).
 N    ?= 10000
 SEED ?= 0
 fuzz: $(STAMP)

@@ -14,10 +14,28 @@ The oracle (docs/config.md): every input either
 - is accepted, and when cheap enough to simulate (a few MiB) runs with its
   data verified (``DataVerificationError`` exactly when a fault is injected).
 
+Three more families run what they generate, and stop what runs on:
+
+- ``program``: generated programs (mappings, accesses of every pattern at
+  and beyond their limits, sleeps, nested and empty loops, counts up to
+  10^12). Refused with a one-line error keyed to the program, or run with
+  its data verified; a run still going after its time is stopped, by a
+  SIGINT to the main thread or by its progress callback raising,
+  and must stop within a second of it.
+- ``policy``: a usemem run with a generated Python clear policy (good
+  plans, bad plans, exceptions, endless iterators, sleeps and spins).
+  Verified data, a one-line ``PolicyError``, or (a stuck policy) stopped by
+  a SIGINT within a second.
+- ``trace``: a generated trace replayed with the result cache on while it
+  is cut short, grown or rewritten under the replay. Refused naming the
+  file ("changed while it was replayed"), or finished first; either way no
+  result is left in the cache under the key of content that did not run.
+
 Anything else is a failure: another exception or traceback, a multi-line or
 unkeyed error, a key the input does not have, lost data without an injected
-fault, a run past its time limit (a hang). ``make fuzz N=100000`` runs it;
-``make test`` runs a short seeded pass (tests/python/test_fuzz.py).
+fault, a run past its time limit (a hang), a run that did not stop within a
+second of being told to. ``make fuzz N=100000`` runs it; ``make test`` runs a
+short seeded pass (tests/python/test_fuzz.py).
 
     python tools/fuzz.py -n 100000 --seed 0 [--json report.json]
 """
@@ -35,13 +53,15 @@ import random
 import re
 import sys
 import tempfile
+import threading
 import time
+import signal
 import traceback
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 import vmsim
-from vmsim import _api, _config, _core, cli
+from vmsim import _api, _config, _core, cache, cli
 
 MACHINES = sorted(vmsim.machines())
 PRESET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "machines")
@@ -204,10 +224,6 @@ class Failure(Exception):
     """An input the oracle does not accept: what happened."""
 
 
-class Hang(Exception):
-    pass
-
-
 def dotted_keys(doc: Any, prefix: str = "", out: Optional[set] = None, depth: int = 0) -> set:
     out = set() if out is None else out
     if isinstance(doc, dict) and depth < 40:
@@ -326,15 +342,160 @@ def run_checked(cfg: Any, base_dir: Optional[str], limit: float) -> str:
     return "ok_verified"
 
 
+class Hang(Exception):
+    """Raised by a progress callback to stop a run that went on too long."""
+
+
+#: A run told to stop must have stopped this soon after (seconds).
+STOP_WITHIN = 1.0
+
+
+def run_stoppable(cfg: Any, limit: float, how: str, expect_policy_error: bool = False) -> str:
+    """Runs ``cfg`` (an accepted config); one still going after ``limit``
+    seconds is stopped by ``how`` ("signal": a SIGINT to this thread;
+    "callback": its progress callback raises) and must stop within
+    ``STOP_WITHIN``. The outcome: "ok_verified", "refused_at_run" (a
+    one-line typed error), or "stopped_by_signal" / "stopped_by_callback"."""
+    lock = threading.Lock()
+    state: Dict[str, Any] = {"done": False, "told": None}
+    main = threading.main_thread().ident
+    deadline = time.monotonic() + limit
+
+    def tell() -> None:
+        with lock:
+            if not state["done"]:
+                state["told"] = time.monotonic()
+                # A real SIGINT to the main thread, as Ctrl-C sends: it also
+                # ends a blocking call there (a policy's sleep).
+                signal.pthread_kill(main, signal.SIGINT)
+
+    def progress(label: str, fraction: float) -> None:
+        if how == "callback" and time.monotonic() > deadline:
+            state["told"] = state["told"] or time.monotonic()
+            raise Hang()
+
+    timer = threading.Timer(limit, tell) if how == "signal" else None
+    try:
+        if timer:
+            timer.start()
+        try:
+            r = vmsim.run(cfg, progress=progress, threads=1)
+            with lock:
+                state["done"] = True
+        except (Hang, KeyboardInterrupt):
+            with lock:
+                state["done"] = True
+            took = time.monotonic() - (state["told"] or time.monotonic())
+            if took > STOP_WITHIN:
+                raise Failure(f"stopped {took:.2f} s after the {how}, not within {STOP_WITHIN} s")
+            return f"stopped_by_{how}"
+    except vmsim.PolicyError as e:
+        # The message may carry the policy's own traceback (the CLI prints
+        # it on one line); the key and the policy must be named.
+        if not e.key or not getattr(e, "policy", None):
+            raise Failure(f"PolicyError without its key or policy: {str(e)[:300]}")
+        return "policy_error"
+    except vmsim.DataVerificationError:
+        raise Failure("data lost without an injected fault")
+    except vmsim.VmsimError as e:
+        if "\n" in str(e):
+            raise Failure(f"error not one line at run time: {str(e)[:300]}")
+        return "refused_at_run"
+    finally:
+        if timer:
+            timer.cancel()
+            timer.join()
+    if expect_policy_error:
+        raise Failure("a policy that breaks the rules ran to the end")
+    if r["metrics"].get("data_verified") is not True:
+        raise Failure("data_verified is not true")
+    return "ok_verified"
+
+
+def pick(rng: random.Random, good: List[Any], bad: List[Any], p_bad: float = 0.04) -> Any:
+    """A good value, or now and then one that must be refused."""
+    return rng.choice(bad if rng.random() < p_bad else good)
+
+
+def program_steps(rng: random.Random, maps: List[str], depth: int = 0) -> List[Dict[str, Any]]:
+    """Steps of a generated program: mostly valid, with counts, spreads and
+    durations from the ordinary to the absurd."""
+    steps: List[Dict[str, Any]] = []
+    inner: List[str] = []  # mapped inside a loop: unmapped at its end
+    for _ in range(rng.randint(0 if depth else 1, 4)):
+        r = rng.random()
+        if r < 0.25 or not maps:
+            name = f"m{len(maps)}" if depth == 0 else f"l{depth}_{len(inner)}"
+            step: Dict[str, Any] = {"op": "mmap", "map": name,
+                                    "size_mib": pick(rng, [1, 2, 4, 0.25, 64, 4096], [0, -1, 1e300])}
+            if rng.random() < 0.2:
+                step["populate"] = True
+            (maps if depth == 0 else inner).append(name)
+            steps.append(step)
+        elif r < 0.6:
+            step = {"op": "access", "map": pick(rng, maps + inner, ["nowhere"], 0.03)}
+            pattern = pick(rng, ["sequential", "strided", "uniform", "normal", "zipf"], ["bogus"], 0.03)
+            step["pattern"] = pattern
+            if pattern == "strided":
+                step["stride"] = pick(rng, [8, 64, 4096], [4, 1 << 40])
+            elif pattern == "normal":
+                step["sigma_pages"] = pick(rng, [0.5, 10, 256, 2560], [1e15, 0, math.nan, 10**7], 0.15)
+            elif pattern == "zipf":
+                step["zipf_s"] = pick(rng, [0.5, 0.99, 10], [11, 0])
+            amount = rng.random()
+            if amount < 0.4:
+                step["count"] = pick(rng, [1, 1000, 10**5, 10**12], [0, -5])
+            elif amount < 0.6:
+                step["duration_ms"] = pick(rng, [0.01, 1, 10**6], [0, -1])
+            elif amount < 0.8:
+                step["passes"] = pick(rng, [1, 2, 10**9], [0])
+            step["write_ratio"] = pick(rng, [0, 0.5, 1], [1.5])
+            steps.append(step)
+        elif r < 0.75:
+            steps.append({"op": "sleep", rng.choice(["ns", "us", "ms"]): pick(rng, [1, 1000, 10**6], [0, 3.7e15, -1])})
+        elif r < 0.95 and depth < 3:
+            step = {"op": "repeat", "steps": program_steps(rng, maps, depth + 1)}
+            if rng.random() < 0.7:
+                step["count"] = pick(rng, [1, 3, 10**9], [0, -1])
+            else:
+                step["duration_ms"] = pick(rng, [0.01, 1, 10**6], [0])
+            steps.append(step)
+        elif depth == 0 and maps:
+            name = rng.choice(maps)
+            maps.remove(name)
+            steps.append({"op": "munmap", "map": name})
+    steps += [{"op": "munmap", "map": name} for name in inner]
+    return steps
+
+
+#: Generated clear policies: (source, what the run must do).
+POLICIES = {
+    "descending": ("def p(ctx):\n    return [Subpage(i) for i in reversed(range(ctx.nr_pages))]\n", "ok"),
+    "target-first": ("def p(ctx):\n    rest = [i for i in range(ctx.nr_pages) if i != ctx.target]\n"
+                     "    return [Subpage(ctx.target)] + [Subpage(i) for i in rest]\n", "ok"),
+    "twice": ("def p(ctx):\n    return [Subpage(0)] + [Subpage(i) for i in range(ctx.nr_pages)]\n", "error"),
+    "missing-one": ("def p(ctx):\n    return [Subpage(i) for i in range(1, ctx.nr_pages)]\n", "error"),
+    "out-of-range": ("def p(ctx):\n    return [Subpage(i) for i in range(ctx.nr_pages + 1)]\n", "error"),
+    "not-a-plan": ("def p(ctx):\n    return RETURN\n", "error"),
+    "raises": ("def p(ctx):\n    raise ValueError('no plan')\n", "error"),
+    "endless": ("import itertools\ndef p(ctx):\n    return (Subpage(i % ctx.nr_pages) for i in itertools.count())\n",
+                "error"),
+    "sleeps": ("import time\ndef p(ctx):\n    time.sleep(3600)\n", "stuck"),
+    "spins": ("def p(ctx):\n    while True:\n        pass\n", "stuck"),
+}
+
+
 # ---- the input kinds ----------------------------------------------------------
 
 class Fuzz:
-    def __init__(self, seed: int, folder: str, run_limit: float, run_every: int):
+    def __init__(self, seed: int, folder: str, run_limit: float, run_every: int, stop_after: float = 0.5):
         self.rng = random.Random(seed)
         self.folder = folder
         self.run_limit = run_limit
         self.run_every = run_every  # simulate one cheap accepted input in this many
         self.accepted = 0
+        self.policies = 0
+        self.stop_after = stop_after  # seconds a program or policy runs before it is told to stop
         self.presets = {m: open(os.path.join(PRESET_DIR, f"{m}.toml"), encoding="utf-8").read() for m in MACHINES}
         self.schema = {m: dotted_keys(_config.tomllib.loads(t)) for m, t in self.presets.items()}
 
@@ -572,7 +733,84 @@ class Fuzz:
             return "cli", f"cli_exit_{code}"
         raise Failure(f"vmsim {' '.join(a[:40] for a in argv)}: exit {code}, stderr {text[:300]!r}")
 
-    KINDS = (("config", 45), ("preset", 15), ("experiment", 10), ("compare", 10), ("sweep", 10), ("cli", 10))
+    def program_input(self) -> Tuple[str, str]:
+        rng = self.rng
+        maps: List[str] = []
+        tasks = [{"name": f"t{i}", "steps": program_steps(rng, maps)} for i in range(rng.choice([1, 1, 2]))]
+        cfg = {"machine": M, "seed": rng.randrange(4), "workload": {"kind": "program", "task": tasks}}
+        try:
+            text, fmt, base = _config.load_text(cfg)
+            _core.check_config(text, fmt, base)
+        except Exception as e:  # noqa: BLE001 - the oracle judges it
+            return "program", check_error(e, dotted_keys(cfg), [], extra=("workload.task",))
+        return "program", run_stoppable(cfg, self.stop_after, rng.choice(["signal", "callback"]))
+
+    def policy_input(self) -> Tuple[str, str]:
+        rng = self.rng
+        name = rng.choice(sorted(POLICIES))
+        source, expect = POLICIES[name]
+        source = source.replace("RETURN", repr(rng.choice([None, "x", 3, [None], [-1], {}])))
+        # A file of its own each time: a policy is loaded by content, once.
+        self.policies += 1
+        path = os.path.join(self.folder, f"policy{self.policies}.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("from vmsim.policy import Subpage\n" + source)
+        cfg = {"machine": M, "kernel": {"thp": "always", "clear_huge_page": f"{path}:p"},
+               "workload": {"kind": "usemem", "nr_task": rng.choice([1, 2]), "size_per_task_mib": 4}}
+        outcome = run_stoppable(cfg, self.stop_after, "signal", expect_policy_error=expect == "error")
+        want = {"ok": "ok_verified", "error": "policy_error", "stuck": "stopped_by_signal"}[expect]
+        if outcome != want:
+            raise Failure(f"policy {name!r}: {outcome}, expected {want}")
+        return "policy", f"{name}:{outcome}"
+
+    def trace_input(self) -> Tuple[str, str]:
+        rng = self.rng
+        lines = "".join(f"I  0040{i % 4096:04x},4\n {rng.choice('LSM')} {0x10000000 + 64 * rng.randrange(1 << 14):08x},8\n"
+                        for i in range(rng.choice([100, 5000, 50000])))
+        path = os.path.join(self.folder, "t.lackey")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(lines)
+        how = rng.choice(["cut", "grown", "rewritten"])
+        cut = lines.index("\n", len(lines) // 2) + 1
+        after = {"cut": lines[:cut], "grown": lines + " L 10000000,8\n",
+                 "rewritten": lines.replace(" S ", " L ", 1) if " S " in lines else lines.replace(" L ", " S ", 1)}[how]
+        cfg = {"machine": M, "workload": {"kind": "trace", "trace": path}}
+        first_key = cache.run_key(json.dumps(cfg), None)
+        edited = []
+
+        def edit(label: str, fraction: float) -> None:
+            if not edited:
+                edited.append(True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(after)
+
+        old_cache = os.environ.get("VMSIM_CACHE")
+        os.environ["VMSIM_CACHE"] = "1"
+        try:
+            try:
+                r = vmsim.run(cfg, progress=edit, threads=1)
+                outcome = "finished_first"
+                if r["metrics"].get("data_verified") is not True:
+                    raise Failure("a trace run's data_verified is not true")
+            except vmsim.ConfigError as e:
+                if e.key != "workload.trace" or "changed while it was replayed" not in str(e) or path not in str(e):
+                    raise Failure(f"a trace {how} under its replay: {str(e)[:300]}")
+                outcome = "refused_changed"
+            if not edited:
+                raise Failure("the trace run never called its progress callback")
+            now_key = cache.run_key(json.dumps(cfg), None)
+            for key in (first_key, now_key):
+                if cache.get(key) is not None:
+                    raise Failure(f"a trace {how} under its replay left a result in the cache ({outcome})")
+        finally:
+            if old_cache is None:
+                os.environ.pop("VMSIM_CACHE", None)
+            else:
+                os.environ["VMSIM_CACHE"] = old_cache
+        return "trace", f"{how}:{outcome}"
+
+    KINDS = (("config", 40), ("preset", 13), ("experiment", 9), ("compare", 9), ("sweep", 9), ("cli", 9),
+             ("program", 6), ("policy", 3), ("trace", 2))
 
     def pick(self) -> str:
         return self.rng.choices([k for k, _ in self.KINDS], [w for _, w in self.KINDS])[0]
@@ -585,6 +823,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--run-every", type=int, default=10,
                     help="simulate one in this many cheap accepted inputs (default 10)")
     ap.add_argument("--run-limit", type=float, default=60.0, help="seconds a simulated input may take (default 60)")
+    ap.add_argument("--stop-after", type=float, default=0.5,
+                    help="seconds a generated program or policy runs before it is told to stop (default 0.5)")
     ap.add_argument("--json", metavar="OUT", help="write the outcome counts and failures as JSON")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
@@ -606,7 +846,10 @@ def _fuzz(args: argparse.Namespace) -> int:
     failures: List[Dict[str, Any]] = []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vmsim-fuzz-") as folder:
-        fz = Fuzz(args.seed, folder, args.run_limit, max(1, args.run_every))
+        # The trace family turns the cache on: in a folder of its own.
+        old_dir = os.environ.get("VMSIM_CACHE_DIR")
+        os.environ["VMSIM_CACHE_DIR"] = os.path.join(folder, "cache")
+        fz = Fuzz(args.seed, folder, args.run_limit, max(1, args.run_every), args.stop_after)
         for i in range(args.n):
             kind = fz.pick()
             try:
@@ -624,6 +867,10 @@ def _fuzz(args: argparse.Namespace) -> int:
             if not args.quiet and (i + 1) % 1000 == 0:
                 print(f"fuzz: {i + 1}/{args.n} inputs, {len(failures)} failure(s), "
                       f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+        if old_dir is None:
+            os.environ.pop("VMSIM_CACHE_DIR", None)
+        else:
+            os.environ["VMSIM_CACHE_DIR"] = old_dir
     report = {"inputs": args.n, "seed": args.seed, "seconds": round(time.monotonic() - t0, 1),
               "counts": dict(sorted(counts.items())), "failures": failures[:200], "nr_failures": len(failures)}
     if args.json:

@@ -420,6 +420,9 @@ fn a_trace_that_changes_between_its_reading_and_its_replay_is_refused() {
     for (what, after) in [
         ("cut short at a line boundary", lines[..cut].to_string()),
         ("grown", format!("{lines} L 10000000,8\n")),
+        // Read as a line the pre-pass never saw: the change, not the text,
+        // is what the error names.
+        ("rewritten with other text", "x".repeat(lines.len())),
     ] {
         let t = synthetic(&dir, "t.lackey", &lines);
         // The config reads the file (its pre-pass); the replay reads it again.

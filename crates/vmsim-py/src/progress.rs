@@ -185,7 +185,14 @@ where
             loop {
                 match rx.recv_timeout(POLL) {
                     Ok(Msg::Done) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                    Ok(Msg::Call(job)) => job(),
+                    Ok(Msg::Call(job)) => {
+                        // Once the run is told to stop, no more Python code
+                        // of it runs (a policy asked again would sleep again).
+                        if sig.is_none() && cb_err.is_none() && !vmsim_core::interrupt::requested()
+                        {
+                            job()
+                        }
+                    }
                     Ok(Msg::Progress(label, fraction)) => {
                         call(&label, fraction, cb_err);
                         called = Instant::now();
@@ -212,7 +219,12 @@ where
             // Calls and reports sent as the run ended are answered here.
             while let Ok(m) = rx.try_recv() {
                 match m {
-                    Msg::Call(job) => job(),
+                    Msg::Call(job) => {
+                        if sig.is_none() && cb_err.is_none() && !vmsim_core::interrupt::requested()
+                        {
+                            job()
+                        }
+                    }
                     Msg::Progress(label, fraction) => call(&label, fraction, cb_err),
                     Msg::Done => {}
                 }

@@ -370,13 +370,19 @@ impl Lines {
 
     /// At the end of the file: whether it is the file the pre-pass read.
     fn check_unchanged(&self) -> Result<(), Error> {
+        self.unchanged(self.offset == self.expect.map_or(0, |(len, _)| len))
+    }
+
+    /// Whether the file is still as the pre-pass read it (`at_end`: and
+    /// this reader ended where it did).
+    fn unchanged(&self, at_end: bool) -> Result<(), Error> {
         let Some((len, modified)) = self.expect else {
             return Ok(());
         };
         let meta = self.r.get_ref().metadata().ok();
         let now_len = meta.as_ref().map(|m| m.len());
         let now_modified = meta.and_then(|m| m.modified().ok());
-        if self.offset != len || now_len != Some(len) || now_modified != modified {
+        if !at_end || now_len != Some(len) || now_modified != modified {
             return Err(cfg_err(
                 TRACE_KEY,
                 format!(
@@ -391,6 +397,11 @@ impl Lines {
     }
 
     fn err(&self, what: impl std::fmt::Display) -> Error {
+        // A line the pre-pass read whole but the replay cannot: the file
+        // was rewritten under it, and that is what to say.
+        if let Err(changed) = self.unchanged(true) {
+            return changed;
+        }
         cfg_err(
             TRACE_KEY,
             format!("{} line {}: {what}", self.path, self.line),
