@@ -376,9 +376,9 @@ def run_stoppable(cfg: Any, limit: float, how: str, expect_policy_error: bool = 
 
     timer = threading.Timer(limit, tell) if how == "signal" else None
     try:
-        if timer:
-            timer.start()
         try:
+            if timer:
+                timer.start()
             r = vmsim.run(cfg, progress=progress, threads=1)
             with lock:
                 state["done"] = True
@@ -831,6 +831,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Every input simulated runs: a cached result would stand in for the run
     # (for the command lines it starts too).
     os.environ["VMSIM_CACHE"] = "0"
+    # The families that stop runs send SIGINT: started in the background
+    # (`make fuzz &`), a process inherits SIGINT ignored and would never see it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # The generator and the oracle walk 1000-deep values; vmsim's own limits
     # (nesting refused at 32) are what is tested.
     old_limit = sys.getrecursionlimit()

@@ -318,50 +318,81 @@ class Regime:
     threads: int
     source: str
     why_departs: str = ""
+    #: The timed window the real run measured (s), where a source gives it.
+    window_s: Optional[float] = None
+    #: Bytes the real run moved through memory at the least (what it wrote,
+    #: read or copied once), against which its LLC was filled.
+    traffic_bytes: Optional[float] = None
+    traffic_what: str = ""
+    #: The periodic kernel work inside the real run's window.
+    periodic: str = ""
 
 
 REAL: Dict[tuple, Regime] = {
     ("clear-target-last", None): Regime(
         128 * GiB, "RAM", 72, 889 * MiB, 90 * MiB, 72,
-        "the experiment's reference: usemem -n 72 $((mem / nr_task / 2)) on 128 GiB, about 889 MiB per task"),
+        "the experiment's reference: usemem -n 72 $((mem / nr_task / 2)) on 128 GiB, about 889 MiB per task",
+        traffic_bytes=72 * 889 * MiB, traffic_what="written once by the 72 tasks",
+        periodic="no reclaim (half the RAM mapped); NUMA balancing as LKP ran it, not stated"),
     ("copy-target-last", None): Regime(
         128 * GiB, "RAM", 36, 1.8 * GiB, 90 * MiB, 72,
-        "the experiment's reference: about 1.8 GiB populated and written by each of 36 children on 128 GiB"),
+        "the experiment's reference: about 1.8 GiB populated and written by each of 36 children on 128 GiB",
+        traffic_bytes=2 * 36 * 1.8 * GiB, traffic_what="read and written once by the 36 children's copies",
+        periodic="no reclaim; NUMA balancing as LKP ran it, not stated"),
     (BTF, "e5-2699v3-2s"): Regime(
         128 * GiB, "RAM", 72, 10 * 128 * GiB / 72, 90 * MiB, 72,
         "no published run on this machine; the preset's 2-socket box taken with 128 GiB",
         "the simulated RAM ({memory}) is below the LLC ({llc}): struct pages, page-cache nodes and PTE lines "
         "stay cached; a real-regime size needs a few GiB of simulated RAM per node and hours of host time, "
-        "not yet run"),
+        "not yet run",
+        traffic_bytes=10 * 128 * GiB, traffic_what="read once (files 10 x RAM)",
+        periodic="kswapd and direct reclaim throughout"),
     (BTF, BTF_4N): Regime(
         64 * GiB, "RAM", 48, 10 * 64 * GiB / 48, 120 * MiB, 48,
         "BASELINES.md: 4-node, 64 GB, 48 CPUs; files 10 x RAM",
         "the simulated RAM ({memory}) is below the LLC ({llc}): struct pages, page-cache nodes and PTE lines "
         "stay cached where the real run streamed 640 GB through 64 GB; a real-regime size needs a few GiB "
-        "of simulated RAM per node and hours of host time, not yet run"),
+        "of simulated RAM per node and hours of host time, not yet run",
+        window_s=161.03, traffic_bytes=10 * 64 * GiB, traffic_what="read once (files 10 x RAM)",
+        periodic="kswapd and direct reclaim throughout"),
     (BTF, BTF_1S): Regime(
         8 * GiB, "RAM", 12, 10 * 8 * GiB / 12, 15 * MiB, 12,
         "the experiment's reference: Mel Gorman's single-socket 8 GB machine (BASELINES.md does not state "
-        "its RAM); files 10 x RAM"),
+        "its RAM); files 10 x RAM",
+        window_s=27.29, traffic_bytes=10 * 8 * GiB, traffic_what="read once (files 10 x RAM)",
+        periodic="kswapd and direct reclaim throughout"),
     (BTF, "milan-7j13"): Regime(
         512 * GiB, "RAM", 256, 10 * 512 * GiB / 256, 512 * MiB, 256,
         "no published run; the 2-socket EPYC 7J13 taken with 512 GiB",
         "the simulated RAM ({memory}) is below the LLC ({llc} in eight 32 MiB instances); no published "
-        "baseline to check it against"),
+        "baseline to check it against",
+        traffic_bytes=10 * 512 * GiB, traffic_what="read once (files 10 x RAM)",
+        periodic="kswapd and direct reclaim throughout"),
     ("numa-delay-map", None): Regime(
         128 * GiB, "RAM", 64, 8960 * MiB / 8, 60.5 * MiB, 88,
-        "BASELINES.md: 2 x 64 GB, pmbench 8 processes x 8 threads, 8960 MB per process"),
+        "BASELINES.md: 2 x 64 GB, pmbench 8 processes x 8 threads, 8960 MB per process",
+        traffic_bytes=(8 * 8960 * MiB + 35.8e9), traffic_what="the working set touched once and 35.8 GB migrated",
+        periodic="the NUMA scanner: 1 s delay, then a scan every 1 to 60 s; the eater killed after 10 s"),
     ("multipage-clear", "icx-2m"): Regime(
-        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU"),
+        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU",
+        window_s=7.317, traffic_bytes=64e9, traffic_what="cleared once", periodic="none"),
     ("multipage-clear", "icx-1g"): Regime(
-        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU"),
+        64 * GiB, "region", 1, 64 * GiB, 48 * MiB, 1, "BASELINES.md: a 64 GB region on the local node, one CPU",
+        window_s=7.122, traffic_bytes=64e9, traffic_what="cleared once", periodic="none"),
     ("multipage-clear", "milan-2m"): Regime(
         64 * GiB, "region", 1, 64 * GiB, 32 * MiB, 1,
-        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)"),
+        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)",
+        window_s=5.239, traffic_bytes=64e9, traffic_what="cleared once", periodic="none"),
     ("multipage-clear", "milan-1g"): Regime(
         64 * GiB, "region", 1, 64 * GiB, 32 * MiB, 1,
-        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)"),
+        "BASELINES.md: a 64 GB region on the local node, one CPU (the LLC of its CCX, 32 MiB)",
+        window_s=3.558, traffic_bytes=64e9, traffic_what="cleared once", periodic="none"),
 }
+
+
+#: A cold share above this (and above 10 x the real run's) is noted beside
+#: a case in regime: that much of its window fills the caches.
+COLD_SHARE_NOTED = 0.05
 
 
 def _llc_total(m: Mapping[str, Any], one_cpu: bool = False) -> float:
@@ -394,6 +425,33 @@ def model_regime(config: Mapping[str, Any], m: Mapping[str, Any]) -> Dict[str, A
     else:  # pragma: no cover - the built-in experiments only
         raise ValueError(f"no regime for workload kind {kind}")
     return {"memory_bytes": memory, "memory_what": what, "tasks": tasks, "footprint_bytes": foot}
+
+
+def model_window(config: Mapping[str, Any], base: Arm, llc: Optional[float]) -> Dict[str, Any]:
+    """The baseline arm's timed window against the periodic kernel work in
+    it (the NUMA scanner, kswapd) and against its LLC: how many times the
+    window's DRAM traffic could fill the LLC, and the share of the traffic
+    one fill takes (the cold share: 1 when the LLC never fills once)."""
+    window = base.get("timed_span_s") or base.get("elapsed_s") or 0.0
+    traffic = float(base.get("dram_bytes_read", 0) + base.get("dram_bytes_written", 0))
+    fills = traffic / llc if llc else None
+    k = config.get("kernel", {})
+    periodic = []
+    if k.get("numa_balancing"):
+        scan = k.get("numa_scan", {})
+        sc = float(scan.get("scale", 1.0))
+        delay = scan.get("scan_delay_ms", 1000) * sc / 1000
+        lo, hi = scan.get("scan_period_min_ms", 1000) * sc / 1000, scan.get("scan_period_max_ms", 60000) * sc / 1000
+        runs = base.get("task_numa_work_runs")
+        ran = (f" ({runs:g} scans ran)" if runs is not None
+               else " (none in the window: it is shorter than the delay)" if window < delay else "")
+        periodic.append(f"the NUMA scanner: {delay:.3g} s delay, then a scan every {lo:.3g} to {hi:.3g} s{ran}")
+    scanned = base.get("pgscan_kswapd")
+    if scanned:
+        periodic.append(f"kswapd scanned {scanned:g} pages, direct reclaim {base.get('pgscan_direct', 0):g}")
+    return {"window_s": window, "traffic_bytes": traffic, "llc_fills": fills,
+            "cold_share": min(1.0, 1 / fills) if fills else 1.0,
+            "periodic": "; ".join(periodic) or "none"}
 
 
 def _ratio(model: Optional[float], published: float) -> Optional[float]:
@@ -440,7 +498,8 @@ def regime(result: Mapping[str, Any], exp: str, case: Optional[str],
         "model": {**mr, "llc_bytes": llc, "threads": threads,
                   "memory_over_llc": mr["memory_bytes"] / llc if llc else None,
                   "footprint_over_llc_per_thread": mr["footprint_bytes"] / (llc / threads)
-                  if llc and threads else None},
+                  if llc and threads else None,
+                  **model_window(one["config"], one["baseline"], llc)},
     }
     real = REAL.get((exp, case))
     if real is not None:
@@ -449,11 +508,21 @@ def regime(result: Mapping[str, Any], exp: str, case: Optional[str],
                        "llc_bytes": real.llc_bytes, "threads": real.threads,
                        "memory_over_llc": real.memory_bytes / real.llc_bytes,
                        "footprint_over_llc_per_thread": real.footprint_bytes / (real.llc_bytes / real.threads),
-                       "source": real.source}
+                       "source": real.source, "window_s": real.window_s,
+                       "traffic_bytes": real.traffic_bytes, "traffic_what": real.traffic_what,
+                       "llc_fills": real.traffic_bytes / real.llc_bytes if real.traffic_bytes else None,
+                       "cold_share": min(1.0, real.llc_bytes / real.traffic_bytes) if real.traffic_bytes else None,
+                       "periodic": real.periodic or "not stated"}
         model_side = reg["model"]["memory_over_llc"]
         reg["in_regime"] = bool(model_side is not None
                                 and (model_side >= 1) == (reg["real"]["memory_over_llc"] >= 1))
         reg["departure"] = real.why_departs.format(memory=_bytes(mr["memory_bytes"]), llc=_bytes(llc or 0)) or None
+        mw, rc = reg["model"], reg["real"]["cold_share"]
+        if reg["in_regime"] and rc is not None and mw["cold_share"] > max(COLD_SHARE_NOTED, 10 * rc):
+            cold = (f"the timed window's traffic fills the LLC {mw['llc_fills']:.3g} times (cold share "
+                    f"{mw['cold_share']:.2g}) where the real run's filled it {reg['real']['llc_fills']:.3g} "
+                    f"times ({rc:.2g}): part of the window is the caches' warm-up")
+            reg["departure"] = f"{reg['departure']}; {cold}" if reg["departure"] else cold
         if not reg["in_regime"] and not real.why_departs:
             what = {"RAM": "the simulated RAM", "region": "the faulted region"}.get(
                 mr["memory_what"], f"the memory {mr['memory_what']}")
@@ -640,6 +709,21 @@ def format_markdown(led: Mapping[str, Any]) -> str:
         if g.get("in_regime") and g.get("departure"):
             inr = f"yes; {g['departure']}"
         out.append(f"| {g['experiment']} | {g['case'] or ''} | {g['scale']:g} | {mm} | {rr} | {mf} | {rf} | {inr} |")
+    out += ["", "The timed window of each baseline arm: its length, the periodic kernel work in it, and its memory "
+            "traffic in LLC fills (DRAM bytes read and written over the LLC; for the real run, the bytes it "
+            "moved at the least). The cold share is the part of the traffic one fill of the LLC takes: near 1, "
+            "the window is mostly the caches' warm-up; near 0, the steady state.", "",
+            "| experiment | case | window: model / real | periodic work: model | periodic work: real "
+            "| LLC fills (cold share): model | LLC fills (cold share): real |",
+            "|---|---|---|---|---|---|---|"]
+    for g in led["regimes"]:
+        m, r = g["model"], g.get("real") or {}
+        rw = f"{r['window_s']:.4g} s" if r.get("window_s") else "not stated"
+        mfill = f"{m['llc_fills']:.3g} ({m['cold_share']:.2g})" if m.get("llc_fills") is not None else "-"
+        rfill = (f"{r['llc_fills']:.3g} ({r['cold_share']:.2g}; {_bytes(r['traffic_bytes'])} {r['traffic_what']})"
+                 if r.get("llc_fills") is not None else "-")
+        out.append(f"| {g['experiment']} | {g['case'] or ''} | {m['window_s']:.4g} s / {rw} | {m['periodic']} "
+                   f"| {r.get('periodic', '-')} | {mfill} | {rfill} |")
     return "\n".join(out) + "\n"
 
 

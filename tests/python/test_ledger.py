@@ -46,6 +46,19 @@ def test_every_default_is_in_the_real_regime_or_says_why():
         assert g.get("in_regime") or g.get("departure"), g
 
 
+def test_each_regime_sets_the_window_against_periodic_work_and_the_llc():
+    for g in LED["regimes"]:
+        m, r = g["model"], g.get("real")
+        assert m["window_s"] > 0 and m["periodic"], g
+        assert m["llc_fills"] is not None and 0 < m["cold_share"] <= 1, g
+        assert abs(m["cold_share"] - min(1, 1 / m["llc_fills"])) < 1e-12 if m["llc_fills"] else m["cold_share"] == 1
+        assert r is not None and r["traffic_bytes"] and r["periodic"], g
+        assert 0 < r["cold_share"] <= 1 and r["llc_fills"] == r["traffic_bytes"] / r["llc_bytes"], g
+    # The scanner's settings are those of the run, at its scale.
+    numa = next(g for g in LED["regimes"] if g["experiment"] == "numa-delay-map")
+    assert numa["model"]["periodic"].startswith(f"the NUMA scanner: {1000 * numa['scale'] / 1000:.3g} s delay")
+
+
 def test_the_readme_has_one_figure_per_cell_from_the_ledger():
     body = ledger.section((ROOT / "README.md").read_text(), ledger.MARKS["README.md"])
     rows = [line for line in body.splitlines() if line.startswith("| [`")]

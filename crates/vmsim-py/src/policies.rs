@@ -50,6 +50,9 @@ fn adapter(kind: &str, name: &str, base_dir: Option<&Path>) -> Option<Result<Py<
             match r {
                 Ok(None) => None,
                 Ok(Some(a)) => Some(Ok(a)),
+                // Ctrl-C while the policy's file loads stops the run (the
+                // binding raises it), never an empty config error.
+                Err(e) if crate::progress::take_signal(py, &e) => Some(Err("interrupted".into())),
                 Err(e) => Some(Err(e.value(py).to_string())),
             }
         })
