@@ -327,7 +327,7 @@ def show_scale(scale: float) -> str:
     """A scale as the docs write it: ``1/16`` where it is one over a whole number."""
     if 0 < scale < 1:
         inv = 1.0 / scale
-        if abs(inv - round(inv)) < 1e-9 * inv:
+        if math.isfinite(inv) and abs(inv - round(inv)) < 1e-9 * inv:
             return f"1/{round(inv)}"
     return f"{scale:g}"
 

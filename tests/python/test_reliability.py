@@ -1105,3 +1105,22 @@ def test_a_stuck_progress_callback_stops_on_a_signal(tmp_path, sig):
         pytest.fail(f"{sig.name} did not stop a sleeping progress callback")
     assert time.monotonic() - t0 < 1.0
     assert proc.returncode == (130 if sig == signal.SIGINT else 143), proc.stderr.read()
+
+
+def test_a_scale_whose_inverse_overflows_is_a_config_error():
+    from vmsim import tables
+    assert tables.show_scale(5e-324) == f"{5e-324:g}"
+    with pytest.raises(vmsim.ConfigError):
+        vmsim.compare("clear-target-last", scale=5e-324, threads=1)
+
+
+def test_an_experiment_error_cuts_the_names_it_quotes(tmp_path):
+    name = "k" * 5000
+    path = tmp_path / "long.toml"
+    path.write_text(f'name = "{name}"\ndescription = "d"\nreference = "r"\n[config]\n'
+                    'machine = "xeon-e5-2699v3-2s"\n[config.workload]\nkind = "usemem"\nnr_task = 1\n'
+                    'size_per_task_mib = 4\n[baseline]\nname = "a"\nset = { "kernel.thp" = 50.5 }\n'
+                    '[[variants]]\nname = "b"\nset = {}\n')
+    with pytest.raises(vmsim.ConfigError) as e:
+        vmsim.compare(str(path), threads=1)
+    assert e.value.key == "kernel.thp" and len(str(e.value)) < 400, str(e.value)[:500]

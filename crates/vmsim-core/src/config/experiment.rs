@@ -5,10 +5,13 @@
 //! every variant. A variant may name the cases it runs in (`cases = [...]`),
 //! for a setting only some cases' machines accept.
 
-use super::fields::{cfg_err, Fields};
+use super::fields::{cfg_err, cut, Fields};
 use super::{embedded_experiments, resolve_path, set_dotted, RunConfig};
 use crate::error::Error;
 use std::path::{Path, PathBuf};
+
+/// The most characters of a name an error shows.
+const NAME_SHOWN: usize = 60;
 
 #[derive(Clone, Debug)]
 pub struct Arm {
@@ -600,15 +603,23 @@ impl Experiment {
         RunConfig::from_table_with(t, self.base_dir.as_deref(), scale, &self.policies).map_err(
             |e| match e {
                 Error::Config { key, message } => match case {
+                    // Names as long as a user wrote them would make the
+                    // line unreadable: each is cut.
                     None => cfg_err(
                         key,
-                        format!("{message} (experiment {}, arm {})", self.name, arm.name),
+                        format!(
+                            "{message} (experiment {}, arm {})",
+                            cut(&self.name, NAME_SHOWN),
+                            cut(&arm.name, NAME_SHOWN)
+                        ),
                     ),
                     Some(c) => cfg_err(
                         key,
                         format!(
                             "{message} (experiment {}, case {}, arm {})",
-                            self.name, c.name, arm.name
+                            cut(&self.name, NAME_SHOWN),
+                            cut(&c.name, NAME_SHOWN),
+                            cut(&arm.name, NAME_SHOWN)
                         ),
                     ),
                 },
