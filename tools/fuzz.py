@@ -24,8 +24,8 @@ Three more families run what they generate, and stop what runs on:
   and must stop within a second of it.
 - ``policy``: a usemem run with a generated Python clear policy (good
   plans, bad plans, exceptions, endless iterators, sleeps and spins).
-  Verified data, a one-line ``PolicyError``, or (a stuck policy) stopped by
-  a SIGINT within a second.
+  Verified data, a ``PolicyError`` naming its key and policy, or (a stuck
+  policy) stopped by a SIGINT within a second.
 - ``trace``: a generated trace replayed with the result cache on while it
   is cut short, grown or rewritten under the replay. Refused naming the
   file ("changed while it was replayed"), or finished first; either way no

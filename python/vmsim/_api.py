@@ -36,7 +36,8 @@ def run(
     ``.json`` run config (its folder becomes ``base_dir``), or TOML text.
     ``progress(label, fraction)`` is called on the calling thread while the
     simulation runs (as it begins, then about four times a second, whatever
-    the run does); an exception it raises stops this run within a second. The result is a dict with keys ``config`` (the resolved config),
+    the run does); an exception it raises stops this run within a second.
+    The result is a dict with keys ``config`` (the resolved config),
     ``machine`` (``name``, ``description``, ``summary``), ``scale`` and
     ``metrics``. A windowed run (``sim.window_cycles``) spreads its sockets
     over up to ``threads`` host threads (default: one per host CPU); the

@@ -908,11 +908,12 @@ _STUCK = {
 }
 
 
-def _stops_on(args, sig, what, wait_s):
-    """Starts ``vmsim ARGS`` (SIGINT at its default, as from a terminal),
-    sends ``sig`` after ``wait_s`` and checks that it stops within a second
-    with the signal's exit; returns the process."""
-    proc = subprocess.Popen([sys.executable, "-m", "vmsim", *args], stdout=subprocess.PIPE,
+def _stops_on(args, sig, what, wait_s, python_args=None, term_exit=-signal.SIGTERM):
+    """Starts ``vmsim ARGS`` (or ``python PYTHON_ARGS``; SIGINT at its
+    default, as from a terminal), sends ``sig`` after ``wait_s`` and checks
+    that it stops within a second with the signal's exit (130, or
+    ``term_exit``); returns the process."""
+    proc = subprocess.Popen([sys.executable, *(python_args or ["-m", "vmsim", *args])], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(wait_s)
@@ -926,7 +927,7 @@ def _stops_on(args, sig, what, wait_s):
         proc.wait()
         pytest.fail(f"{what}: {sig.name} did not stop it")
     assert time.monotonic() - t0 < 1.0, f"{what}: {sig.name} took {time.monotonic() - t0:.2f} s"
-    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGTERM), proc.stderr.read()
+    assert proc.returncode == (130 if sig == signal.SIGINT else term_exit), proc.stderr.read()
     return proc
 
 
@@ -1091,20 +1092,7 @@ def test_a_stuck_progress_callback_stops_on_a_signal(tmp_path, sig):
               f"signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
               f"try:\n    vmsim.run({str(path)!r}, progress=lambda l, f: time.sleep(3600))\n"
               f"except KeyboardInterrupt:\n    sys.exit(130)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(1.5)
-    assert proc.poll() is None, proc.stderr.read()
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"{sig.name} did not stop a sleeping progress callback")
-    assert time.monotonic() - t0 < 1.0
-    assert proc.returncode == (130 if sig == signal.SIGINT else 143), proc.stderr.read()
+    _stops_on([], sig, "a sleeping progress callback", 1.5, python_args=["-c", script], term_exit=143)
 
 
 def test_a_scale_whose_inverse_overflows_is_a_config_error():

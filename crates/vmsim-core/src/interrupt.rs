@@ -13,7 +13,7 @@
 //! is set, a check is one relaxed load of a global; no request changes
 //! what a run that is not stopped computes.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -24,8 +24,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static SET: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// The flag of the run this thread works for, kept alive by `RUN`.
-    static RUN_FLAG: Cell<*const AtomicBool> = const { Cell::new(std::ptr::null()) };
+    /// The flag of the run this thread works for.
     static RUN: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
@@ -54,11 +53,10 @@ pub fn requested() -> bool {
 #[inline(never)]
 fn set_for_this_thread() -> bool {
     STOP.load(Ordering::Relaxed)
-        || RUN_FLAG.with(|f| {
-            let p = f.get();
-            // SAFETY: a non-null pointer is that of the Arc held in `RUN`
-            // for as long as it is set (`scope` sets and resets both).
-            !p.is_null() && unsafe { (*p).load(Ordering::Relaxed) }
+        || RUN.with(|r| {
+            r.borrow()
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
         })
 }
 
@@ -115,7 +113,6 @@ pub fn scope<T>(flag: Option<Arc<AtomicBool>>, f: impl FnOnce() -> T) -> T {
         }
     }
     fn set(flag: Option<Arc<AtomicBool>>) -> Option<Arc<AtomicBool>> {
-        RUN_FLAG.with(|p| p.set(flag.as_ref().map_or(std::ptr::null(), Arc::as_ptr)));
         RUN.with(|r| r.replace(flag))
     }
     let _restore = Restore(set(flag));

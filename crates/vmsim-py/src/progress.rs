@@ -117,6 +117,13 @@ fn is_main_thread(py: Python<'_>) -> bool {
     .unwrap_or(false)
 }
 
+/// Whether the run is told to stop (a signal, its callback raised, or a
+/// stop of every run): then no more Python code of it runs, since a policy
+/// asked again would sleep or spin again.
+fn stopping(sig: &Option<PyErr>, cb_err: &Option<PyErr>) -> bool {
+    sig.is_some() || cb_err.is_some() || vmsim_core::interrupt::requested()
+}
+
 /// Calls `f` on a host thread of its own with the GIL released. `f`
 /// receives the progress hook to hand to the core. Meanwhile the calling
 /// thread, the one Python delivers signals to, runs the Python code the
@@ -186,10 +193,7 @@ where
                 match rx.recv_timeout(POLL) {
                     Ok(Msg::Done) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                     Ok(Msg::Call(job)) => {
-                        // Once the run is told to stop, no more Python code
-                        // of it runs (a policy asked again would sleep again).
-                        if sig.is_none() && cb_err.is_none() && !vmsim_core::interrupt::requested()
-                        {
+                        if !stopping(sig, cb_err) {
                             job()
                         }
                     }
@@ -220,8 +224,7 @@ where
             while let Ok(m) = rx.try_recv() {
                 match m {
                     Msg::Call(job) => {
-                        if sig.is_none() && cb_err.is_none() && !vmsim_core::interrupt::requested()
-                        {
+                        if !stopping(sig, cb_err) {
                             job()
                         }
                     }
