@@ -7,10 +7,15 @@
 //! latency, the median tail-touch probe) and says in the output how many
 //! were kept and dropped and how far they spread, so a calibration made on
 //! a busy host can be told from a quiet one.
+//!
+//! What it measures is a [`Raw`] (owned by `record`) that `preset` renders;
+//! neither of those reads this module, so the arrows run from the command
+//! down to them.
 
-use crate::measure as m;
+use crate::measure::{self as m, l1_timings, SFENCE_PAIRS};
 use crate::micro::{self, Effort};
 use crate::opts::{round3, Opts};
+use crate::record::Raw;
 use crate::reps::{Samples, Summary};
 use crate::sys::{self, Backing, HPAGE, SUBPAGE};
 use crate::{config_err, host, preset, HwError};
@@ -18,77 +23,6 @@ use serde_json::{json, Map, Value};
 use std::time::Duration;
 
 const ACCEPTED: [&str; 4] = ["name", "out_dir", "quick", "record"];
-
-/// Everything measured, in host units (ns, GB/s, GHz); the preset converts.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Raw {
-    pub quick: bool,
-    pub core_ghz: f64,
-    pub tsc_ghz: f64,
-    /// Per sweep size, the lowest ns per load of its clean repetitions.
-    pub chase: Vec<(usize, f64)>,
-    /// The repetitions behind each `chase` figure, in the same order.
-    pub chase_reps: Vec<Summary>,
-    /// At the largest size, what 4 KiB pages add to a dependent load over
-    /// THP: the median of paired repetitions (`micro::walk_extra`).
-    pub walk_extra: Option<(usize, f64)>,
-    pub walk_extra_reps: Option<Summary>,
-    pub bw_bytes: usize,
-    pub store_gbps: f64,
-    pub nt_gbps: f64,
-    pub movnti_gbps: f64,
-    /// One core's `clzero` over the same buffer (GB/s; 0 without clzero).
-    pub clzero_gbps: f64,
-    /// What an `sfence` after a 4 KiB call of non-temporal stores costs
-    /// (ns per call, the median of paired repetitions; None in quick mode).
-    pub sfence_drain_ns: Option<f64>,
-    /// The store the drain was measured with ("" when not measured).
-    pub sfence_drain_how: String,
-    pub nt_how: String,
-    pub read_gbps: f64,
-    /// Load bandwidth of one core streaming over half of its L2 and over
-    /// half of the LLC (GB/s; 0 when the level's size is unknown).
-    pub l2_load_gbps: f64,
-    pub llc_load_gbps: f64,
-    /// Load bandwidth of every CPU of socket 0 at once over a DRAM-sized
-    /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
-    pub all_cpu_load_gbps: f64,
-    pub all_cpus: u64,
-    /// The L1's store and load rates and two short `rep stosb` calls, each
-    /// figure the fastest of `l1_spells`.
-    pub l1: m::L1Rates,
-    /// The same, timed in spells apart in the calibration (before the
-    /// system call, after the faults and clears, at the end): on a shared
-    /// host the core's other thread can be busy for a whole spell of 20 ms,
-    /// which slows every figure of it (on a Zen 3 guest one calibration's
-    /// only spell read 16 B and one store a cycle where others read 32 B
-    /// and two).
-    pub l1_spells: Vec<m::L1Rates>,
-    pub syscall_ns: f64,
-    pub fault4k_ns: f64,
-    pub free4k_ns: f64,
-    pub clear4k_ns: f64,
-    pub thp_fault_ns: f64,
-    pub thp_kib: Option<u64>,
-    pub thp_bytes: usize,
-    pub clear2m_ns: f64,
-    pub ctxsw_ns: Option<f64>,
-    pub tail_touch: Vec<(usize, f64)>,
-    pub tail_touch_reps: Vec<Summary>,
-    /// The same read of flushed memory that no store rewrote.
-    pub cold_touch_ns: f64,
-    /// A `mov` clear in 4 KiB calls of a THP-backed DRAM-sized buffer,
-    /// ascending and descending page order (GB/s; none in quick mode).
-    pub page_order_mov: Option<(Summary, Summary)>,
-    /// `rep stosb` clearing the same buffer in calls of each size (bytes,
-    /// GB/s; none in quick mode).
-    pub stosb_calls: Vec<(usize, Summary)>,
-    /// The store-queue probe's runs (none in quick mode).
-    pub store_queue: Vec<crate::storeq::StoreQueueProbe>,
-    /// The repetitions behind each repeated scalar figure, by its key in `raw`.
-    pub reps: Vec<(String, Summary)>,
-}
 
 fn sanitise(s: &str) -> String {
     let t: String = s
@@ -109,15 +43,6 @@ fn sanitise(s: &str) -> String {
     }
 }
 
-/// Clean timings of each L1 rate (quick mode: 100), about 10 us each.
-pub(crate) fn l1_timings(quick: bool) -> usize {
-    if quick {
-        100
-    } else {
-        2000
-    }
-}
-
 /// Clean repetitions of the clock measurement (quick mode: 5). Each is
 /// about 0.6 ms, so nine cost about 6 ms on a quiet host.
 const CLOCK_REPS: usize = 9;
@@ -125,9 +50,6 @@ const CLOCK_REPS: usize = 9;
 const CHASE_REPS: usize = 7;
 /// Paired repetitions of the 4 KiB-over-THP chase, and their time budget.
 const WALK_PAIRS: usize = 21;
-/// Pairs of fenced and unfenced passes for the `sfence` drain (each pass
-/// a few ms over the bandwidth buffer).
-pub(crate) const SFENCE_PAIRS: usize = 15;
 const WALK_BUDGET: Duration = Duration::from_millis(2000);
 /// No repetition of the clock starts after this much time (quick: 100 ms).
 const CLOCK_BUDGET: Duration = Duration::from_millis(500);
@@ -542,7 +464,7 @@ pub fn run(opts_json: &str) -> Result<Value, HwError> {
         }
     };
     let raw = &record.raw;
-    let (text, derived) = preset::render(&name, raw, &record.facts, &preset::utc_now());
+    let (text, derived) = preset::render(&name, raw, &record.facts, &sys::utc_now());
     let path = out_dir.join(format!("host-{name}.toml"));
     std::fs::write(&path, &text)
         .map_err(|e| HwError::Io(format!("writing {}: {e}", path.display())))?;

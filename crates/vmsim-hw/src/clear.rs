@@ -4,7 +4,7 @@
 //! `kernel::policy::clear`), so the host runs exactly what the model
 //! simulates, with the kernel's default (voluntary) preemption model.
 
-use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
+use crate::prim::{clzero_clear, has_clzero, mov_clear, nt_clear, rep_stosb, sfence};
 use crate::sys::SUBPAGE;
 use crate::user::UserPlans;
 use std::cell::RefCell;
@@ -73,11 +73,7 @@ pub fn check_user(s: ClearStrategy, nr: usize, targets: &[usize]) -> Result<(), 
                 }
             )
         };
-        if let Some(k) = steps
-            .iter()
-            .position(clzero)
-            .filter(|_| !crate::sweep::has_clzero())
-        {
+        if let Some(k) = steps.iter().position(clzero).filter(|_| !has_clzero()) {
             return Err(format!(
                 "step {k} ({:?}) stores with clzero, which this host's CPU lacks (CPUID Fn8000_0008 EBX bit 0)",
                 steps[k]
@@ -195,7 +191,7 @@ unsafe fn store(how: StoreHow, p: *mut u8, len: usize) {
         StoreHow::MovLoop => mov_clear(p, len),
         StoreHow::NonTemporal => nt_clear(p, len),
         // check_user refused a plan with clzero on a CPU without it.
-        StoreHow::Clzero => crate::sweep::clzero_clear(p, len),
+        StoreHow::Clzero => clzero_clear(p, len),
     }
 }
 

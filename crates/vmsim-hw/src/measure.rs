@@ -3,9 +3,17 @@
 //! `micro::chase`, shared with `microbench`). Those that repeat return
 //! every clean repetition ([`Samples`]), the caller choosing the figure;
 //! the others plain numbers. The method text lives with the caller.
+//!
+//! It owns the sizes and counts of a measurement that a preset's sources
+//! quote ([`L1_BYTES`], [`L1_PASSES`], [`l1_timings`], [`STOSB_CALLS`],
+//! [`SFENCE_PAIRS`]), so that `calibrate`, which measures with them, and
+//! `preset`, which cites them, read one number without reading each other.
+//!
+//! Invariant: a figure is the measurement of exactly the count it is
+//! quoted with: `calibrate` passes these constants, not its own.
 
 use crate::clear::{clear_huge, ClearStrategy};
-use crate::prim::{nt_clear, rep_stosb, sfence};
+use crate::prim::{clzero_clear, has_clzero, nt_clear, rep_stosb, sfence};
 use crate::reps::{repeat, Samples};
 use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::HwError;
@@ -54,17 +62,21 @@ pub fn nt_gbps(bytes: usize, passes: usize) -> Result<(Samples, Samples, &'stati
 /// `clzero` per 64 B line and an `sfence` per pass, where the CPU has it
 /// (AMD); None otherwise.
 pub fn clzero_gbps(bytes: usize, passes: usize) -> Result<Option<Samples>, HwError> {
-    if !crate::sweep::has_clzero() {
+    if !has_clzero() {
         return Ok(None);
     }
     let s = bw(bytes, passes, |b| {
         // SAFETY: clzero checked above; page-aligned, whole slice writable,
         // length a multiple of 64.
-        unsafe { crate::sweep::clzero_clear(b.as_mut_ptr(), b.len() / 64 * 64) };
+        unsafe { clzero_clear(b.as_mut_ptr(), b.len() / 64 * 64) };
         sfence();
     })?;
     Ok(Some(s))
 }
+
+/// Pairs of fenced and unfenced passes for the `sfence` drain (each pass
+/// a few ms over the bandwidth buffer).
+pub(crate) const SFENCE_PAIRS: usize = 15;
 
 /// What an `sfence` after a 4 KiB call of non-temporal stores costs, ns
 /// per call: each repetition clears the buffer in 4 KiB calls with the
@@ -177,6 +189,15 @@ pub const L1_BYTES: usize = 16 << 10;
 /// Passes over the [`L1_BYTES`] buffer in one timing of an L1 rate: about
 /// 10 us, where the timer's own cost (tens of ns) stays under 0.5%.
 pub const L1_PASSES: usize = 50;
+
+/// Clean timings of each L1 rate (quick mode: 100), about 10 us each.
+pub(crate) fn l1_timings(quick: bool) -> usize {
+    if quick {
+        100
+    } else {
+        2000
+    }
+}
 
 /// What one core's L1 does with stores and loads over an L1-resident 16
 /// KiB buffer, each the fastest of many short clean timings ([`repeat`]).

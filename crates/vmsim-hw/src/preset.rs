@@ -2,11 +2,19 @@
 //! every leaf `{ value = ..., source = "...", class = "..." }`, the source
 //! saying whether the value was measured here (class measured), read from
 //! sysfs/cpuid (sourced), or is an unmeasured default (no class: the user's).
+//!
+//! It reads a calibration's [`Raw`] figures from `record` and the counts
+//! they were measured with from `measure`, never from `calibrate`, which
+//! calls it: the command sits above its renderer.
+//!
+//! Invariants: rendering is pure (the record, the name and the stamp alone
+//! decide the text), and each section is written from one [`Basis`], so a
+//! figure that two sections or the derived table read is worked out once.
 
-use crate::calibrate::{l1_timings, Raw};
 use crate::host::{CacheLevel, HostFacts};
-use crate::measure::{L1_BYTES, L1_PASSES, STOSB_CALLS};
+use crate::measure::{l1_timings, L1_BYTES, L1_PASSES, SFENCE_PAIRS, STOSB_CALLS};
 use crate::opts::round3;
+use crate::record::Raw;
 use serde_json::{json, Map, Value};
 
 pub(crate) const DEFAULT: &str = "not measured: default, see docs";
@@ -168,30 +176,6 @@ impl W {
             None => self.default(key, fallback, note),
         }
     }
-}
-
-/// UTC "YYYY-MM-DD HH:MM:SS" without a date library (civil-from-days).
-pub(crate) fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 fn in_window(chase: &[(usize, f64)], lo: u64, hi: u64) -> Vec<f64> {
@@ -482,61 +466,194 @@ const FILL_BUFFERS: u64 = 16;
 /// The preset of a calibration: `r` measured on host `h`, stamped `stamp`
 /// (UTC). Pure: the same record renders the same text.
 pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String, Value) {
-    let hostname = h.hostname.clone();
-    let amd = h.amd();
+    let b = Basis::of(r, h);
     let mut w = W {
         out: String::new(),
         model: String::new(),
         leaves: Default::default(),
         stamp: stamp.to_string(),
-        host: hostname.clone(),
+        host: h.hostname.clone(),
         section: String::new(),
         clamped: Vec::new(),
     };
-    let ghz = r.core_ghz;
-    let cyc = |ns: f64| Val::I((ns * ghz).round() as i64);
-    // A latency in cycles: at least one, which the preset requires.
-    let lat = |ns: f64| Val::I(((ns * ghz).round() as i64).max(1));
-    let model = h.cpu_model.clone();
-    // A level sysfs does not report (some guests show no L3) takes a
-    // default geometry, which its keys say.
-    let lvl = |l: u32, kib: u64, ways: u64| match h.cache(l) {
-        Some(c) if c.size_kib > 0 && c.ways > 0 => (c.clone(), true),
-        _ => (
-            CacheLevel {
-                level: l,
-                kind: "Unified".into(),
-                size_kib: kib,
-                ways,
-                line: 64,
-                shared_cpu_list: String::new(),
-            },
-            false,
-        ),
-    };
-    let ((l1, l1_known), (l2, l2_known), (l3, l3_known)) =
-        (lvl(1, 32, 8), lvl(2, 1024, 16), lvl(3, 32 << 10, 16));
-    let kib = |c: &CacheLevel| c.size_kib;
-    let quick_note = if r.quick {
-        "quick run: sweep too small for this level"
-    } else {
-        "no sweep size inside this plateau"
-    };
-    let l1_ns = plateau(&r.chase, 0, kib(&l1) * 1024 / 2);
-    let l2_ns = plateau(&r.chase, 2 * kib(&l1) * 1024, kib(&l2) * 1024 / 2);
-    let llc_ns = plateau_floor(&r.chase, kib(&l2) * 1024, kib(&l3) * 1024 / 2);
-    // The lowest, not the median: memory's latency does not grow with the
-    // buffer, but a guest's chase does past the reach of the host's
-    // translations (second-level walks the guest's THP cannot spare it),
-    // which the model's TLB does not charge.
-    let dram_ns = plateau_floor(&r.chase, (8 * kib(&l3) * 1024).max(1) - 1, u64::MAX);
-    let local_latency_ns = dram_ns.unwrap_or(DEFAULT_LOCAL_NS);
-    // How many short repetitions an in-core figure took, in this mode.
-    let in_core_reps = crate::micro::Effort::in_core(r.quick).reps;
-    let level_load = level_load(in_core_reps);
-    let chase_m = &format!("random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions (up to the L2's size, of {in_core_reps} short ones), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock");
-    let sysfs = "/sys/devices/system/cpu/cpu0/cache";
+    write_head(&mut w, &b, name);
+    write_cpu(&mut w, &b);
+    write_l1d(&mut w, &b);
+    write_l2(&mut w, &b);
+    write_llc(&mut w, &b);
+    write_tlb(&mut w, &b);
+    write_memory(&mut w, &b);
+    write_string(&mut w, &b);
+    write_prefetch(&mut w, &b);
+    write_costs(&mut w, &b);
+    let mut derived = derived(&b);
+    let (out, clamped) = w.finish();
+    derived.insert("clamped".into(), Value::Array(clamped));
+    (out, Value::Object(derived))
+}
 
+/// The cache geometry in sysfs that the cache sections cite.
+const SYSFS_CACHE: &str = "/sys/devices/system/cpu/cpu0/cache";
+
+/// The defaults of `costs.exception_entry_exit_cycles` and
+/// `costs.page_alloc_cycles`: a measured first touch less its clear is
+/// taken apart with them, so the handler gets what is left and the parts
+/// add up to the measured fault.
+const EXCEPTION_CYCLES: f64 = 250.0;
+const PAGE_ALLOC_CYCLES: f64 = 200.0;
+
+/// What the sections of a host's preset are written from: the record, the
+/// host's facts, and every figure that more than one section (or the
+/// derived table beside the preset) reads, worked out once here so that
+/// the preset and its derived table cannot disagree.
+struct Basis<'a> {
+    r: &'a Raw,
+    h: &'a HostFacts,
+    amd: bool,
+    /// The measured core clock (GHz) every cycle count scales with.
+    ghz: f64,
+    /// The cache levels, each with whether sysfs reported it: a level it
+    /// does not report (some guests show no L3) takes a default geometry,
+    /// which its keys say.
+    l1: CacheLevel,
+    l1_known: bool,
+    l2: CacheLevel,
+    l2_known: bool,
+    l3: CacheLevel,
+    l3_known: bool,
+    /// Why a level's latency is a default when no chase size fell on it.
+    quick_note: &'static str,
+    /// The chase's latency (ns) on each level's plateau, where a size fell on it.
+    l1_ns: Option<f64>,
+    l2_ns: Option<f64>,
+    llc_ns: Option<f64>,
+    dram_ns: Option<f64>,
+    /// `dram_ns`, or the default where no chase reached DRAM.
+    local_latency_ns: f64,
+    /// How a fill path's rate was measured ([`level_load`]).
+    level_load: String,
+    /// How the chase's latencies were measured.
+    chase_m: String,
+    /// What 4 KiB pages add to a dependent load over THP, in cycles.
+    walk: Option<i64>,
+    /// The fastest read-back of the tail-touch probe (ns), and the
+    /// threshold that probe gives: the preset's without a call-size sweep.
+    hot: f64,
+    bypass: Option<i64>,
+    /// The call-size sweep's fit, where there was a sweep.
+    fit: Option<BypassFit>,
+    /// Under a hypervisor, whose second-level faults a first touch includes.
+    guest: bool,
+    /// The fault handlers' cycles from the first touches, and whether THP
+    /// was seen in the THP one.
+    handler: f64,
+    thp_ok: bool,
+    thp_handler: f64,
+}
+
+impl<'a> Basis<'a> {
+    fn of(r: &'a Raw, h: &'a HostFacts) -> Basis<'a> {
+        let ghz = r.core_ghz;
+        let lvl = |l: u32, kib: u64, ways: u64| match h.cache(l) {
+            Some(c) if c.size_kib > 0 && c.ways > 0 => (c.clone(), true),
+            _ => (
+                CacheLevel {
+                    level: l,
+                    kind: "Unified".into(),
+                    size_kib: kib,
+                    ways,
+                    line: 64,
+                    shared_cpu_list: String::new(),
+                },
+                false,
+            ),
+        };
+        let ((l1, l1_known), (l2, l2_known), (l3, l3_known)) =
+            (lvl(1, 32, 8), lvl(2, 1024, 16), lvl(3, 32 << 10, 16));
+        let quick_note = if r.quick {
+            "quick run: sweep too small for this level"
+        } else {
+            "no sweep size inside this plateau"
+        };
+        let l1_ns = plateau(&r.chase, 0, l1.size_kib * 1024 / 2);
+        let l2_ns = plateau(&r.chase, 2 * l1.size_kib * 1024, l2.size_kib * 1024 / 2);
+        let llc_ns = plateau_floor(&r.chase, l2.size_kib * 1024, l3.size_kib * 1024 / 2);
+        // The lowest, not the median: memory's latency does not grow with the
+        // buffer, but a guest's chase does past the reach of the host's
+        // translations (second-level walks the guest's THP cannot spare it),
+        // which the model's TLB does not charge.
+        let dram_ns = plateau_floor(&r.chase, (8 * l3.size_kib * 1024).max(1) - 1, u64::MAX);
+        let local_latency_ns = dram_ns.unwrap_or(DEFAULT_LOCAL_NS);
+        // How many short repetitions an in-core figure took, in this mode.
+        let in_core_reps = crate::micro::Effort::in_core(r.quick).reps;
+        let level_load = level_load(in_core_reps);
+        let chase_m = format!("random cyclic pointer chase (one dependent load per 64 B line, THP-backed buffer), each size the lowest of its clean repetitions (up to the L2's size, of {in_core_reps} short ones), median of the sweep sizes on this level's plateau (sizes from sysfs), ns x measured core clock");
+        let hot = r
+            .tail_touch
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::INFINITY, f64::min);
+        let bypass = bypass_kib(&r.tail_touch, hot);
+        let fit = bypass_rule(
+            &r.stosb_calls
+                .iter()
+                .map(|(b, sm)| (*b, sm.median))
+                .collect::<Vec<_>>(),
+        );
+        let walk = r
+            .walk_extra
+            .map(|(_, ns)| (ns.max(0.0) * ghz).round() as i64);
+        let handler =
+            ((r.fault4k_ns - r.clear4k_ns) * ghz - EXCEPTION_CYCLES - PAGE_ALLOC_CYCLES).max(0.0);
+        let thp_ok = r
+            .thp_kib
+            .is_some_and(|k| k as usize * 1024 >= r.thp_bytes / 2);
+        let thp_handler =
+            ((r.thp_fault_ns - r.clear2m_ns) * ghz - EXCEPTION_CYCLES - PAGE_ALLOC_CYCLES).max(0.0);
+        Basis {
+            r,
+            h,
+            amd: h.amd(),
+            ghz,
+            l1,
+            l1_known,
+            l2,
+            l2_known,
+            l3,
+            l3_known,
+            quick_note,
+            l1_ns,
+            l2_ns,
+            llc_ns,
+            dram_ns,
+            local_latency_ns,
+            level_load,
+            chase_m,
+            walk,
+            hot,
+            bypass,
+            fit,
+            guest: h.has_flag("hypervisor"),
+            handler,
+            thp_ok,
+            thp_handler,
+        }
+    }
+
+    /// `ns` in measured core cycles.
+    fn cyc(&self, ns: f64) -> Val {
+        Val::I((ns * self.ghz).round() as i64)
+    }
+
+    /// A latency in cycles: at least one, which the preset requires.
+    fn lat(&self, ns: f64) -> Val {
+        Val::I(((ns * self.ghz).round() as i64).max(1))
+    }
+}
+
+/// The preset's name and description.
+fn write_head(w: &mut W, b: &Basis, name: &str) {
+    let (r, hostname, model) = (b.r, &b.h.hostname, &b.h.cpu_model);
     w.out
         .push_str(&format!("name = {}\n", qs(&format!("host-{name}"))));
     let desc = format!(
@@ -545,10 +662,13 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         if r.quick { " in quick mode (tiny sizes: test run, not a real calibration)" } else { "" }
     );
     w.out.push_str(&format!("description = {}\n", qs(&desc)));
+}
 
+fn write_cpu(w: &mut W, b: &Basis) {
+    let Basis { r, h, amd, ghz, .. } = *b;
     let (sockets, cores, threads) = (h.sockets, h.cores_per_socket, h.threads_per_core);
     w.section("cpu");
-    w.model = model.clone();
+    w.model = h.cpu_model.clone();
     w.measured(
         "freq_mhz",
         Val::I((ghz * 1000.0).round() as i64),
@@ -601,26 +721,39 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         Val::S(if amd { "l2" } else { "llc" }),
         "chosen by vendor: Linux maps perf's cache-references/cache-misses to the L2 on AMD Zen, to the LLC on Intel",
     );
+}
 
+fn write_l1d(w: &mut W, b: &Basis) {
     w.section("l1d");
-    w.geometry(&l1, l1_known, sysfs);
+    w.geometry(&b.l1, b.l1_known, SYSFS_CACHE);
     w.either(
         "latency_cycles",
-        l1_ns.map(lat),
-        chase_m,
+        b.l1_ns.map(|ns| b.lat(ns)),
+        &b.chase_m,
         Val::I(4),
-        quick_note,
+        b.quick_note,
     );
     w.default("replacement", Val::S("tree-plru"), "");
     w.default("fill_buffers", Val::I(FILL_BUFFERS as i64), "");
+}
+
+fn write_l2(w: &mut W, b: &Basis) {
+    let Basis {
+        r,
+        amd,
+        ghz,
+        dram_ns,
+        ..
+    } = *b;
+    let level_load = &b.level_load;
     w.section("l2");
-    w.geometry(&l2, l2_known, sysfs);
+    w.geometry(&b.l2, b.l2_known, SYSFS_CACHE);
     w.either(
         "latency_cycles",
-        l2_ns.map(lat),
-        chase_m,
+        b.l2_ns.map(|ns| b.lat(ns)),
+        &b.chase_m,
         Val::I(14),
-        quick_note,
+        b.quick_note,
     );
     w.default("replacement", Val::S("tree-plru"), "");
     w.either(
@@ -642,7 +775,7 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
     w.either(
         "sustained_bytes_per_cycle",
         fill_path(r.l2_load_gbps, ghz),
-        &format!("{level_load} half of the L2 ({} KiB)", kib(&l2) / 2),
+        &format!("{level_load} half of the L2 ({} KiB)", b.l2.size_kib / 2),
         Val::I(0),
         "the L2's size is unknown: no limit on the L2-to-L1 fill path",
     );
@@ -651,18 +784,22 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         Val::B(!amd),
         WRITEBACKS_BY_VENDOR,
     );
-    let amd_tlb = h.amd_tlb;
+}
+
+fn write_llc(w: &mut W, b: &Basis) {
+    let Basis { r, h, amd, ghz, .. } = *b;
+    let level_load = &b.level_load;
     w.section("llc");
-    w.geometry(&l3, l3_known, sysfs);
-    w.either("latency_cycles", llc_ns.map(lat),
+    w.geometry(&b.l3, b.l3_known, SYSFS_CACHE);
+    w.either("latency_cycles", b.llc_ns.map(|ns| b.lat(ns)),
         "random cyclic pointer chase (THP-backed), lowest latency among sweep sizes above L2 up to LLC/2 (sizes from sysfs; the LLC share this core gets may be smaller), ns x measured core clock",
-        Val::I(50), quick_note);
+        Val::I(50), b.quick_note);
     w.either(
         "sustained_bytes_per_cycle",
         fill_path(r.llc_load_gbps, ghz),
         &format!(
             "{level_load} half of the LLC ({} KiB; the share of it this core gets may be smaller)",
-            kib(&l3) / 2
+            b.l3.size_kib / 2
         ),
         Val::I(0),
         "the LLC's size is unknown: no limit on the LLC-to-L2 fill path",
@@ -680,14 +817,15 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
     );
     w.read(
         "instances_per_socket",
-        Val::I((h.llc_instances.max(1) / sockets.max(1)).max(1) as i64),
+        Val::I((h.llc_instances.max(1) / h.sockets.max(1)).max(1) as i64),
         "/sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list",
     );
+}
 
+fn write_tlb(w: &mut W, b: &Basis) {
+    let Basis { h, amd, .. } = *b;
+    let amd_tlb = h.amd_tlb;
     w.section("tlb");
-    let walk = r
-        .walk_extra
-        .map(|(_, ns)| (ns.max(0.0) * ghz).round() as i64);
     let cpuid = if h.has_flag("hypervisor") {
         "cpuid 0x80000005/0x80000006/0x80000019 (data TLB) as the hypervisor presents it"
     } else {
@@ -724,12 +862,22 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         "chosen by vendor: AMD's L2 TLB holds page-directory entries for walks (Software Optimization Guide, Family 17h Model 30h), Intel keeps upper-level entries in paging-structure caches of unpublished size (taken as always hit); not measured on this host",
     );
     w.default("stlb_latency_cycles", Val::I(7), "");
-    w.either("walk_cycles", walk.map(Val::I),
+    w.either("walk_cycles", b.walk.map(Val::I),
         "what 4 KiB pages add to a dependent load over THP on the largest sweep buffer (TLB miss + walk as a pointer chase sees it): the median over repetitions that each chase a THP-backed buffer and then one on 4 KiB pages and take the difference, x measured core clock",
-        Val::I(30), quick_note);
+        Val::I(30), b.quick_note);
     let invlpgb = h.has_flag("invlpgb");
     w.read("invlpgb", Val::B(invlpgb), "/proc/cpuinfo flags");
+}
 
+fn write_memory(w: &mut W, b: &Basis) {
+    let Basis {
+        r,
+        h,
+        dram_ns,
+        local_latency_ns,
+        ..
+    } = *b;
+    let sockets = h.sockets;
     w.section("memory");
     let nodes = h.numa_nodes;
     w.read(
@@ -743,6 +891,55 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         "not visible from inside the host",
     );
     w.default("dram_mts", Val::I(4800), "not visible from inside the host");
+    write_memory_bandwidth(w, b);
+    let no_dram_note = if r.quick {
+        b.quick_note.to_string()
+    } else {
+        format!(
+            "no chase size reached 8x the LLC ({} MiB; the largest chased was {} MiB): the chase never left the cache",
+            8 * b.l3.size_kib / 1024,
+            r.chase.last().map_or(0, |c| c.0 >> 20)
+        )
+    };
+    w.either(
+        "local_latency_ns",
+        dram_ns.map(Val::F),
+        "random pointer chase over buffers >= 8x LLC, THP-backed, each size the lowest of its clean repetitions, the lowest of the sizes (under a hypervisor the chase slows as the buffer outgrows the reach of the host's translations: memory's own latency is the lowest)",
+        Val::F(DEFAULT_LOCAL_NS),
+        &no_dram_note,
+    );
+    let remote_note = if nodes == 1 {
+        "single NUMA node on this host: no remote memory to measure"
+    } else {
+        ""
+    };
+    w.default("remote_latency_ns", Val::F(140.0), remote_note);
+    w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
+    w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
+    if r.nt_gbps > 0.0 {
+        w.measured_hold(
+            "posted_write_ns",
+            r.nt_gbps,
+            dram_ns,
+            &format!(
+                "one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
+                r.bw_bytes >> 20,
+                r.nt_gbps
+            ),
+        );
+    } else {
+        w.default(
+            "posted_write_ns",
+            Val::F((local_latency_ns - 28.0).max(1.0)),
+            "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM): no non-temporal bandwidth was measured",
+        );
+    }
+}
+
+/// `memory.sustained_bandwidth_gbs`, and the peak it may raise.
+fn write_memory_bandwidth(w: &mut W, b: &Basis) {
+    let r = b.r;
+    let (sockets, nodes) = (b.h.sockets, b.h.numa_nodes);
     // What the node was seen to move, each a lower bound for what it
     // sustains: every CPU of the socket loading at once (its share per
     // node), one core's read, and one core's non-temporal stores (writes the
@@ -788,49 +985,12 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
             r.bw_bytes >> 20
         ),
     );
-    let no_dram_note = if r.quick {
-        quick_note.to_string()
-    } else {
-        format!(
-            "no chase size reached 8x the LLC ({} MiB; the largest chased was {} MiB): the chase never left the cache",
-            8 * kib(&l3) / 1024,
-            r.chase.last().map_or(0, |c| c.0 >> 20)
-        )
-    };
-    w.either(
-        "local_latency_ns",
-        dram_ns.map(Val::F),
-        "random pointer chase over buffers >= 8x LLC, THP-backed, each size the lowest of its clean repetitions, the lowest of the sizes (under a hypervisor the chase slows as the buffer outgrows the reach of the host's translations: memory's own latency is the lowest)",
-        Val::F(DEFAULT_LOCAL_NS),
-        &no_dram_note,
-    );
-    let remote_note = if nodes == 1 {
-        "single NUMA node on this host: no remote memory to measure"
-    } else {
-        ""
-    };
-    w.default("remote_latency_ns", Val::F(140.0), remote_note);
-    w.default("remote_cache_latency_ns", Val::F(120.0), remote_note);
-    w.default("interconnect_bandwidth_gbs", Val::F(64.0), remote_note);
-    if r.nt_gbps > 0.0 {
-        w.measured_hold(
-            "posted_write_ns",
-            r.nt_gbps,
-            dram_ns,
-            &format!(
-                "one core's non-temporal store bandwidth over {} MiB (raw.store_nontemporal_gbps, {:.1} GB/s), as the Milan and Ice Lake-SP presets derive it from CLZERO and MOVNTI",
-                r.bw_bytes >> 20,
-                r.nt_gbps
-            ),
-        );
-    } else {
-        w.default(
-            "posted_write_ns",
-            Val::F((local_latency_ns - 28.0).max(1.0)),
-            "local latency less 28 ns (tRCD + tCL of a typical DDR4 DIMM): no non-temporal bandwidth was measured",
-        );
-    }
+}
 
+fn write_string(w: &mut W, b: &Basis) {
+    let Basis { r, h, amd, ghz, .. } = *b;
+    let spells = r.l1_spells.len();
+    let nodes = h.numa_nodes;
     w.section("string");
     w.read("erms", Val::B(h.has_flag("erms")), "/proc/cpuinfo flags");
     w.read("fsrm", Val::B(h.has_flag("fsrm")), "/proc/cpuinfo flags");
@@ -878,19 +1038,21 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
             "assumed: single NUMA node, the LLC's snoop filter grants ownership"
         },
     );
-    let hot = r
-        .tail_touch
-        .iter()
-        .map(|p| p.1)
-        .fold(f64::INFINITY, f64::min);
-    // The tail-touch probe's threshold: the preset's without a call-size sweep.
-    let bypass = bypass_kib(&r.tail_touch, hot);
-    let fit = bypass_rule(
-        &r.stosb_calls
-            .iter()
-            .map(|(b, sm)| (*b, sm.median))
-            .collect::<Vec<_>>(),
-    );
+    write_string_bypass(w, b);
+    write_string_clzero_sfence(w, b);
+}
+
+/// `string.nocache_*` and `bypass_hold_ns`: from the call-size sweep's fit
+/// where there was a sweep, else from the tail-touch probe.
+fn write_string_bypass(w: &mut W, b: &Basis) {
+    let Basis {
+        r,
+        dram_ns,
+        hot,
+        bypass,
+        fit,
+        ..
+    } = *b;
     let sweep_text = |f: &BypassFit| {
         format!(
             "rep stosb clearing a THP-backed {} MiB buffer in calls of {} (store-sweep's interleaved rounds, the median of each), GB/s {}; fitted by least squares (relative, on time per byte) as a step at a call size (calls above it bypass whole: string.nocache_by = \"call\") and as a ramp (lines bypass while more than a cached tail T remains: \"remaining\"), the better fit chosen: step error {:.4}, ramp error {:.4}; cached rate {:.1} GB/s, bypass rate {:.1} GB/s; no bypass when the bypass rate is under {BYPASS_GAIN} x the cached rate",
@@ -939,7 +1101,7 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         // The probe only tells something if a small string store leaves data clearly hotter than DRAM.
         let probe_works = hot < 0.5 * r.cold_touch_ns;
         match (r.quick, bypass) {
-            (true, _) => w.default("nocache_threshold_kib", Val::I(0), quick_note),
+            (true, _) => w.default("nocache_threshold_kib", Val::I(0), b.quick_note),
             (false, _) if !probe_works => w.default("nocache_threshold_kib", Val::I(0), &format!(
                 "probe inconclusive on this host: reading back 4 KiB right after a small rep stosb ({hot:.0} ns) was not clearly faster than a cold read ({:.0} ns)",
                 r.cold_touch_ns)),
@@ -956,6 +1118,16 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         );
         w.default("bypass_hold_ns", Val::S("posted"), BYPASS_HOLD_POSTED);
     }
+}
+
+fn write_string_clzero_sfence(w: &mut W, b: &Basis) {
+    let Basis {
+        r,
+        h,
+        dram_ns,
+        local_latency_ns,
+        ..
+    } = *b;
     w.read(
         "clzero",
         Val::B(h.has_flag("clzero")),
@@ -1004,7 +1176,7 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
                     "the buffer of {} MiB cleared in 4 KiB calls of {} non-temporal stores with an sfence after each call and with one at the end only, back to back, {} pairs (switched-out ones run again): the fenced pass took {ns:.1} ns more per call (raw.sfence_drain_ns, the median of the pairs{capped}). With every buffer free after a fence, a call's lines leave their buffers as the unfenced stream's do, so the fence's own wait after the last of them is that difference",
                     r.bw_bytes >> 20,
                     r.sfence_drain_how,
-                    crate::calibrate::SFENCE_PAIRS,
+                    SFENCE_PAIRS,
                 ),
             );
         }
@@ -1023,7 +1195,12 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
             "not measured (quick mode): the fence waits for nothing the model holds back",
         ),
     }
+}
 
+fn write_prefetch(w: &mut W, b: &Basis) {
+    let Basis {
+        r, amd, dram_ns, ..
+    } = *b;
     w.section("prefetch");
     w.default("enabled", Val::B(true), "hardware prefetchers assumed on");
     w.default("l1_next_line", Val::B(true), "");
@@ -1067,23 +1244,34 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         "chosen by vendor: Intel's L2 streamer stays in the 4 KiB page (Intel Optimization Reference Manual); on a Zen 4 host clearing contiguous 4 KiB pages one at a time ran 2.2-2.4x slower descending than ascending (vmsim hw store-sweep, docs/hw.md): the stream continues into the physically next page",
         ),
     }
+}
 
+fn write_costs(w: &mut W, b: &Basis) {
+    let Basis {
+        r,
+        h,
+        guest,
+        handler,
+        thp_ok,
+        thp_handler,
+        ..
+    } = *b;
     w.section("costs");
-    let exc = 250.0;
-    let alloc = 200.0;
-    w.default("exception_entry_exit_cycles", Val::I(exc as i64), "");
+    w.default(
+        "exception_entry_exit_cycles",
+        Val::I(EXCEPTION_CYCLES as i64),
+        "",
+    );
     w.measured(
         "syscall_entry_exit_cycles",
-        cyc(r.syscall_ns),
+        b.cyc(r.syscall_ns),
         "getppid() loop, ns per call x measured core clock",
     );
     // In a virtual machine a first touch also takes the hypervisor's fault
     // (EPT/NPT) for memory the host has not backed yet: that is no part of the
     // guest kernel's fault handler, so the handler costs are left at their
     // defaults there and the first-touch times are only reported (derived).
-    let guest = h.has_flag("hypervisor");
     let vm_note = "running under a hypervisor: first-touch times include the host's second-level fault, so they are reported under derived.first_touch_* and not used as the guest's handler cost";
-    let handler = ((r.fault4k_ns - r.clear4k_ns) * ghz - exc - alloc).max(0.0);
     if guest {
         w.default("page_fault_handler_cycles", Val::I(1000), vm_note);
     } else {
@@ -1091,10 +1279,6 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         "first touch of 4 KiB anonymous pages ({:.0} ns each) minus a 4 KiB rep stosb clear of cold memory ({:.0} ns), in cycles, minus the exception entry/exit and page_alloc defaults of this file so the parts add up to the measured fault",
         r.fault4k_ns, r.clear4k_ns));
     }
-    let thp_ok = r
-        .thp_kib
-        .is_some_and(|k| k as usize * 1024 >= r.thp_bytes / 2);
-    let thp_handler = ((r.thp_fault_ns - r.clear2m_ns) * ghz - exc - alloc).max(0.0);
     if guest {
         w.default("thp_fault_handler_cycles", Val::I(3000), vm_note);
     } else if thp_ok {
@@ -1108,14 +1292,14 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
             "no THP observed in /proc/self/smaps during calibration",
         );
     }
-    w.default("page_alloc_cycles", Val::I(alloc as i64), "");
-    w.measured("page_free_cycles", cyc(r.free4k_ns), "munmap of faulted 4 KiB anonymous pages divided by the page count (includes zap and TLB flush)");
+    w.default("page_alloc_cycles", Val::I(PAGE_ALLOC_CYCLES as i64), "");
+    w.measured("page_free_cycles", b.cyc(r.free4k_ns), "munmap of faulted 4 KiB anonymous pages divided by the page count (includes zap and TLB flush)");
     w.default("ipi_send_cycles", Val::I(300), "");
     w.default("ipi_latency_ns", Val::F(1000.0), "");
     w.default("ipi_handle_cycles", Val::I(500), "");
     w.default("tlb_flush_full_cycles", Val::I(500), "");
     w.default("invlpg_cycles", Val::I(150), "");
-    w.either("context_switch_cycles", r.ctxsw_ns.map(cyc),
+    w.either("context_switch_cycles", r.ctxsw_ns.map(|ns| b.cyc(ns)),
         "two threads on one CPU bouncing a byte over pipes, per switch (includes one read and one write system call)", Val::I(3000), "ping-pong failed");
     w.default("page_cache_add_cycles", Val::I(400), "");
     w.default("map_pages_per_pte_cycles", Val::I(60), "");
@@ -1126,11 +1310,34 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
     w.default("task_numa_work_cycles", Val::I(2000), "");
     w.default("tick_handler_cycles", Val::I(1000), "");
     w.default("try_to_wake_up_cycles", Val::I(1000), "");
-    if invlpgb {
+    if h.has_flag("invlpgb") {
         w.default("invlpgb_cycles", Val::I(260), "");
         w.default("tlbsync_latency_ns", Val::F(190.0), "");
     }
+}
 
+/// The figures behind the preset that it does not hold (latencies in ns,
+/// the fault handlers as measured, the bypass probe and fit), reported
+/// beside it as `derived`; the clamped values are added once it is written.
+fn derived(b: &Basis) -> Map<String, Value> {
+    let Basis {
+        r,
+        h,
+        ghz,
+        l1_ns,
+        l2_ns,
+        llc_ns,
+        dram_ns,
+        walk,
+        bypass,
+        fit,
+        guest,
+        handler,
+        thp_ok,
+        thp_handler,
+        ..
+    } = *b;
+    let amd_tlb = h.amd_tlb;
     let mut derived = Map::new();
     for (k, v) in [
         ("l1", l1_ns),
@@ -1172,9 +1379,7 @@ pub(crate) fn render(name: &str, r: &Raw, h: &HostFacts, stamp: &str) -> (String
         json!(thp_ok.then(|| round3(thp_handler))),
     );
     derived.insert("amd_tlb_cpuid".into(), json!(amd_tlb.map(|t| t.to_vec())));
-    let (out, clamped) = w.finish();
-    derived.insert("clamped".into(), Value::Array(clamped));
-    (out, Value::Object(derived))
+    derived
 }
 
 #[cfg(test)]

@@ -1,8 +1,18 @@
 //! The store primitives the kernel's clear/copy paths bottom out in:
 //! `rep stosb`/`rep movsb` (clear_page_erms, copy_page with ERMS), an
-//! unrolled 8 x `mov` loop (clear_page_orig) and `movnti` non-temporal
-//! stores. Inline asm and volatile accesses keep the compiler from
-//! replacing them with its own memset/memcpy.
+//! unrolled 8 x `mov` loop (clear_page_orig), `movnti` non-temporal
+//! stores and AMD's `clzero`, with the CPUID test that `clzero` needs
+//! ([`has_clzero`]). `clear`, `copy`, `sweep`, `measure` and `micro` all
+//! store through these, which is why they live below all of them. Inline
+//! asm and volatile accesses keep the compiler from replacing them with
+//! its own memset/memcpy.
+//!
+//! Invariants: within its stated preconditions a routine writes only the
+//! bytes it is given (the line-wise ones only whole 64 B lines of them)
+//! and fences nothing: after `movnti` or `clzero` the caller issues
+//! [`sfence`] where the kernel would. Callers run `clzero` only where
+//! [`has_clzero`] says the CPU has it (`clear` refuses such a plan, `sweep`
+//! skips the row, `measure` the figure).
 
 use core::arch::asm;
 use core::arch::x86_64::{_mm_sfence, _mm_stream_si64};
@@ -101,6 +111,30 @@ pub unsafe fn nt_copy(dst: *mut u8, src: *const u8, len: usize) {
     let (d, s) = (dst as *mut i64, src as *const i64);
     for k in 0..len / 8 {
         _mm_stream_si64(d.add(k), read_volatile(s.add(k)));
+    }
+}
+
+/// Whether the core has `clzero`: CPUID Fn8000_0008 EBX bit 0 (AMD APM
+/// vol. 3, "CPUID Fn8000_0008_EBX"); the leaf must exist.
+pub fn has_clzero() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // cpuid exists on every x86-64 CPU; the extended leaf is read only if
+    // the maximum extended leaf says it exists.
+    if __cpuid(0x8000_0000).eax < 0x8000_0008 {
+        return false;
+    }
+    __cpuid(0x8000_0008).ebx & 1 == 1
+}
+
+/// Zeroes `len` bytes (a multiple of 64, `dst` 64-byte aligned) with one
+/// `clzero` per line; the caller fences.
+///
+/// # Safety
+/// The CPU has `clzero` ([`has_clzero`]); `dst..dst+len` writable.
+#[inline(always)]
+pub unsafe fn clzero_clear(dst: *mut u8, len: usize) {
+    for off in (0..len).step_by(64) {
+        core::arch::asm!("clzero", in("rax") dst.add(off), options(nostack, preserves_flags));
     }
 }
 

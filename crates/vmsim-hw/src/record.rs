@@ -1,5 +1,8 @@
-//! A calibration's record: the host's facts and the raw measurements that
-//! `calibrate` renders its preset from, as JSON.
+//! A calibration's record: the host's facts ([`HostFacts`]) and the raw
+//! measurements ([`Raw`]) that `calibrate` renders its preset from, as
+//! JSON. [`Raw`] lives here rather than in `calibrate` because the
+//! measuring side (`calibrate`) and the rendering side (`preset`) both read
+//! it, and the renderer must not depend on the command that calls it.
 //!
 //! `vmsim hw calibrate` puts the record in its output (`record`), and
 //! `calibrate` with `record=FILE` renders a preset from a saved one without
@@ -7,11 +10,15 @@
 //! way, so the derivation is tested on hosts other than the one the tests
 //! run on.
 //!
-//! Invariant: rendering a record depends on nothing but the record, the
-//! preset's name and the time stamp.
+//! Invariants: rendering a record depends on nothing but the record, the
+//! preset's name and the time stamp. [`Raw`]'s fields are part of the
+//! layout that [`VERSION`] names (both it and [`Record`] refuse unknown
+//! fields).
 
-use crate::calibrate::Raw;
 use crate::host::HostFacts;
+use crate::measure::L1Rates;
+use crate::reps::Summary;
+use crate::storeq::StoreQueueProbe;
 use crate::HwError;
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +42,7 @@ impl Record {
             version: VERSION,
             provenance: format!(
                 "measured by vmsim hw calibrate at {}",
-                crate::preset::utc_now()
+                crate::sys::utc_now()
             ),
             facts,
             raw,
@@ -76,20 +83,73 @@ impl Record {
     }
 }
 
-/// An `f64` that may be NaN (an empty set of repetitions), as JSON: NaN
-/// is written as null and null read back as NaN.
-pub mod nan {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if x.is_finite() {
-            s.serialize_f64(*x)
-        } else {
-            s.serialize_none()
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-    }
+/// Everything measured, in host units (ns, GB/s, GHz); the preset converts.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Raw {
+    pub quick: bool,
+    pub core_ghz: f64,
+    pub tsc_ghz: f64,
+    /// Per sweep size, the lowest ns per load of its clean repetitions.
+    pub chase: Vec<(usize, f64)>,
+    /// The repetitions behind each `chase` figure, in the same order.
+    pub chase_reps: Vec<Summary>,
+    /// At the largest size, what 4 KiB pages add to a dependent load over
+    /// THP: the median of paired repetitions (`micro::walk_extra`).
+    pub walk_extra: Option<(usize, f64)>,
+    pub walk_extra_reps: Option<Summary>,
+    pub bw_bytes: usize,
+    pub store_gbps: f64,
+    pub nt_gbps: f64,
+    pub movnti_gbps: f64,
+    /// One core's `clzero` over the same buffer (GB/s; 0 without clzero).
+    pub clzero_gbps: f64,
+    /// What an `sfence` after a 4 KiB call of non-temporal stores costs
+    /// (ns per call, the median of paired repetitions; None in quick mode).
+    pub sfence_drain_ns: Option<f64>,
+    /// The store the drain was measured with ("" when not measured).
+    pub sfence_drain_how: String,
+    pub nt_how: String,
+    pub read_gbps: f64,
+    /// Load bandwidth of one core streaming over half of its L2 and over
+    /// half of the LLC (GB/s; 0 when the level's size is unknown).
+    pub l2_load_gbps: f64,
+    pub llc_load_gbps: f64,
+    /// Load bandwidth of every CPU of socket 0 at once over a DRAM-sized
+    /// buffer (GB/s; 0 on a one-CPU host), and how many CPUs read.
+    pub all_cpu_load_gbps: f64,
+    pub all_cpus: u64,
+    /// The L1's store and load rates and two short `rep stosb` calls, each
+    /// figure the fastest of `l1_spells`.
+    pub l1: L1Rates,
+    /// The same, timed in spells apart in the calibration (before the
+    /// system call, after the faults and clears, at the end): on a shared
+    /// host the core's other thread can be busy for a whole spell of 20 ms,
+    /// which slows every figure of it (on a Zen 3 guest one calibration's
+    /// only spell read 16 B and one store a cycle where others read 32 B
+    /// and two).
+    pub l1_spells: Vec<L1Rates>,
+    pub syscall_ns: f64,
+    pub fault4k_ns: f64,
+    pub free4k_ns: f64,
+    pub clear4k_ns: f64,
+    pub thp_fault_ns: f64,
+    pub thp_kib: Option<u64>,
+    pub thp_bytes: usize,
+    pub clear2m_ns: f64,
+    pub ctxsw_ns: Option<f64>,
+    pub tail_touch: Vec<(usize, f64)>,
+    pub tail_touch_reps: Vec<Summary>,
+    /// The same read of flushed memory that no store rewrote.
+    pub cold_touch_ns: f64,
+    /// A `mov` clear in 4 KiB calls of a THP-backed DRAM-sized buffer,
+    /// ascending and descending page order (GB/s; none in quick mode).
+    pub page_order_mov: Option<(Summary, Summary)>,
+    /// `rep stosb` clearing the same buffer in calls of each size (bytes,
+    /// GB/s; none in quick mode).
+    pub stosb_calls: Vec<(usize, Summary)>,
+    /// The store-queue probe's runs (none in quick mode).
+    pub store_queue: Vec<StoreQueueProbe>,
+    /// The repetitions behind each repeated scalar figure, by its key in `raw`.
+    pub reps: Vec<(String, Summary)>,
 }

@@ -7,6 +7,8 @@
 //! repetitions, `calibrate` the best of them ([`Summary`]); both report how
 //! many were kept and dropped, so a noisy measurement can be told from a
 //! quiet one. A hypervisor's preemption of the vCPU is not seen here.
+//! [`nan`] is the JSON form of a [`Summary`]'s figures, which are NaN when
+//! there were no repetitions.
 //!
 //! Invariants: [`Samples::xs`] holds the kept repetitions in the order they
 //! ran: the clean ones, or every attempt when none was clean (`clean` false);
@@ -124,13 +126,13 @@ pub struct Summary {
     pub n: usize,
     pub switched: usize,
     pub clean: bool,
-    #[serde(with = "crate::record::nan")]
+    #[serde(with = "nan")]
     pub min: f64,
-    #[serde(with = "crate::record::nan")]
+    #[serde(with = "nan")]
     pub median: f64,
-    #[serde(with = "crate::record::nan")]
+    #[serde(with = "nan")]
     pub max: f64,
-    #[serde(with = "crate::record::nan")]
+    #[serde(with = "nan")]
     pub spread: f64,
 }
 
@@ -176,6 +178,24 @@ impl Summary {
             "max": round3(self.max),
             "spread": (self.spread * 1e4).round() / 1e4,
         })
+    }
+}
+
+/// An `f64` that may be NaN (an empty set of repetitions), as JSON: NaN
+/// is written as null and null read back as NaN.
+pub mod nan {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if x.is_finite() {
+            s.serialize_f64(*x)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
     }
 }
 

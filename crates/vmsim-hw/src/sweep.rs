@@ -34,7 +34,7 @@
 
 use crate::clear::{clear_huge, ClearStrategy};
 use crate::opts::{round3, Opts};
-use crate::prim::{mov_clear, nt_clear, rep_stosb, sfence};
+use crate::prim::{clzero_clear, has_clzero, mov_clear, nt_clear, rep_stosb, sfence};
 use crate::reps::{switches, Samples};
 use crate::sys::{self, Backing, Mapping, HPAGE, SUBPAGE};
 use crate::{config_err, host, HwError};
@@ -103,30 +103,6 @@ impl StoreKind {
         [Self::Stosb, Self::Movnti, Self::Clzero, Self::Mov]
             .into_iter()
             .find(|k| k.name() == s)
-    }
-}
-
-/// Whether the core has `clzero`: CPUID Fn8000_0008 EBX bit 0 (AMD APM
-/// vol. 3, "CPUID Fn8000_0008_EBX"); the leaf must exist.
-pub fn has_clzero() -> bool {
-    use core::arch::x86_64::__cpuid;
-    // cpuid exists on every x86-64 CPU; the extended leaf is read only if
-    // the maximum extended leaf says it exists.
-    if __cpuid(0x8000_0000).eax < 0x8000_0008 {
-        return false;
-    }
-    __cpuid(0x8000_0008).ebx & 1 == 1
-}
-
-/// Zeroes `len` bytes (a multiple of 64, `dst` 64-byte aligned) with one
-/// `clzero` per line; the caller fences.
-///
-/// # Safety
-/// The CPU has `clzero` ([`has_clzero`]); `dst..dst+len` writable.
-#[inline(always)]
-pub unsafe fn clzero_clear(dst: *mut u8, len: usize) {
-    for off in (0..len).step_by(64) {
-        core::arch::asm!("clzero", in("rax") dst.add(off), options(nostack, preserves_flags));
     }
 }
 

@@ -1,5 +1,10 @@
 //! Thin wrappers over the Linux calls the measurements need: anonymous
-//! mappings with a chosen page size, CPU pinning, clocks and the TSC.
+//! mappings with a chosen page size, CPU pinning, clocks and the TSC, and
+//! the UTC time stamp that a calibration's record and preset carry
+//! (`utc_now`).
+//!
+//! Invariant: a [`Mapping`] owns its memory and unmaps it on drop; a THP
+//! one's usable range starts on a 2 MiB boundary.
 
 use crate::HwError;
 use std::time::{Duration, Instant};
@@ -222,6 +227,30 @@ pub fn measure_tsc_ghz() -> f64 {
     let c1 = rdtsc_end();
     let ns = t0.elapsed().as_nanos() as f64;
     (c1 - c0) as f64 / ns
+}
+
+/// UTC "YYYY-MM-DD HH:MM:SS" without a date library (civil-from-days).
+pub(crate) fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 pub fn read_trim(path: &str) -> Option<String> {
