@@ -2,15 +2,40 @@
 
 from typing import Callable, List, Optional, Sequence, Tuple
 
+__all__ = [
+    "__version__",
+    "__git_revision__",
+    "preset_json",
+    "check_config",
+    "metric_names",
+    "builtin_toml",
+    "run_config",
+    "compare",
+    "experiment_plan",
+    "RESULT_SCHEMA_VERSION",
+    "list_machines",
+    "list_experiments",
+    "policy_names",
+    "hw_run",
+    "validate_model",
+    "VmsimError",
+    "ConfigError",
+    "DataVerificationError",
+    "PolicyError",
+    "HwError",
+    "HwUnsupportedError",
+]
+
 __version__: str
 
-ProgressCallback = Callable[[str, float], object]
+# A name of the stub alone (private: the extension has no such attribute).
+_ProgressCallback = Callable[[str, float], object]
 
 def run_config(
     text: str,
     format: str = "toml",
     base_dir: Optional[str] = None,
-    progress: Optional[ProgressCallback] = None,
+    progress: Optional[_ProgressCallback] = None,
     threads: Optional[int] = None,
 ) -> str:
     """Run one simulation of a run config (``format`` is "toml" or "json").
@@ -30,7 +55,7 @@ def compare(
     experiment: str,
     scale: Optional[float] = None,
     seed: int = 0,
-    progress: Optional[ProgressCallback] = None,
+    progress: Optional[_ProgressCallback] = None,
     set_json: Optional[str] = None,
     threads: Optional[int] = None,
     skip: Optional[Sequence[int]] = None,
@@ -43,6 +68,22 @@ def compare(
     order (``experiment_plan``'s arms, case by case) are in ``skip`` are not
     simulated: their metrics are null, for the caller to fill in with the
     same run's metrics (the result cache's)."""
+
+def experiment_plan(
+    experiment: str,
+    scale: Optional[float] = None,
+    seed: int = 0,
+    set_json: Optional[str] = None,
+    metrics: bool = True,
+) -> str:
+    """What ``compare`` would simulate, as JSON text: every case's arms with
+    their resolved configs and metric names (null with ``metrics=False``,
+    which builds no model), and the experiment's scale, ``min_scale`` and
+    ``quick_scale``. With ``metrics``, raises what ``compare`` would raise
+    before its first run."""
+
+#: The ``schema_version`` of the result documents this build writes.
+RESULT_SCHEMA_VERSION: int
 
 def check_config(text: str, format: str = "toml", base_dir: Optional[str] = None) -> None:
     """Check a run config without running it (raises ConfigError)."""

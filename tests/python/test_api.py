@@ -205,7 +205,8 @@ def test_default_parallelism_follows_the_cpus_this_process_may_use(monkeypatch, 
         asked.append(jobs)
         return ThreadPoolExecutor(max_workers=jobs)
 
-    monkeypatch.setattr(vmsim._api, "process_pool", pool)
+    # Where the commands look the pool up (vmsim._api re-exports it).
+    monkeypatch.setattr(vmsim._pool, "process_pool", pool)
     rows = vmsim._api.sweep_rows({"seed": [0, 1]}, tiny_config)
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert asked == [1]

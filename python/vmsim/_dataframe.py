@@ -1,0 +1,61 @@
+"""``to_dataframe``: a result (run, compare, ``compare --runs`` or sweep,
+or the path of one) as a ``pandas.DataFrame``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence, Union
+
+from ._errors import config_error, cut
+from ._results import check_result, load_result
+from .tables import iter_runs, iter_scalar_rows, scalar_metrics
+
+
+def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]], str, "os.PathLike[str]"], *,
+                 per_cpu: bool = False):
+    """A ``pandas.DataFrame`` of a result.
+
+    - ``run`` result: one row (index ``"run"``), a column per scalar metric;
+    - ``compare`` result: a row per configuration (baseline first, then the
+      variants in order), a column per scalar metric;
+    - a list of rows (``sweep`` without pandas): one row each;
+    - the path of a result JSON: that result, as above.
+
+    With ``per_cpu=True``, the per-CPU counters instead: one row per CPU (and
+    per configuration for a compare result, in a ``run`` column).
+    Needs pandas (``pip install 'vmsim[full]'``).
+    """
+    try:
+        import pandas as pd
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("to_dataframe needs pandas: pip install 'vmsim[full]'") from e
+    if isinstance(result, (str, os.PathLike)):
+        result = load_result(result)
+    elif isinstance(result, Mapping):
+        check_result(result, "result")
+    else:
+        try:
+            rows = list(result)
+        except TypeError:
+            rows = None
+        if rows is None or not all(isinstance(r, Mapping) for r in rows):
+            raise config_error("result", f"{cut(repr(result))} is not accepted; accepted: a result dict, the path "
+                                         "of a result JSON, or a list of row dicts")
+        return pd.DataFrame(rows)
+    if result.get("kind") == "sweep":
+        return pd.DataFrame(result.get("rows", []))
+    if result.get("kind") == "compare-runs" and not per_cpu:
+        rows = [dict(scalar_metrics(m), run=name, seed=seed)
+                for seed, r in zip(result.get("seeds", []), result.get("runs", [])) for name, m in iter_runs(r)]
+        return pd.DataFrame(rows).set_index(["run", "seed"])
+    if per_cpu:
+        frames = []
+        for name, metrics in iter_runs(result):
+            df = pd.DataFrame(metrics.get("per_cpu", []))
+            df.insert(0, "run", name)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+    rows = list(iter_scalar_rows(result))
+    df = pd.DataFrame([m for _, m in rows], index=[n for n, _ in rows])
+    df.index.name = "run"
+    return df
