@@ -11,10 +11,15 @@ from that file's module to the module it names. The layers, lowest first:
 An arrow may point to its own layer or below. Inside one layer no cycle of
 files may form (a file's module is its path: kernel/mm.rs is kernel::mm,
 kernel/sched/numa.rs is kernel::sched::numa; a `mod.rs` is its folder).
+A module and one of its own descendants may not depend on each other both
+ways (a "two-way tie": the parent names a child's item, `child::x` or
+`self::child::x`, and the child names the parent's, `super::x`): a state
+type the parent composes lives in a module below the paths that use it.
 
     tools/layers.py            prints the upward arrows and the cycles; exit 1 if any
     tools/layers.py --graph    prints every arrow between files
     tools/layers.py --json     the same as JSON (for tests)
+    tools/layers.py --ties     prints the two-way ties between a module and its descendants
 """
 
 import json
@@ -147,6 +152,42 @@ def arrows():
     return sorted(edges)
 
 
+def descent_arrows():
+    """Arrows from a module to its own descendants, which `arrows` leaves
+    out: `child::x`, `self::child::x` and `crate::`/`super::` paths that
+    resolve below the file's module."""
+    mods = known_modules()
+    edges = set()
+    for d, _, files in os.walk(SRC):
+        for f in sorted(files):
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(d, f)
+            me = module_of(path)
+            code = strip(open(path, encoding="utf-8").read())
+            children = {m[len(me)] for m in mods if len(m) == len(me) + 1 and m[: len(me)] == me}
+            paths = []
+            for m in re.finditer(r"\buse\s+([^;]+);", code):
+                paths += expand(m.group(1))
+            for m in re.finditer(r"(?<![\w:])((?:self::)?\w+(?:::\w+)+)", code):
+                paths.append(m.group(1).split("::"))
+            for p in paths:
+                if p and p[0] == "self":
+                    p = p[1:]
+                if len(p) < 2 or p[0] not in children:
+                    continue
+                to = resolve(mods, me, p)
+                if to and to != me and to[: len(me)] == me:
+                    edges.add((me, to))
+    return sorted(edges)
+
+
+def ties(edges, down):
+    """Pairs (ancestor, descendant) with an arrow each way."""
+    up = {(a, b) for a, b in edges if a[: len(b)] == b and len(b) < len(a)}
+    return sorted((a, b) for a, b in down if (b, a) in up)
+
+
 def top(m):
     return m[0]
 
@@ -198,13 +239,19 @@ def name(m):
 def main():
     edges = arrows()
     upward, cycles, unknown = check(edges)
+    two_way = ties(edges, descent_arrows())
     if "--json" in sys.argv:
         print(json.dumps({
             "edges": [[name(a), name(b)] for a, b in edges],
             "upward": [[name(a), name(b)] for a, b in upward],
             "cycles": [[name(m) for m in c] for c in cycles],
+            "ties": [[name(a), name(b)] for a, b in two_way],
             "unknown": unknown,
         }, indent=1))
+        return 0
+    if "--ties" in sys.argv:
+        for a, b in two_way:
+            print(f"{name(a)} <-> {name(b)}")
         return 0
     if "--graph" in sys.argv:
         for a, b in edges:
@@ -216,7 +263,9 @@ def main():
         print("cycle: " + " <-> ".join(name(m) for m in c))
     for u in unknown:
         print(f"unknown layer: {u}")
-    print(f"{len(edges)} arrows, {len(upward)} upward, {len(cycles)} cycles")
+    for a, b in two_way:
+        print(f"two-way tie: {name(a)} <-> {name(b)}")
+    print(f"{len(edges)} arrows, {len(upward)} upward, {len(cycles)} cycles, {len(two_way)} two-way ties")
     return 1 if upward or cycles or unknown else 0
 
 

@@ -89,7 +89,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
     k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
     if cfg.kernel.page_alloc_shuffle {
-        k.alloc.shuffle_free_memory(cfg.seed);
+        k.mem.alloc.shuffle_free_memory(cfg.seed);
     }
     let mut sim = Sim::new(m, k, cfg.sim.quantum_cycles);
     sim.set_window(cfg.sim.window_cycles.unwrap_or(0));

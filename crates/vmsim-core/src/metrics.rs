@@ -259,7 +259,7 @@ pub fn report(sim: &Sim) -> Value {
         "involuntary_context_switches",
         json!(sim.sched.stats.nr_involuntary_switches),
     );
-    put("lock_stat", sim.kernel.lock_stats.to_json());
+    put("lock_stat", sim.kernel.locks.stats.to_json());
     put("hugetlb_faults", json!(v.hugetlb_faults));
     put("subpage_copies", json!(v.subpage_copies));
     put(

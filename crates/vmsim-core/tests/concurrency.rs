@@ -115,7 +115,7 @@ impl KthreadFn for Waiter {
     ) -> KthreadStep {
         if !self.waiting {
             self.waiting = true;
-            return KthreadStep::Wait(k.pgdat[self.node].kswapd_wait);
+            return KthreadStep::Wait(k.mem.pgdat[self.node].kswapd_wait);
         }
         self.waiting = false;
         self.woken.lock().unwrap().push(now);
@@ -141,7 +141,7 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
         5,
     );
     if let Some(d) = low_below_start {
-        s.kernel.pgdat[0].wmark_low = s.kernel.alloc.nr_free[0] - d;
+        s.kernel.mem.pgdat[0].wmark_low = s.kernel.mem.alloc.nr_free[0] - d;
     }
     s.spawn(Box::new(Usemem::new(8 << 20, 7)), 0);
     s.run(&mut |_| {}).unwrap();
@@ -153,7 +153,7 @@ fn run_waiter(low_below_start: Option<u64>) -> (Sim, Vec<u64>, usize) {
 fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
     // The low watermark lies between the second and third huge-page allocation.
     let (s, woken, kt) = run_waiter(Some(2 * 512));
-    assert!(s.kernel.pgdat[0].nr_kswapd_wakeups >= 1);
+    assert!(s.kernel.mem.pgdat[0].nr_kswapd_wakeups >= 1);
     assert!(!woken.is_empty(), "the kernel thread ran after being woken");
     let first = s.sched.last_wakeup(kt).expect("woken");
     let user = &s.tasks[1];
@@ -162,7 +162,7 @@ fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
         "woken during the writes"
     );
     // It ran on its own CPU once per wake-up, after it, in kernel mode.
-    assert_eq!(woken.len() as u64, s.kernel.pgdat[0].nr_kswapd_wakeups);
+    assert_eq!(woken.len() as u64, s.kernel.mem.pgdat[0].nr_kswapd_wakeups);
     assert!(woken[0] >= first || woken.len() > 1);
     assert_eq!(s.sched.task_cpu(kt), 5);
     assert!(
@@ -171,7 +171,7 @@ fn a_kernel_thread_sleeps_on_a_wait_queue_until_an_allocation_wakes_it() {
     );
     // Without crossing the watermark it sleeps for good, and the run still ends.
     let (s, woken, kt) = run_waiter(None);
-    assert_eq!(s.kernel.pgdat[0].nr_kswapd_wakeups, 0);
+    assert_eq!(s.kernel.mem.pgdat[0].nr_kswapd_wakeups, 0);
     assert!(woken.is_empty());
     assert_eq!(s.sched.last_wakeup(kt), None);
     assert!(s.tasks[1].exited);
@@ -278,7 +278,7 @@ impl Program for Racer {
 fn race(thp: Thp) -> Sim {
     let mut s = sim();
     s.kernel.cfg.thp = thp;
-    let free = s.kernel.alloc.nr_free.clone();
+    let free = s.kernel.mem.alloc.nr_free.clone();
     let leader = s.spawn(
         Box::new(Racer {
             step: 0,
@@ -311,7 +311,7 @@ fn race(thp: Thp) -> Sim {
     let t = &s.tasks[leader];
     assert_eq!((t.pages_checked, t.bad_pages), (1, 0), "{:?}", t.first_bad);
     // Nothing leaked: after the last user's exit (exit_mmap) every frame is free again.
-    assert_eq!(s.kernel.alloc.nr_free, free);
+    assert_eq!(s.kernel.mem.alloc.nr_free, free);
     assert_eq!(s.kernel.vmstat.pgalloc, s.kernel.vmstat.pgfree);
     assert_eq!(s.kernel.mms[s.tasks[leader].mm.unwrap()].mm_users, 0);
     s

@@ -141,7 +141,7 @@ fn cow_script() -> Script {
 
 fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
     let mut s = sim(thp, thp_cow);
-    let free0: Vec<u64> = s.kernel.alloc.nr_free.clone();
+    let free0: Vec<u64> = s.kernel.mem.alloc.nr_free.clone();
     s.spawn(Box::new(cow_script()), 0);
     s.run(&mut |_| {}).unwrap();
     assert_eq!(s.tasks.len(), 2);
@@ -151,7 +151,7 @@ fn run_cow(thp: Thp, thp_cow: ThpCow) -> Sim {
         assert!(t.pages_checked > 0);
     }
     // Every folio freed exactly once: all memory is back on the free lists.
-    assert_eq!(s.kernel.alloc.nr_free, free0, "{thp:?} {thp_cow:?}");
+    assert_eq!(s.kernel.mem.alloc.nr_free, free0, "{thp:?} {thp_cow:?}");
     let v = &s.kernel.vmstat;
     assert_eq!(
         v.pgfault,

@@ -44,11 +44,11 @@ fn readers_read_back_every_page_of_their_files() {
     }
     // Most pages came from readahead and fault-around, not one fault each.
     assert!(
-        s.kernel.filemap.pgfault_file < 3 * 256 / 8,
+        s.kernel.pagecache.stat.pgfault_file < 3 * 256 / 8,
         "{} faults",
-        s.kernel.filemap.pgfault_file
+        s.kernel.pagecache.stat.pgfault_file
     );
-    assert_eq!(s.kernel.filemap.nr_page_cache_add, 3 * 256);
+    assert_eq!(s.kernel.pagecache.stat.nr_page_cache_add, 3 * 256);
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn a_corrupted_page_cache_folio_is_caught_by_the_reader() {
     assert_eq!(s.tasks[a].bad_pages, 0);
     // A second reader maps the cached folios; one of them no longer holds the file's bytes.
     let pfn = s.kernel.find_get_page(f, 5).unwrap();
-    s.kernel.alloc.tags[pfn as usize] ^= 1;
+    s.kernel.mem.alloc.tags[pfn as usize] ^= 1;
     let b = s.spawn(Box::new(FileReader::new(f, size)), 1);
     s.run(&mut |_| {}).unwrap();
     assert_eq!((s.tasks[b].pages_checked, s.tasks[b].bad_pages), (64, 1));

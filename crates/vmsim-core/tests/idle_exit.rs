@@ -22,7 +22,7 @@ fn sleeper(s: &mut Sim, pid: usize, cpu: usize, since: u64, key: u64) {
     s.sched.sleep_current(cpu);
     s.cpus[cpu].idle_since = since;
     let q = s.kernel.folio_waitqueue(key);
-    s.kernel.waitq.wait_exclusive(q, pid, key);
+    s.kernel.sched.waitq.wait_exclusive(q, pid, key);
 }
 
 #[test]
@@ -42,7 +42,7 @@ fn a_woken_cpu_pays_the_exit_of_the_state_its_idle_period_allowed() {
         sleeper(&mut s, pid, cpu, 1000, 77);
         let at = 1000 + idle_us * us;
         let q = s.kernel.folio_waitqueue(77);
-        assert_eq!(s.kernel.waitq.wake_up_key(q, 77, at), vec![pid]);
+        assert_eq!(s.kernel.sched.waitq.wake_up_key(q, 77, at), vec![pid]);
         s.wake_woken(0);
         assert_eq!(
             s.sched.take_wakeups(),
@@ -67,15 +67,15 @@ fn unlocks_wake_the_waiters_one_at_a_time_in_the_order_they_slept() {
     // (idle 200 µs then 300 µs: C1E's exit 10 ≤ 200/11 and C3's 33 > 300/11).
     for (k, at_us) in [(0, 200), (1, 300)] {
         let at = at_us * us;
-        assert_eq!(s.kernel.waitq.wake_up_key(q, 512, at), vec![k]);
+        assert_eq!(s.kernel.sched.waitq.wake_up_key(q, 512, at), vec![k]);
         s.wake_woken(0);
         assert_eq!(s.sched.take_wakeups(), vec![(20 + k, at + 10 * us)]);
     }
-    assert_eq!(s.kernel.waitq.waiters_of(q, 512), vec![2]);
+    assert_eq!(s.kernel.sched.waitq.waiters_of(q, 512), vec![2]);
     // A busy CPU pays nothing.
     s.sched.wake_up_new_task(3, 22, 0);
     s.sched.take_wakeups();
-    assert_eq!(s.kernel.waitq.wake_up_key(q, 512, 5000), vec![2]);
+    assert_eq!(s.kernel.sched.waitq.wake_up_key(q, 512, 5000), vec![2]);
     s.wake_woken(0);
     assert_eq!(s.sched.take_wakeups(), vec![(22, 5000)]);
 }

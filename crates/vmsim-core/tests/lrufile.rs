@@ -78,18 +78,24 @@ fn fault_around_readahead_and_the_flush_ceiling_are_tunables() {
         Ok::<_, vmsim_core::api::Error>(s)
     };
     let d = sim("").unwrap();
-    assert!(d.kernel.filemap.fault_around_mapped > 0 && d.kernel.filemap.readahead_sync > 0);
+    assert!(
+        d.kernel.pagecache.stat.fault_around_mapped > 0
+            && d.kernel.pagecache.stat.readahead_sync > 0
+    );
     let off = sim("fault_around_bytes = 4096\nread_ahead_kb = 0").unwrap();
-    assert_eq!(off.kernel.filemap.fault_around_mapped, 0);
+    assert_eq!(off.kernel.pagecache.stat.fault_around_mapped, 0);
     assert_eq!(
-        off.kernel.filemap.readahead_sync + off.kernel.filemap.readahead_async,
+        off.kernel.pagecache.stat.readahead_sync + off.kernel.pagecache.stat.readahead_async,
         0
     );
-    assert!(off.kernel.filemap.pgmajfault > d.kernel.filemap.pgmajfault);
+    assert!(off.kernel.pagecache.stat.pgmajfault > d.kernel.pagecache.stat.pgmajfault);
     let same =
         sim("fault_around_bytes = 65536\nread_ahead_kb = 128\ntlb_single_page_flush_ceiling = 33")
             .unwrap();
-    assert_eq!(same.kernel.filemap.pgmajfault, d.kernel.filemap.pgmajfault);
+    assert_eq!(
+        same.kernel.pagecache.stat.pgmajfault,
+        d.kernel.pagecache.stat.pgmajfault
+    );
     assert_eq!(
         same.kernel.vmstat.nr_tlb_local_flush_all,
         d.kernel.vmstat.nr_tlb_local_flush_all

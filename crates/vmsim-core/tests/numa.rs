@@ -126,15 +126,15 @@ fn setup(s: &mut Sim, page_node: usize, sibling_busy: bool) -> (usize, u64, u64)
     let mm = s.tasks[t].mm.unwrap();
     let a = s.kernel.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
     addr.store(a, Ordering::Relaxed);
-    let pfn = s.kernel.alloc.alloc(page_node, 0).unwrap();
-    s.kernel.alloc.map_folio(pfn, 1, true);
-    s.kernel.alloc.tags[pfn as usize] = TAG;
+    let pfn = s.kernel.mem.alloc.alloc(page_node, 0).unwrap();
+    s.kernel.mem.alloc.map_folio(pfn, 1, true);
+    s.kernel.mem.alloc.tags[pfn as usize] = TAG;
     let mut pte = Pte::new(pfn, true);
     pte.protnone = true;
     s.kernel.mms[mm].set_pte(a, pte);
-    let own = s.kernel.alloc.alloc(1, 0).unwrap();
-    s.kernel.alloc.map_folio(own, 1, true);
-    s.kernel.alloc.tags[own as usize] = 0;
+    let own = s.kernel.mem.alloc.alloc(1, 0).unwrap();
+    s.kernel.mem.alloc.map_folio(own, 1, true);
+    s.kernel.mem.alloc.tags[own as usize] = 0;
     s.kernel.mms[mm].set_pte(a + 4096, Pte::new(own, true));
     (mm, a, pfn)
 }
@@ -149,7 +149,7 @@ fn tlb_ipis(s: &Sim) -> u64 {
 }
 
 fn free_pages(s: &Sim) -> u64 {
-    s.kernel.alloc.nr_free.iter().sum()
+    s.kernel.mem.alloc.nr_free.iter().sum()
 }
 
 /// One process, two threads on node 1: the first accesses the page at
@@ -172,9 +172,9 @@ fn race(delay_ns: u64) -> (Sim, u64) {
     let mm = s.tasks[t].mm.unwrap();
     let a = s.kernel.mms[mm].mmap(2 << 20, VmaKind::AnonPrivate, true);
     addr.store(a, Ordering::Relaxed);
-    let pfn = s.kernel.alloc.alloc(0, 0).unwrap();
-    s.kernel.alloc.map_folio(pfn, 1, true);
-    s.kernel.alloc.tags[pfn as usize] = TAG;
+    let pfn = s.kernel.mem.alloc.alloc(0, 0).unwrap();
+    s.kernel.mem.alloc.map_folio(pfn, 1, true);
+    s.kernel.mem.alloc.tags[pfn as usize] = TAG;
     let mut pte = Pte::new(pfn, true);
     pte.protnone = true;
     s.kernel.mms[mm].set_pte(a, pte);
@@ -187,7 +187,7 @@ fn race(delay_ns: u64) -> (Sim, u64) {
 fn two_threads_fault_one_page_one_migrates_the_other_maps_it() {
     // At the same time: the second finds the folio isolated and maps the page.
     let (s, free0) = race(0);
-    let n = &s.kernel.numa;
+    let n = &s.kernel.numa.stat;
     assert_eq!(
         s.kernel.vmstat.numa_hint_faults, 2,
         "both threads took the hinting fault"
@@ -220,7 +220,7 @@ fn a_thread_that_faults_on_the_migration_entry_waits_for_it() {
     // 1.2 us later: the first thread's unmap has made the PTE a migration
     // entry and the copy is under way; the second sleeps until the remap.
     let (s, free0) = race(1_200);
-    let n = &s.kernel.numa;
+    let n = &s.kernel.numa.stat;
     assert_eq!(n.migration_entry_waits, 1, "{n:?}");
     assert_eq!((n.numa_isolate_fail, n.numa_pages_migrated), (0, 1));
     assert_eq!(tlb_ipis(&s), 0, "PROT_NONE throughout: no shootdown");
@@ -244,14 +244,14 @@ fn migrating_while_prot_none_needs_no_shootdown_mapping_first_does() {
         // CPU of the same mm throughout, so that CPU is in mm_cpumask.
         setup(&mut s, 0, true);
         s.run(&mut |_| {}).unwrap();
-        assert_eq!(s.kernel.numa.numa_pages_migrated, 1, "{hint:?}");
+        assert_eq!(s.kernel.numa.stat.numa_pages_migrated, 1, "{hint:?}");
         assert!(
             s.tasks
                 .iter()
                 .all(|t| t.pages_checked > 0 && t.bad_pages == 0),
             "the content moved with the page ({hint:?})"
         );
-        ipis.push((s.kernel.numa.migrate_unmap_flushes, tlb_ipis(&s)));
+        ipis.push((s.kernel.numa.stat.migrate_unmap_flushes, tlb_ipis(&s)));
     }
     assert_eq!(
         ipis[0],
@@ -286,7 +286,7 @@ fn a_local_page_is_never_migrated() {
         // then finds it mapped.
         assert_eq!(s.kernel.vmstat.numa_hint_faults, 1);
         assert_eq!(s.kernel.vmstat.numa_hint_faults_local, 1);
-        assert_eq!(s.kernel.numa.numa_pages_migrated, 0);
+        assert_eq!(s.kernel.numa.stat.numa_pages_migrated, 0);
         assert_eq!(
             s.kernel.vmstat.pgalloc, 0,
             "no page allocated for a migration"

@@ -59,13 +59,14 @@ fn readers_of_files_beyond_memory_read_everything_back_under_both_flush_policies
                 task.first_bad
             );
         }
-        let r = &s.kernel.reclaim;
+        let r = &s.kernel.reclaim.stat;
         assert!(
             r.pgsteal_kswapd > 0 && r.pgscan_kswapd >= r.pgsteal_kswapd,
             "{flush:?}: {r:?}"
         );
         assert!(
             s.kernel
+                .mem
                 .pgdat
                 .iter()
                 .map(|p| p.nr_kswapd_wakeups)
@@ -182,9 +183,9 @@ fn reclaimed_pages_refault_with_their_content() {
     s.spawn(Box::new(FileReader::new(f, size)), 1);
     s.run(&mut |_| {}).unwrap();
     // Frames not in the page cache now hold other data, as reused memory would.
-    for pfn in 0..s.kernel.alloc.tags.len() as u64 {
+    for pfn in 0..s.kernel.mem.alloc.tags.len() as u64 {
         if !s.kernel.pagecache.owner.contains_key(&pfn) {
-            s.kernel.alloc.tags[pfn as usize] = 0xBAD0_0000 ^ pfn;
+            s.kernel.mem.alloc.tags[pfn as usize] = 0xBAD0_0000 ^ pfn;
         }
     }
     let t = s.spawn(
@@ -205,9 +206,9 @@ fn reclaimed_pages_refault_with_their_content() {
         task.first_bad
     );
     assert!(
-        s.kernel.reclaim.workingset_refault_file > size / 4096,
+        s.kernel.reclaim.stat.workingset_refault_file > size / 4096,
         "{:?}",
-        s.kernel.reclaim
+        s.kernel.reclaim.stat
     );
 }
 
@@ -339,16 +340,16 @@ fn the_tlb_truth_check_catches_a_batched_flush_that_misses_a_cpu() {
     let (s, r) = reclaim_under_a_running_reader(false);
     r.expect("with the batch's IPIs sent, no TLB entry is stale");
     assert!(
-        s.kernel.reclaim.pgsteal_direct >= 32,
+        s.kernel.reclaim.stat.pgsteal_direct >= 32,
         "{:?}",
-        s.kernel.reclaim
+        s.kernel.reclaim.stat
     );
     assert!(
-        s.kernel.reclaim.tlb_ubc_ipis >= 1,
+        s.kernel.reclaim.stat.tlb_ubc_ipis >= 1,
         "the reader's CPU was running its mm: IPI'd"
     );
     assert!(
-        s.kernel.reclaim.workingset_refault_file >= 32,
+        s.kernel.reclaim.stat.workingset_refault_file >= 32,
         "the second pass refaulted"
     );
     let (_, r) = reclaim_under_a_running_reader(true);
@@ -367,7 +368,7 @@ fn per_page_flushing_sends_a_round_per_page_and_batching_one_ipi_per_batch() {
     let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::PerPage, false);
     r.unwrap();
     // Every reclaimed page was mapped by the reader running on CPU 1: one IPI each.
-    let stolen = s.kernel.reclaim.pgsteal_direct;
+    let stolen = s.kernel.reclaim.stat.pgsteal_direct;
     assert!(stolen >= 32);
     assert_eq!(
         (s.kernel.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
@@ -376,11 +377,11 @@ fn per_page_flushing_sends_a_round_per_page_and_batching_one_ipi_per_batch() {
     let (s, r) = reclaim_under_a_running_reader_with(TlbFlushOnUnmap::Batched, false);
     r.unwrap();
     // One flush per batch that unmapped anything, one IPI to CPU 1 in each.
-    let batches = s.kernel.reclaim.tlb_ubc_flushes;
+    let batches = s.kernel.reclaim.stat.tlb_ubc_flushes;
     assert!(
-        batches >= 1 && batches * 32 >= s.kernel.reclaim.pgsteal_direct,
+        batches >= 1 && batches * 32 >= s.kernel.reclaim.stat.pgsteal_direct,
         "{:?}",
-        s.kernel.reclaim
+        s.kernel.reclaim.stat
     );
     assert_eq!(
         (s.kernel.vmstat.nr_tlb_remote_flush, shootdowns(&s)),
@@ -428,7 +429,7 @@ fn broadcast_invalidation_sends_no_shootdown_and_leaves_no_stale_entry() {
     let (s, r) =
         reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Broadcast, false);
     r.expect("every TLB was invalidated by the broadcast before the folios were freed");
-    let rc = &s.kernel.reclaim;
+    let rc = &s.kernel.reclaim.stat;
     assert!(rc.pgsteal_direct >= 32, "{rc:?}");
     assert!(
         rc.workingset_refault_file >= 32,
@@ -450,7 +451,7 @@ fn broadcast_invalidation_sends_no_shootdown_and_leaves_no_stale_entry() {
     let (b, r) =
         reclaim_under_a_running_reader_on("epyc-7j13-milan", TlbFlushOnUnmap::Batched, false);
     r.unwrap();
-    assert!(shootdowns_received(&b) >= 1 && b.kernel.reclaim.tlb_ubc_invlpgb == 0);
+    assert!(shootdowns_received(&b) >= 1 && b.kernel.reclaim.stat.tlb_ubc_invlpgb == 0);
 }
 
 #[test]
@@ -466,7 +467,7 @@ fn readers_beyond_memory_read_everything_back_with_broadcast_invalidation() {
     for &t in &pids {
         assert_eq!((s.tasks[t].pages_checked, s.tasks[t].bad_pages), (4096, 0));
     }
-    assert!(s.kernel.reclaim.tlb_ubc_invlpgb > 0);
+    assert!(s.kernel.reclaim.stat.tlb_ubc_invlpgb > 0);
     assert_eq!(shootdowns_received(&s), 0);
 }
 

@@ -116,15 +116,15 @@ fn kswapds_wake_up_is_free_without_wakeups_and_left_to_its_waker_with_them() {
         // kswapd sleeps on its wait queue (kswapd_try_to_sleep), its CPU idle.
         assert_eq!(s.sched.pick_next_task(cpu), Some(pid));
         s.sched.sleep_current(cpu);
-        let q = s.kernel.pgdat[0].kswapd_wait;
-        s.kernel.waitq.wait(q, pid);
+        let q = s.kernel.mem.pgdat[0].kswapd_wait;
+        s.kernel.sched.waitq.wait(q, pid);
         s.cpus[cpu].idle_since = 0;
         s.kernel.wakeup_kswapd(0);
         let at = 2000 * us;
         s.wake_woken(at);
         if wakeups {
             // The allocating path makes it and pays for it (kernel/mmzone.rs).
-            assert_eq!(s.kernel.pending_wakes, vec![0]);
+            assert_eq!(s.kernel.reclaim.pending_wakes, vec![0]);
             assert!(s.sched.take_wakeups().is_empty());
         } else {
             assert_eq!(s.sched.take_wakeups(), vec![(cpu, at)]);

@@ -5,6 +5,7 @@
 //! by `finish()` as unknown — nothing is silently ignored.
 
 use crate::error::Error;
+use std::path::{Path, PathBuf};
 use toml::Value;
 
 pub struct Fields {
@@ -318,4 +319,14 @@ fn key_on_line(above: &str, head: &str) -> Option<String> {
         ),
         _ => name.join("."),
     })
+}
+
+/// `p` as written in a config, relative paths taken from `base_dir` (the
+/// config file's folder) when there is one.
+pub fn resolve_path(p: &str, base_dir: Option<&Path>) -> PathBuf {
+    let path = PathBuf::from(p);
+    match base_dir {
+        Some(b) if path.is_relative() => b.join(path),
+        _ => path,
+    }
 }

@@ -2,8 +2,9 @@
 //! parameters and sysctls, and the NUMA scanner's tunables scaled with the run.
 
 use super::fields::{cfg_err, Fields};
-use super::{KernelConfig, Preset};
+use super::preset::Preset;
 use crate::error::Error;
+use crate::kernel::config::KernelConfig;
 use crate::kernel::policy::registry::{Hook, Policies, Registry};
 use crate::kernel::policy::tlb::BatchFlush;
 use crate::kernel::sched::numa::ScanKnobs;

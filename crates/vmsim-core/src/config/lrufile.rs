@@ -3,8 +3,9 @@
 //! `file_ram_ratio` times the simulated RAM.
 
 use super::fields::{cfg_err, Fields};
-use super::{Preset, MIB};
+use super::preset::Preset;
 use crate::error::Error;
+use crate::workload::base::MIB;
 pub use crate::workload::lrufile::LruFileConfig;
 
 pub const KEYS: &[&str] = &["nr_task", "ram_mib", "file_ram_ratio"];

@@ -18,11 +18,12 @@ pub use crate::kernel::config::KernelConfig;
 use crate::policy::{Thp, ThpCow};
 pub use crate::workload::usemem::{UsememClock, UsememConfig};
 pub use crate::workload::{WorkloadConfig, MIB};
+pub use fields::resolve_path;
 use fields::{cfg_err, Fields};
 pub use preset::{NameOrNs, Preset, Provenance, CLASSES, MACHINE_SET, RANGED};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
@@ -104,14 +105,6 @@ pub fn read_config_file(key: &str, p: &Path) -> Result<String, Error> {
         ));
     }
     std::fs::read_to_string(p).map_err(|e| cfg_err(key, format!("{}: {e}", p.display())))
-}
-
-pub fn resolve_path(p: &str, base_dir: Option<&Path>) -> PathBuf {
-    let path = PathBuf::from(p);
-    match base_dir {
-        Some(b) if path.is_relative() => b.join(path),
-        _ => path,
-    }
 }
 
 /// `sim.quantum_cycles` when the config does not set it.

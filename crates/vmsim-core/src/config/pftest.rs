@@ -1,8 +1,9 @@
 //! `workload.kind = "pf-test"`: one task faulting in a `MAP_HUGETLB` region.
 
 use super::fields::{cfg_err, Fields};
-use super::{Preset, MIB};
+use super::preset::Preset;
 use crate::error::Error;
+use crate::workload::base::MIB;
 pub use crate::workload::pftest::PfTestConfig;
 
 pub const KEYS: &[&str] = &["size_mib", "page_size", "cpu"];

@@ -4,8 +4,9 @@
 //! the NUMA-balancing scanner's size and periods (kernel/sched/numa.rs).
 
 use super::fields::{cfg_err, Fields};
-use super::{Preset, MIB};
+use super::preset::Preset;
 use crate::error::Error;
+use crate::workload::base::MIB;
 pub use crate::workload::pmbench::{PmbenchConfig, PmbenchPattern};
 
 pub const KEYS: &[&str] = &[

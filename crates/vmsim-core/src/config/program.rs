@@ -8,9 +8,9 @@
 //! and loop counts are not.
 
 use super::fields::{cfg_err, quote_list, Fields};
-use super::MIB;
 use crate::error::Error;
 use crate::kernel::uapi::Pattern;
+use crate::workload::base::MIB;
 use crate::workload::program::spec::{
     AccessCount, AccessStep, Backing, FileSpec, Mark, ProgramConfig, Step, TaskSpec,
 };

@@ -6,8 +6,9 @@
 //! and, with `regions = "auto"`, finds the mappings. Given regions are
 //! checked to be page-aligned, inside the user address range and apart.
 
+use super::fields::resolve_path;
 use super::fields::{as_u64, cfg_err, show, Fields};
-use super::{resolve_path, Preset};
+use super::preset::Preset;
 use crate::error::Error;
 use crate::kernel::mm::{MMAP_MIN_ADDR, PAGE_SIZE, TASK_SIZE};
 use crate::workload::trace::{scan, MAX_REGION_BYTES};

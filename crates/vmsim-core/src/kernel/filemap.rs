@@ -24,10 +24,12 @@
 //! (`owner`); a page-cache folio's refcount is its mapcount plus one (the
 //! cache's reference).
 
-use super::locking::sections::{SpinRef, LRU_ADD_INSTR, TREE_INSERT_INSTR};
+use super::locking::sections::{LRU_ADD_INSTR, TREE_INSERT_INSTR};
+use super::locking::spinlocks::SpinRef;
 use super::memory::FaultError;
 use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT};
 use super::page_alloc::TAG_ZERO;
+use super::pagemap::{FileRaState, Inode};
 use super::{KFn, Kernel, Work};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -44,65 +46,18 @@ pub fn file_page_tag(_ino: usize, _index: u64) -> u64 {
     TAG_ZERO
 }
 
-/// `struct file_ra_state` of the file's (one) open file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileRaState {
-    pub start: u64,
-    pub size: u64,
-    pub async_size: u64,
-    pub ra_pages: u64,
-    pub mmap_miss: u32,
-}
-
-/// An inode and its `address_space`.
-#[derive(Clone, Debug)]
-pub struct Inode {
-    pub ino: usize,
-    /// File size in bytes (`i_size`).
-    pub size: u64,
-    /// The page cache: page index → frame of its 4 KiB folio.
-    pub pages: BTreeMap<u64, u64>,
-    /// Page indices whose folio is marked `PG_readahead`.
-    pub readahead: BTreeSet<u64>,
-    /// Every VMA mapping the file, as (mm, VMA start); the VMA's `pgoff` is in its kind.
-    pub i_mmap: BTreeSet<(usize, u64)>,
-    /// Shadow entries of evicted pages: index → (node, `nonresident_age` at eviction).
-    pub shadows: BTreeMap<u64, (usize, u64)>,
-    pub ra: FileRaState,
-}
-
-/// Every file of the system and the reverse index from frame to (file, index).
-#[derive(Default)]
-pub struct PageCache {
-    pub inodes: Vec<Inode>,
-    /// `folio->mapping` and `folio->index` of every page-cache frame.
-    pub owner: BTreeMap<u64, (usize, u64)>,
-}
-
-crate::counters! {
-/// Page-cache and file-fault counters (`/proc/vmstat` names where they exist).
-pub struct FilemapStat {
-    /// Faults on file mappings (part of `pgfault`).
-    pub pgfault_file: u64,
-    /// /proc/vmstat `pgmajfault`: file faults that found the page not cached.
-    pub pgmajfault: u64,
-    /// Folios added to the page cache (by readahead or a fault).
-    pub nr_page_cache_add: u64,
-    /// Pages mapped by fault-around (`filemap_map_pages`), the faulting page excluded.
-    pub fault_around_mapped: u64,
-    /// Synchronous (`page_cache_sync_ra` / mmap read-around) and asynchronous readahead runs.
-    pub readahead_sync: u64,
-    pub readahead_async: u64,
-}
-}
-
 impl Kernel {
     /// `truncate -s size`: a new sparse file; returns its inode number.
     pub fn create_sparse_file(&mut self, size: u64) -> usize {
         let ino = self.pagecache.inodes.len();
         // The address_space comes from the slab of the creating CPU's node.
-        let node = self.cpu_nodes.get(self.current.1).copied().unwrap_or(0);
-        if let Some(sl) = self.spinlocks.as_mut() {
+        let node = self
+            .cpus
+            .nodes
+            .get(self.sched.current.1)
+            .copied()
+            .unwrap_or(0);
+        if let Some(sl) = self.locks.spin.as_mut() {
             sl.add_file(node);
         }
         let ra = FileRaState {
@@ -163,7 +118,7 @@ impl Kernel {
         self.queue_pending_wakes(work, KFn::HandleMmFault);
         let pfn = pfn?;
         self.vmstat.pgalloc += 1;
-        self.filemap.nr_page_cache_add += 1;
+        self.pagecache.stat.nr_page_cache_add += 1;
         // With kernel.spinlocks the tree insertion and the pagevec drain's
         // share run as sections under their locks; the fixed cost keeps the rest.
         let moved = self.moved_cycles(TREE_INSERT_INSTR, 0) + self.moved_cycles(LRU_ADD_INSTR, 1);
@@ -175,23 +130,23 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         self.rmqueue_lock(pfn, 0, work);
-        if self.spinlocks.is_some() {
+        if self.locks.spin.is_some() {
             work.push_back(Work::SpinSection {
                 lock: SpinRef::Tree(ino),
                 instr: TREE_INSERT_INSTR,
                 what: KFn::HandleMmFault,
             });
         }
-        let pnode = self.alloc.node_of_pfn(pfn);
+        let pnode = self.mem.alloc.node_of_pfn(pfn);
         self.lru_cache_add_lock(pnode, KFn::HandleMmFault, work);
         super::memory::clear_user_highpage(
-            &mut self.alloc,
+            &mut self.mem.alloc,
             &mut self.vmstat,
             self.cfg.clear_page,
             pfn,
             work,
         );
-        self.alloc.tags[pfn as usize] = file_page_tag(ino, index);
+        self.mem.alloc.tags[pfn as usize] = file_page_tag(ino, index);
         self.pagecache.inodes[ino].pages.insert(index, pfn);
         self.pagecache.owner.insert(pfn, (ino, index));
         let active = self.workingset_refault(ino, index);
@@ -206,11 +161,11 @@ impl Kernel {
     /// takes any free page (direct reclaim ran at fault entry if every node
     /// was at min, kernel/vmscan.rs).
     fn alloc_file_folio(&mut self, node: usize, readahead: bool) -> Option<u64> {
-        let n = self.alloc.nr_nodes;
+        let n = self.mem.alloc.nr_nodes;
         let order: Vec<usize> = (0..n).map(|i| (node + i) % n).collect();
         if let Some(&nd) = order
             .iter()
-            .find(|&&nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_low)
+            .find(|&&nd| self.mem.alloc.nr_free[nd] > self.mem.pgdat[nd].wmark_low)
         {
             return self.alloc_pages_node(nd, 0);
         }
@@ -219,7 +174,7 @@ impl Kernel {
         }
         if let Some(&nd) = order
             .iter()
-            .find(|&&nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_min)
+            .find(|&&nd| self.mem.alloc.nr_free[nd] > self.mem.pgdat[nd].wmark_min)
         {
             return self.alloc_pages_node(nd, 0);
         }
@@ -281,7 +236,7 @@ impl Kernel {
         ra.size = ra.ra_pages;
         ra.async_size = ra.ra_pages / 4;
         let (s, n, a) = (ra.start, ra.size, ra.async_size);
-        self.filemap.readahead_sync += 1;
+        self.pagecache.stat.readahead_sync += 1;
         self.page_cache_ra(ino, s, n, a, node, work);
     }
 
@@ -333,7 +288,7 @@ impl Kernel {
         ra.size = size;
         ra.async_size = ra.size;
         let (s, n, a) = (ra.start, ra.size, ra.async_size);
-        self.filemap.readahead_async += 1;
+        self.pagecache.stat.readahead_async += 1;
         self.page_cache_ra(ino, s, n, a, node, work);
     }
 
@@ -354,7 +309,7 @@ impl Kernel {
             // Beyond the end of the file: SIGBUS.
             return Err(FaultError::Segv(addr));
         }
-        self.filemap.pgfault_file += 1;
+        self.pagecache.stat.pgfault_file += 1;
         let c = self.costs.page_fault_handler_cycles;
         work.push_back(Work::Cycles {
             cycles: c,
@@ -374,7 +329,7 @@ impl Kernel {
                 pfn
             }
             None => {
-                self.filemap.pgmajfault += 1;
+                self.pagecache.stat.pgmajfault += 1;
                 self.do_sync_mmap_readahead(ino, index, node, work);
                 match self.find_get_page(ino, index) {
                     Some(pfn) => pfn,
@@ -441,13 +396,13 @@ impl Kernel {
             {
                 continue;
             }
-            self.alloc.map_folio(pfn, 1, false);
+            self.mem.alloc.map_folio(pfn, 1, false);
             self.mms[mm_id].set_pte(va, Pte::new(pfn, false));
             mapped += 1;
             if i == index {
                 got_addr = true;
             } else {
-                self.filemap.fault_around_mapped += 1;
+                self.pagecache.stat.fault_around_mapped += 1;
             }
         }
         let ra = &mut self.pagecache.inodes[ino].ra;
@@ -495,7 +450,7 @@ impl Kernel {
             self.vmstat.fault_race_backouts += 1;
             return false;
         }
-        self.alloc.map_folio(pfn, 1, false);
+        self.mem.alloc.map_folio(pfn, 1, false);
         self.mms[mm_id].set_pte(addr, Pte::new(pfn, false));
         true
     }
@@ -559,12 +514,15 @@ pub(crate) mod tests {
             vec![24]
         );
         assert_eq!(mapped(&k, mm, base, 100), vec![0]);
-        assert_eq!((k.filemap.pgmajfault, k.filemap.readahead_sync), (1, 1));
+        assert_eq!(
+            (k.pagecache.stat.pgmajfault, k.pagecache.stat.readahead_sync),
+            (1, 1)
+        );
         // The next fault maps its 64 KiB window (16 pages) from the cache.
         fault(&mut k, mm, base, 1);
         assert_eq!(mapped(&k, mm, base, 100), (0..16).collect::<Vec<_>>());
         assert_eq!(
-            k.filemap.fault_around_mapped, 14,
+            k.pagecache.stat.fault_around_mapped, 14,
             "pages 2..15: page 1 is the faulting one, 0 was mapped"
         );
         // Fault-around skips the readahead-marked folio ...
@@ -575,7 +533,7 @@ pub(crate) mod tests {
         );
         // ... whose own fault starts the asynchronous readahead of the next window.
         fault(&mut k, mm, base, 24);
-        assert_eq!(k.filemap.readahead_async, 1);
+        assert_eq!(k.pagecache.stat.readahead_async, 1);
         assert_eq!(k.pagecache.inodes[ino].pages.len(), 64);
         assert_eq!(
             k.pagecache.inodes[ino]
@@ -587,16 +545,16 @@ pub(crate) mod tests {
         );
         assert_eq!(mapped(&k, mm, base, 100), (0..32).collect::<Vec<_>>());
         assert_eq!(
-            k.filemap.pgmajfault, 1,
+            k.pagecache.stat.pgmajfault, 1,
             "only the first fault missed the cache"
         );
         // Every cached page reads as a hole and is owned by its (file, index).
         for (&i, &pfn) in &k.pagecache.inodes[ino].pages {
-            assert_eq!(k.alloc.tag(pfn), file_page_tag(ino, i));
+            assert_eq!(k.mem.alloc.tag(pfn), file_page_tag(ino, i));
             assert_eq!(k.pagecache.owner[&pfn], (ino, i));
             assert_eq!(
-                k.alloc.folio_mapcount(pfn) + 1,
-                k.alloc.folios[pfn as usize].refcount
+                k.mem.alloc.folio_mapcount(pfn) + 1,
+                k.mem.alloc.folios[pfn as usize].refcount
             );
         }
         // Readahead stops at the end of the file; a fault beyond it is an error.

@@ -56,7 +56,7 @@ impl Kernel {
                 )
             })
         });
-        let clzero = self.cpu_clzero;
+        let clzero = self.cpus.clzero;
         let checked = checked.and_then(|()| match steps.iter().position(|s| {
             !clzero && matches!(s, ClearStep::Region { how: StoreHow::Clzero, .. })
         }) {
@@ -77,7 +77,7 @@ impl Kernel {
                     // clear_subpage()
                     if Some(i) != skip {
                         clear_user_highpage(
-                            &mut self.alloc,
+                            &mut self.mem.alloc,
                             &mut self.vmstat,
                             variant,
                             pfn + i,
@@ -125,7 +125,7 @@ impl Kernel {
                 continue;
             }
             for p in pfn + s..pfn + s + l {
-                self.alloc.tags[p as usize] = TAG_ZERO;
+                self.mem.alloc.tags[p as usize] = TAG_ZERO;
             }
             self.vmstat.subpage_clears += l;
             work.push_back(Work::Clear {

@@ -53,7 +53,7 @@ impl Kernel {
             ..ForkCopy::default()
         };
         let vmas = self.mms[parent].vmas.clone();
-        let (alloc, costs) = (&mut self.alloc, &self.costs);
+        let (alloc, costs) = (&mut self.mem.alloc, &self.costs);
         let pmds = &mut self.mms[parent].pmds;
         for vma in &vmas {
             if let VmaKind::FileShared { ino, .. } = vma.kind {

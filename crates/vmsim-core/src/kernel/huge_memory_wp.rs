@@ -37,7 +37,7 @@
 //! `struct page` initialisation, and the swap cluster lock (no swap).
 
 use super::hw::Hw;
-use super::locking::LockClass;
+use super::locking::lock_stat::LockClass;
 use super::memory::{FaultError, Mapped};
 use super::mm::{Pmd, PMD_SHIFT};
 use super::page_alloc::HPAGE_PMD_NR;
@@ -95,21 +95,23 @@ impl Kernel {
     ) -> WpLockStep {
         let (mm, addr, pfn, node) = item;
         let head = self.struct_page_line(pfn);
-        let retry = self.page_locks.is_waiting(pid);
+        let retry = self.locks.page.is_waiting(pid);
         // trylock_page(), or the woken waiter's test_and_set_bit_lock().
         hw.atomic(head);
         if !self
-            .page_locks
-            .trylock(pfn, pid, hw.now(), &mut self.lock_stats)
+            .locks
+            .page
+            .trylock(pfn, pid, hw.now(), &mut self.locks.stats)
         {
             if !retry {
                 // get_page() before dropping the page-table lock to sleep.
                 hw.atomic(head);
             }
-            self.page_locks
-                .sleep(pfn, pid, hw.now(), &mut self.lock_stats);
+            self.locks
+                .page
+                .sleep(pfn, pid, hw.now(), &mut self.locks.stats);
             let q = self.folio_waitqueue(pfn);
-            self.waitq.wait_exclusive(q, pid, pfn);
+            self.sched.waitq.wait_exclusive(q, pid, pfn);
             return WpLockStep::Sleep;
         }
         if retry {
@@ -155,12 +157,12 @@ impl Kernel {
         let (mm, addr, pfn, node) = item;
         let head = self.struct_page_line(pfn);
         hw.atomic(head);
-        self.page_locks.unlock(pfn, hw.now(), &mut self.lock_stats);
+        self.locks.page.unlock(pfn, hw.now(), &mut self.locks.stats);
         let q = self.folio_waitqueue(pfn);
-        if self.waitq.has_key(q, pfn) {
+        if self.sched.waitq.has_key(q, pfn) {
             hw.charge(self.costs.try_to_wake_up_cycles);
-            let n = self.waitq.wake_up_key(q, pfn, hw.now()).len() as u64;
-            self.lock_stats.class(LockClass::PageLock).wakeups += n;
+            let n = self.sched.waitq.wake_up_key(q, pfn, hw.now()).len() as u64;
+            self.locks.stats.class(LockClass::PageLock).wakeups += n;
         }
         // pmd_same(): only this task changes its own PMD here, but stay safe.
         let same = matches!(
@@ -170,7 +172,7 @@ impl Kernel {
         if !same {
             return Ok(());
         }
-        if self.alloc.folio_mapcount(pfn) > 1 {
+        if self.mem.alloc.folio_mapcount(pfn) > 1 {
             // Not reused: get_page() holds the page across the copy.
             hw.atomic(head);
         }
@@ -180,7 +182,8 @@ impl Kernel {
 
     /// The line of frame `pfn`'s `struct page`.
     fn struct_page_line(&self, pfn: u64) -> u64 {
-        self.vmemmap
+        self.mem
+            .vmemmap
             .as_ref()
             .expect("the locked THP copy-on-write path runs with kernel.struct_pages")
             .page_line(pfn)
@@ -194,12 +197,12 @@ impl Kernel {
     /// page (alone or a sub-page of a split huge page), `page_remove_rmap()`
     /// on its `_mapcount` and `put_page()` on its folio's `_refcount`.
     pub fn put_page_struct_page(&mut self, hw: &mut Hw, pfn: u64) {
-        let Some(v) = self.vmemmap.as_ref() else {
+        let Some(v) = self.mem.vmemmap.as_ref() else {
             return;
         };
-        let folio = self.alloc.page_folio(pfn);
+        let folio = self.mem.alloc.page_folio(pfn);
         let (page, head) = (v.page_line(pfn), v.page_line(folio));
-        if folio == pfn && self.alloc.folios[folio as usize].order > 0 {
+        if folio == pfn && self.mem.alloc.folios[folio as usize].order > 0 {
             hw.atomic(head);
             hw.atomic(head + 1);
         } else {

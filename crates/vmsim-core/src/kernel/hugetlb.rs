@@ -8,41 +8,11 @@
 //! the page allocator during a run.
 
 use super::memory::FaultError;
-use super::mm::{Pte, Vma, VmaKind, PMD_SHIFT, PUD_SHIFT};
+use super::mm::{Pte, Vma, VmaKind, PUD_SHIFT};
+use super::mmzone::hstate;
 use super::page_alloc::HPAGE_PMD_ORDER;
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
-
-/// The two x86-64 hstates.
-pub const HSTATE_SHIFTS: [u32; 2] = [PMD_SHIFT, PUD_SHIFT];
-
-fn hstate(shift: u32) -> usize {
-    match shift {
-        PMD_SHIFT => 0,
-        PUD_SHIFT => 1,
-        _ => panic!("no hstate for page shift {shift}"),
-    }
-}
-
-/// The free huge pages of each hstate, per node, and how many each holds in all.
-pub struct HugetlbPool {
-    free: [Vec<Vec<u64>>; 2],
-    /// `nr_hugepages` per hstate and node.
-    pub nr_huge_pages: [Vec<u64>; 2],
-}
-
-impl HugetlbPool {
-    pub fn new(nr_nodes: usize) -> HugetlbPool {
-        HugetlbPool {
-            free: [vec![Vec::new(); nr_nodes], vec![Vec::new(); nr_nodes]],
-            nr_huge_pages: [vec![0; nr_nodes], vec![0; nr_nodes]],
-        }
-    }
-
-    pub fn free_huge_pages(&self, shift: u32, node: usize) -> u64 {
-        self.free[hstate(shift)][node].len() as u64
-    }
-}
 
 impl Kernel {
     /// Grows the pool of `1 << shift` pages on `node` by `count` pages taken
@@ -53,17 +23,17 @@ impl Kernel {
         let mut got = 0;
         while got < count {
             let pfn = if shift == PUD_SHIFT {
-                self.alloc.alloc_gigantic(node)
+                self.mem.alloc.alloc_gigantic(node)
             } else {
-                self.alloc.alloc(node, HPAGE_PMD_ORDER)
+                self.mem.alloc.alloc(node, HPAGE_PMD_ORDER)
             };
             let Some(pfn) = pfn else { break };
-            self.hugetlb.free[h][node].push(pfn);
+            self.mem.hugetlb.free[h][node].push(pfn);
             got += 1;
         }
         // Hand out the lowest addresses first.
-        self.hugetlb.free[h][node].sort_unstable_by(|a, b| b.cmp(a));
-        self.hugetlb.nr_huge_pages[h][node] += got;
+        self.mem.hugetlb.free[h][node].sort_unstable_by(|a, b| b.cmp(a));
+        self.mem.hugetlb.nr_huge_pages[h][node] += got;
         got
     }
 
@@ -101,13 +71,13 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) -> Result<(), FaultError> {
         let h = hstate(shift);
-        let n = self.alloc.nr_nodes;
+        let n = self.mem.alloc.nr_nodes;
         // dequeue_hugetlb_folio_nodemask(): the local node, then the others in zonelist order.
         let nd = (0..n)
             .map(|i| (node + i) % n)
-            .find(|&nd| !self.hugetlb.free[h][nd].is_empty())
+            .find(|&nd| !self.mem.hugetlb.free[h][nd].is_empty())
             .ok_or(FaultError::Oom)?;
-        let pfn = self.hugetlb.free[h][nd].pop().expect("non-empty");
+        let pfn = self.mem.hugetlb.free[h][nd].pop().expect("non-empty");
         // The THP fault path's software cost stands in for hugetlb's (no separate estimate).
         let c = self.costs.thp_fault_handler_cycles + self.costs.page_alloc_cycles;
         work.push_back(Work::Cycles {
@@ -142,7 +112,7 @@ impl Kernel {
             self.hugetlb_backout(pfn, PUD_SHIFT);
             return false;
         }
-        self.alloc.folios[pfn as usize].mapcount = 1;
+        self.mem.alloc.folios[pfn as usize].mapcount = 1;
         self.mms[mm_id].set_pud_huge(haddr, Pte::new(pfn, true));
         true
     }
@@ -150,8 +120,8 @@ impl Kernel {
     /// `hugetlb_no_page()`'s `backout:` path: the folio it took returns to its node's pool.
     pub(super) fn hugetlb_backout(&mut self, pfn: u64, shift: u32) {
         self.vmstat.fault_race_backouts += 1;
-        let node = self.alloc.node_of_pfn(pfn);
-        self.hugetlb.free[hstate(shift)][node].push(pfn);
+        let node = self.mem.alloc.node_of_pfn(pfn);
+        self.mem.hugetlb.free[hstate(shift)][node].push(pfn);
     }
 
     /// Called by munmap with the folios the unmapped VMA held: hugetlb folios
@@ -163,9 +133,9 @@ impl Kernel {
         };
         let h = hstate(shift);
         for (pfn, _) in freed {
-            self.alloc.folios[pfn as usize].mapcount = 0;
-            let node = self.alloc.node_of_pfn(pfn);
-            self.hugetlb.free[h][node].push(pfn);
+            self.mem.alloc.folios[pfn as usize].mapcount = 0;
+            let node = self.mem.alloc.node_of_pfn(pfn);
+            self.mem.hugetlb.free[h][node].push(pfn);
         }
         Vec::new()
     }

@@ -63,7 +63,7 @@ impl Kernel {
         });
         // do_user_addr_fault(): mmap_read_trylock() for the whole fault
         // (kernel.rwsems; its cost is the fixed costs' otherwise).
-        let locked = self.rwsems.is_some();
+        let locked = self.locks.rwsem.is_some();
         if locked {
             work.push_back(Work::MmapReadLock { mm: mm_id });
         }
@@ -179,7 +179,7 @@ impl Kernel {
         work: &mut VecDeque<Work>,
         m: Mapped,
     ) -> Mapped {
-        let (cpu, pid) = self.current;
+        let (cpu, pid) = self.sched.current;
         self.vmstat.numa_hint_faults += 1;
         let c = self.costs.page_fault_handler_cycles;
         work.push_back(Work::Cycles {
@@ -188,7 +188,7 @@ impl Kernel {
             what: KFn::HandleMmFault,
         });
         let orig = self.mms[mm_id].entry(addr).expect("a PROT_NONE entry");
-        let page_nid = self.alloc.node_of_pfn(orig.pfn);
+        let page_nid = self.mem.alloc.node_of_pfn(orig.pfn);
         if page_nid == node {
             self.vmstat.numa_hint_faults_local += 1;
         }
@@ -262,7 +262,7 @@ impl Kernel {
         pfn: u64,
         work: &mut VecDeque<Work>,
     ) {
-        self.numa.migration_entry_waits += 1;
+        self.numa.stat.migration_entry_waits += 1;
         work.push_back(Work::WaitMigration {
             mm: mm_id,
             addr: addr & !4095,
@@ -272,7 +272,7 @@ impl Kernel {
 
     pub(super) fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
         // Local node first, then the others in order (the default policy's zonelist).
-        let n = self.alloc.nr_nodes;
+        let n = self.mem.alloc.nr_nodes;
         (0..n)
             .map(|i| (node + i) % n)
             .find_map(|nd| self.alloc_pages_node(nd, order))
@@ -367,7 +367,7 @@ impl Kernel {
         }
         let ctx = CowCtx {
             nr_pages: HPAGE_PMD_NR,
-            exclusive: self.alloc.folio_mapcount(old.pfn) == 1,
+            exclusive: self.mem.alloc.folio_mapcount(old.pfn) == 1,
         };
         let action = match self.cfg.thp_cow.decide(&ctx) {
             Ok(CowAction::Reuse) if !ctx.exclusive => Err(
@@ -441,7 +441,9 @@ impl Kernel {
     /// a mapping of its own; the huge TLB entry is flushed (`pmdp_invalidate`).
     pub fn split_huge_pmd(&mut self, mm_id: usize, haddr: u64, work: &mut VecDeque<Work>) {
         let p = self.mms[mm_id].split_huge_pmd(haddr);
-        self.alloc.map_folio(p.pfn, HPAGE_PMD_NR as u32 - 1, false);
+        self.mem
+            .alloc
+            .map_folio(p.pfn, HPAGE_PMD_NR as u32 - 1, false);
         self.vmstat.thp_split_pmd += 1;
         let c = SPLIT_PMD_PER_PTE_CYCLES * HPAGE_PMD_NR;
         work.push_back(Work::Cycles {
@@ -472,7 +474,7 @@ impl Kernel {
         let old = self.mms[mm_id].lookup(addr).expect("present PTE");
         debug_assert!(!old.writable && !old.huge);
         self.vmstat.pgfault_cow_4k += 1;
-        if self.alloc.folio_mapcount(old.pfn) == 1 {
+        if self.mem.alloc.folio_mapcount(old.pfn) == 1 {
             self.vmstat.cow_reuse += 1;
             self.mms[mm_id].make_writable(addr);
             let c = self.costs.page_fault_handler_cycles;
@@ -495,7 +497,7 @@ impl Kernel {
         });
         self.rmqueue_lock(new, 0, work);
         copy_user_highpage(
-            &mut self.alloc,
+            &mut self.mem.alloc,
             &mut self.vmstat,
             self.cfg.clear_page,
             new,
@@ -521,7 +523,7 @@ impl Kernel {
 
     fn clear_user_highpage(&mut self, pfn: u64, work: &mut VecDeque<Work>) {
         clear_user_highpage(
-            &mut self.alloc,
+            &mut self.mem.alloc,
             &mut self.vmstat,
             self.cfg.clear_page,
             pfn,
@@ -565,7 +567,7 @@ impl Kernel {
             self.policy_failed("copy_huge_page", &name, e);
             return;
         }
-        let (alloc, vmstat, how) = (&mut self.alloc, &mut self.vmstat, self.cfg.clear_page);
+        let (alloc, vmstat, how) = (&mut self.mem.alloc, &mut self.vmstat, self.cfg.clear_page);
         // copy_subpage()
         for i in order {
             if Some(i) != skip {
@@ -595,7 +597,7 @@ impl Kernel {
         if !same {
             return self.backout_pmd(mm_id, haddr, pfn);
         }
-        self.alloc.map_folio(pfn, 1, true);
+        self.mem.alloc.map_folio(pfn, 1, true);
         self.mms[mm_id].set_pmd_huge(haddr, Pte::new(pfn, true));
         true
     }
@@ -606,7 +608,7 @@ impl Kernel {
         } else {
             self.vmstat.fault_race_backouts += 1;
             self.vmstat.pgfree += HPAGE_PMD_NR;
-            self.alloc.free(pfn);
+            self.mem.alloc.free(pfn);
         }
         false
     }
@@ -640,10 +642,10 @@ impl Kernel {
         if !same {
             self.vmstat.fault_race_backouts += 1;
             self.vmstat.pgfree += 1;
-            self.alloc.free(pfn);
+            self.mem.alloc.free(pfn);
             return false;
         }
-        self.alloc.map_folio(pfn, 1, true);
+        self.mem.alloc.map_folio(pfn, 1, true);
         self.mms[mm_id].set_pte(addr, Pte::new(pfn, writable));
         true
     }
@@ -651,7 +653,7 @@ impl Kernel {
     /// Drops one mapping of the folio holding `pfn`; returns the 4 KiB frames
     /// freed (counted as `pgfree`).
     pub fn put_page(&mut self, pfn: u64) -> u64 {
-        let freed = self.alloc.put_folio(pfn);
+        let freed = self.mem.alloc.put_folio(pfn);
         self.vmstat.pgfree += freed;
         freed
     }
@@ -793,9 +795,9 @@ mod tests {
             for n in [0u64, 1, 100, 255, 256, 300, 510, 511] {
                 let mut k = kernel(order);
                 let (a, b, c) = (
-                    k.alloc.alloc(0, 9).unwrap(),
-                    k.alloc.alloc(0, 9).unwrap(),
-                    k.alloc.alloc(0, 9).unwrap(),
+                    k.mem.alloc.alloc(0, 9).unwrap(),
+                    k.mem.alloc.alloc(0, 9).unwrap(),
+                    k.mem.alloc.alloc(0, 9).unwrap(),
                 );
                 let hint = (5u64 << 21) + n * 4096 + 17;
                 let mut w = VecDeque::new();
@@ -817,15 +819,18 @@ mod tests {
     #[test]
     fn copy_moves_tags_and_keeps_the_source() {
         let mut k = kernel(HugePageOrder::TargetLast);
-        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
+        let (src, dst) = (
+            k.mem.alloc.alloc(0, 9).unwrap(),
+            k.mem.alloc.alloc(0, 9).unwrap(),
+        );
         for i in 0..512 {
-            k.alloc.tags[(src + i) as usize] = 1000 + i;
+            k.mem.alloc.tags[(src + i) as usize] = 1000 + i;
         }
         let mut w = VecDeque::new();
         k.copy_user_huge_page(dst, src, 7 << 21, &mut w);
         for i in 0..512 {
-            assert_eq!(k.alloc.tag(dst + i), 1000 + i);
-            assert_eq!(k.alloc.tag(src + i), 1000 + i);
+            assert_eq!(k.mem.alloc.tag(dst + i), 1000 + i);
+            assert_eq!(k.mem.alloc.tag(src + i), 1000 + i);
         }
         assert_eq!(k.vmstat.subpage_copies, 512);
     }
@@ -834,12 +839,15 @@ mod tests {
     fn skipped_copy_leaves_the_stale_tag() {
         let mut k = kernel(HugePageOrder::TargetLast);
         k.skip_copy_subpage = Some(9);
-        let (src, dst) = (k.alloc.alloc(0, 9).unwrap(), k.alloc.alloc(0, 9).unwrap());
-        let stale = k.alloc.tag(dst + 9);
+        let (src, dst) = (
+            k.mem.alloc.alloc(0, 9).unwrap(),
+            k.mem.alloc.alloc(0, 9).unwrap(),
+        );
+        let stale = k.mem.alloc.tag(dst + 9);
         let mut w = VecDeque::new();
         k.copy_user_huge_page(dst, src, 0, &mut w);
-        assert_eq!(k.alloc.tag(dst + 9), stale);
-        assert_ne!(stale, k.alloc.tag(src + 9));
+        assert_eq!(k.mem.alloc.tag(dst + 9), stale);
+        assert_ne!(stale, k.mem.alloc.tag(src + 9));
         assert_eq!(copy_order(&w, dst, src).len(), 511);
         assert_eq!(
             k.skip_copy_subpage, None,

@@ -20,30 +20,14 @@
 
 use super::mm::Level;
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
+use super::numa_balancing::{cpupid, cpupid_to_cpu, cpupid_to_pid, CPUPID_UNSET};
 use super::{KFn, Kernel, Work};
 use std::collections::VecDeque;
-
-/// No `cpupid` recorded on the frame (`cpupid_pid_unset`).
-pub const CPUPID_UNSET: u32 = u32::MAX;
-
-/// `cpu_pid_to_cpupid`: 12 bits of CPU, 20 of pid.
-#[inline]
-pub fn cpupid(cpu: usize, pid: usize) -> u32 {
-    ((cpu as u32 & 0xfff) << 20) | (pid as u32 & 0xf_ffff)
-}
-#[inline]
-pub fn cpupid_to_cpu(c: u32) -> usize {
-    (c >> 20) as usize
-}
-#[inline]
-pub fn cpupid_to_pid(c: u32) -> usize {
-    (c & 0xf_ffff) as usize
-}
 
 impl Kernel {
     /// `page_cpupid_xchg_last`: records `new` on the frame, returns what it held.
     pub fn page_cpupid_xchg_last(&mut self, pfn: u64, new: u32) -> u32 {
-        std::mem::replace(&mut self.last_cpupid[pfn as usize], new)
+        std::mem::replace(&mut self.numa.last_cpupid[pfn as usize], new)
     }
 
     /// `change_prot_numa(vma, start, end)`: present entries of anonymous
@@ -70,7 +54,7 @@ impl Kernel {
             .range(pmd_keys(start, end))
             .map(|(k, _)| *k)
             .collect();
-        let alloc = &self.alloc;
+        let alloc = &self.mem.alloc;
         let mm = &mut self.mms[mm_id];
         // ptep_modify_prot_start() on each entry changed (kernel.page_tables).
         let mut rmw_lines = Vec::new();
@@ -191,7 +175,7 @@ impl Kernel {
             return (true, last);
         }
         // Two-stage filter: the previous fault must have come from dst_nid too.
-        if self.cpu_nodes.get(cpupid_to_cpu(last)).copied() != Some(dst_nid) {
+        if self.cpus.nodes.get(cpupid_to_cpu(last)).copied() != Some(dst_nid) {
             return (false, last);
         }
         // A shared fault; no numa_group: migrate.

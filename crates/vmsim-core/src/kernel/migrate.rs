@@ -27,8 +27,10 @@
 
 use super::hw::Hw;
 use super::locking::rwsem::SemRef;
-use super::locking::sections::{SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR};
+use super::locking::sections::{FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, LRU_ADD_INSTR};
+use super::locking::spinlocks::SpinRef;
 use super::mm::Pte;
+use super::sched::state::PAGE_WAIT_TABLE_SIZE;
 use super::sched::wait::WaitQueueId;
 use super::vmscan::TlbflushUnmapBatch;
 use super::{KFn, Kernel, StoreHow, Work};
@@ -37,56 +39,27 @@ use std::collections::VecDeque;
 
 /// Flag in `lru.flags` of an anonymous folio taken off its (unmodelled) LRU.
 pub const PG_ISOLATED: u8 = 8;
-/// `PAGE_WAIT_TABLE_BITS`: folios wait on 256 hashed queues.
-pub const PAGE_WAIT_TABLE_SIZE: usize = 256;
-
-crate::counters! {
-/// NUMA balancing's counters, with their /proc/vmstat names.
-pub struct NumaStat {
-    /// Pages migrated by NUMA balancing (`numa_pages_migrated`).
-    pub numa_pages_migrated: u64,
-    /// Pages migrated successfully (`pgmigrate_success`).
-    pub pgmigrate_success: u64,
-    /// Pages whose migration failed after isolation (`pgmigrate_fail`).
-    pub pgmigrate_fail: u64,
-    /// Hinting faults that found the folio already isolated by another
-    /// migration (`isolate_lru_page` failed) and just mapped it (no
-    /// /proc/vmstat counter exists).
-    pub numa_isolate_fail: u64,
-    /// Misplaced pages not migrated because the target node had no free
-    /// memory above its high watermark (`migrate_balanced_pgdat` false; no
-    /// /proc/vmstat counter exists).
-    pub numa_migrate_node_full: u64,
-    /// Faults that found a migration entry and waited for the migration
-    /// (`migration_entry_wait`; no /proc/vmstat counter exists).
-    pub migration_entry_waits: u64,
-    /// Migrations whose unmap found an accessible PTE and flushed TLBs.
-    pub migrate_unmap_flushes: u64,
-    /// Scans made by `task_numa_work` (no /proc/vmstat counter exists).
-    pub task_numa_work_runs: u64,
-}
-}
 
 impl Kernel {
     /// The hashed wait queue of the folio at `pfn` (`folio_waitqueue`).
     pub fn folio_waitqueue(&self, pfn: u64) -> WaitQueueId {
         let h = pfn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-        self.page_wait_table[h as usize % PAGE_WAIT_TABLE_SIZE]
+        self.sched.page_wait_table[h as usize % PAGE_WAIT_TABLE_SIZE]
     }
 
     /// `numamigrate_isolate_page(pgdat, page)` (5.13): the target node must
     /// have free memory above its high watermark (`migrate_balanced_pgdat`)
     /// and the folio must still be on its LRU.
     pub fn numamigrate_isolate_page(&mut self, pfn: u64, target: usize) -> bool {
-        if self.alloc.nr_free[target] <= self.pgdat[target].wmark_high + 1 {
-            self.numa.numa_migrate_node_full += 1;
+        if self.mem.alloc.nr_free[target] <= self.mem.pgdat[target].wmark_high + 1 {
+            self.numa.stat.numa_migrate_node_full += 1;
             return false;
         }
-        if self.lru.test(pfn, PG_ISOLATED) {
-            self.numa.numa_isolate_fail += 1;
+        if self.reclaim.lru.test(pfn, PG_ISOLATED) {
+            self.numa.stat.numa_isolate_fail += 1;
             return false;
         }
-        self.lru.set(pfn, PG_ISOLATED);
+        self.reclaim.lru.set(pfn, PG_ISOLATED);
         true
     }
 
@@ -109,8 +82,8 @@ impl Kernel {
         let new = self.alloc_pages_node(target, 0);
         self.queue_pending_wakes(work, KFn::MigratePages);
         let Some(new) = new else {
-            self.lru.clear(pfn, PG_ISOLATED);
-            self.numa.pgmigrate_fail += 1;
+            self.reclaim.lru.clear(pfn, PG_ISOLATED);
+            self.numa.stat.pgmigrate_fail += 1;
             return false;
         };
         self.vmstat.pgalloc += 1;
@@ -125,8 +98,8 @@ impl Kernel {
             instructions: c,
             what: KFn::MigratePages,
         });
-        let old_node = self.alloc.node_of_pfn(pfn);
-        if self.spinlocks.is_some() {
+        let old_node = self.mem.alloc.node_of_pfn(pfn);
+        if self.locks.spin.is_some() {
             work.push_back(Work::SpinSection {
                 lock: SpinRef::Lru(old_node),
                 instr: ISOLATE_INSTR,
@@ -161,8 +134,8 @@ impl Kernel {
         // putback_lru_page(new) → lru_cache_add(); the old page's free to
         // the CPU's list.
         self.lru_cache_add_lock(target, KFn::MigratePages, work);
-        let cpu = self.current.1;
-        if let Some(sl) = self.spinlocks.as_mut() {
+        let cpu = self.sched.current.1;
+        if let Some(sl) = self.locks.spin.as_mut() {
             if sl.pcp_free(cpu, old_node) {
                 work.push_back(Work::SpinSection {
                     lock: SpinRef::Zone(old_node),
@@ -196,16 +169,16 @@ impl Kernel {
                 ..p
             },
         );
-        self.alloc.tags[new as usize] = self.alloc.tags[old as usize];
+        self.mem.alloc.tags[new as usize] = self.mem.alloc.tags[old as usize];
         // pte_accessible(): present, or PROT_NONE with a flush still pending.
         Some(p.accessible() || self.mms[mm].tlb_flush_pending > 0)
     }
 
     fn abandon_migration(&mut self, old: u64, new: u64) {
-        self.lru.clear(old, PG_ISOLATED);
-        self.alloc.free(new);
+        self.reclaim.lru.clear(old, PG_ISOLATED);
+        self.mem.alloc.free(new);
         self.vmstat.pgfree += 1;
-        self.numa.pgmigrate_fail += 1;
+        self.numa.stat.pgmigrate_fail += 1;
     }
 
     /// `remove_migration_ptes` and the end of `migrate_pages`: the migration
@@ -220,15 +193,15 @@ impl Kernel {
         else {
             // The range was unmapped meanwhile (munmap or exit zapped the
             // migration entry and put the old page): the new page goes back.
-            self.lru.clear(old, PG_ISOLATED);
-            self.alloc.free(new);
+            self.reclaim.lru.clear(old, PG_ISOLATED);
+            self.mem.alloc.free(new);
             self.vmstat.pgfree += 1;
-            self.numa.pgmigrate_fail += 1;
+            self.numa.stat.pgmigrate_fail += 1;
             let q = self.folio_waitqueue(old);
             self.wake_up_charged(hw, q, true);
             return;
         };
-        self.alloc.map_folio(new, 1, true);
+        self.mem.alloc.map_folio(new, 1, true);
         self.mms[mm].replace_entry(
             addr,
             Pte {
@@ -239,13 +212,13 @@ impl Kernel {
                 ..p
             },
         );
-        self.last_cpupid[new as usize] = self.last_cpupid[old as usize];
-        self.lru.clear(old, PG_ISOLATED);
-        let freed = self.alloc.put_folio(old);
+        self.numa.last_cpupid[new as usize] = self.numa.last_cpupid[old as usize];
+        self.reclaim.lru.clear(old, PG_ISOLATED);
+        let freed = self.mem.alloc.put_folio(old);
         debug_assert_eq!(freed, 1, "the migrated folio had one mapping");
         self.vmstat.pgfree += freed;
-        self.numa.numa_pages_migrated += 1;
-        self.numa.pgmigrate_success += 1;
+        self.numa.stat.numa_pages_migrated += 1;
+        self.numa.stat.pgmigrate_success += 1;
         let q = self.folio_waitqueue(old);
         self.wake_up_charged(hw, q, true);
     }
@@ -281,7 +254,7 @@ impl Kernel {
         }
         let others = self.mms[mm].cpumask.any_but(cpu);
         if others {
-            self.numa.migrate_unmap_flushes += 1;
+            self.numa.stat.migrate_unmap_flushes += 1;
         }
         // should_defer_flush(): a batch only when another CPU may hold the entry.
         if self.should_defer_flush(true, mm, others) {

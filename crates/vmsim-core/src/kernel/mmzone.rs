@@ -1,20 +1,17 @@
-//! Per-node memory state (include/linux/mmzone.h `pglist_data`): the zone
-//! watermarks and the wait queue `kswapd` sleeps on, and the allocator's
-//! wake-up of it (mm/page_alloc.c `__alloc_pages` → `wake_all_kswapds`).
-//! The free lists themselves are in page_alloc.rs. The model has one zone
-//! (ZONE_NORMAL) per node.
+//! Physical memory's state (include/linux/mmzone.h `pglist_data`,
+//! include/linux/hugetlb.h `hstate`): the buddy allocator's free lists
+//! (page_alloc.rs), each node's watermarks and the wait queue its kswapd
+//! sleeps on, the hugetlb pools, and the memory map of `struct page`s
+//! (vmemmap.rs). The model has one zone (ZONE_NORMAL) per node. The paths
+//! that allocate are gfp.rs and hugetlb.rs.
 //!
-//! With `kernel.wakeups` the allocating path pays for the wake-up
-//! (`try_to_wake_up`) where the allocation stands in it: a planning path
-//! queues it as work, a path on the hardware makes it at once.
-//!
-//! Invariants: `min <= low <= high`; no wake-up is left pending once the
-//! path that allocated has returned.
+//! Invariants: `min <= low <= high`; a huge page in a pool's free list is
+//! allocated from the buddy allocator and counted in `nr_huge_pages`.
 
-use super::hw::Hw;
+use super::mm::{PMD_SHIFT, PUD_SHIFT};
+use super::page_alloc::PageAlloc;
 use super::sched::wait::{WaitQueueId, WaitQueues};
-use super::{KFn, Kernel, Work};
-use std::collections::VecDeque;
+use super::vmemmap::Vmemmap;
 
 /// A node's watermarks (in 4 KiB pages) and kswapd's wait queue.
 #[derive(Clone, Debug)]
@@ -56,120 +53,54 @@ impl PgData {
     }
 }
 
-impl Kernel {
-    /// `__alloc_pages(order)` on `node` with no fallback: a folio from the
-    /// node's free lists; an allocation that leaves the node below its low
-    /// watermark wakes its kswapd (`wakeup_kswapd`).
-    pub fn alloc_pages_node(&mut self, node: usize, order: u32) -> Option<u64> {
-        let pfn = self.alloc.alloc(node, order);
-        if self.alloc.nr_free[node] < self.pgdat[node].wmark_low {
-            self.wakeup_kswapd(node);
-        }
-        pfn
-    }
+/// The two x86-64 hstates.
+pub const HSTATE_SHIFTS: [u32; 2] = [PMD_SHIFT, PUD_SHIFT];
 
-    /// `wakeup_kswapd()`: wakes the node's kswapd if it sleeps. With
-    /// `kernel.wakeups` the wake-up waits in `pending_wakes` until the
-    /// allocating path queues it ([`Kernel::queue_pending_wakes`]) or, if
-    /// it runs on the hardware, makes it ([`Kernel::wake_pending`]).
-    pub fn wakeup_kswapd(&mut self, node: usize) {
-        let q = self.pgdat[node].kswapd_wait;
-        if !self.waitq.active(q) {
-            return;
-        }
-        if self.cfg.wakeups {
-            if !self.pending_wakes.contains(&node) {
-                self.pending_wakes.push(node);
-            }
-        } else {
-            self.pgdat[node].nr_kswapd_wakeups += 1;
-            self.waitq.wake_up(q, false);
+/// The index of the hstate of pages of `1 << shift` bytes.
+pub fn hstate(shift: u32) -> usize {
+    match shift {
+        PMD_SHIFT => 0,
+        PUD_SHIFT => 1,
+        _ => panic!("no hstate for page shift {shift}"),
+    }
+}
+
+/// The free huge pages of each hstate, per node, and how many each holds in all.
+pub struct HugetlbPool {
+    /// Free huge pages per hstate and node (hugetlb.rs allocates and frees them).
+    pub free: [Vec<Vec<u64>>; 2],
+    /// `nr_hugepages` per hstate and node.
+    pub nr_huge_pages: [Vec<u64>; 2],
+}
+
+impl HugetlbPool {
+    pub fn new(nr_nodes: usize) -> HugetlbPool {
+        HugetlbPool {
+            free: [vec![Vec::new(); nr_nodes], vec![Vec::new(); nr_nodes]],
+            nr_huge_pages: [vec![0; nr_nodes], vec![0; nr_nodes]],
         }
     }
 
-    /// The wake-ups pending from an allocation, queued on the path's `work`
-    /// at the allocation's place, their cost booked to `what`.
-    pub(crate) fn queue_pending_wakes(&mut self, work: &mut VecDeque<Work>, what: KFn) {
-        for node in self.pending_wakes.drain(..) {
-            work.push_back(Work::WakeupKswapd { node, what });
-        }
+    pub fn free_huge_pages(&self, shift: u32, node: usize) -> u64 {
+        self.free[hstate(shift)][node].len() as u64
     }
+}
 
-    /// The wake-ups pending from an allocation made on the hardware (a page
-    /// table's), made now by `hw.cpu`; the caller books their cost.
-    pub(crate) fn wake_pending(&mut self, hw: &mut Hw) {
-        for node in std::mem::take(&mut self.pending_wakes) {
-            self.wakeup_kswapd_now(hw, node);
-        }
-    }
-
-    /// `wakeup_kswapd()` made by `hw.cpu`: a kswapd another path has woken
-    /// since the allocation asked for it is left alone, for nothing.
-    pub(crate) fn wakeup_kswapd_now(&mut self, hw: &mut Hw, node: usize) {
-        let q = self.pgdat[node].kswapd_wait;
-        if self.wake_up_charged(hw, q, false) > 0 {
-            self.pgdat[node].nr_kswapd_wakeups += 1;
-        }
-    }
+/// Physical memory: the allocator, the nodes, the hugetlb pools and the
+/// memory map.
+pub struct Memory {
+    pub alloc: PageAlloc,
+    /// Per node: watermarks and kswapd's wait queue.
+    pub pgdat: Vec<PgData>,
+    /// The hugetlb pools (2 MiB and 1 GiB hstates), filled at start.
+    pub hugetlb: HugetlbPool,
+    /// The memory map in simulated memory (`kernel.struct_pages`; kernel/vmemmap.rs).
+    pub vmemmap: Option<Vmemmap>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::locking::test_hw;
-    use crate::kernel::sched::wait::Woken;
-
-    #[test]
-    fn with_wakeups_the_allocating_path_pays_for_kswapds_wake_up_where_it_allocated() {
-        let mut k = crate::kernel::filemap::tests::kernel();
-        k.cfg.wakeups = true;
-        let q = k.pgdat[0].kswapd_wait;
-        k.waitq.wait(q, 7);
-        let low = k.pgdat[0].wmark_low;
-        while k.alloc.nr_free[0] >= low {
-            k.alloc_pages_node(0, 0).unwrap();
-        }
-        // The allocation below low wakes nobody yet: the wake-up waits for
-        // its path, and a second allocation does not ask for it again.
-        assert_eq!(k.pending_wakes, vec![0]);
-        k.alloc_pages_node(0, 0).unwrap();
-        assert_eq!(k.pending_wakes, vec![0]);
-        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 0);
-        assert!(!k.waitq.has_woken());
-        // The path queues it where it stands ...
-        let mut work = VecDeque::new();
-        k.queue_pending_wakes(&mut work, KFn::HandleMmFault);
-        assert!(k.pending_wakes.is_empty());
-        assert!(matches!(
-            work.pop_front(),
-            Some(Work::WakeupKswapd {
-                node: 0,
-                what: KFn::HandleMmFault
-            })
-        ));
-        // ... and the CPU that gets there pays `try_to_wake_up`; kswapd runs
-        // from the waker's clock after it.
-        let mut m = test_hw::machine();
-        m.cpus[3].clock = 5000;
-        let c = k.costs.try_to_wake_up_cycles;
-        assert!(c > 0);
-        test_hw::on(&mut m, 3, |hw| k.wakeup_kswapd_now(hw, 0));
-        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
-        assert_eq!(m.cpus[3].clock, 5000 + c);
-        assert_eq!(
-            k.waitq.take_woken(),
-            vec![Woken {
-                pid: 7,
-                at: Some(5000 + c),
-                iowait: false
-            }]
-        );
-        // A second wake-up queued meanwhile finds kswapd awake: it costs
-        // nothing and counts nothing.
-        test_hw::on(&mut m, 3, |hw| k.wakeup_kswapd_now(hw, 0));
-        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
-        assert_eq!(m.cpus[3].clock, 5000 + c);
-    }
 
     #[test]
     fn watermarks_follow_the_kernel_formula() {

@@ -13,10 +13,12 @@
 
 pub mod config;
 pub mod costs;
+pub mod cpuinfo;
 pub mod exit;
 pub mod filemap;
 pub mod folio_zero;
 pub mod fork;
+pub mod gfp;
 pub mod gup;
 pub mod huge_memory;
 pub mod huge_memory_wp;
@@ -31,9 +33,12 @@ pub mod migrate;
 pub mod mm;
 pub mod mmap;
 pub mod mmzone;
+pub mod numa_balancing;
 pub mod page_alloc;
+pub mod pagemap;
 pub mod pgtable;
 pub mod policy;
+pub mod reclaim;
 pub mod rmap;
 pub mod sched;
 pub mod swap;
@@ -42,12 +47,14 @@ pub mod tunables;
 pub mod uapi;
 pub mod vmemmap;
 pub mod vmscan;
+pub mod vmstat;
 pub mod workingset;
 
 pub use config::KernelConfig;
 pub use costs::KernelCosts;
 use mm::Mm;
 use page_alloc::PageAlloc;
+pub use vmstat::VmStat;
 
 /// How a run of line stores (or copies) is issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -310,7 +317,7 @@ pub enum Work {
     /// (`kernel.spinlocks`, kernel/locking/sections.rs), taken when the CPU
     /// reaches it.
     SpinSection {
-        lock: locking::sections::SpinRef,
+        lock: locking::spinlocks::SpinRef,
         instr: u64,
         what: KFn,
     },
@@ -327,7 +334,7 @@ pub enum Work {
     /// `wakeup_kswapd()` of `node` made by this CPU with `kernel.wakeups`:
     /// if the node's kswapd still sleeps, the CPU pays
     /// `try_to_wake_up_cycles` and kswapd runs from its clock after that
-    /// (kernel/mmzone.rs).
+    /// (kernel/gfp.rs).
     WakeupKswapd {
         node: usize,
         what: KFn,
@@ -372,53 +379,6 @@ impl Work {
             _ => KFn::HandleMmFault,
         }
     }
-}
-
-crate::counters! {
-/// Event counters with the names of /proc/vmstat where one exists.
-pub struct VmStat {
-    pub pgfault: u64,
-    pub pgfault_anon_4k: u64,
-    pub pgfault_thp: u64,
-    /// Write faults on a present read-only 4 KiB PTE (`do_wp_page`), including
-    /// those that follow a THP split.
-    pub pgfault_cow_4k: u64,
-    /// Write faults on a present read-only huge PMD resolved at PMD level
-    /// (`do_huge_pmd_wp_page` copying or reusing the huge page).
-    pub pgfault_cow_thp: u64,
-    /// Huge pages copied by `copy_user_huge_page()` (no /proc/vmstat counter exists).
-    pub thp_cow_copies: u64,
-    /// Copy-on-write faults that reused the page because no other mapping was left
-    /// (no /proc/vmstat counter exists).
-    pub cow_reuse: u64,
-    /// /proc/vmstat `thp_split_pmd`.
-    pub thp_split_pmd: u64,
-    pub thp_fault_alloc: u64,
-    pub thp_fault_fallback: u64,
-    pub pgalloc: u64,
-    pub pgfree: u64,
-    pub nr_tlb_remote_flush: u64,
-    pub nr_tlb_remote_flush_received: u64,
-    pub nr_tlb_local_flush_all: u64,
-    pub nr_tlb_local_flush_one: u64,
-    pub huge_page_clears: u64,
-    pub subpage_clears: u64,
-    /// Faults on hugetlb mappings (`hugetlb_fault`); Linux has no vmstat counter for them.
-    pub hugetlb_faults: u64,
-    pub subpage_copies: u64,
-    /// Faults that found, on rechecking the entry under the page-table lock,
-    /// that another thread had mapped the page first, and freed what they had
-    /// allocated (no /proc/vmstat counter exists).
-    pub fault_race_backouts: u64,
-    /// /proc/vmstat `numa_hint_faults`: faults on PROT_NONE entries of accessible VMAs.
-    pub numa_hint_faults: u64,
-    /// /proc/vmstat `numa_hint_faults_local`: hinting faults on a page of the faulting CPU's node.
-    pub numa_hint_faults_local: u64,
-    /// /proc/vmstat `numa_pte_updates`: entries made PROT_NONE by the scanner (a huge PMD counts 512).
-    pub numa_pte_updates: u64,
-    /// /proc/vmstat `numa_huge_pte_updates`: huge PMDs made PROT_NONE by the scanner.
-    pub numa_huge_pte_updates: u64,
-}
 }
 
 /// Instruction counts of kernel code paths, read off the code's structure.
@@ -469,69 +429,33 @@ pub mod instr {
 pub struct Kernel {
     pub cfg: KernelConfig,
     pub costs: KernelCosts,
+    /// The address spaces (mm.rs).
     pub mms: Vec<Mm>,
-    pub alloc: PageAlloc,
+    /// Physical memory: the allocator, the nodes, the hugetlb pools, the
+    /// memory map (mmzone.rs).
+    pub mem: mmzone::Memory,
+    /// Files and their page caches (pagemap.rs).
+    pub pagecache: pagemap::PageCache,
+    /// The LRU lists, kswapd's per-node state and the reclaim counters (reclaim.rs).
+    pub reclaim: reclaim::Reclaim,
+    /// NUMA balancing's per-task, per-frame and counter state (numa_balancing.rs).
+    pub numa: numa_balancing::NumaBalancing,
+    /// Wait queues and the current task (sched/state.rs).
+    pub sched: sched::state::SchedState,
+    /// The kernel's locks and their statistics (locking/).
+    pub locks: locking::Locks,
+    /// What the kernel knows of its CPUs (cpuinfo.rs).
+    pub cpus: cpuinfo::CpuInfo,
     pub vmstat: VmStat,
+    /// Page-table pages in simulated memory (`kernel.page_tables`; kernel/pgtable.rs).
+    pub pgtable: vmstat::PgtableStat,
     /// Remaining sub-page clear to skip (fault injection), counted in huge-page clears.
     pub skip_clear_subpage: Option<u64>,
-    /// The hugetlb pools (2 MiB and 1 GiB hstates), filled at start.
-    pub hugetlb: hugetlb::HugetlbPool,
     /// Remaining sub-page copy to skip (fault injection), in the next huge-page copy.
     pub skip_copy_subpage: Option<u64>,
-    /// Every wait queue of the kernel (kernel objects hold their ids).
-    pub waitq: sched::wait::WaitQueues,
-    /// Per-node watermarks and kswapd wait queues.
-    pub pgdat: Vec<mmzone::PgData>,
-    /// Files and their page caches.
-    pub pagecache: filemap::PageCache,
-    pub filemap: filemap::FilemapStat,
-    /// The file LRU lists and every frame's LRU flags.
-    pub lru: swap::Lru,
-    pub reclaim: vmscan::ReclaimStat,
-    /// Per node: kswapd runs in a row that reclaimed nothing (`kswapd_failures`).
-    pub kswapd_failures: Vec<u32>,
-    /// Per node: folios kswapd scanned since it last made progress.
-    pub kswapd_noprogress_scan: Vec<u64>,
-    /// Per node: `nonresident_age` of refault detection (kernel/workingset.rs).
-    pub reclaim_age: Vec<u64>,
-    /// NUMA balancing's migration counters (kernel/migrate.rs).
-    pub numa: migrate::NumaStat,
-    /// Per frame: the cpupid of the last NUMA hinting fault (kernel/mempolicy.rs).
-    pub last_cpupid: Vec<u32>,
-    /// The hashed folio wait queues (`folio_waitqueue`).
-    pub page_wait_table: Vec<sched::wait::WaitQueueId>,
-    /// Per task (by pid): NUMA balancing's scan and fault state (kernel/sched/numa.rs).
-    pub task_numa: Vec<sched::numa::TaskNuma>,
-    /// The task a fault is being handled for, and its CPU (`current`,
-    /// `smp_processor_id()`), set by the caller of the fault handler.
-    pub current: (usize, usize),
-    /// The NUMA node of every CPU (`cpu_to_node`), set when the machine is built.
-    pub cpu_nodes: Vec<usize>,
-    /// The CPUs have `clzero` (`string.clzero`): a clear plan may store with it.
-    pub cpu_clzero: bool,
-    /// The cores' issue width, set when the machine is built.
-    pub issue_width: u64,
-    /// The memory map in simulated memory (`kernel.struct_pages`; kernel/vmemmap.rs).
-    pub vmemmap: Option<vmemmap::Vmemmap>,
-    /// Page locks held and waited for (kernel/locking/page_lock.rs).
-    pub page_locks: locking::page_lock::PageLocks,
-    /// Lock statistics by class (`lock_stat`).
-    pub lock_stats: locking::LockStats,
-    /// The spinning locks and their sections (`kernel.spinlocks`;
-    /// kernel/locking/sections.rs).
-    pub spinlocks: Option<locking::sections::Spinlocks>,
-    /// Page-table pages in simulated memory (`kernel.page_tables`; kernel/pgtable.rs).
-    pub pgtable: pgtable::PgtableStat,
-    /// The reader-writer semaphores (`kernel.rwsems`; kernel/locking/rwsem.rs).
-    pub rwsems: Option<locking::rwsem::Rwsems>,
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
-    /// Nodes whose kswapd an allocation on a path without the hardware
-    /// found asleep, with `kernel.wakeups` on: the path queues their
-    /// `Work::WakeupKswapd` where it stands (kernel/mmzone.rs), so that the
-    /// waker pays `try_to_wake_up` when its CPU gets there.
-    pub pending_wakes: Vec<usize>,
 }
 
 impl Kernel {
@@ -548,7 +472,7 @@ impl Kernel {
                 )
             })
             .collect();
-        let page_wait_table = (0..migrate::PAGE_WAIT_TABLE_SIZE)
+        let page_wait_table = (0..sched::state::PAGE_WAIT_TABLE_SIZE)
             .map(|_| waitq.add_queue())
             .collect();
         let mut alloc = PageAlloc::new(nr_nodes, node_bytes);
@@ -559,7 +483,7 @@ impl Kernel {
             Some(imp) if node_bytes > 0 => {
                 let skip = vmemmap.as_ref().map_or(0, |v| v.blocks_per_node);
                 let kd = kdata::KernelData::boot(&mut alloc, skip);
-                Some(locking::sections::Spinlocks::new(
+                Some(locking::spinlocks::Spinlocks::new(
                     imp,
                     kd,
                     nr_nodes,
@@ -574,40 +498,36 @@ impl Kernel {
                 kdata::KernelData::boot(&mut alloc, skip)
             }))
         });
+        let nr_frames = node_pages * nr_nodes as u64;
         Kernel {
             cfg,
             costs,
             mms: Vec::new(),
-            alloc,
+            mem: mmzone::Memory {
+                alloc,
+                pgdat,
+                hugetlb: mmzone::HugetlbPool::new(nr_nodes),
+                vmemmap,
+            },
+            pagecache: pagemap::PageCache::default(),
+            reclaim: reclaim::Reclaim::new(nr_nodes, nr_frames),
+            numa: numa_balancing::NumaBalancing::new(nr_frames),
+            sched: sched::state::SchedState {
+                waitq,
+                page_wait_table,
+                current: (0, 0),
+            },
+            locks: locking::Locks {
+                spin: spinlocks,
+                rwsem: rwsems,
+                ..Default::default()
+            },
+            cpus: cpuinfo::CpuInfo::default(),
             vmstat: VmStat::default(),
-            skip_clear_subpage: None,
-            hugetlb: hugetlb::HugetlbPool::new(nr_nodes),
-            skip_copy_subpage: None,
-            waitq,
-            pgdat,
-            pagecache: filemap::PageCache::default(),
-            filemap: filemap::FilemapStat::default(),
-            lru: swap::Lru::new(nr_nodes, node_pages * nr_nodes as u64),
-            reclaim: vmscan::ReclaimStat::default(),
-            kswapd_failures: vec![0; nr_nodes],
-            kswapd_noprogress_scan: vec![0; nr_nodes],
-            reclaim_age: vec![0; nr_nodes],
-            numa: migrate::NumaStat::default(),
-            last_cpupid: vec![mempolicy::CPUPID_UNSET; (node_pages * nr_nodes as u64) as usize],
-            page_wait_table,
-            task_numa: Vec::new(),
-            current: (0, 0),
-            cpu_nodes: Vec::new(),
-            cpu_clzero: false,
-            issue_width: 1,
-            vmemmap,
-            page_locks: Default::default(),
-            lock_stats: Default::default(),
-            spinlocks,
             pgtable: Default::default(),
-            rwsems,
+            skip_clear_subpage: None,
+            skip_copy_subpage: None,
             policy_error: None,
-            pending_wakes: Vec::new(),
         }
     }
 

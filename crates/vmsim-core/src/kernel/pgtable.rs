@@ -48,7 +48,7 @@
 //! allocator by the mm's exit.
 
 use super::hw::{Hw, LOCKED_RMW_CYCLES};
-use super::locking::sections::SpinRef;
+use super::locking::spinlocks::SpinRef;
 use super::mm::{Level, Pmd, PAGE_SIZE, PMD_SHIFT, PUD_SHIFT};
 use super::{KFn, Kernel};
 
@@ -67,23 +67,6 @@ fn leaf_level(mm: &super::mm::Mm, va: u64) -> Option<Level> {
         Pmd::Huge(_) => Some(Level::Pmd),
         Pmd::Table(_) => Some(Level::Pte),
     }
-}
-
-/// Page-table pages in use and their traffic (/proc/meminfo `PageTables`,
-/// /proc/vmstat has no counter for the rest).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PgtableStat {
-    /// Table frames held now (`NR_PAGETABLE`).
-    pub nr_page_table_pages: u64,
-    /// The most held at once.
-    pub nr_page_table_pages_max: u64,
-    /// Tables allocated and freed.
-    pub pgtable_alloc: u64,
-    pub pgtable_free: u64,
-    /// Tables a path needed that the allocator could not give (the entry
-    /// stays, its walks cost the fixed walk as without page tables in
-    /// memory).
-    pub pgtable_alloc_failed: u64,
 }
 
 impl Kernel {
@@ -121,7 +104,7 @@ impl Kernel {
             return None;
         }
         let leaf = leaf_level(&self.mms[mm_id], va)?;
-        let node = self.cpu_nodes.get(hw.cpu).copied().unwrap_or(0);
+        let node = self.cpus.nodes.get(hw.cpu).copied().unwrap_or(0);
         for table in self.mms[mm_id].pt.missing(va, leaf) {
             let pfn = self.alloc_near(node, 0);
             self.wake_pending(hw);
@@ -284,12 +267,12 @@ impl Kernel {
             return None;
         }
         let table = line >> 6;
-        let word = self.vmemmap.as_ref()?.page_line(table);
-        let sl = self.spinlocks.as_mut()?;
+        let word = self.mem.vmemmap.as_ref()?.page_line(table);
+        let sl = self.locks.spin.as_mut()?;
         let r = sl.ptl(table, word);
         let imp = sl.imp;
         hw.settle(what);
-        sl.lock_of(r).lock(hw, imp, &mut self.lock_stats);
+        sl.lock_of(r).lock(hw, imp, &mut self.locks.stats);
         hw.settle(KFn::SpinLock);
         Some(r)
     }
@@ -307,8 +290,8 @@ impl Kernel {
 
     /// `spin_unlock` of a lock [`Kernel::ptl_lock`] took (nothing for None).
     pub(crate) fn ptl_unlock(&mut self, hw: &mut Hw, ptl: Option<SpinRef>) {
-        if let (Some(r), Some(sl)) = (ptl, self.spinlocks.as_mut()) {
-            sl.lock_of(r).unlock(hw, &mut self.lock_stats);
+        if let (Some(r), Some(sl)) = (ptl, self.locks.spin.as_mut()) {
+            sl.lock_of(r).unlock(hw, &mut self.locks.stats);
         }
     }
 
@@ -331,10 +314,10 @@ impl Kernel {
         }
         let freed = self.mms[mm_id].take_unused_tables(all);
         for pfn in freed {
-            if let Some(sl) = self.spinlocks.as_mut() {
+            if let Some(sl) = self.locks.spin.as_mut() {
                 sl.drop_ptl(pfn);
             }
-            self.alloc.free(pfn);
+            self.mem.alloc.free(pfn);
             self.pgtable.pgtable_free += 1;
             self.pgtable.nr_page_table_pages -= 1;
         }
@@ -362,7 +345,7 @@ mod tests {
     }
 
     fn ptl_frames(k: &Kernel) -> Vec<u64> {
-        k.spinlocks.as_ref().unwrap().ptl_frames().collect()
+        k.locks.spin.as_ref().unwrap().ptl_frames().collect()
     }
 
     #[test]
@@ -394,7 +377,8 @@ mod tests {
         k.free_pgtables(mm, false);
         assert_eq!(ptl_frames(&k), vec![lb >> 6]);
         let taken = k
-            .lock_stats
+            .locks
+            .stats
             .get(crate::kernel::locking::LockClass::PteLock)
             .acquisitions;
         on(&mut m, 0, |hw| {
@@ -402,7 +386,10 @@ mod tests {
         });
         // `b`'s table is locked; `a`'s frame gets no lock made for it.
         assert_eq!(ptl_frames(&k), vec![lb >> 6]);
-        let s = k.lock_stats.get(crate::kernel::locking::LockClass::PteLock);
+        let s = k
+            .locks
+            .stats
+            .get(crate::kernel::locking::LockClass::PteLock);
         assert_eq!(s.acquisitions, taken + 1);
     }
 }

@@ -74,7 +74,7 @@ impl Kernel {
     /// the page cache keeps its own). Returns the entry that was cleared.
     pub fn try_to_unmap_one(&mut self, mm: usize, va: u64) -> Option<Pte> {
         let old = self.mms[mm].ptep_get_and_clear(va)?;
-        let freed = self.alloc.put_folio(old.pfn);
+        let freed = self.mem.alloc.put_folio(old.pfn);
         debug_assert_eq!(freed, 0, "the page cache holds a reference");
         Some(old)
     }
@@ -162,7 +162,7 @@ mod tests {
         let mut want: Vec<(usize, u64)> = maps.iter().map(|&(mm, b)| (mm, b + 7 * 4096)).collect();
         want.sort();
         assert_eq!(found, want);
-        assert_eq!(k.alloc.folio_mapcount(pfn), 4);
+        assert_eq!(k.mem.alloc.folio_mapcount(pfn), 4);
         // All four were young (just mapped); the walk clears them.
         assert_eq!(k.folio_referenced(pfn), (4, 4));
         assert_eq!(k.folio_referenced(pfn), (0, 4));
@@ -173,8 +173,8 @@ mod tests {
         assert!(k.rmap_walk_file(pfn).is_empty());
         assert_eq!(
             (
-                k.alloc.folio_mapcount(pfn),
-                k.alloc.folios[pfn as usize].refcount
+                k.mem.alloc.folio_mapcount(pfn),
+                k.mem.alloc.folios[pfn as usize].refcount
             ),
             (0, 1)
         );

@@ -48,11 +48,12 @@
 use super::hw::Hw;
 use super::kthread::{KthreadFn, KthreadStep};
 use super::locking::sections::{
-    SpinRef, FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, PUTBACK_INSTR, TREE_DELETE_INSTR,
+    FREE_ONE_PAGE_INSTR, ISOLATE_INSTR, PUTBACK_INSTR, TREE_DELETE_INSTR,
 };
+use super::locking::spinlocks::SpinRef;
 use super::mm::Mm;
 use super::policy::tlb::{BatchFlush, FlushCtx};
-use super::swap::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
+use super::reclaim::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
 use super::tlbflush::{invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, Kernel, Work};
 use crate::machine::ipi::CpuMask;
@@ -60,32 +61,6 @@ use std::collections::VecDeque;
 
 /// `MAX_RECLAIM_RETRIES`: kswapd rounds without progress before it gives up on a node.
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
-
-crate::counters! {
-/// Reclaim and LRU counters with their /proc/vmstat names.
-pub struct ReclaimStat {
-    /// Folios moved to an active list (`folio_activate`, or by reclaim for referenced mapped folios).
-    pub pgactivate: u64,
-    /// Folios moved from the active to the inactive list by `shrink_active_list`.
-    pub pgdeactivate: u64,
-    /// Folios `shrink_active_list` scanned.
-    pub pgrefill: u64,
-    pub pgscan_kswapd: u64,
-    pub pgsteal_kswapd: u64,
-    pub pgscan_direct: u64,
-    pub pgsteal_direct: u64,
-    /// Times an allocating task entered direct reclaim (`allocstall`).
-    pub allocstall: u64,
-    /// Page-cache folios read again after eviction, and those started active.
-    pub workingset_refault_file: u64,
-    pub workingset_activate_file: u64,
-    /// Batched flushes sent (`try_to_unmap_flush` with IPIs) and their IPIs.
-    pub tlb_ubc_flushes: u64,
-    pub tlb_ubc_ipis: u64,
-    /// Batched flushes done by one INVLPGB broadcast (`broadcast`).
-    pub tlb_ubc_invlpgb: u64,
-}
-}
 
 /// `struct tlbflush_unmap_batch` of the reclaiming task.
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,10 +119,10 @@ impl KthreadFn for Kswapd {
         work: &mut VecDeque<Work>,
     ) -> KthreadStep {
         let n = self.node;
-        if k.alloc.nr_free[n] >= k.pgdat[n].wmark_high
-            || k.kswapd_failures[n] >= MAX_RECLAIM_RETRIES
+        if k.mem.alloc.nr_free[n] >= k.mem.pgdat[n].wmark_high
+            || k.reclaim.kswapd_failures[n] >= MAX_RECLAIM_RETRIES
         {
-            return KthreadStep::Wait(k.pgdat[n].kswapd_wait);
+            return KthreadStep::Wait(k.mem.pgdat[n].kswapd_wait);
         }
         work.push_back(Work::ShrinkNode {
             node: n,
@@ -160,7 +135,7 @@ impl KthreadFn for Kswapd {
 impl Kernel {
     /// Page-cache folios on `node`'s LRU lists.
     pub fn nr_file_lru(&self, node: usize) -> usize {
-        let l = &self.lru.nodes[node];
+        let l = &self.reclaim.lru.nodes[node];
         l.inactive_file.len() + l.active_file.len()
     }
 }
@@ -170,11 +145,11 @@ impl Kernel {
     /// or below its min watermark, the faulting task reclaims a batch itself,
     /// from its own node first, then the others in zonelist order.
     pub(crate) fn direct_reclaim_if_needed(&mut self, hw: &mut Hw, node: usize) {
-        let n = self.alloc.nr_nodes;
-        if (0..n).any(|nd| self.alloc.nr_free[nd] > self.pgdat[nd].wmark_min) {
+        let n = self.mem.alloc.nr_nodes;
+        if (0..n).any(|nd| self.mem.alloc.nr_free[nd] > self.mem.pgdat[nd].wmark_min) {
             return;
         }
-        self.reclaim.allocstall += 1;
+        self.reclaim.stat.allocstall += 1;
         hw.settle(KFn::ExcPageFault);
         for nd in (0..n).map(|i| (node + i) % n) {
             if self.shrink_node(hw, nd, false) > 0 {
@@ -191,22 +166,22 @@ impl Kernel {
     /// every priority that reclaimed nothing).
     pub(crate) fn shrink_node(&mut self, hw: &mut Hw, node: usize, kswapd: bool) -> u64 {
         let batch = self.cfg.tunables.swap_cluster_max as usize;
-        let l = &self.lru.nodes[node];
+        let l = &self.reclaim.lru.nodes[node];
         // inactive_is_low(): inactive_ratio is 1 below 1 GiB of file LRU.
         if l.inactive_file.len() < l.active_file.len() {
             self.shrink_active_list(hw, node, batch);
         }
         let got = self.shrink_inactive_list(hw, node, batch, kswapd);
         if got > 0 {
-            self.kswapd_failures[node] = 0;
-            self.kswapd_noprogress_scan[node] = 0;
+            self.reclaim.kswapd_failures[node] = 0;
+            self.reclaim.kswapd_noprogress_scan[node] = 0;
         } else if kswapd {
             let lru = self.nr_file_lru(node) as u64;
-            let scanned = &mut self.kswapd_noprogress_scan[node];
+            let scanned = &mut self.reclaim.kswapd_noprogress_scan[node];
             *scanned += batch as u64;
             if *scanned > 2 * lru {
                 *scanned = 0;
-                self.kswapd_failures[node] += 1;
+                self.reclaim.kswapd_failures[node] += 1;
             }
         }
         got
@@ -216,10 +191,10 @@ impl Kernel {
     /// tail and deactivates them (a referenced mapped file folio stays active
     /// only if executable, and none here is); their young bits are cleared.
     fn shrink_active_list(&mut self, hw: &mut Hw, node: usize, nr: usize) {
-        let locks = self.spinlocks.is_some();
+        let locks = self.locks.spin.is_some();
         let mut isolated = Vec::new();
         if locks {
-            let l = &self.lru.nodes[node].active_file;
+            let l = &self.reclaim.lru.nodes[node].active_file;
             isolated.extend(l.iter().rev().take(nr));
             self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
         }
@@ -227,13 +202,13 @@ impl Kernel {
         let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2);
         let per_folio = self.costs.shrink_folio_cycles.saturating_sub(moved);
         for _ in 0..nr {
-            let Some(pfn) = self.lru.nodes[node].active_file.pop_back() else {
+            let Some(pfn) = self.reclaim.lru.nodes[node].active_file.pop_back() else {
                 break;
             };
-            self.reclaim.pgrefill += 1;
+            self.reclaim.stat.pgrefill += 1;
             hw.charge(per_folio);
             hw.settle(KFn::ShrinkFolioList);
-            if self.alloc.folio_mapcount(pfn) > 0 {
+            if self.mem.alloc.folio_mapcount(pfn) > 0 {
                 let sem = self.i_mmap_lock_read(hw, pfn);
                 let moved = self.rmap_entry_rmws(hw, pfn);
                 let (_, visited) = self.folio_referenced(pfn);
@@ -242,9 +217,9 @@ impl Kernel {
                 hw.charge(c);
                 hw.settle(KFn::RmapWalk);
             }
-            self.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
-            self.lru.nodes[node].inactive_file.push_front(pfn);
-            self.reclaim.pgdeactivate += 1;
+            self.reclaim.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
+            self.reclaim.lru.nodes[node].inactive_file.push_front(pfn);
+            self.reclaim.stat.pgdeactivate += 1;
         }
         if locks {
             // move_active_pages_to_lru() under the lock again.
@@ -257,10 +232,10 @@ impl Kernel {
     fn shrink_inactive_list(&mut self, hw: &mut Hw, node: usize, nr: usize, kswapd: bool) -> u64 {
         let mut isolated = Vec::with_capacity(nr);
         while isolated.len() < nr {
-            let Some(pfn) = self.lru.nodes[node].inactive_file.pop_back() else {
+            let Some(pfn) = self.reclaim.lru.nodes[node].inactive_file.pop_back() else {
                 break;
             };
-            self.lru.clear(pfn, PG_LRU);
+            self.reclaim.lru.clear(pfn, PG_LRU);
             isolated.push(pfn);
         }
         let scanned = isolated.len() as u64;
@@ -269,7 +244,7 @@ impl Kernel {
         let (reclaimed, kept) = self.shrink_folio_list(hw, &isolated);
         // putback_inactive_pages() under it again.
         self.lru_section(hw, node, &kept, PUTBACK_INSTR);
-        let st = &mut self.reclaim;
+        let st = &mut self.reclaim.stat;
         if kswapd {
             st.pgscan_kswapd += scanned;
             st.pgsteal_kswapd += reclaimed;
@@ -289,7 +264,7 @@ impl Kernel {
 
     /// `folio_check_references`.
     fn folio_check_references(&mut self, hw: &mut Hw, pfn: u64) -> FolioRef {
-        let (referenced_ptes, visited, moved) = if self.alloc.folio_mapcount(pfn) > 0 {
+        let (referenced_ptes, visited, moved) = if self.mem.alloc.folio_mapcount(pfn) > 0 {
             let sem = self.i_mmap_lock_read(hw, pfn);
             let moved = self.rmap_entry_rmws(hw, pfn);
             let (young, visited) = self.folio_referenced(pfn);
@@ -301,10 +276,10 @@ impl Kernel {
         let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
         hw.charge(c);
         hw.settle(KFn::RmapWalk);
-        let referenced_folio = self.lru.test(pfn, PG_REFERENCED);
-        self.lru.clear(pfn, PG_REFERENCED);
+        let referenced_folio = self.reclaim.lru.test(pfn, PG_REFERENCED);
+        self.reclaim.lru.clear(pfn, PG_REFERENCED);
         if referenced_ptes > 0 {
-            self.lru.set(pfn, PG_REFERENCED);
+            self.reclaim.lru.set(pfn, PG_REFERENCED);
             if referenced_folio || referenced_ptes > 1 {
                 return FolioRef::Activate;
             }
@@ -321,13 +296,13 @@ impl Kernel {
         let mut ubc = TlbflushUnmapBatch::default();
         let mut free = Vec::new();
         let mut kept = Vec::new();
-        let locks = self.spinlocks.is_some();
+        let locks = self.locks.spin.is_some();
         for &pfn in folios {
             if !locks {
                 hw.charge(self.costs.shrink_folio_cycles);
                 hw.settle(KFn::ShrinkFolioList);
             }
-            let node = self.alloc.node_of_pfn(pfn);
+            let node = self.mem.alloc.node_of_pfn(pfn);
             let r = self.folio_check_references(hw, pfn);
             if locks {
                 // The fixed cost keeps what the sections do not take: the
@@ -342,15 +317,15 @@ impl Kernel {
             }
             match r {
                 FolioRef::Activate => {
-                    self.lru.set(pfn, PG_LRU | PG_ACTIVE);
-                    self.lru.nodes[node].active_file.push_front(pfn);
-                    self.reclaim.pgactivate += 1;
-                    self.reclaim_age[node] += 1;
+                    self.reclaim.lru.set(pfn, PG_LRU | PG_ACTIVE);
+                    self.reclaim.lru.nodes[node].active_file.push_front(pfn);
+                    self.reclaim.stat.pgactivate += 1;
+                    self.reclaim.nonresident_age[node] += 1;
                     kept.push(pfn);
                 }
                 FolioRef::Keep => {
-                    self.lru.set(pfn, PG_LRU);
-                    self.lru.nodes[node].inactive_file.push_front(pfn);
+                    self.reclaim.lru.set(pfn, PG_LRU);
+                    self.reclaim.lru.nodes[node].inactive_file.push_front(pfn);
                     kept.push(pfn);
                 }
                 FolioRef::Reclaim => {
@@ -378,7 +353,7 @@ impl Kernel {
                     self.pagecache.inodes[ino].pages.remove(&index);
                     self.pagecache.inodes[ino].readahead.remove(&index);
                     self.workingset_eviction(ino, index, node);
-                    self.lru.flags[pfn as usize] = 0;
+                    self.reclaim.lru.flags[pfn as usize] = 0;
                     free.push(pfn);
                 }
             }
@@ -386,18 +361,19 @@ impl Kernel {
         self.try_to_unmap_flush(hw, &mut ubc);
         for &pfn in &free {
             debug_assert_eq!(
-                self.alloc.folios[pfn as usize].refcount, 1,
+                self.mem.alloc.folios[pfn as usize].refcount, 1,
                 "only the page cache's reference is left"
             );
-            let node = self.alloc.node_of_pfn(pfn);
-            self.alloc.free(pfn);
+            let node = self.mem.alloc.node_of_pfn(pfn);
+            self.mem.alloc.free(pfn);
             self.vmstat.pgfree += 1;
             let c = self.costs.page_free_cycles;
             hw.charge(c);
             // free_hot_cold_page(): a full per-CPU list goes back in a batch.
             let cpu = hw.cpu;
             if self
-                .spinlocks
+                .locks
+                .spin
                 .as_mut()
                 .is_some_and(|s| s.pcp_free(cpu, node))
             {
@@ -477,7 +453,7 @@ impl Kernel {
         if self.cfg.tlb_flush_on_unmap.batch_flush() == BatchFlush::Broadcast
             && invlpgb_flush_all_nonglobals(hw.machine, cpu, hw.tlbstate, &self.mms)
         {
-            self.reclaim.tlb_ubc_invlpgb += 1;
+            self.reclaim.stat.tlb_ubc_invlpgb += 1;
             hw.settle(KFn::FlushTlb);
             *ubc = TlbflushUnmapBatch::default();
             return;
@@ -494,8 +470,8 @@ impl Kernel {
             let vs = &mut self.vmstat;
             vs.nr_tlb_remote_flush += 1;
             vs.nr_tlb_remote_flush_received += n;
-            self.reclaim.tlb_ubc_flushes += 1;
-            self.reclaim.tlb_ubc_ipis += n;
+            self.reclaim.stat.tlb_ubc_flushes += 1;
+            self.reclaim.stat.tlb_ubc_ipis += n;
             hw.machine.send_tlb_flush_ipis(cpu, &targets, 0, None);
         }
         if ubc.cpumask.test(cpu) {
@@ -535,25 +511,25 @@ mod tests {
     #[test]
     fn kswapd_is_woken_below_low_and_sleeps_at_high() {
         let mut k = kernel();
-        let q = k.pgdat[0].kswapd_wait;
-        let (low, high) = (k.pgdat[0].wmark_low, k.pgdat[0].wmark_high);
+        let q = k.mem.pgdat[0].kswapd_wait;
+        let (low, high) = (k.mem.pgdat[0].wmark_low, k.mem.pgdat[0].wmark_high);
         let mut ks = Kswapd { node: 0 };
         let mut w = VecDeque::new();
         // Plenty free: kswapd sleeps on its queue.
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
-        k.waitq.wait(q, 7);
+        k.sched.waitq.wait(q, 7);
         // Page-cache allocations down to the low watermark do not wake it ...
         let mut index = 0;
         let mut pfns = Vec::new();
-        while k.alloc.nr_free[0] > low {
+        while k.mem.alloc.nr_free[0] > low {
             pfns.push(k.alloc_pages_node(0, 0).unwrap());
             index += 1;
         }
-        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 0, "{index} pages");
+        assert_eq!(k.mem.pgdat[0].nr_kswapd_wakeups, 0, "{index} pages");
         // ... the one that leaves the node below low does.
         pfns.push(k.alloc_pages_node(0, 0).unwrap());
-        assert_eq!(k.pgdat[0].nr_kswapd_wakeups, 1);
-        let woken: Vec<usize> = k.waitq.take_woken().iter().map(|w| w.pid).collect();
+        assert_eq!(k.mem.pgdat[0].nr_kswapd_wakeups, 1);
+        let woken: Vec<usize> = k.sched.waitq.take_woken().iter().map(|w| w.pid).collect();
         assert_eq!(woken, vec![7]);
         // Woken, it reclaims round after round while the node is below high ...
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Continue);
@@ -564,11 +540,11 @@ mod tests {
                 kswapd: true
             })
         ));
-        while k.alloc.nr_free[0] < high {
-            k.alloc.free(pfns.pop().unwrap());
+        while k.mem.alloc.nr_free[0] < high {
+            k.mem.alloc.free(pfns.pop().unwrap());
             assert_eq!(
                 ks.step(&mut k, 0, 0, &mut w),
-                if k.alloc.nr_free[0] < high {
+                if k.mem.alloc.nr_free[0] < high {
                     KthreadStep::Continue
                 } else {
                     KthreadStep::Wait(q)
@@ -577,8 +553,8 @@ mod tests {
         }
         // ... and sleeps at high; a node it failed on too often is left alone.
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
-        k.alloc.alloc(0, 0);
-        k.kswapd_failures[0] = MAX_RECLAIM_RETRIES;
+        k.mem.alloc.alloc(0, 0);
+        k.reclaim.kswapd_failures[0] = MAX_RECLAIM_RETRIES;
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Wait(q));
     }
 }

@@ -14,8 +14,8 @@ use super::Kernel;
 impl Kernel {
     /// `workingset_eviction`: the shadow entry left for (file, index).
     pub fn workingset_eviction(&mut self, ino: usize, index: u64, node: usize) {
-        self.reclaim_age[node] += 1;
-        let age = self.reclaim_age[node];
+        self.reclaim.nonresident_age[node] += 1;
+        let age = self.reclaim.nonresident_age[node];
         self.pagecache.inodes[ino]
             .shadows
             .insert(index, (node, age));
@@ -27,11 +27,11 @@ impl Kernel {
         let Some((node, age)) = self.pagecache.inodes[ino].shadows.remove(&index) else {
             return false;
         };
-        self.reclaim.workingset_refault_file += 1;
-        let distance = self.reclaim_age[node] - age;
-        if distance <= self.lru.nodes[node].active_file.len() as u64 {
-            self.reclaim.workingset_activate_file += 1;
-            self.reclaim_age[node] += 1;
+        self.reclaim.stat.workingset_refault_file += 1;
+        let distance = self.reclaim.nonresident_age[node] - age;
+        if distance <= self.reclaim.lru.nodes[node].active_file.len() as u64 {
+            self.reclaim.stat.workingset_activate_file += 1;
+            self.reclaim.nonresident_age[node] += 1;
             return true;
         }
         false

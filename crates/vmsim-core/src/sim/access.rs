@@ -312,7 +312,7 @@ impl Sim {
             if write {
                 st.writes += 1;
                 let v = store_value(r.a.seed, vpage);
-                self.kernel.alloc.store_line(r.pfn, lip, v);
+                self.kernel.mem.alloc.store_line(r.pfn, lip, v);
                 self.kernel.mms[mm].shadow_store(va, lip, v);
             } else {
                 st.reads += 1;
@@ -348,7 +348,7 @@ impl Sim {
         let index = pgoff + ((va - vma.start) >> 12);
         let want = crate::kernel::filemap::file_page_tag(ino, index);
         let cached = self.kernel.find_get_page(ino, index);
-        let got = self.kernel.alloc.tag(pfn);
+        let got = self.kernel.mem.alloc.tag(pfn);
         let task = &mut self.tasks[t];
         task.pages_checked += 1;
         if cached != Some(pfn) || got != want {

@@ -124,7 +124,7 @@ impl Sim {
                 );
             }
             Work::PutPage { pfn } => {
-                if self.kernel.vmemmap.is_some() {
+                if self.kernel.mem.vmemmap.is_some() {
                     let (k, mut hw) = self.kernel_hw(cpu);
                     k.put_page_struct_page(&mut hw, pfn);
                 }
@@ -319,7 +319,7 @@ impl Sim {
                     self.account_runtime(cpu, t);
                     self.sched.sleep_current(cpu);
                     let q = self.kernel.folio_waitqueue(pfn);
-                    self.kernel.waitq.wait(q, t);
+                    self.kernel.sched.waitq.wait(q, t);
                     self.machine.set_mode(cpu, Mode::User);
                     return;
                 }

@@ -285,9 +285,9 @@ pub mod window;
 impl Sim {
     pub fn new(m: Machine, mut k: Kernel, quantum: u64) -> Sim {
         let n = m.topo.nr_cpus();
-        k.cpu_nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
-        k.cpu_clzero = m.clzero;
-        k.issue_width = m.issue_width;
+        k.cpus.nodes = (0..n).map(|c| m.topo.node_of(c)).collect();
+        k.cpus.clzero = m.clzero;
+        k.cpus.issue_width = m.issue_width;
         let scalar_line =
             crate::machine::params::scalar_store_line_cycles(m.scalar_stores_per_cycle);
         let string_issue = (64 / m.store_bytes_per_cycle).max(1);
@@ -448,14 +448,20 @@ impl Sim {
         for d in &self.machine.hier.dram {
             dram.add(&Counters::of(&d.stats));
         }
-        let kswapd: u64 = self.kernel.pgdat.iter().map(|p| p.nr_kswapd_wakeups).sum();
+        let kswapd: u64 = self
+            .kernel
+            .mem
+            .pgdat
+            .iter()
+            .map(|p| p.nr_kswapd_wakeups)
+            .sum();
         Counters(serde_json::json!({
             "vmstat": Counters::of(&self.kernel.vmstat).0,
-            "filemap": Counters::of(&self.kernel.filemap).0,
-            "reclaim": Counters::of(&self.kernel.reclaim).0,
+            "filemap": Counters::of(&self.kernel.pagecache.stat).0,
+            "reclaim": Counters::of(&self.kernel.reclaim.stat).0,
             "sched": Counters::of(&self.sched.stats).0,
-            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
-            "lock_stat": self.kernel.lock_stats.to_json(),
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.sched.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "lock_stat": self.kernel.locks.stats.to_json(),
             "idle": self.idle_stats.to_json(&self.machine),
             "cpu": cpu.0,
             "tlb": tlb.0,
@@ -609,10 +615,10 @@ impl Sim {
                 queued[cpu] = false;
                 self.cpus[cpu].idle_since = self.machine.cpus[cpu].clock;
             }
-            if !self.kernel.pending_wakes.is_empty() {
+            if !self.kernel.reclaim.pending_wakes.is_empty() {
                 self.wake_stray_pending();
             }
-            if self.kernel.waitq.has_woken() {
+            if self.kernel.sched.waitq.has_woken() {
                 self.wake_woken(self.machine.cpus[cpu].clock);
             }
             self.kick(&mut heap, &mut queued);
@@ -661,7 +667,7 @@ impl Sim {
                 self.try_to_wake_up(None, pid, t, false);
             }
             Event::WakeQueue(q) => {
-                self.kernel.waitq.wake_up(q, false);
+                self.kernel.sched.waitq.wake_up(q, false);
             }
         }
         self.wake_woken(t);
@@ -676,13 +682,13 @@ impl Sim {
         if self.error.is_none() {
             self.error = Some(Error::Internal(format!(
                 "a kernel path left {} wake-up(s) of kswapd pending with kernel.wakeups on",
-                self.kernel.pending_wakes.len()
+                self.kernel.reclaim.pending_wakes.len()
             )));
         }
-        for node in std::mem::take(&mut self.kernel.pending_wakes) {
-            let q = self.kernel.pgdat[node].kswapd_wait;
-            if self.kernel.waitq.wake_up(q, false) > 0 {
-                self.kernel.pgdat[node].nr_kswapd_wakeups += 1;
+        for node in std::mem::take(&mut self.kernel.reclaim.pending_wakes) {
+            let q = self.kernel.mem.pgdat[node].kswapd_wait;
+            if self.kernel.sched.waitq.wake_up(q, false) > 0 {
+                self.kernel.mem.pgdat[node].nr_kswapd_wakeups += 1;
             }
         }
     }
@@ -693,7 +699,7 @@ impl Sim {
     /// CPU, if idle, has left its idle state; with `kernel.wakeups` an
     /// untimed one (a timer's, `Event::WakeQueue`) too, at `now`.
     pub fn wake_woken(&mut self, now: u64) {
-        for w in self.kernel.waitq.take_woken() {
+        for w in self.kernel.sched.waitq.take_woken() {
             let at = match w.at {
                 None if !self.kernel.cfg.wakeups => now,
                 None => self.idle_exit(w.pid, now, w.iowait),
@@ -918,7 +924,7 @@ impl Sim {
             }
             KthreadStep::Wait(q) => {
                 let t = self.sched.sleep_current(cpu);
-                self.kernel.waitq.wait(q, t);
+                self.kernel.sched.waitq.wait(q, t);
             }
             KthreadStep::SleepUntil(until) => self.sleep_until(cpu, until),
             KthreadStep::Exit => {

@@ -109,7 +109,7 @@ impl Sim {
             if write {
                 st.writes += 1;
                 let v = store_value(r.b.seed, vpage);
-                self.kernel.alloc.store_line(r.pfn, lip, v);
+                self.kernel.mem.alloc.store_line(r.pfn, lip, v);
                 self.kernel.mms[mm].shadow_store(va, lip, v);
             } else {
                 st.reads += 1;

@@ -164,7 +164,8 @@ impl Sim {
     fn runtime(&self, cpu: usize, t: usize) -> u64 {
         let base = self
             .kernel
-            .task_numa
+            .numa
+            .tasks
             .get(t)
             .map_or(0, |n| n.sum_exec_runtime);
         base + self.machine.cpus[cpu]

@@ -16,12 +16,12 @@ impl Sim {
         let mm = self.tasks[t].user_mm();
         let node = self.machine.topo.node_of(cpu);
         self.machine.set_mode(cpu, Mode::Kernel);
-        if (0..self.kernel.alloc.nr_nodes).any(|n| self.kernel.nr_file_lru(n) > 0) {
+        if (0..self.kernel.mem.alloc.nr_nodes).any(|n| self.kernel.nr_file_lru(n) > 0) {
             let (k, mut hw) = self.kernel_hw(cpu);
             k.direct_reclaim_if_needed(&mut hw, node);
         }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
-        self.kernel.current = (cpu, t);
+        self.kernel.sched.current = (cpu, t);
         let mut r = self
             .kernel
             .handle_mm_fault(mm, addr, write, node, &mut work);
@@ -34,12 +34,12 @@ impl Sim {
         // folios it added) stays: the retry finds those folios cached.
         let mut scanned_no_progress = 0u64;
         while matches!(r, Err(FaultError::Oom)) {
-            let n = self.kernel.alloc.nr_nodes;
+            let n = self.kernel.mem.alloc.nr_nodes;
             let lru: u64 = (0..n).map(|nd| self.kernel.nr_file_lru(nd) as u64).sum();
             if scanned_no_progress > 2 * lru {
                 break;
             }
-            self.kernel.reclaim.allocstall += 1;
+            self.kernel.reclaim.stat.allocstall += 1;
             let got: u64 = (0..n)
                 .map(|i| (node + i) % n)
                 .map(|nd| {
@@ -368,7 +368,7 @@ impl Sim {
             self.machine.set_line_stores(cpu, 1);
             self.machine.advance(cpu, 0, instr);
             let v = store_value(seed, vpage);
-            self.kernel.alloc.store_line(pfn, lip, v);
+            self.kernel.mem.alloc.store_line(pfn, lip, v);
             if shadow {
                 self.kernel.mms[mm].shadow_store(va, lip, v);
                 // The line's word stores, as the access engine counts them.
@@ -424,7 +424,7 @@ impl Sim {
                 }
             };
             let got = match mm.lookup(va) {
-                Some(tr) => Some(self.kernel.alloc.tag(tr.pfn)),
+                Some(tr) => Some(self.kernel.mem.alloc.tag(tr.pfn)),
                 // A private anonymous page never touched reads as zeros.
                 None if want == TAG_ZERO
                     && matches!(expect, Expect::Zero | Expect::AccessWrites)

@@ -214,10 +214,10 @@ impl Sim {
         let mut k = Kernel::new(
             self.kernel.cfg.clone(),
             self.kernel.costs.clone(),
-            self.kernel.alloc.nr_nodes,
+            self.kernel.mem.alloc.nr_nodes,
             0,
         );
-        k.alloc.line_log = Some(Vec::new());
+        k.mem.alloc.line_log = Some(Vec::new());
         let mut s = Sim::new(self.machine.shell(), k, self.quantum);
         s.window = self.window;
         s.win_task = vec![Err(Park::Schedule); self.cpus.len()];
@@ -318,9 +318,9 @@ impl Sim {
                 mms_back.push(mm);
             }
         }
-        if let Some(log) = &mut sh.kernel.alloc.line_log {
+        if let Some(log) = &mut sh.kernel.mem.alloc.line_log {
             for (pfn, line, v) in log.drain(..) {
-                self.kernel.alloc.store_line(pfn, line, v);
+                self.kernel.mem.alloc.store_line(pfn, line, v);
             }
         }
         for (a, b) in self.kfn_cycles.iter_mut().zip(sh.kfn_cycles.iter_mut()) {
@@ -613,10 +613,10 @@ impl Sim {
                 } else {
                     *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
                 }
-                if !self.kernel.pending_wakes.is_empty() {
+                if !self.kernel.reclaim.pending_wakes.is_empty() {
                     self.wake_stray_pending();
                 }
-                if self.kernel.waitq.has_woken() {
+                if self.kernel.sched.waitq.has_woken() {
                     self.wake_woken(clock);
                 }
                 self.kick_window(&mut heap, &mut queued, end);

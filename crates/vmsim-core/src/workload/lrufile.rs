@@ -7,9 +7,10 @@
 //! content). As in usemem, the timed interval runs from the start to the end
 //! of the reads; the unmap is timed apart.
 
+use super::base::Workload;
 use super::usemem::USEMEM_READ_INSTR_PER_WORD;
-use super::{Access, Op, Pattern, Program, Workload};
 use crate::error::Error;
+use crate::kernel::uapi::{Access, Op, Pattern, Program};
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
 use serde::Serialize;
@@ -140,7 +141,7 @@ impl Workload for LruFileWorkload<'_> {
         } else {
             0.0
         });
-        let st = &sim.kernel.reclaim;
+        let st = &sim.kernel.reclaim.stat;
         for (k, v) in [
             ("pgscan_kswapd", st.pgscan_kswapd),
             ("pgsteal_kswapd", st.pgsteal_kswapd),
@@ -150,7 +151,7 @@ impl Workload for LruFileWorkload<'_> {
             ("pgdeactivate", st.pgdeactivate),
             ("pgrefill", st.pgrefill),
             ("workingset_refault_file", st.workingset_refault_file),
-            ("pgmajfault", sim.kernel.filemap.pgmajfault),
+            ("pgmajfault", sim.kernel.pagecache.stat.pgmajfault),
         ] {
             r[k] = json!(v);
         }

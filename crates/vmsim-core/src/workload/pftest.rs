@@ -7,9 +7,10 @@
 //! second. Before unmapping, the task checks (untimed) that every 4 KiB
 //! sub-page is zero except the line it touched.
 
-use super::MIB;
-use super::{Expect, Op, Program, Workload};
+use super::base::Workload;
+use super::base::MIB;
 use crate::error::Error;
+use crate::kernel::uapi::{Expect, Op, Program};
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
 use serde::Serialize;
@@ -118,7 +119,7 @@ impl Workload for PfTestWorkload<'_> {
             let need = per_node.into_iter().max().unwrap_or(0) + 64 * MIB;
             return need.div_ceil(1 << 30) << 30;
         }
-        super::with_headroom(&per_node)
+        super::base::with_headroom(&per_node)
     }
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {

@@ -21,8 +21,9 @@
 //! random 8-byte word (pmbench: a random 32-bit word); the start barrier
 //! between processes is a 10 µs poll of the eater's readiness.
 
-use super::{Access, Expect, Op, Pattern, Program, Workload};
+use super::base::Workload;
 use crate::error::Error;
+use crate::kernel::uapi::{Access, Expect, Op, Pattern, Program};
 use crate::machine::ipi::CpuMask;
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
@@ -326,7 +327,7 @@ impl Workload for PmbenchWorkload<'_> {
         r["pmbench_throughput_aps"] = json!(aps);
         r["pmbench_accesses"] = json!(accesses);
         let v = &sim.kernel.vmstat;
-        let n = &sim.kernel.numa;
+        let n = &sim.kernel.numa.stat;
         for (k, x) in [
             ("numa_pte_updates", v.numa_pte_updates),
             ("numa_huge_pte_updates", v.numa_huge_pte_updates),

@@ -6,7 +6,7 @@
 //! callers give the figure of the loop they model). The region is checked
 //! (untimed) to still read as zeros, then unmapped.
 
-use super::{Access, Expect, Op, Pattern, Program};
+use crate::kernel::uapi::{Access, Expect, Op, Pattern, Program};
 
 pub struct RandRead {
     size: u64,

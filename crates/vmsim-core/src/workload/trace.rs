@@ -41,10 +41,11 @@
 //! pages (every page starts as zeros), and the instructions after a
 //! thread's last data access.
 
-use super::{Op, Program, Workload};
+use super::base::Workload;
 use crate::error::Error;
 use crate::kernel::mm::{MMAP_MIN_ADDR, TASK_SIZE};
 use crate::kernel::uapi::{Expect, Recorded, Replay};
+use crate::kernel::uapi::{Op, Program};
 use crate::machine::ipi::CpuMask;
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
@@ -823,7 +824,7 @@ impl Workload for TraceWorkload<'_> {
     fn node_bytes(&self, _topo: &Topology, _nr_cpus: usize) -> u64 {
         // Each thread's memory comes from its CPU's node; any node may have
         // to hold all of it, as huge pages (whole touched blocks) at worst.
-        super::with_headroom(&[self.0.scan.blocks << BLOCK_SHIFT])
+        super::base::with_headroom(&[self.0.scan.blocks << BLOCK_SHIFT])
     }
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {

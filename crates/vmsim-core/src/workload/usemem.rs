@@ -54,7 +54,7 @@
 //! parent's "go" wakes every child at the same instant (the cost of each
 //! wake-up to the waker, and an idle CPU's exit latency, are not modelled).
 
-use super::MIB;
+use super::base::MIB;
 
 /// Instructions per 8-byte word of usemem's write loop (`do_rw_once()` and the
 /// `do_access()` it calls for each word): 28, measured. vm-scalability's
@@ -82,8 +82,9 @@ pub const USEMEM_READ_INSTR_PER_WORD: u64 = 27;
 /// -O2, 10^6 words, on the project's development host (the difference of
 /// two runs, so start-up is not counted).
 pub const USEMEM_RANDOM_INSTR_PER_WORD: u64 = 77;
-use super::{Expect, Op, Program, Workload};
+use super::base::Workload;
 use crate::error::Error;
+use crate::kernel::uapi::{Expect, Op, Program};
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
 use serde::Serialize;
@@ -556,7 +557,7 @@ impl Workload for UsememWorkload<'_> {
                 per_node[topo.node_of(i % nr_cpus)] += sz;
             }
         }
-        super::with_headroom(&per_node)
+        super::base::with_headroom(&per_node)
     }
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {

@@ -13,7 +13,7 @@
 //! one page; a wait is counted as one contention however often the waiter
 //! is woken and loses the race.
 
-use super::{LockClass, LockStats};
+use super::lock_stat::{LockClass, LockStats};
 use std::collections::BTreeMap;
 
 #[derive(Default)]

@@ -49,13 +49,10 @@
 //! fault-side sections touch the lock's line but not the pages' `struct
 //! page` lines (reclaim's do, with `kernel.struct_pages`).
 
-use super::spinlock::{SpinImpl, SpinLock};
-use super::LockClass;
+use super::spinlocks::SpinRef;
 use crate::kernel::hw::{Hw, LOCKED_RMW_CYCLES};
-use crate::kernel::kdata::KernelData;
-use crate::kernel::tunables::KernelTunables;
 use crate::kernel::{KFn, Kernel, Work};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Instructions per folio of `isolate_lru_pages` (the `__isolate_lru_page`
 /// tests, the list move, the per-zone counters).
@@ -74,148 +71,6 @@ pub const RMQUEUE_INSTR: u64 = 50;
 /// Per page of `free_pcppages_bulk` (`__free_one_page`'s buddy merge loop).
 pub const FREE_ONE_PAGE_INSTR: u64 = 80;
 
-/// A lock a section takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpinRef {
-    Zone(usize),
-    Lru(usize),
-    Tree(usize),
-    /// The split lock of the page-table page in this frame (`kernel.pte_locks`).
-    Ptl(u64),
-}
-
-/// The spinning locks and the per-CPU batches that decide when they are taken.
-#[derive(Clone, Debug)]
-pub struct Spinlocks {
-    pub imp: SpinImpl,
-    pub kdata: KernelData,
-    zone: Vec<SpinLock>,
-    lru: Vec<SpinLock>,
-    tree: Vec<SpinLock>,
-    /// Each page-table page's split lock, by the table's frame, made when
-    /// first taken (`kernel.pte_locks`); a table's free drops it.
-    ptl: BTreeMap<u64, SpinLock>,
-    /// Per CPU x node: pages left in the per-CPU list since its last refill,
-    /// and pages on it to free before a drain.
-    pcp_left: Vec<u32>,
-    pcp_freed: Vec<u32>,
-    /// Per CPU: pages in its LRU-add pagevec.
-    pagevec: Vec<u32>,
-    nr_nodes: usize,
-    /// `kernel.pcp_batch`, `kernel.pcp_high`, `kernel.pagevec_size`.
-    pcp_batch: u32,
-    pcp_high: u32,
-    pagevec_size: u32,
-}
-
-impl Spinlocks {
-    pub fn new(
-        imp: SpinImpl,
-        mut kdata: KernelData,
-        nr_nodes: usize,
-        t: &KernelTunables,
-    ) -> Spinlocks {
-        let zone = (0..nr_nodes)
-            .map(|n| SpinLock::new(kdata.line(n), LockClass::ZoneLock))
-            .collect();
-        let lru = (0..nr_nodes)
-            .map(|n| SpinLock::new(kdata.line(n), LockClass::LruLock))
-            .collect();
-        Spinlocks {
-            imp,
-            kdata,
-            zone,
-            lru,
-            tree: Vec::new(),
-            ptl: BTreeMap::new(),
-            pcp_left: Vec::new(),
-            pcp_freed: Vec::new(),
-            pagevec: Vec::new(),
-            nr_nodes,
-            // The config's bounds keep each far below u32::MAX.
-            pcp_batch: t.pcp_batch as u32,
-            pcp_high: t.pcp_high as u32,
-            pagevec_size: t.pagevec_size as u32,
-        }
-    }
-
-    /// A new file's `tree_lock`, on `node`; returns nothing (indexed by ino).
-    pub fn add_file(&mut self, node: usize) {
-        let line = self.kdata.line(node);
-        self.tree.push(SpinLock::new(line, LockClass::TreeLock));
-    }
-
-    pub(crate) fn lock_of(&mut self, r: SpinRef) -> &mut SpinLock {
-        match r {
-            SpinRef::Zone(n) => &mut self.zone[n],
-            SpinRef::Lru(n) => &mut self.lru[n],
-            SpinRef::Tree(i) => &mut self.tree[i],
-            SpinRef::Ptl(pfn) => self.ptl.get_mut(&pfn).expect("made by Spinlocks::ptl"),
-        }
-    }
-
-    /// The split lock of the table in frame `pfn`, whose word is `line` (its
-    /// `struct page`'s), made on first use.
-    pub fn ptl(&mut self, pfn: u64, line: u64) -> SpinRef {
-        self.ptl
-            .entry(pfn)
-            .or_insert_with(|| SpinLock::new(line, LockClass::PteLock));
-        SpinRef::Ptl(pfn)
-    }
-
-    /// The table in frame `pfn` was freed: its lock goes with it.
-    pub fn drop_ptl(&mut self, pfn: u64) {
-        self.ptl.remove(&pfn);
-    }
-
-    /// The frames whose split lock exists (taken since their table was made).
-    pub fn ptl_frames(&self) -> impl Iterator<Item = u64> + '_ {
-        self.ptl.keys().copied()
-    }
-
-    fn slot(v: &mut Vec<u32>, i: usize, init: u32) -> &mut u32 {
-        if v.len() <= i {
-            v.resize(i + 1, init);
-        }
-        &mut v[i]
-    }
-
-    /// One page allocated from `cpu`'s list of `node`: true when the list
-    /// was empty and is refilled (`rmqueue_bulk`, one `zone->lock` section).
-    pub fn pcp_alloc(&mut self, cpu: usize, node: usize) -> bool {
-        let left = Self::slot(&mut self.pcp_left, cpu * self.nr_nodes + node, 0);
-        let refill = *left == 0;
-        if refill {
-            *left = self.pcp_batch;
-        }
-        *left -= 1;
-        refill
-    }
-
-    /// One page freed to `cpu`'s list of `node`: true when the list reaches
-    /// `high` and a batch goes back to the buddy lists (`free_pcppages_bulk`).
-    pub fn pcp_free(&mut self, cpu: usize, node: usize) -> bool {
-        let f = Self::slot(&mut self.pcp_freed, cpu * self.nr_nodes + node, 0);
-        *f += 1;
-        if *f >= self.pcp_high {
-            *f -= self.pcp_batch;
-            return true;
-        }
-        false
-    }
-
-    /// One page into `cpu`'s LRU-add pagevec: true when it is full and drains.
-    pub fn lru_cache_add(&mut self, cpu: usize) -> bool {
-        let p = Self::slot(&mut self.pagevec, cpu, 0);
-        *p += 1;
-        if *p == self.pagevec_size {
-            *p = 0;
-            return true;
-        }
-        false
-    }
-}
-
 impl Kernel {
     /// The allocator's lock for a page of `order` just taken from `node` by
     /// the current CPU, queued on `work`: an order-0 page comes from the
@@ -223,9 +78,9 @@ impl Kernel {
     /// order takes `zone->lock` for `__rmqueue` itself (before 5.13 no
     /// high-order page is kept on the per-CPU lists).
     pub(crate) fn rmqueue_lock(&mut self, pfn: u64, order: u32, work: &mut VecDeque<Work>) {
-        let cpu = self.current.1;
-        let node = self.alloc.node_of_pfn(pfn);
-        let Some(sl) = self.spinlocks.as_mut() else {
+        let cpu = self.sched.current.1;
+        let node = self.mem.alloc.node_of_pfn(pfn);
+        let Some(sl) = self.locks.spin.as_mut() else {
             return;
         };
         let instr = if order > 0 {
@@ -245,9 +100,10 @@ impl Kernel {
     /// `lru_cache_add()` of a page of `node` by the current CPU, queued on
     /// `work`: a full pagevec drains under the node's LRU lock.
     pub(crate) fn lru_cache_add_lock(&mut self, node: usize, what: KFn, work: &mut VecDeque<Work>) {
-        let cpu = self.current.1;
+        let cpu = self.sched.current.1;
         if self
-            .spinlocks
+            .locks
+            .spin
             .as_mut()
             .is_some_and(|s| s.lru_cache_add(cpu))
         {
@@ -271,21 +127,21 @@ impl Kernel {
         instr: u64,
         what: KFn,
     ) {
-        let Some(sl) = self.spinlocks.as_mut() else {
+        let Some(sl) = self.locks.spin.as_mut() else {
             return;
         };
         hw.settle(what);
         let imp = sl.imp;
-        sl.lock_of(lock).lock(hw, imp, &mut self.lock_stats);
+        sl.lock_of(lock).lock(hw, imp, &mut self.locks.stats);
         hw.settle(KFn::SpinLock);
-        if let Some(vm) = &self.vmemmap {
+        if let Some(vm) = &self.mem.vmemmap {
             for &pfn in pages {
                 hw.atomic(vm.page_line(pfn));
             }
         }
         hw.instructions(instr);
-        let sl = self.spinlocks.as_mut().expect("checked above");
-        sl.lock_of(lock).unlock(hw, &mut self.lock_stats);
+        let sl = self.locks.spin.as_mut().expect("checked above");
+        sl.lock_of(lock).unlock(hw, &mut self.locks.stats);
         hw.settle(what);
     }
 
@@ -293,35 +149,9 @@ impl Kernel {
     /// atomics (`instr` instructions at the cores' issue width, `atomics`
     /// locked operations), so that the fixed cost keeps only the rest.
     pub(crate) fn moved_cycles(&self, instr: u64, atomics: u64) -> u64 {
-        if self.spinlocks.is_none() {
+        if self.locks.spin.is_none() {
             return 0;
         }
-        instr.div_ceil(self.issue_width.max(1)) + atomics * LOCKED_RMW_CYCLES
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_take_the_lock_once_per_batch() {
-        let mut a = crate::kernel::page_alloc::PageAlloc::new(2, 64 << 20);
-        let kd = KernelData::boot(&mut a, 0);
-        let mut s = Spinlocks::new(SpinImpl::Queued, kd, 2, &Default::default());
-        // Allocation: a refill on the first page, then every 31st.
-        let refills: Vec<usize> = (0..100).filter(|_| s.pcp_alloc(3, 1)).collect();
-        assert_eq!(refills.len(), 4); // pages 0, 31, 62, 93
-        assert!(s.pcp_alloc(3, 0), "another node's list is its own");
-        // Freeing: nothing until the list holds high (186), then a batch of 31.
-        let drains: Vec<u32> = (1..=300).filter(|_| s.pcp_free(0, 0)).collect();
-        assert_eq!(drains.len(), 1 + (300 - 186) / 31);
-        // The pagevec drains every 14th page.
-        let d = (0..42).filter(|_| s.lru_cache_add(5)).count();
-        assert_eq!(d, 3);
-        // Each lock has a line of its own, in its node's data.
-        let lines: std::collections::BTreeSet<u64> =
-            s.zone.iter().chain(&s.lru).map(|l| l.line).collect();
-        assert_eq!(lines.len(), 4);
+        instr.div_ceil(self.cpus.issue_width.max(1)) + atomics * LOCKED_RMW_CYCLES
     }
 }

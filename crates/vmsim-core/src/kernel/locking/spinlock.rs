@@ -37,7 +37,7 @@
 //! entries (the oldest by end dropped first); a lock is held by at most one
 //! CPU between `lock` and `unlock` of one kernel path.
 
-use super::{LockClass, LockStats};
+use super::lock_stat::{LockClass, LockStats};
 use crate::kernel::hw::Hw;
 
 /// Which spinlock implementation the kernel has (`kernel.spinlocks`).

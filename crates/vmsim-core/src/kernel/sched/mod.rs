@@ -6,6 +6,7 @@
 
 pub mod numa;
 pub mod rq;
+pub mod state;
 pub mod wait;
 
 use super::hw::Hw;
@@ -20,10 +21,10 @@ impl Kernel {
     /// are runnable for nothing at the end of the waker's quantum.
     pub(crate) fn wake_up_charged(&mut self, hw: &mut Hw, q: WaitQueueId, iowait: bool) -> usize {
         if !self.cfg.wakeups {
-            return self.waitq.wake_up(q, iowait);
+            return self.sched.waitq.wake_up(q, iowait);
         }
         let c = self.costs.try_to_wake_up_cycles;
-        self.waitq.wake_up_each(q, iowait, || {
+        self.sched.waitq.wake_up_each(q, iowait, || {
             hw.charge(c);
             hw.now()
         })
@@ -41,8 +42,8 @@ mod tests {
             k.cfg.wakeups = wakeups;
             // Two tasks wait for a migration of the page at frame 40.
             let q = k.folio_waitqueue(40);
-            k.waitq.wait(q, 4);
-            k.waitq.wait(q, 9);
+            k.sched.waitq.wait(q, 4);
+            k.sched.waitq.wait(q, 9);
             let mut m = test_hw::machine();
             m.cpus[1].clock = 1000;
             let c = k.costs.try_to_wake_up_cycles;
@@ -57,6 +58,7 @@ mod tests {
             };
             assert_eq!(m.cpus[1].clock, end, "wakeups {wakeups}");
             let woken: Vec<(usize, Option<u64>, bool)> = k
+                .sched
                 .waitq
                 .take_woken()
                 .iter()

@@ -22,9 +22,9 @@
 //! (`numa_next_scan`); the period stays within [`task_scan_min`, `task_scan_max`].
 
 use crate::kernel::hw::Hw;
-use crate::kernel::mempolicy::{cpupid_to_pid, CPUPID_UNSET};
 pub use crate::kernel::mm::MmNuma;
 use crate::kernel::mm::PMD_SIZE;
+use crate::kernel::numa_balancing::{cpupid_to_pid, TaskNuma, CPUPID_UNSET};
 use crate::kernel::{KFn, Kernel, Work};
 use std::collections::VecDeque;
 
@@ -33,26 +33,6 @@ pub const MAX_SCAN_WINDOW_MB: u64 = 2560;
 /// `NUMA_PERIOD_SLOTS` and `NUMA_PERIOD_THRESHOLD` of `update_task_scan_period`.
 pub const NUMA_PERIOD_SLOTS: u64 = 10;
 pub const NUMA_PERIOD_THRESHOLD: u64 = 7;
-
-/// A task's NUMA balancing state.
-#[derive(Clone, Debug, Default)]
-pub struct TaskNuma {
-    /// `numa_scan_period` (ms, unscaled); 0 until the first scan sets it.
-    pub scan_period: u64,
-    pub scan_period_max: u64,
-    /// `node_stamp`: the run time (cycles) at which the task next scans.
-    pub node_stamp: u64,
-    /// The task's copy of its mm's `numa_scan_seq`.
-    pub scan_seq: u64,
-    /// `numa_faults_locality`: remote, local, failed migrations.
-    pub faults_locality: [u64; 3],
-    /// Hinting faults since the last period update: shared, private.
-    pub faults_priv: [u64; 2],
-    /// `se.sum_exec_runtime` in cycles, up to the task's last switch out.
-    pub sum_exec_runtime: u64,
-    /// Times the period was updated (for tests and reports).
-    pub nr_period_updates: u64,
-}
 
 /// The scanner tunables as a run uses them (debugfs `sched/numa_balancing/`,
 /// before 5.13 the `kernel.numa_balancing_*` sysctls).
@@ -145,10 +125,10 @@ pub fn update_task_scan_period(tn: &mut TaskNuma, smin: u64, smax: u64) -> bool 
 impl Kernel {
     /// The NUMA state of task `pid`, created on first use.
     pub fn task_numa(&mut self, pid: usize) -> &mut TaskNuma {
-        if self.task_numa.len() <= pid {
-            self.task_numa.resize_with(pid + 1, TaskNuma::default);
+        if self.numa.tasks.len() <= pid {
+            self.numa.tasks.resize_with(pid + 1, TaskNuma::default);
         }
-        &mut self.task_numa[pid]
+        &mut self.numa.tasks[pid]
     }
 
     /// `task_numa_fault(last_cpupid, mem_node, pages, flags)` for task `pid`
@@ -326,7 +306,7 @@ impl Kernel {
             })
             .sum();
         self.task_numa(t).node_stamp += 32 * spent;
-        self.numa.task_numa_work_runs += 1;
+        self.numa.stat.task_numa_work_runs += 1;
     }
 }
 

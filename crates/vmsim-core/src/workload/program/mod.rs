@@ -16,7 +16,7 @@ pub mod spec;
 
 pub use spec::{AccessCount, Backing, Benchmark, Mark, ProgramConfig, Step, TaskSpec};
 
-use super::{Workload, MIB};
+use super::base::{Workload, MIB};
 use crate::error::Error;
 use crate::machine::topology::Topology;
 use crate::sim::Sim;
@@ -32,7 +32,7 @@ impl Workload for ProgramWorkload<'_> {
         // forked child, could land on any node (first touch follows the
         // CPU, and the scheduler may move tasks): each node gets room for all.
         let need = self.0.peak_bytes();
-        super::with_headroom(&vec![need; topo.nr_nodes()])
+        super::base::with_headroom(&vec![need; topo.nr_nodes()])
     }
 
     fn spawn(&self, sim: &mut Sim, seed: u64) -> Result<(), Error> {
