@@ -65,8 +65,10 @@ use super::base::MIB;
 /// --prealloc --prefault SIZE`): the difference of 64 MiB and 128 MiB runs
 /// is 28.0004 instructions a word in both (22 in `do_rw_once`, 6 in
 /// `do_access`; the rest a runtime check every 65 536 words), as a hand
-/// count of the loop's disassembly gives. Macro-fusion of compare-and-branch
-/// pairs is not modelled.
+/// count of the loop's disassembly gives. The source as the 2018 LKP job
+/// ran it (vm-scalability 63281524, 2018-12-20) gives the same 28.0004 (its
+/// loop is textually the same; docs/notes/2026-usemem-instructions.md).
+/// Macro-fusion of compare-and-branch pairs is not modelled.
 pub const USEMEM_INSTR_PER_WORD: u64 = 28;
 
 /// Instructions per 8-byte word of usemem's read loop (`--readonly`, as
