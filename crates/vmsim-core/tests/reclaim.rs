@@ -287,10 +287,12 @@ impl vmsim_core::kernel::kthread::KthreadFn for Shrinker {
             return KthreadStep::Exit;
         }
         self.rounds -= 1;
-        work.push_back(vmsim_core::kernel::Work::ShrinkNode {
-            node: 0,
-            kswapd: false,
-        });
+        work.push_back(vmsim_core::kernel::Work::Kernel(
+            vmsim_core::kernel::KStep::ShrinkNode {
+                node: 0,
+                kswapd: false,
+            },
+        ));
         KthreadStep::Continue
     }
 }

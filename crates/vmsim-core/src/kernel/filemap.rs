@@ -30,7 +30,7 @@ use super::memory::FaultError;
 use super::mm::{pte_index, Pmd, Pte, VmaKind, PMD_SHIFT};
 use super::page_alloc::TAG_ZERO;
 use super::pagemap::{FileRaState, Inode};
-use super::{KFn, Kernel, Work};
+use super::{KFn, KStep, Kernel, Work};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// `fault_around_bytes` default (debugfs), 64 KiB.
@@ -131,11 +131,11 @@ impl Kernel {
         });
         self.rmqueue_lock(pfn, 0, work);
         if self.locks.spin.is_some() {
-            work.push_back(Work::SpinSection {
+            work.push_back(Work::Kernel(KStep::SpinSection {
                 lock: SpinRef::Tree(ino),
                 instr: TREE_INSERT_INSTR,
                 what: KFn::HandleMmFault,
-            });
+            }));
         }
         let pnode = self.mem.alloc.node_of_pfn(pfn);
         self.lru_cache_add_lock(pnode, KFn::HandleMmFault, work);
@@ -341,13 +341,13 @@ impl Kernel {
             }
         };
         // finish_fault(): map it once the folio is ready (after its zeroing).
-        work.push_back(Work::InstallFilePte {
+        work.push_back(Work::Kernel(KStep::InstallFilePte {
             mm: mm_id,
             addr: addr & !4095,
             ino,
             index,
             pfn,
-        });
+        }));
         Ok(())
     }
 
@@ -413,12 +413,12 @@ impl Kernel {
             // page it can map (its entry may be taken already) and holds it
             // to the window's end; a window with no such page takes none.
             if found {
-                work.push_back(Work::PtlCycles {
+                work.push_back(Work::Kernel(KStep::PtlCycles {
                     mm: mm_id,
                     va: addr & !4095,
                     cycles: c,
                     what: KFn::HandleMmFault,
-                });
+                }));
             }
         } else if mapped > 0 {
             work.push_back(Work::Cycles {
@@ -477,13 +477,13 @@ pub(crate) mod tests {
         k.handle_mm_fault(mm, base + i * 4096 + 8, false, 0, &mut w)
             .unwrap();
         for item in w {
-            if let Work::InstallFilePte {
+            if let Work::Kernel(KStep::InstallFilePte {
                 mm,
                 addr,
                 ino,
                 index,
                 pfn,
-            } = item
+            }) = item
             {
                 assert!(k.install_file_pte(mm, addr, ino, index, pfn));
             }

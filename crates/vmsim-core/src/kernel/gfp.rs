@@ -11,7 +11,7 @@
 //! returned.
 
 use super::hw::Hw;
-use super::{KFn, Kernel, Work};
+use super::{KFn, KStep, Kernel, Work};
 use std::collections::VecDeque;
 
 impl Kernel {
@@ -49,7 +49,7 @@ impl Kernel {
     /// at the allocation's place, their cost booked to `what`.
     pub(crate) fn queue_pending_wakes(&mut self, work: &mut VecDeque<Work>, what: KFn) {
         for node in self.reclaim.pending_wakes.drain(..) {
-            work.push_back(Work::WakeupKswapd { node, what });
+            work.push_back(Work::Kernel(KStep::WakeupKswapd { node, what }));
         }
     }
 
@@ -100,10 +100,10 @@ mod tests {
         assert!(k.reclaim.pending_wakes.is_empty());
         assert!(matches!(
             work.pop_front(),
-            Some(Work::WakeupKswapd {
+            Some(Work::Kernel(KStep::WakeupKswapd {
                 node: 0,
                 what: KFn::HandleMmFault
-            })
+            }))
         ));
         // ... and the CPU that gets there pays `try_to_wake_up`; kswapd runs
         // from the waker's clock after it.

@@ -41,7 +41,7 @@ use super::locking::lock_stat::LockClass;
 use super::memory::{FaultError, Mapped};
 use super::mm::{Pmd, PMD_SHIFT};
 use super::page_alloc::HPAGE_PMD_NR;
-use super::{Kernel, Work};
+use super::{KStep, Kernel, Work};
 use std::collections::VecDeque;
 
 /// Instructions per sub-page of `page_trans_huge_map_swapcount()`'s loop
@@ -69,20 +69,20 @@ impl Kernel {
         node: usize,
         work: &mut VecDeque<Work>,
     ) -> Mapped {
-        work.push_back(Work::WpHugePageLocked {
+        work.push_back(Work::Kernel(KStep::WpHugePageLocked {
             mm,
             addr,
             pfn,
             node,
-        });
+        }));
         // As a 4 KiB mapping to MAP_POPULATE: it steps on and finds the PMD done.
         Mapped::Small
     }
 
-    /// `Work::WpHugePageLocked` executed on `hw.cpu` for task `pid`:
+    /// `KStep::WpHugePageLocked` executed on `hw.cpu` for task `pid`:
     /// `trylock_page` of the huge page at `pfn`. Taken: the scan
-    /// (`Work::ReuseSwapPage`) and the unlock with the rest of the fault
-    /// (`Work::WpHugePageUnlock`) go on `work`, as items of their own, so
+    /// (`KStep::ReuseSwapPage`) and the unlock with the rest of the fault
+    /// (`KStep::WpHugePageUnlock`) go on `work`, as items of their own, so
     /// that the lock stays held in simulated time while the scan runs and
     /// other CPUs find it taken. Held: the task sleeps on the page's wait
     /// queue, an exclusive waiter at its tail.
@@ -118,13 +118,13 @@ impl Kernel {
             // lock_page() returned: put_page() of the reference taken to sleep.
             hw.atomic(head);
         }
-        work.push_back(Work::ReuseSwapPage { pfn });
-        work.push_back(Work::WpHugePageUnlock {
+        work.push_back(Work::Kernel(KStep::ReuseSwapPage { pfn }));
+        work.push_back(Work::Kernel(KStep::WpHugePageUnlock {
             mm,
             addr,
             pfn,
             node,
-        });
+        }));
         WpLockStep::Done
     }
 
@@ -144,7 +144,7 @@ impl Kernel {
         i
     }
 
-    /// `Work::WpHugePageUnlock`: `unlock_page()` (clear `PG_locked`; with
+    /// `KStep::WpHugePageUnlock`: `unlock_page()` (clear `PG_locked`; with
     /// waiters, `wake_up_page()` wakes the first exclusive one, which pays
     /// the waker `try_to_wake_up`), then the rest of `do_huge_pmd_wp_page`,
     /// whose work goes on `work`.
@@ -190,7 +190,7 @@ impl Kernel {
     }
 
     /// The `struct page` atomics of dropping a copy-on-write source page's
-    /// mapping (`Work::PutPage` with `kernel.struct_pages`), before the put:
+    /// mapping (`KStep::PutPage` with `kernel.struct_pages`), before the put:
     /// for the head of a huge page, `put_page()` of the reference taken for
     /// the copy, `page_remove_rmap()` on `compound_mapcount` (the first tail
     /// page's line) and `put_page()` of the mapping's reference; for a 4 KiB

@@ -11,7 +11,7 @@ use super::memory::FaultError;
 use super::mm::{Pte, Vma, VmaKind, PUD_SHIFT};
 use super::mmzone::hstate;
 use super::page_alloc::HPAGE_PMD_ORDER;
-use super::{KFn, Kernel, Work};
+use super::{KFn, KStep, Kernel, Work};
 use std::collections::VecDeque;
 
 impl Kernel {
@@ -88,18 +88,18 @@ impl Kernel {
         self.folio_zero_user(pfn, 1 << (shift - 12), addr, work);
         let haddr = addr & !((1u64 << shift) - 1);
         work.push_back(if shift == PUD_SHIFT {
-            Work::InstallPud {
+            Work::Kernel(KStep::InstallPud {
                 mm: mm_id,
                 haddr,
                 pfn,
-            }
+            })
         } else {
-            Work::InstallPmd {
+            Work::Kernel(KStep::InstallPmd {
                 mm: mm_id,
                 haddr,
                 pfn,
                 orig: None,
-            }
+            })
         });
         Ok(())
     }

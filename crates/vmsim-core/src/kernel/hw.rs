@@ -14,7 +14,7 @@
 use super::tlbflush::TlbState;
 use super::KFn;
 use crate::machine::hierarchy::{AccessKind, Served};
-use crate::machine::Machine;
+use crate::machine::{Machine, Mode};
 
 /// Issue cycles of a locked read-modify-write (`lock xadd`, `lock cmpxchg`,
 /// `lock bts`/`btr`) beyond its memory access: Agner Fog, "Instruction
@@ -68,6 +68,24 @@ impl<'a> Hw<'a> {
     /// The path's own software: `cycles` of kernel time and as many instructions.
     pub fn charge(&mut self, cycles: u64) {
         self.machine.advance(self.cpu, cycles, cycles);
+    }
+
+    /// The CPU's mode, for the cycles and accesses that follow.
+    pub fn mode(&self) -> Mode {
+        self.machine.cpus[self.cpu].mode
+    }
+
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.machine.set_mode(self.cpu, mode);
+    }
+
+    /// An interrupt of `cycles` (entry, handler, exit) in kernel mode,
+    /// charged to `what` at once, so that system cycles not yet settled
+    /// keep their path.
+    pub fn interrupt(&mut self, cycles: u64, what: KFn) {
+        self.machine.interrupt(self.cpu, cycles);
+        self.kfn_cycles[what as usize] += cycles;
+        self.settled.sys += cycles;
     }
 
     /// This CPU's clock.

@@ -10,7 +10,7 @@ use super::page_alloc::PageAlloc;
 use super::page_alloc::{HPAGE_PMD_NR, HPAGE_PMD_ORDER, TAG_ZERO};
 use super::policy::cow::{check_copy, CopyCtx, CowAction, CowCtx};
 use super::policy::numa::{HintCtx, HintOrder};
-use super::{instr, KFn, Kernel, StoreHow, VmStat, Work};
+use super::{instr, KFn, KStep, Kernel, StoreHow, VmStat, Work};
 use crate::policy::{ClearPage, Thp};
 use std::collections::VecDeque;
 
@@ -65,12 +65,12 @@ impl Kernel {
         // (kernel.rwsems; its cost is the fixed costs' otherwise).
         let locked = self.locks.rwsem.is_some();
         if locked {
-            work.push_back(Work::MmapReadLock { mm: mm_id });
+            work.push_back(Work::Kernel(KStep::MmapReadLock { mm: mm_id }));
         }
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
         self.queue_pending_wakes(work, KFn::HandleMmFault);
         if locked {
-            work.push_back(Work::MmapReadUnlock { mm: mm_id });
+            work.push_back(Work::Kernel(KStep::MmapReadUnlock { mm: mm_id }));
         }
         r?;
         work.push_back(Work::ReturnToUser);
@@ -245,11 +245,11 @@ impl Kernel {
     /// `kernel.pte_locks`); nothing without page tables in memory.
     fn restore_numa_entry(&mut self, mm_id: usize, addr: u64, work: &mut VecDeque<Work>) {
         if let Some(line) = self.leaf_entry_line(mm_id, addr) {
-            work.push_back(Work::EntryRmw {
+            work.push_back(Work::Kernel(KStep::EntryRmw {
                 mm: mm_id,
                 entries: vec![(addr, line)],
                 what: KFn::HandleMmFault,
-            });
+            }));
         }
     }
 
@@ -263,11 +263,11 @@ impl Kernel {
         work: &mut VecDeque<Work>,
     ) {
         self.numa.stat.migration_entry_waits += 1;
-        work.push_back(Work::WaitMigration {
+        work.push_back(Work::Kernel(KStep::WaitMigration {
             mm: mm_id,
             addr: addr & !4095,
             pfn,
-        });
+        }));
     }
 
     pub(super) fn alloc_near(&mut self, node: usize, order: u32) -> Option<u64> {
@@ -305,12 +305,12 @@ impl Kernel {
         self.rmqueue_lock(pfn, HPAGE_PMD_ORDER, work);
         self.clear_huge_page(pfn, addr, work);
         let haddr = addr & !(PMD_SIZE - 1);
-        work.push_back(Work::InstallPmd {
+        work.push_back(Work::Kernel(KStep::InstallPmd {
             mm: mm_id,
             haddr,
             pfn,
             orig: None,
-        });
+        }));
         true
     }
 
@@ -331,13 +331,13 @@ impl Kernel {
         });
         self.rmqueue_lock(pfn, 0, work);
         self.clear_user_highpage(pfn, work);
-        work.push_back(Work::InstallPte {
+        work.push_back(Work::Kernel(KStep::InstallPte {
             mm: mm_id,
             addr: addr & !4095,
             pfn,
             writable: true,
             orig: None,
-        });
+        }));
         Ok(())
     }
 
@@ -415,19 +415,19 @@ impl Kernel {
                 // 4.18+: addr_hint = vmf->address, the fault address rounded down to 4 KiB.
                 self.copy_user_huge_page(new, old.pfn, addr & !4095, work);
                 // pmdp_huge_clear_flush_notify(), set_pmd_at(new), page_remove_rmap + put_page(old).
-                work.push_back(Work::FlushTlbRange {
+                work.push_back(Work::Kernel(KStep::FlushTlbRange {
                     mm: mm_id,
                     start: haddr,
                     end: haddr + PMD_SIZE,
                     stride_shift: PMD_SHIFT,
-                });
-                work.push_back(Work::InstallPmd {
+                }));
+                work.push_back(Work::Kernel(KStep::InstallPmd {
                     mm: mm_id,
                     haddr,
                     pfn: new,
                     orig: Some(old),
-                });
-                work.push_back(Work::PutPage { pfn: old.pfn });
+                }));
+                work.push_back(Work::Kernel(KStep::PutPage { pfn: old.pfn }));
                 return Ok(Mapped::Huge);
             }
             // No huge page: split and copy 4 KiB, as 4.18's fallback does.
@@ -451,12 +451,12 @@ impl Kernel {
             instructions: c,
             what: KFn::SplitHugePmd,
         });
-        work.push_back(Work::FlushTlbRange {
+        work.push_back(Work::Kernel(KStep::FlushTlbRange {
             mm: mm_id,
             start: haddr,
             end: haddr + PMD_SIZE,
             stride_shift: PMD_SHIFT,
-        });
+        }));
     }
 
     /// `do_wp_page()`: a write to a read-only PTE. Reuses the page when this is
@@ -504,20 +504,20 @@ impl Kernel {
             old.pfn,
             work,
         );
-        work.push_back(Work::FlushTlbRange {
+        work.push_back(Work::Kernel(KStep::FlushTlbRange {
             mm: mm_id,
             start: addr,
             end: addr + 4096,
             stride_shift: 12,
-        });
-        work.push_back(Work::InstallPte {
+        }));
+        work.push_back(Work::Kernel(KStep::InstallPte {
             mm: mm_id,
             addr,
             pfn: new,
             writable: true,
             orig: self.mms[mm_id].entry(addr),
-        });
-        work.push_back(Work::PutPage { pfn: old.pfn });
+        }));
+        work.push_back(Work::Kernel(KStep::PutPage { pfn: old.pfn }));
         Ok(Mapped::Small)
     }
 

@@ -21,7 +21,7 @@
 use super::mm::Level;
 use super::mm::{pmd_keys, Pmd, VmaKind, PMD_SHIFT, PMD_SIZE};
 use super::numa_balancing::{cpupid, cpupid_to_cpu, cpupid_to_pid, CPUPID_UNSET};
-use super::{KFn, Kernel, Work};
+use super::{KFn, KStep, Kernel, Work};
 use std::collections::VecDeque;
 
 impl Kernel {
@@ -126,24 +126,24 @@ impl Kernel {
             what: KFn::TaskNumaWork,
         });
         if !rmw_lines.is_empty() {
-            work.push_back(Work::EntryRmw {
+            work.push_back(Work::Kernel(KStep::EntryRmw {
                 mm: mm_id,
                 entries: rmw_lines,
                 what: KFn::TaskNumaWork,
-            });
+            }));
         }
         if nr > 0 {
             // inc_tlb_flush_pending() before the change; tlb_finish_mmu()
             // flushes the gathered range (in full above the ceiling), then
             // dec_tlb_flush_pending().
             self.mms[mm_id].tlb_flush_pending += 1;
-            work.push_back(Work::FlushTlbRange {
+            work.push_back(Work::Kernel(KStep::FlushTlbRange {
                 mm: mm_id,
                 start,
                 end,
                 stride_shift: 12,
-            });
-            work.push_back(Work::DecTlbFlushPending { mm: mm_id });
+            }));
+            work.push_back(Work::Kernel(KStep::DecTlbFlushPending { mm: mm_id }));
         }
         nr
     }

@@ -33,7 +33,7 @@ use super::mm::Pte;
 use super::sched::state::PAGE_WAIT_TABLE_SIZE;
 use super::sched::wait::WaitQueueId;
 use super::vmscan::TlbflushUnmapBatch;
-use super::{KFn, Kernel, StoreHow, Work};
+use super::{KFn, KStep, Kernel, StoreHow, Work};
 use crate::policy::ClearPage;
 use std::collections::VecDeque;
 
@@ -100,19 +100,19 @@ impl Kernel {
         });
         let old_node = self.mem.alloc.node_of_pfn(pfn);
         if self.locks.spin.is_some() {
-            work.push_back(Work::SpinSection {
+            work.push_back(Work::Kernel(KStep::SpinSection {
                 lock: SpinRef::Lru(old_node),
                 instr: ISOLATE_INSTR,
                 what: KFn::MigratePages,
-            });
+            }));
         }
         self.rmqueue_lock(new, 0, work);
-        work.push_back(Work::MigrateUnmap {
+        work.push_back(Work::Kernel(KStep::MigrateUnmap {
             mm,
             addr: addr & !4095,
             old: pfn,
             new,
-        });
+        }));
         // migrate_page_copy() → copy_highpage() → copy_page(), as a
         // copy-on-write copy is made (kernel/memory.rs).
         let how = match self.cfg.clear_page {
@@ -125,23 +125,23 @@ impl Kernel {
             nlines: 64,
             how,
         });
-        work.push_back(Work::MigrateRemap {
+        work.push_back(Work::Kernel(KStep::MigrateRemap {
             mm,
             addr: addr & !4095,
             old: pfn,
             new,
-        });
+        }));
         // putback_lru_page(new) → lru_cache_add(); the old page's free to
         // the CPU's list.
         self.lru_cache_add_lock(target, KFn::MigratePages, work);
         let cpu = self.sched.current.1;
         if let Some(sl) = self.locks.spin.as_mut() {
             if sl.pcp_free(cpu, old_node) {
-                work.push_back(Work::SpinSection {
+                work.push_back(Work::Kernel(KStep::SpinSection {
                     lock: SpinRef::Zone(old_node),
                     instr: FREE_ONE_PAGE_INSTR * self.cfg.tunables.pcp_batch,
                     what: KFn::MigratePages,
-                });
+                }));
             }
         }
         true

@@ -15,6 +15,7 @@ pub mod config;
 pub mod costs;
 pub mod cpuinfo;
 pub mod exit;
+pub mod fault;
 pub mod filemap;
 pub mod folio_zero;
 pub mod fork;
@@ -39,6 +40,7 @@ pub mod pagemap;
 pub mod pgtable;
 pub mod policy;
 pub mod reclaim;
+pub mod resume;
 pub mod rmap;
 pub mod sched;
 pub mod swap;
@@ -177,7 +179,11 @@ impl KFn {
     }
 }
 
-/// A unit of hardware work queued on a CPU by the kernel.
+/// A unit of work queued on a CPU by the kernel: hardware work the engine
+/// executes (fixed costs, clears, copies, the return to user mode), or a
+/// step of a kernel path that must run after the work before it, which
+/// the engine hands back to the kernel (`Kernel::resume`, kernel/resume.rs)
+/// without looking into it.
 #[derive(Clone, Debug)]
 pub enum Work {
     /// Fixed software cost of a kernel path.
@@ -188,9 +194,7 @@ pub enum Work {
     },
     /// An `sfence` (one instruction): waits as the preset says for the
     /// thread's earlier unread lines (`string.sfence_drain_ns`).
-    Sfence {
-        what: KFn,
-    },
+    Sfence { what: KFn },
     /// Clear `nlines` lines starting at line address `line`.
     Clear {
         line: u64,
@@ -205,6 +209,16 @@ pub enum Work {
         nlines: u64,
         how: StoreHow,
     },
+    /// Return to user mode (exception or system-call exit).
+    ReturnToUser,
+    /// A kernel path's continuation.
+    Kernel(KStep),
+}
+
+/// A step of a kernel path queued behind hardware work, resumed by the
+/// kernel when the CPU reaches it (kernel/resume.rs).
+#[derive(Clone, Debug)]
+pub enum KStep {
     /// Map a cleared or copied huge folio (`set_pmd_at`) once its clear or copy
     /// is done, if the entry is still what the fault saw: `pmd_none` (`orig`
     /// None) or the read-only PMD a copy-on-write fault replaces (`pmd_same`).
@@ -254,8 +268,6 @@ pub enum Work {
     PutPage {
         pfn: u64,
     },
-    /// Return to user mode (exception or system-call exit).
-    ReturnToUser,
     /// One round of `shrink_node` on `node` (kernel/vmscan.rs), by kswapd or
     /// in direct reclaim: unmapping, flushing and freeing happen together
     /// when the item executes.
@@ -361,21 +373,30 @@ impl Work {
     /// The kernel path whose system time executing this item is.
     pub fn kfn(&self) -> KFn {
         match self {
+            Work::Kernel(s) => s.kfn(),
             Work::Cycles { what, .. } => *what,
             Work::Clear { .. } => KFn::ClearPage,
             Work::Copy { .. } => KFn::CopyPage,
-            Work::FlushTlbRange { .. } => KFn::FlushTlb,
-            Work::PutPage { .. } => KFn::FreePages,
             Work::ReturnToUser => KFn::ExcPageFault,
-            Work::ShrinkNode { .. } => KFn::ShrinkFolioList,
-            Work::MigrateUnmap { .. } => KFn::TryToUnmap,
-            Work::MigrateRemap { .. } => KFn::MigratePages,
-            Work::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
-            Work::SpinSection { what, .. } => *what,
-            Work::EntryRmw { what, .. } => *what,
-            Work::PtlCycles { what, .. } => *what,
-            Work::WakeupKswapd { what, .. } => *what,
             Work::Sfence { what } => *what,
+        }
+    }
+}
+
+impl KStep {
+    /// The kernel path whose system time resuming this step is.
+    pub fn kfn(&self) -> KFn {
+        match self {
+            KStep::FlushTlbRange { .. } => KFn::FlushTlb,
+            KStep::PutPage { .. } => KFn::FreePages,
+            KStep::ShrinkNode { .. } => KFn::ShrinkFolioList,
+            KStep::MigrateUnmap { .. } => KFn::TryToUnmap,
+            KStep::MigrateRemap { .. } => KFn::MigratePages,
+            KStep::DecTlbFlushPending { .. } => KFn::TaskNumaWork,
+            KStep::SpinSection { what, .. } => *what,
+            KStep::EntryRmw { what, .. } => *what,
+            KStep::PtlCycles { what, .. } => *what,
+            KStep::WakeupKswapd { what, .. } => *what,
             _ => KFn::HandleMmFault,
         }
     }

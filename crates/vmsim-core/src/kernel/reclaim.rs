@@ -87,7 +87,7 @@ pub struct Reclaim {
     pub nonresident_age: Vec<u64>,
     /// Nodes whose kswapd an allocation on a path without the hardware
     /// found asleep, with `kernel.wakeups` on: the path queues their
-    /// `Work::WakeupKswapd` where it stands (kernel/gfp.rs), so that the
+    /// `KStep::WakeupKswapd` where it stands (kernel/gfp.rs), so that the
     /// waker pays `try_to_wake_up` when its CPU gets there.
     pub pending_wakes: Vec<usize>,
 }

@@ -144,13 +144,13 @@ mod tests {
             k.handle_mm_fault(mm, base + 7 * 4096, false, 0, &mut w)
                 .unwrap();
             for item in w {
-                if let crate::kernel::Work::InstallFilePte {
+                if let crate::kernel::Work::Kernel(crate::kernel::KStep::InstallFilePte {
                     mm,
                     addr,
                     ino,
                     index,
                     pfn,
-                } = item
+                }) = item
                 {
                     assert!(k.install_file_pte(mm, addr, ino, index, pfn));
                 }

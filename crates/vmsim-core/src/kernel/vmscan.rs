@@ -2,7 +2,7 @@
 //! it needs after unmapping (mm/rmap.c's `tlbflush_unmap_batch`,
 //! docs/mechanisms.md#batched-tlb-flush-after-unmapping).
 //!
-//! `shrink_node` (one round: a `Work::ShrinkNode` item, run by kswapd or in
+//! `shrink_node` (one round: a `KStep::ShrinkNode` item, run by kswapd or in
 //! direct reclaim) first deactivates from the active file list while the
 //! inactive one is the smaller (`inactive_is_low` with `inactive_ratio` 1,
 //! the value below 1 GiB), then isolates up to `SWAP_CLUSTER_MAX` (32, `kernel.swap_cluster_max`)
@@ -55,7 +55,7 @@ use super::mm::Mm;
 use super::policy::tlb::{BatchFlush, FlushCtx};
 use super::reclaim::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
 use super::tlbflush::{invlpgb_flush_all_nonglobals, TlbState};
-use super::{KFn, Kernel, Work};
+use super::{KFn, KStep, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use std::collections::VecDeque;
 
@@ -124,10 +124,10 @@ impl KthreadFn for Kswapd {
         {
             return KthreadStep::Wait(k.mem.pgdat[n].kswapd_wait);
         }
-        work.push_back(Work::ShrinkNode {
+        work.push_back(Work::Kernel(KStep::ShrinkNode {
             node: n,
             kswapd: true,
-        });
+        }));
         KthreadStep::Continue
     }
 }
@@ -535,10 +535,10 @@ mod tests {
         assert_eq!(ks.step(&mut k, 0, 0, &mut w), KthreadStep::Continue);
         assert!(matches!(
             w.pop_front(),
-            Some(Work::ShrinkNode {
+            Some(Work::Kernel(KStep::ShrinkNode {
                 node: 0,
                 kswapd: true
-            })
+            }))
         ));
         while k.mem.alloc.nr_free[0] < high {
             k.mem.alloc.free(pfns.pop().unwrap());

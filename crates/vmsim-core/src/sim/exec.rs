@@ -1,11 +1,12 @@
 //! Executing the hardware work the kernel queued on a CPU (kernel/mod.rs
 //! `Work`): fixed costs, bulk clears and copies as line accesses (resumable
-//! at a quantum boundary, a string instruction's start-up paid once), and the
-//! steps that must follow them (installing mappings, freeing, flushing).
+//! at a quantum boundary, a string instruction's start-up paid once), the
+//! return to user mode; a kernel path's continuation (`Work::Kernel`) goes
+//! back to the kernel (kernel/resume.rs), and the engine does what it
+//! answers (a task's sleep, the run's stop).
 
 use super::*;
-use crate::kernel::huge_memory_wp::WpLockStep;
-use crate::kernel::locking::rwsem::SemRef;
+use crate::kernel::resume::{ResumeCtx, Resumed};
 
 impl Sim {
     pub(super) fn exec_work(&mut self, cpu: usize, deadline: u64) {
@@ -104,237 +105,47 @@ impl Sim {
                     return;
                 }
             }
-            Work::FlushTlbRange {
-                mm,
-                start,
-                end,
-                stride_shift,
-            } => {
-                let k = &mut self.kernel;
-                flush_tlb_mm_range_stride(
-                    &mut self.machine,
-                    &mut k.vmstat,
-                    cpu,
-                    &mut k.mms[mm],
-                    &mut self.tlbstate,
-                    start,
-                    end,
-                    stride_shift,
-                    k.cfg.tlb_single_page_flush_ceiling,
-                );
-            }
-            Work::PutPage { pfn } => {
-                if self.kernel.mem.vmemmap.is_some() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.put_page_struct_page(&mut hw, pfn);
-                }
-                if self.kernel.put_page(pfn) > 0 {
-                    let c = self.kernel.costs.page_free_cycles;
-                    self.machine.advance(cpu, c, c);
-                }
-            }
-            Work::InstallPmd {
-                mm,
-                haddr,
-                pfn,
-                orig,
-            } => {
-                if self.kernel.install_pmd(mm, haddr, pfn, orig) {
-                    self.set_entry_at(cpu, mm, haddr);
-                } else {
-                    self.drop_put_of_replaced(cpu);
-                }
-            }
-            Work::InstallPte {
-                mm,
-                addr,
-                pfn,
-                writable,
-                orig,
-            } => {
-                if self.kernel.install_pte(mm, addr, pfn, writable, orig) {
-                    self.set_entry_at(cpu, mm, addr);
-                } else {
-                    self.drop_put_of_replaced(cpu);
-                }
-            }
-            Work::InstallFilePte {
-                mm,
-                addr,
-                ino,
-                index,
-                pfn,
-            } => {
-                if self.kernel.install_file_pte(mm, addr, ino, index, pfn) {
-                    self.set_entry_at(cpu, mm, addr);
-                }
-            }
-            Work::InstallPud { mm, haddr, pfn } => {
-                if self.kernel.install_pud(mm, haddr, pfn) {
-                    self.set_entry_at(cpu, mm, haddr);
-                }
-            }
             Work::ReturnToUser => self.machine.set_mode(cpu, Mode::User),
-            Work::ShrinkNode { node, kswapd } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.shrink_node(&mut hw, node, kswapd);
-            }
-            Work::MmapReadLock { mm } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.down_read(&mut hw, SemRef::Mmap(mm));
-            }
-            Work::MmapReadUnlock { mm } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.up_read(&mut hw, SemRef::Mmap(mm));
-            }
-            Work::EntryRmw { mm, entries, what } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.entry_rmws(&mut hw, mm, &entries, what);
-            }
-            Work::PtlCycles {
-                mm,
-                va,
-                cycles,
-                what,
-            } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.ptl_cycles(&mut hw, mm, va, cycles, what);
-            }
-            Work::SpinSection { lock, instr, what } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.spin_section(&mut hw, lock, &[], instr, what);
-            }
-            Work::WakeupKswapd { node, .. } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.wakeup_kswapd_now(&mut hw, node);
-            }
-            Work::MigrateUnmap { mm, addr, old, new } => {
-                let (k, mut hw) = self.kernel_hw(cpu);
-                if !k.try_to_migrate(&mut hw, mm, addr, old, new) {
-                    // Abandoned: the copy and the remap that follow go too.
-                    self.cpus[cpu].work.pop_front();
-                    self.cpus[cpu].work.retain(|w| {
-                        !matches!(w, Work::Copy { src_line, .. } if *src_line == old << 6)
-                            && !matches!(w, Work::MigrateRemap { old: o, .. } if *o == old)
-                    });
-                    return;
-                }
-            }
-            Work::DecTlbFlushPending { mm } => {
-                let p = &mut self.kernel.mms[mm].tlb_flush_pending;
-                *p = p.saturating_sub(1);
-            }
-            Work::MigrateRemap { mm, addr, old, new } => {
-                // remove_migration_ptes(): rmap_walk() under anon_vma_lock_read().
-                let (k, mut hw) = self.kernel_hw(cpu);
-                k.down_read(&mut hw, SemRef::AnonVma(mm));
-                k.migrate_remap(&mut hw, mm, addr, old, new);
-                let moved = k.entry_store(&mut hw, mm, addr, KFn::MigratePages);
-                k.up_read(&mut hw, SemRef::AnonVma(mm));
-                let c = self.kernel.costs.rmap_pte_cycles.saturating_sub(moved)
-                    + self.kernel.costs.page_free_cycles;
-                self.machine.advance(cpu, c, c);
-            }
-            Work::WpHugePageLocked {
-                mm,
-                addr,
-                pfn,
-                node,
-            } => {
-                let t = self
-                    .sched
-                    .current(cpu)
-                    .expect("a fault is handled for a task");
-                let mut more = VecDeque::new();
-                let (k, mut hw) = self.kernel_hw(cpu);
-                let step = k.wp_huge_page_trylock(&mut hw, t, (mm, addr, pfn, node), &mut more);
-                let w = &mut self.cpus[cpu].work;
-                w.pop_front();
-                for item in more.into_iter().rev() {
-                    w.push_front(item);
-                }
-                if step == WpLockStep::Sleep {
-                    // lock_page() → io_schedule(): the task sleeps inside the
-                    // fault; its kernel work waits with it, this item first
-                    // again, and comes back when it is switched in.
-                    w.push_front(item);
-                    self.account_runtime(cpu, t);
-                    self.sched.sleep_current(cpu);
-                    self.tasks[t].kernel_work = std::mem::take(&mut self.cpus[cpu].work);
-                }
-                return;
-            }
-            Work::ReuseSwapPage { pfn } => {
-                let from = self.cpus[cpu].pos;
-                let (k, mut hw) = self.kernel_hw(cpu);
-                let i = k.reuse_swap_page_scan(&mut hw, pfn, from, deadline);
-                if i < crate::kernel::page_alloc::HPAGE_PMD_NR {
-                    self.cpus[cpu].pos = i;
-                    return;
-                }
-                self.cpus[cpu].pos = 0;
-            }
-            Work::WpHugePageUnlock {
-                mm,
-                addr,
-                pfn,
-                node,
-            } => {
-                let mut more = VecDeque::new();
-                let (k, mut hw) = self.kernel_hw(cpu);
-                let r = k.wp_huge_page_unlock(&mut hw, (mm, addr, pfn, node), &mut more);
-                let w = &mut self.cpus[cpu].work;
-                w.pop_front();
-                for item in more.into_iter().rev() {
-                    w.push_front(item);
-                }
-                if let Err(e) = r {
-                    let t = self.sched.current(cpu).unwrap_or(0);
-                    self.error = Some(crate::kernel::memory::fault_error(t, e));
-                    self.cpus[cpu].work.clear();
-                }
-                return;
-            }
-            Work::WaitMigration { mm, addr, pfn } => {
-                let still = self.kernel.mms[mm]
-                    .entry(addr)
-                    .is_some_and(|p| p.migration && p.pfn == pfn);
-                if let (true, Some(t)) = (still, self.sched.current(cpu)) {
-                    self.cpus[cpu].work.pop_front();
-                    // The rest of this fault (its return to user) is done when it retries.
-                    let w = &mut self.cpus[cpu].work;
-                    if let Some(i) = w.iter().position(|w| matches!(w, Work::ReturnToUser)) {
-                        w.remove(i);
+            Work::Kernel(step) => {
+                let task = self.sched.current(cpu);
+                let c = &mut self.cpus[cpu];
+                let mut hw = Hw::new(
+                    cpu,
+                    &mut self.machine,
+                    &mut self.tlbstate,
+                    &mut c.sys_settled,
+                    &mut self.kfn_cycles,
+                    &mut self.kfn_mem_cycles,
+                );
+                let mut ctx = ResumeCtx {
+                    queue: &mut c.work,
+                    pos: &mut c.pos,
+                    task,
+                    deadline,
+                };
+                match self.kernel.resume(&mut hw, &step, &mut ctx) {
+                    Resumed::Done => {}
+                    Resumed::Left => return,
+                    Resumed::SleepInFault(t) => {
+                        self.account_runtime(cpu, t);
+                        self.sched.sleep_current(cpu);
+                        self.tasks[t].kernel_work = std::mem::take(&mut self.cpus[cpu].work);
+                        return;
                     }
-                    // The fault returns to retry: its mmap_lock goes now.
-                    if let Some(i) = w
-                        .iter()
-                        .position(|w| matches!(w, Work::MmapReadUnlock { .. }))
-                    {
-                        if let Some(Work::MmapReadUnlock { mm }) = w.remove(i) {
-                            let (k, mut hw) = self.kernel_hw(cpu);
-                            k.up_read(&mut hw, SemRef::Mmap(mm));
-                        }
+                    Resumed::SleepToRetry(t) => {
+                        self.account_runtime(cpu, t);
+                        self.sched.sleep_current(cpu);
+                        self.machine.set_mode(cpu, Mode::User);
+                        return;
                     }
-                    self.account_runtime(cpu, t);
-                    self.sched.sleep_current(cpu);
-                    let q = self.kernel.folio_waitqueue(pfn);
-                    self.kernel.sched.waitq.wait(q, t);
-                    self.machine.set_mode(cpu, Mode::User);
-                    return;
+                    Resumed::Failed(e) => {
+                        self.error = Some(e);
+                        return;
+                    }
                 }
             }
         }
         self.cpus[cpu].work.pop_front();
-    }
-
-    /// The entry just installed at `va` of `mm` stored through the caches,
-    /// its tables allocated first (`kernel.page_tables`; nothing otherwise).
-    fn set_entry_at(&mut self, cpu: usize, mm: usize, va: u64) {
-        if self.kernel.page_tables() {
-            let (k, mut hw) = self.kernel_hw(cpu);
-            k.set_entry_at(&mut hw, mm, va, true);
-        }
     }
 
     /// Where the front bulk work item (a clear or copy of many lines) resumes;
@@ -364,13 +175,5 @@ impl Sim {
         self.machine.string_end(cpu);
         self.machine.set_clzero(cpu, false);
         true
-    }
-
-    /// A copy-on-write install that lost the race also keeps its mapping of
-    /// the old page: the `PutPage` queued right after the install goes.
-    fn drop_put_of_replaced(&mut self, cpu: usize) {
-        if let Some(Work::PutPage { .. }) = self.cpus[cpu].work.get(1) {
-            self.cpus[cpu].work.remove(1);
-        }
     }
 }

@@ -33,9 +33,7 @@ use crate::error::Error;
 use crate::kernel::hw::Hw;
 use crate::kernel::kthread::{KthreadFn, KthreadStep};
 use crate::kernel::page_alloc::{tag_store, TAG_ZERO};
-use crate::kernel::tlbflush::{
-    enter_lazy_tlb, flush_tlb_mm_range_stride, switch_mm_irqs_off, TlbState,
-};
+use crate::kernel::tlbflush::{enter_lazy_tlb, TlbState};
 use crate::kernel::uapi::{store_value, Expect, Op, Program};
 use crate::kernel::{KFn, Kernel, StoreHow, Work};
 use crate::machine::hierarchy::AccessKind;
@@ -406,13 +404,9 @@ impl Sim {
             self.cpus[cpu].next_tick = self.tick_after(cpu, now);
             return;
         }
-        let cost =
-            self.kernel.costs.exception_entry_exit_cycles + self.kernel.costs.tick_handler_cycles;
         while self.machine.cpus[cpu].clock >= self.cpus[cpu].next_tick {
-            self.machine.interrupt(cpu, cost);
-            // Charged straight to the tick, so cycles not yet settled keep their path.
-            self.kfn_cycles[KFn::Tick as usize] += cost;
-            self.cpus[cpu].sys_settled.sys += cost;
+            let (k, mut hw) = self.kernel_hw(cpu);
+            k.tick(&mut hw);
             self.sched.stats.nr_ticks += 1;
             self.cpus[cpu].ticked = true;
             let next = self.cpus[cpu].next_tick + self.tick_period;
@@ -731,12 +725,8 @@ impl Sim {
         }
         let mut at = now;
         if let Some(cpu) = waker {
-            let mode = self.machine.cpus[cpu].mode;
-            self.machine.set_mode(cpu, Mode::Kernel);
-            let c = self.kernel.costs.try_to_wake_up_cycles;
-            self.machine.advance(cpu, c, c);
-            self.machine.set_mode(cpu, mode);
-            at = self.machine.cpus[cpu].clock;
+            let (k, mut hw) = self.kernel_hw(cpu);
+            at = k.try_to_wake_up_cost(&mut hw);
         }
         let at = self.idle_exit(pid, at, iowait);
         self.sched.wake_up_process(pid, at)
@@ -876,24 +866,9 @@ impl Sim {
     /// `context_switch()` to `t` on `cpu`: `switch_mm_irqs_off` for a user
     /// task, lazy TLB for a kernel thread; a fresh slice.
     fn context_switch(&mut self, cpu: usize, t: usize) {
-        self.machine.set_mode(cpu, Mode::Kernel);
-        self.machine.advance(
-            cpu,
-            self.kernel.costs.context_switch_cycles,
-            self.kernel.costs.context_switch_cycles,
-        );
-        match self.tasks[t].mm {
-            Some(mm) => {
-                switch_mm_irqs_off(
-                    &mut self.machine,
-                    &mut self.tlbstate[cpu],
-                    &mut self.kernel.mms[mm],
-                    cpu,
-                );
-                self.machine.set_mode(cpu, Mode::User);
-            }
-            None => enter_lazy_tlb(&mut self.tlbstate[cpu]),
-        }
+        let mm = self.tasks[t].mm;
+        let (k, mut hw) = self.kernel_hw(cpu);
+        k.context_switch(&mut hw, mm);
         if !self.tasks[t].kernel_work.is_empty() {
             // It slept inside the kernel: it resumes there.
             debug_assert!(self.cpus[cpu].work.is_empty());

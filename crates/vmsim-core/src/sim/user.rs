@@ -6,7 +6,7 @@
 
 use super::translate::Xlate;
 use super::*;
-use crate::kernel::memory::{fault_error, FaultError};
+use crate::kernel::memory::fault_error;
 
 /// The 8 B words of a line, each one store of a write loop (`Op::WriteSeq`).
 const WORDS_PER_LINE: u64 = 8;
@@ -16,58 +16,12 @@ impl Sim {
         let mm = self.tasks[t].user_mm();
         let node = self.machine.topo.node_of(cpu);
         self.machine.set_mode(cpu, Mode::Kernel);
-        if (0..self.kernel.mem.alloc.nr_nodes).any(|n| self.kernel.nr_file_lru(n) > 0) {
-            let (k, mut hw) = self.kernel_hw(cpu);
-            k.direct_reclaim_if_needed(&mut hw, node);
-        }
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
-        self.kernel.sched.current = (cpu, t);
-        let mut r = self
-            .kernel
-            .handle_mm_fault(mm, addr, write, node, &mut work);
+        let (k, mut hw) = self.kernel_hw(cpu);
+        let r = k.do_user_addr_fault(&mut hw, t, mm, addr, write, node, &mut work);
         self.cpus[cpu].work = work;
-        // __alloc_pages_slowpath(): an allocation that found no free page
-        // reclaims and retries; it gives up once rounds that freed nothing
-        // have scanned every node's file LRU twice over (standing for
-        // do_try_to_free_pages going down every priority to a full scan).
-        // Work the failed attempt queued (its handler cost, read-around
-        // folios it added) stays: the retry finds those folios cached.
-        let mut scanned_no_progress = 0u64;
-        while matches!(r, Err(FaultError::Oom)) {
-            let n = self.kernel.mem.alloc.nr_nodes;
-            let lru: u64 = (0..n).map(|nd| self.kernel.nr_file_lru(nd) as u64).sum();
-            if scanned_no_progress > 2 * lru {
-                break;
-            }
-            self.kernel.reclaim.stat.allocstall += 1;
-            let got: u64 = (0..n)
-                .map(|i| (node + i) % n)
-                .map(|nd| {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.shrink_node(&mut hw, nd, false)
-                })
-                .sum();
-            scanned_no_progress = if got > 0 {
-                0
-            } else {
-                scanned_no_progress + n as u64 * self.kernel.cfg.tunables.swap_cluster_max
-            };
-            let mut work = std::mem::take(&mut self.cpus[cpu].work);
-            r = self
-                .kernel
-                .handle_mm_fault(mm, addr, write, node, &mut work);
-            self.cpus[cpu].work = work;
-        }
         match r {
-            Ok(()) => {
-                // A fault that mapped the address itself (a file fault's
-                // fault-around) has its tables now, as the kernel's does.
-                if self.kernel.page_tables() && self.kernel.mms[mm].entry(addr).is_some() {
-                    let (k, mut hw) = self.kernel_hw(cpu);
-                    k.alloc_pgtables(&mut hw, mm, addr);
-                }
-                true
-            }
+            Ok(()) => true,
             Err(e) => {
                 self.error = Some(fault_error(t, e));
                 false

@@ -51,7 +51,7 @@
 
 use super::spinlocks::SpinRef;
 use crate::kernel::hw::{Hw, LOCKED_RMW_CYCLES};
-use crate::kernel::{KFn, Kernel, Work};
+use crate::kernel::{KFn, KStep, Kernel, Work};
 use std::collections::VecDeque;
 
 /// Instructions per folio of `isolate_lru_pages` (the `__isolate_lru_page`
@@ -90,11 +90,11 @@ impl Kernel {
         } else {
             return;
         };
-        work.push_back(Work::SpinSection {
+        work.push_back(Work::Kernel(KStep::SpinSection {
             lock: SpinRef::Zone(node),
             instr,
             what: KFn::HandleMmFault,
-        });
+        }));
     }
 
     /// `lru_cache_add()` of a page of `node` by the current CPU, queued on
@@ -107,11 +107,11 @@ impl Kernel {
             .as_mut()
             .is_some_and(|s| s.lru_cache_add(cpu))
         {
-            work.push_back(Work::SpinSection {
+            work.push_back(Work::Kernel(KStep::SpinSection {
                 lock: SpinRef::Lru(node),
                 instr: LRU_ADD_INSTR * self.cfg.tunables.pagevec_size,
                 what,
-            });
+            }));
         }
     }
 

@@ -10,10 +10,48 @@ pub mod state;
 pub mod wait;
 
 use super::hw::Hw;
-use super::Kernel;
+use super::tlbflush::{enter_lazy_tlb, switch_mm_irqs_off};
+use super::{KFn, Kernel};
+use crate::machine::Mode;
 use wait::WaitQueueId;
 
 impl Kernel {
+    /// `context_switch()` on `hw.cpu` to a task of `mm` (None: a kernel
+    /// thread): `context_switch_cycles` in kernel mode, then
+    /// `switch_mm_irqs_off` and user mode for a user task, lazy TLB for a
+    /// kernel thread.
+    pub fn context_switch(&mut self, hw: &mut Hw, mm: Option<usize>) {
+        hw.set_mode(Mode::Kernel);
+        let c = self.costs.context_switch_cycles;
+        hw.charge(c);
+        let cpu = hw.cpu;
+        match mm {
+            Some(mm) => {
+                switch_mm_irqs_off(hw.machine, &mut hw.tlbstate[cpu], &mut self.mms[mm], cpu);
+                hw.set_mode(Mode::User);
+            }
+            None => enter_lazy_tlb(&mut hw.tlbstate[cpu]),
+        }
+    }
+
+    /// One scheduler tick on `hw.cpu`: the timer interrupt's entry and exit
+    /// and the tick handler (`scheduler_tick`), charged to the tick.
+    pub fn tick(&self, hw: &mut Hw) {
+        let c = self.costs.exception_entry_exit_cycles + self.costs.tick_handler_cycles;
+        hw.interrupt(c, KFn::Tick);
+    }
+
+    /// What the waker on `hw.cpu` pays for one `try_to_wake_up()` with
+    /// `kernel.wakeups`: `try_to_wake_up_cycles` in kernel mode, returning
+    /// to the mode it was in. Returns the waker's clock after it.
+    pub fn try_to_wake_up_cost(&self, hw: &mut Hw) -> u64 {
+        let mode = hw.mode();
+        hw.set_mode(Mode::Kernel);
+        hw.charge(self.costs.try_to_wake_up_cycles);
+        hw.set_mode(mode);
+        hw.now()
+    }
+
     /// `wake_up` of every waiter on `q` by `hw.cpu`. With `kernel.wakeups`
     /// each `try_to_wake_up` costs the waker `try_to_wake_up_cycles` in turn
     /// and its task runs no earlier than the waker's clock after it (and its

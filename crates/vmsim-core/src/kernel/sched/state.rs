@@ -12,7 +12,8 @@ pub struct SchedState {
     pub waitq: WaitQueues,
     /// The hashed folio wait queues (`folio_waitqueue`).
     pub page_wait_table: Vec<WaitQueueId>,
-    /// The task a fault is being handled for, and its CPU (`current`,
-    /// `smp_processor_id()`), set by the caller of the fault handler.
+    /// The CPU a fault is being handled on and its task
+    /// (`smp_processor_id()`, `current`), set by the fault's entry
+    /// (kernel/fault.rs).
     pub current: (usize, usize),
 }
