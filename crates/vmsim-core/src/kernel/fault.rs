@@ -8,6 +8,7 @@
 
 use super::hw::Hw;
 use super::memory::FaultError;
+use super::sched::state::Current;
 use super::{Kernel, Work};
 use std::collections::VecDeque;
 
@@ -28,7 +29,10 @@ impl Kernel {
         if (0..self.mem.alloc.nr_nodes).any(|n| self.nr_file_lru(n) > 0) {
             self.direct_reclaim_if_needed(hw, node);
         }
-        self.sched.current = (hw.cpu, task);
+        self.sched.current = Current {
+            cpu: hw.cpu,
+            pid: task,
+        };
         let mut r = self.handle_mm_fault(mm, addr, write, node, work);
         // __alloc_pages_slowpath(): an allocation that found no free page
         // reclaims and retries; it gives up once rounds that freed nothing

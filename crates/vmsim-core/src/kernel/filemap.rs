@@ -54,7 +54,7 @@ impl Kernel {
         let node = self
             .cpus
             .nodes
-            .get(self.sched.current.1)
+            .get(self.sched.current.cpu)
             .copied()
             .unwrap_or(0);
         if let Some(sl) = self.locks.spin.as_mut() {

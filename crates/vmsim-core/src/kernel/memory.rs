@@ -179,7 +179,7 @@ impl Kernel {
         work: &mut VecDeque<Work>,
         m: Mapped,
     ) -> Mapped {
-        let (cpu, pid) = self.sched.current;
+        let super::sched::state::Current { cpu, pid } = self.sched.current;
         self.vmstat.numa_hint_faults += 1;
         let c = self.costs.page_fault_handler_cycles;
         work.push_back(Work::Cycles {

@@ -134,7 +134,7 @@ impl Kernel {
         // putback_lru_page(new) → lru_cache_add(); the old page's free to
         // the CPU's list.
         self.lru_cache_add_lock(target, KFn::MigratePages, work);
-        let cpu = self.sched.current.1;
+        let cpu = self.sched.current.cpu;
         if let Some(sl) = self.locks.spin.as_mut() {
             if sl.pcp_free(cpu, old_node) {
                 work.push_back(Work::Kernel(KStep::SpinSection {

@@ -536,7 +536,7 @@ impl Kernel {
             sched: sched::state::SchedState {
                 waitq,
                 page_wait_table,
-                current: (0, 0),
+                current: Default::default(),
             },
             locks: locking::Locks {
                 spin: spinlocks,

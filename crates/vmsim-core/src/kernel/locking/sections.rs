@@ -78,7 +78,7 @@ impl Kernel {
     /// order takes `zone->lock` for `__rmqueue` itself (before 5.13 no
     /// high-order page is kept on the per-CPU lists).
     pub(crate) fn rmqueue_lock(&mut self, pfn: u64, order: u32, work: &mut VecDeque<Work>) {
-        let cpu = self.sched.current.1;
+        let cpu = self.sched.current.cpu;
         let node = self.mem.alloc.node_of_pfn(pfn);
         let Some(sl) = self.locks.spin.as_mut() else {
             return;
@@ -100,7 +100,7 @@ impl Kernel {
     /// `lru_cache_add()` of a page of `node` by the current CPU, queued on
     /// `work`: a full pagevec drains under the node's LRU lock.
     pub(crate) fn lru_cache_add_lock(&mut self, node: usize, what: KFn, work: &mut VecDeque<Work>) {
-        let cpu = self.sched.current.1;
+        let cpu = self.sched.current.cpu;
         if self
             .locks
             .spin
@@ -153,5 +153,45 @@ impl Kernel {
             return 0;
         }
         instr.div_ceil(self.cpus.issue_width.max(1)) + atomics * LOCKED_RMW_CYCLES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{embedded_machines, Preset};
+    use crate::kernel::locking::spinlock::SpinImpl;
+    use crate::kernel::sched::state::Current;
+    use crate::kernel::{Kernel, KernelConfig};
+    use std::collections::VecDeque;
+
+    #[test]
+    fn a_faults_allocation_and_lru_add_count_on_its_cpus_lists_not_its_tasks() {
+        let (name, text) = embedded_machines()
+            .iter()
+            .find(|(n, _)| *n == "xeon-e5-2699v3-2s")
+            .unwrap();
+        let preset = Preset::parse(text, name).unwrap();
+        let cfg = KernelConfig {
+            spinlocks: Some(SpinImpl::Queued),
+            ..Default::default()
+        };
+        let mut k = Kernel::new(cfg, preset.kernel_costs(), 1, 64 << 20);
+        // Task 7 faults on CPU 3: the first order-0 page refills CPU 3's list.
+        k.sched.current = Current { cpu: 3, pid: 7 };
+        let mut w = VecDeque::new();
+        k.rmqueue_lock(100, 0, &mut w);
+        assert_eq!(w.len(), 1, "the first page refills the list");
+        let sl = k.locks.spin.as_mut().unwrap();
+        assert!(!sl.pcp_alloc(3, 0), "CPU 3's list holds the batch");
+        assert!(sl.pcp_alloc(7, 0), "CPU 7's list was never touched");
+        // The pagevec is CPU 3's too.
+        let size = k.cfg.tunables.pagevec_size;
+        let mut w = VecDeque::new();
+        for _ in 0..size - 1 {
+            k.lru_cache_add_lock(0, crate::kernel::KFn::HandleMmFault, &mut w);
+        }
+        assert!(w.is_empty());
+        let sl = k.locks.spin.as_mut().unwrap();
+        assert!(sl.lru_cache_add(3), "CPU 3's pagevec is full");
     }
 }

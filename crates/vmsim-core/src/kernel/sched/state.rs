@@ -12,8 +12,14 @@ pub struct SchedState {
     pub waitq: WaitQueues,
     /// The hashed folio wait queues (`folio_waitqueue`).
     pub page_wait_table: Vec<WaitQueueId>,
-    /// The CPU a fault is being handled on and its task
-    /// (`smp_processor_id()`, `current`), set by the fault's entry
-    /// (kernel/fault.rs).
-    pub current: (usize, usize),
+    /// The CPU a fault is being handled on and its task, set by the
+    /// fault's entry (kernel/fault.rs).
+    pub current: Current,
+}
+
+/// `smp_processor_id()` and `current` of the path being planned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Current {
+    pub cpu: usize,
+    pub pid: usize,
 }
