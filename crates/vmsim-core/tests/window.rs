@@ -5,7 +5,7 @@
 
 use vmsim_core::config::RunConfig;
 use vmsim_core::experiment::{build, report};
-use vmsim_core::sim::window::HelpOverride;
+use vmsim_core::sim::window_stats::HelpOverride;
 
 fn config(text: &str) -> RunConfig {
     RunConfig::from_table(toml::from_str(text).unwrap(), None, 1.0).unwrap()

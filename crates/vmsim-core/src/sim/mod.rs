@@ -65,9 +65,9 @@ pub(crate) enum Cur {
     /// one page (or huge page) at a time, in kernel mode.
     Populate { start: u64, len: u64, pos: u64 },
     /// An `Op::Access` run of the access engine.
-    Access(access::AccessRun),
+    Access(access_run::AccessRun),
     /// An `Op::Replay` batch of recorded accesses.
-    Replay(replay::ReplayRun),
+    Replay(replay_run::ReplayRun),
 }
 
 /// What a task runs.
@@ -104,9 +104,9 @@ pub struct Task {
     pub bad_pages: u64,
     pub first_bad: Option<String>,
     /// The access engine's operation counts and latency histogram.
-    pub access: access::AccessStats,
+    pub access: access_run::AccessStats,
     /// The phases the task is in, innermost last (sim/phase.rs).
-    pub(crate) phase_marks: Vec<phase::PhaseMark>,
+    pub(crate) phase_marks: Vec<phase_stats::PhaseMark>,
     /// `cpus_allowed` (sched_setaffinity / taskset), inherited by children;
     /// None: every CPU.
     pub cpus_allowed: Option<crate::machine::ipi::CpuMask>,
@@ -209,14 +209,14 @@ pub struct Sim {
     roi_joined: u64,
     roi_left: bool,
     /// Each measured phase's figures, by the id its program gave (sim/phase.rs).
-    pub phases: Vec<phase::PhaseStats>,
+    pub phases: Vec<phase_stats::PhaseStats>,
     /// Tasks asleep at each barrier, in the order they arrived.
     barriers: std::collections::BTreeMap<u32, Vec<usize>>,
     /// `sim.window_cycles`: 0 for the ordinary loop, else the windowed one (sim/window.rs).
     pub(crate) window: u64,
     /// The partition phase 1 of a window is advancing, and why a step of it stopped.
     pub(crate) win_part: Option<usize>,
-    pub(crate) parked: Option<window::Park>,
+    pub(crate) parked: Option<window_stats::Park>,
     /// Phase 1 runs a bulk item's lines only up to here.
     bulk_limit: u64,
     /// A stand-in's phase 1: the window's end, its CPUs with something to
@@ -226,19 +226,19 @@ pub struct Sim {
     win_queued: Vec<usize>,
     win_min: Option<u64>,
     win_quanta: u64,
-    win_task: Vec<Result<usize, window::Park>>,
+    win_task: Vec<Result<usize, window_stats::Park>>,
     win_lent: Vec<(usize, usize)>,
     win_parked: Vec<usize>,
     /// Host threads a windowed run may use (at most one per socket).
     host_threads: usize,
-    pub window_stats: window::WindowStats,
+    pub window_stats: window_stats::WindowStats,
     /// Exits from idle states of CPUs woken by a timed wake-up.
     pub idle_stats: IdleStats,
     /// Run phase 1's partitions last to first (a test that their order does not matter).
     #[doc(hidden)]
     pub reverse_partitions: bool,
     #[doc(hidden)]
-    pub help_override: window::HelpOverride,
+    pub help_override: window_stats::HelpOverride,
 }
 
 /// `performance_multiplier()` of the menu cpuidle governor (4.x
@@ -272,13 +272,17 @@ impl IdleStats {
 }
 
 pub mod access;
+pub mod access_run;
 mod exec;
 pub mod phase;
+pub mod phase_stats;
 mod replay;
+mod replay_run;
 mod task;
 mod translate;
 mod user;
 pub mod window;
+pub mod window_stats;
 
 impl Sim {
     pub fn new(m: Machine, mut k: Kernel, quantum: u64) -> Sim {
@@ -346,14 +350,14 @@ impl Sim {
             win_lent: Vec::new(),
             win_parked: Vec::new(),
             host_threads: 1,
-            window_stats: window::WindowStats::default(),
+            window_stats: window_stats::WindowStats::default(),
             idle_stats: IdleStats {
                 exits: vec![0; nr_idle_states],
                 exit_cycles: 0,
                 idle_cycles: 0,
             },
             reverse_partitions: false,
-            help_override: window::HelpOverride::Auto,
+            help_override: window_stats::HelpOverride::Auto,
         }
     }
 
@@ -543,7 +547,7 @@ impl Sim {
             pages_checked: 0,
             bad_pages: 0,
             first_bad: None,
-            access: access::AccessStats::default(),
+            access: access_run::AccessStats::default(),
             phase_marks: Vec::new(),
             cpus_allowed: None,
             kernel_work: VecDeque::new(),

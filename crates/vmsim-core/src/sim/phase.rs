@@ -9,38 +9,8 @@
 //! barrier opens when its `tasks`-th task arrives and is then empty again,
 //! so a loop may meet at it once per iteration.
 
-use super::access::LatencyHist;
+use super::phase_stats::{PhaseMark, PhaseStats};
 use super::*;
-use serde::Serialize;
-
-/// A task's counters when it began a phase.
-#[derive(Clone, Debug)]
-pub(crate) struct PhaseMark {
-    id: u32,
-    clock: u64,
-    reads: u64,
-    writes: u64,
-    bytes: u64,
-    hist: [u64; 32],
-}
-
-/// One phase's figures, summed over the tasks that ran it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PhaseStats {
-    /// Times a task ended the phase.
-    pub runs: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub bytes: u64,
-    /// Loop iterations the program counted in the phase.
-    pub iterations: u64,
-    /// Sum over runs of the cycles from begin to end.
-    pub task_cycles: u64,
-    /// The earliest begin and the latest end over its runs.
-    pub first_begin: Option<u64>,
-    pub last_end: u64,
-    pub latency: LatencyHist,
-}
 
 impl Sim {
     pub(crate) fn phase_begin(&mut self, cpu: usize, t: usize, id: u32) {

@@ -19,33 +19,9 @@
 //! wait for earlier ones; the hardware model treats loads outside a
 //! sequential stream so, as for the access engine).
 
+use super::replay_run::ReplayRun;
 use super::translate::Xlate;
 use super::*;
-use crate::kernel::uapi::Replay;
-
-/// Progress of an `Op::Replay` batch.
-#[derive(Clone, Debug)]
-pub(crate) struct ReplayRun {
-    b: Replay,
-    done: usize,
-    page: u64,
-    pfn: u64,
-    gen: u64,
-    writable: bool,
-}
-
-impl ReplayRun {
-    pub(crate) fn new(b: Replay) -> ReplayRun {
-        ReplayRun {
-            b,
-            done: 0,
-            page: u64::MAX,
-            pfn: 0,
-            gen: u64::MAX,
-            writable: false,
-        }
-    }
-}
 
 impl Sim {
     pub(crate) fn exec_replay(&mut self, cpu: usize, t: usize, deadline: u64, mut r: ReplayRun) {
@@ -53,7 +29,7 @@ impl Sim {
             // The windowed loop's parallel phase runs the pattern loops
             // only (window.rs `phase1_task`); a replay waits for the serial phase.
             self.tasks[t].cur = Some(Cur::Replay(r));
-            self.parked = Some(window::Park::Schedule);
+            self.parked = Some(window_stats::Park::Schedule);
             return;
         }
         let mm = self.tasks[t].user_mm();

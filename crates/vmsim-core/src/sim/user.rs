@@ -158,7 +158,9 @@ impl Sim {
                     self.tasks[t].ret = self.kernel.mms[mm].mmap_hugetlb(len, page_shift);
                 }
                 Op::Munmap { start } => self.munmap(cpu, t, start),
-                Op::Access(a) => self.tasks[t].cur = Some(Cur::Access(access::AccessRun::new(a))),
+                Op::Access(a) => {
+                    self.tasks[t].cur = Some(Cur::Access(access_run::AccessRun::new(a)))
+                }
                 Op::Nanosleep { ns } => {
                     self.syscall(cpu, 0);
                     // hrtimer_start(): expiry relative to the time of the call.
@@ -213,7 +215,7 @@ impl Sim {
                     self.tasks[t].ret = r.unwrap_or_else(|errno| errno.wrapping_neg() as u64);
                 }
                 Op::Replay(b) => {
-                    self.tasks[t].cur = Some(Cur::Replay(super::replay::ReplayRun::new(b)))
+                    self.tasks[t].cur = Some(Cur::Replay(super::replay_run::ReplayRun::new(b)))
                 }
                 Op::Fail(e) => self.error = Some(e),
             }
@@ -301,7 +303,7 @@ impl Sim {
                             shadow,
                         });
                         if self.win_part.is_some() {
-                            self.parked = Some(window::Park::Fault);
+                            self.parked = Some(window_stats::Park::Fault);
                             return;
                         }
                         self.fault(cpu, t, va, true);
@@ -312,7 +314,7 @@ impl Sim {
             let lip = (va >> 6) & 63;
             if self.win_part.is_some() && !self.machine.is_local(cpu, (pfn << 6) | lip) {
                 // Parked before the line: the loop's state is kept below.
-                self.parked = Some(window::Park::RemoteLine);
+                self.parked = Some(window_stats::Park::RemoteLine);
                 break;
             }
             // The line's word stores, each a store-queue entry.

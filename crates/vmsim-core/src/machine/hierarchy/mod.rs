@@ -1238,3 +1238,49 @@ impl Hierarchy {
 mod partition;
 pub mod spec;
 pub use spec::{AnySpec, Spec, SpecId};
+use spec::{CascadeLake, Haswell};
+
+/// The spec a hierarchy runs under (spec.rs), chosen from its caches.
+impl Hierarchy {
+    /// Whether every cache and flag of this hierarchy fits `S`.
+    fn fits<S: Spec>(&self) -> bool {
+        self.l1.iter().all(|c| c.fits::<S::L1>())
+            && self.l2.iter().all(|c| c.fits::<S::L2>())
+            && self.llc.iter().all(|c| c.fits::<S::Llc>())
+            && S::INCLUSIVE.is_none_or(|b| b == self.inclusive)
+            && S::PERF_AT_L2.is_none_or(|b| b == self.perf_at_l2)
+            && S::NO_RFO.is_none_or(|b| b == self.no_rfo)
+    }
+
+    /// The first spec this hierarchy fits.
+    fn pick_spec(&self) -> SpecId {
+        if self.fits::<Haswell>() {
+            SpecId::Haswell
+        } else if self.fits::<CascadeLake>() {
+            SpecId::CascadeLake
+        } else {
+            SpecId::Any
+        }
+    }
+
+    /// The spec the machine's entry points dispatch on.
+    #[inline(always)]
+    pub fn spec(&self) -> SpecId {
+        self.spec
+    }
+
+    #[inline(always)]
+    fn inclusive<S: Spec>(&self) -> bool {
+        S::INCLUSIVE.unwrap_or(self.inclusive)
+    }
+
+    #[inline(always)]
+    fn perf_at_l2<S: Spec>(&self) -> bool {
+        S::PERF_AT_L2.unwrap_or(self.perf_at_l2)
+    }
+
+    #[inline(always)]
+    fn no_rfo<S: Spec>(&self) -> bool {
+        S::NO_RFO.unwrap_or(self.no_rfo)
+    }
+}

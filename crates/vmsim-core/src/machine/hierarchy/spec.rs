@@ -14,7 +14,6 @@
 //! hierarchy of the same preset, whose caches have the same shapes.
 
 use super::super::cache::{Replacement, Shape};
-use super::Hierarchy;
 
 /// Preset properties a per-request path is built for.
 pub trait Spec {
@@ -114,50 +113,6 @@ pub enum SpecId {
     Haswell,
     CascadeLake,
     Any,
-}
-
-impl Hierarchy {
-    /// Whether every cache and flag of this hierarchy fits `S`.
-    pub(super) fn fits<S: Spec>(&self) -> bool {
-        self.l1.iter().all(|c| c.fits::<S::L1>())
-            && self.l2.iter().all(|c| c.fits::<S::L2>())
-            && self.llc.iter().all(|c| c.fits::<S::Llc>())
-            && S::INCLUSIVE.is_none_or(|b| b == self.inclusive)
-            && S::PERF_AT_L2.is_none_or(|b| b == self.perf_at_l2)
-            && S::NO_RFO.is_none_or(|b| b == self.no_rfo)
-    }
-
-    /// The first spec this hierarchy fits.
-    pub(super) fn pick_spec(&self) -> SpecId {
-        if self.fits::<Haswell>() {
-            SpecId::Haswell
-        } else if self.fits::<CascadeLake>() {
-            SpecId::CascadeLake
-        } else {
-            SpecId::Any
-        }
-    }
-
-    /// The spec the machine's entry points dispatch on.
-    #[inline(always)]
-    pub fn spec(&self) -> SpecId {
-        self.spec
-    }
-
-    #[inline(always)]
-    pub(super) fn inclusive<S: Spec>(&self) -> bool {
-        S::INCLUSIVE.unwrap_or(self.inclusive)
-    }
-
-    #[inline(always)]
-    pub(super) fn perf_at_l2<S: Spec>(&self) -> bool {
-        S::PERF_AT_L2.unwrap_or(self.perf_at_l2)
-    }
-
-    #[inline(always)]
-    pub(super) fn no_rfo<S: Spec>(&self) -> bool {
-        S::NO_RFO.unwrap_or(self.no_rfo)
-    }
 }
 
 #[cfg(test)]
