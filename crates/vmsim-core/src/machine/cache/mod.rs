@@ -12,7 +12,7 @@
 //!   memory against it);
 //! * a meta byte per way: the dirty bit (bit 7) and the per-way state of the
 //!   [`Replacement`] policy in the low bits: the LRU rank (0 = most recently
-//!   used) or the 2-bit SRRIP RRPV;
+//!   used), the 2-bit SRRIP RRPV or the 2-bit QLRU age ([`qlru`]);
 //! * for tree-PLRU, the set's tree bits.
 //!
 //! An 8-way set is one host line, a 20-way set two. Beside them, in a flat
@@ -37,13 +37,17 @@
 //! * `occupancy()` equals the number of valid ways, and never exceeds
 //!   `lines()`.
 //! * A victim is always an invalid way when the set has one (the lowest
-//!   numbered invalid way); only a full set evicts a valid line, and then
-//!   exactly one line is returned as [`Evicted`].
+//!   numbered invalid way, the highest under the `r2` QLRU variants); only a
+//!   full set evicts a valid line, and then exactly one line is returned as
+//!   [`Evicted`].
 //! * Everything is deterministic: the `Random` policy draws from a small
 //!   xorshift64* generator stored in the cache and seeded from the `seed`
 //!   given to [`Cache::new`] (through splitmix64). It draws only when the set
 //!   is full, so the sequence of victims depends only on the seed and on the
-//!   sequence of operations.
+//!   sequence of operations. DRRIP's and the adaptive QLRU policies'
+//!   bimodal insertions draw from the same generator, one draw a bimodal
+//!   fill.
+//! * QLRU: an invalid way keeps its age ([`qlru`]).
 //!
 //! # Performance
 //!
@@ -67,6 +71,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+
+pub mod qlru;
+pub use qlru::{DuelLayout, Qlru, QlruPolicy};
 
 /// Marker of an empty entry in arrays of line or page numbers (the TLB's).
 /// Never a valid line address: line addresses are byte addresses shifted
@@ -106,19 +113,82 @@ pub enum Replacement {
     Drrip,
     /// Uniformly random victim from a seeded generator (invalid ways first).
     Random,
+    /// QLRU `QLRU_H11_M1_R0_U0` (see [`qlru`] for the naming): hit ages
+    /// 3 and 2 become 1, 1 becomes 0; fills at age 1; the first way of age
+    /// 3 is replaced; after every access all ages grow until one is 3. The
+    /// Coffee Lake L3 policy of Abel & Reineke's nanoBench cache simulator
+    /// (`cacheSim.py`, `# CFL L3`), and the policy Vila, Ganty, Guarnieri &
+    /// Köpf learned from a leader set of the Skylake (Core i5-6500) and
+    /// Kaby Lake R (Core i7-8550U) L3s ("CacheQuery", PLDI 2020; the
+    /// learned machines `models/skylake_l3-w4.dot` and
+    /// `kabylake_l3-w4.dot` of github.com/cgvwzq/polca, 4 ways under CAT).
+    #[serde(rename = "qlru_h11_m1_r0_u0")]
+    QlruH11M1R0U0,
+    /// QLRU `QLRU_H00_M1_R2_U1`: a hit sets age 0; fills at age 1, empty
+    /// ways from the last; the first way of age 3 is replaced; after every
+    /// access the other ways' ages grow until one is 3. nanoBench's Coffee
+    /// Lake L2 policy (`cacheSim.py`, `# CFL L2`), and the policy learned
+    /// from the Skylake (Core i5-6500) L2 (polca `models/skylake_l2.dot`).
+    #[serde(rename = "qlru_h00_m1_r2_u1")]
+    QlruH00M1R2U1,
+    /// QLRU `QLRU_H00_M1_R0_U1`: as `qlru_h00_m1_r2_u1`, but empty ways
+    /// fill from the first. nanoBench's Cannon Lake L2 policy
+    /// (`cacheSim.py`, `# CNL L2`), and the Ice Lake (Core i5-1035G1) L2's
+    /// on uops.info/cache.html.
+    #[serde(rename = "qlru_h00_m1_r0_u1")]
+    QlruH00M1R0U1,
+    /// QLRU `QLRU_H11_M1_R1_U2`: hits as `qlru_h11_m1_r0_u0`; fills at age
+    /// 1; the first way of age 3, else way 0, is replaced; after every
+    /// access, if no way has age 3, every age grows by 1. nanoBench's Ivy
+    /// Bridge L3 policy (`cacheSim.py`, `# IVB`).
+    #[serde(rename = "qlru_h11_m1_r1_u2")]
+    QlruH11M1R1U2,
+    /// Adaptive QLRU with `qlru_h11_m1_r1_u2` as its base and the Ivy
+    /// Bridge / Haswell leader sets ([`DuelLayout::Ivb`]; see [`qlru`]).
+    #[serde(rename = "qlru-adaptive-ivb")]
+    QlruAdaptiveIvb,
+    /// Adaptive QLRU with `qlru_h11_m1_r0_u0` as its base and the Skylake
+    /// leader sets ([`DuelLayout::Skl`]).
+    #[serde(rename = "qlru-adaptive-skl")]
+    QlruAdaptiveSkl,
+    /// Adaptive QLRU with `qlru_h00_m1_r0_u1` as its base and the Skylake
+    /// leader sets, whose base leaders are the ones uops.info/cache.html
+    /// gives for the Ice Lake L3 ([`DuelLayout::Skl`]).
+    #[serde(rename = "qlru-adaptive-icl")]
+    QlruAdaptiveIcl,
 }
 
 impl Replacement {
     /// Every policy, in the order of their names in [`Replacement::NAMES`].
-    pub const ALL: [Replacement; 5] = [
+    pub const ALL: [Replacement; 12] = [
         Replacement::Lru,
         Replacement::TreePlru,
         Replacement::Srrip,
         Replacement::Drrip,
         Replacement::Random,
+        Replacement::QlruH11M1R0U0,
+        Replacement::QlruH00M1R2U1,
+        Replacement::QlruH00M1R0U1,
+        Replacement::QlruH11M1R1U2,
+        Replacement::QlruAdaptiveIvb,
+        Replacement::QlruAdaptiveSkl,
+        Replacement::QlruAdaptiveIcl,
     ];
     /// Accepted names, as parsed by `FromStr` and written by serde.
-    pub const NAMES: [&'static str; 5] = ["lru", "tree-plru", "srrip", "drrip", "random"];
+    pub const NAMES: [&'static str; 12] = [
+        "lru",
+        "tree-plru",
+        "srrip",
+        "drrip",
+        "random",
+        "qlru_h11_m1_r0_u0",
+        "qlru_h00_m1_r2_u1",
+        "qlru_h00_m1_r0_u1",
+        "qlru_h11_m1_r1_u2",
+        "qlru-adaptive-ivb",
+        "qlru-adaptive-skl",
+        "qlru-adaptive-icl",
+    ];
 
     /// The policy's name as accepted by `FromStr`.
     pub fn name(self) -> &'static str {
@@ -128,7 +198,51 @@ impl Replacement {
             Replacement::Srrip => "srrip",
             Replacement::Drrip => "drrip",
             Replacement::Random => "random",
+            Replacement::QlruH11M1R0U0 => "qlru_h11_m1_r0_u0",
+            Replacement::QlruH00M1R2U1 => "qlru_h00_m1_r2_u1",
+            Replacement::QlruH00M1R0U1 => "qlru_h00_m1_r0_u1",
+            Replacement::QlruH11M1R1U2 => "qlru_h11_m1_r1_u2",
+            Replacement::QlruAdaptiveIvb => "qlru-adaptive-ivb",
+            Replacement::QlruAdaptiveSkl => "qlru-adaptive-skl",
+            Replacement::QlruAdaptiveIcl => "qlru-adaptive-icl",
         }
+    }
+
+    /// The QLRU policy this is, if it is one.
+    pub const fn qlru(self) -> Option<QlruPolicy> {
+        use qlru::{QlruHit::*, QlruRepl::*, QlruUpdate::*};
+        const fn fixed(base: Qlru) -> QlruPolicy {
+            QlruPolicy { base, duel: None }
+        }
+        const fn duel(base: Qlru, layout: DuelLayout) -> QlruPolicy {
+            QlruPolicy {
+                base,
+                duel: Some(layout),
+            }
+        }
+        const H11_M1_R0_U0: Qlru = Qlru::new(H11, 1, R0, U0, false);
+        const H00_M1_R2_U1: Qlru = Qlru::new(H00, 1, R2, U1, false);
+        const H00_M1_R0_U1: Qlru = Qlru::new(H00, 1, R0, U1, false);
+        const H11_M1_R1_U2: Qlru = Qlru::new(H11, 1, R1, U2, false);
+        match self {
+            Replacement::Lru
+            | Replacement::TreePlru
+            | Replacement::Srrip
+            | Replacement::Drrip
+            | Replacement::Random => None,
+            Replacement::QlruH11M1R0U0 => Some(fixed(H11_M1_R0_U0)),
+            Replacement::QlruH00M1R2U1 => Some(fixed(H00_M1_R2_U1)),
+            Replacement::QlruH00M1R0U1 => Some(fixed(H00_M1_R0_U1)),
+            Replacement::QlruH11M1R1U2 => Some(fixed(H11_M1_R1_U2)),
+            Replacement::QlruAdaptiveIvb => Some(duel(H11_M1_R1_U2, DuelLayout::Ivb)),
+            Replacement::QlruAdaptiveSkl => Some(duel(H11_M1_R0_U0, DuelLayout::Skl)),
+            Replacement::QlruAdaptiveIcl => Some(duel(H00_M1_R0_U1, DuelLayout::Skl)),
+        }
+    }
+
+    /// Whether this is a QLRU policy (fixed or adaptive).
+    pub const fn is_qlru(self) -> bool {
+        self.qlru().is_some()
     }
 }
 
@@ -286,8 +400,8 @@ pub struct Cache {
     /// [`INVALID_TAG`]), then `ways` meta bytes, then (tree-PLRU) the set's
     /// tree bits as two u32 words. Meta: [`DIRTY`] bit, and in the low bits
     /// the policy's state: the LRU rank (0 = most recently used; the ranks of
-    /// a set's ways, valid or not, are a permutation of `0..ways`) or the
-    /// SRRIP RRPV (0..=3).
+    /// a set's ways, valid or not, are a permutation of `0..ways`), the
+    /// SRRIP RRPV (0..=3) or the QLRU age (0..=3).
     store: Vec<Block>,
     blocks_per_set: usize,
     /// Blocks that hold a set's tags: `ways.div_ceil(16)`.
@@ -308,9 +422,18 @@ pub struct Cache {
     plru_victims: Vec<u8>,
     /// xorshift64* state (Random, and DRRIP's bimodal insertion).
     rng: u64,
-    /// DRRIP policy selector: SRRIP-leader misses count up, BRRIP-leader misses down;
-    /// followers insert as BRRIP when it is at or above the midpoint.
+    /// Policy selector of DRRIP (SRRIP-leader misses count up, BRRIP-leader
+    /// misses down; followers insert as BRRIP when it is at or above the
+    /// midpoint) and of the adaptive QLRU policies (base-leader misses up,
+    /// bimodal-leader misses down; followers insert bimodally at or above
+    /// the midpoint).
     psel: u16,
+    /// The QLRU policy, for a QLRU `policy` (unused otherwise).
+    qlru: QlruPolicy,
+    /// QLRU: the ways of age 3 but the victim that the last victim choice
+    /// found, for the fill that follows it ([`qlru::NOT_SCANNED`] when it
+    /// took an empty way without looking at the ages).
+    qlru_others_at_max: u64,
     /// Valid lines.
     valid: u64,
     /// Capacity in lines (`geom.lines()`, kept to compare `valid` with).
@@ -471,6 +594,17 @@ const BRRIP_LEADER: usize = 33;
 const PSEL_MAX: u16 = 1023;
 const PSEL_MID: u16 = 512;
 const BRRIP_LONG_ONE_IN: u64 = 32;
+/// The `qlru` field of a cache whose policy is not a QLRU one.
+const NOT_QLRU: QlruPolicy = QlruPolicy {
+    base: Qlru::new(
+        qlru::QlruHit::H00,
+        0,
+        qlru::QlruRepl::R0,
+        qlru::QlruUpdate::U0,
+        false,
+    ),
+    duel: None,
+};
 /// Slots handed out by [`Cache::slot_of`] are `set << SLOT_SHIFT | way` (ways <= 64).
 const SLOT_SHIFT: u32 = 6;
 
@@ -533,6 +667,8 @@ impl Cache {
             plru_victims: Vec::new(),
             rng,
             psel: PSEL_MID,
+            qlru: policy.qlru().unwrap_or(NOT_QLRU),
+            qlru_others_at_max: qlru::NOT_SCANNED,
             valid: 0,
             lines: geom.lines(),
             aux: Vec::new(),
@@ -639,6 +775,8 @@ impl Cache {
                 }
                 Replacement::Srrip | Replacement::Drrip => m.fill(RRPV_MAX),
                 Replacement::TreePlru | Replacement::Random => m.fill(0),
+                p if p.is_qlru() => m.fill(qlru::AGE_MAX),
+                _ => unreachable!("every policy is listed"),
             }
             if policy == Replacement::TreePlru {
                 self.set_plru::<AnyShape>(set, 0);
@@ -848,6 +986,7 @@ impl Cache {
             Replacement::TreePlru => self.plru_promote::<S>(set, way),
             Replacement::Srrip | Replacement::Drrip => self.meta_mut::<S>(set)[way] &= DIRTY,
             Replacement::Random => {}
+            _ => self.qlru_hit::<S>(set, way),
         }
     }
 
@@ -889,6 +1028,7 @@ impl Cache {
                 *m = (*m & DIRTY) | r;
             }
             Replacement::Random => {}
+            _ => self.qlru_fill::<S>(set, way),
         }
     }
 
@@ -936,6 +1076,9 @@ impl Cache {
     /// Way to fill in `set`: the lowest invalid way, else the policy's victim.
     #[inline(always)]
     fn victim<S: Shape>(&mut self, set: usize) -> usize {
+        if self.policy_of::<S>().is_qlru() {
+            return self.qlru_victim::<S>(set);
+        }
         // A full cache has no invalid way in any set: skip the scan.
         if self.valid == self.lines {
             return self.victim_of_full::<S>(set);
@@ -974,6 +1117,7 @@ impl Cache {
                 let r = self.next_random();
                 (((r >> 32) * self.ways_of::<S>() as u64) >> 32) as usize
             }
+            _ => self.qlru_victim::<S>(set),
         }
     }
 
