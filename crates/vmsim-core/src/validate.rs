@@ -1408,116 +1408,46 @@ pub fn measure(p: &Preset, b: Bench) -> f64 {
     measure_on(machine(p), p, b)
 }
 
-fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
-    let load_issue = (64 / p.cpu.load_bytes_per_cycle).max(1);
-    let store_issue = (64 / p.cpu.store_bytes_per_cycle).max(1);
-    let movnti_issue =
-        crate::kernel::instr::movnti_line_issue(p.cpu.issue_width, p.cpu.movnti_line_cycles);
-    // The kernels store a line in stores of the store path's width, each a
-    // store-queue entry.
-    let vector_stores = (64 / p.cpu.store_bytes_per_cycle).max(1);
-    for cpu in 0..m.cpus.len() {
-        m.set_line_stores(cpu, vector_stores);
+/// Issue cycles of a line's accesses on the preset's core, as the kernels
+/// below issue them.
+#[derive(Clone, Copy)]
+struct Issue {
+    load: u64,
+    store: u64,
+    movnti: u64,
+    /// The kernels store a line in stores of the store path's width, each a
+    /// store-queue entry.
+    vector_stores: u64,
+}
+
+impl Issue {
+    fn of(p: &Preset) -> Issue {
+        Issue {
+            load: (64 / p.cpu.load_bytes_per_cycle).max(1),
+            store: (64 / p.cpu.store_bytes_per_cycle).max(1),
+            movnti: crate::kernel::instr::movnti_line_issue(
+                p.cpu.issue_width,
+                p.cpu.movnti_line_cycles,
+            ),
+            vector_stores: (64 / p.cpu.store_bytes_per_cycle).max(1),
+        }
     }
+}
+
+fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
+    let issue = Issue::of(p);
+    for cpu in 0..m.cpus.len() {
+        m.set_line_stores(cpu, issue.vector_stores);
+    }
+    let m = &mut m;
+    let (load_issue, store_issue) = (issue.load, issue.store);
     match b {
-        Bench::IdleLatency { remote } => {
-            let base = node_base(remote as u64);
-            let span = (NODE_BYTES >> 6) / 2;
-            let mut x = 0x9E37_79B9_7F4A_7C15u64;
-            let n = 20_000u64;
-            let t0 = m.cpus[0].clock;
-            for _ in 0..n {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
-            }
-            m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
-        }
-        Bench::Chase { kib } => {
-            let next = chase_order((kib * 1024 / 64).max(1));
-            let mut line = 0u64;
-            let mut step = |m: &mut Machine| {
-                m.access(0, line, AccessKind::Load, false, 1);
-                line = next[line as usize] as u64;
-            };
-            for _ in 0..next.len() {
-                step(&mut m);
-            }
-            let t0 = m.cpus[0].clock;
-            for _ in 0..CHASE_LOADS {
-                step(&mut m);
-            }
-            m.cycles_to_s(m.cpus[0].clock - t0) / CHASE_LOADS as f64 * 1e9
-        }
-        Bench::Load { kib, threads } => {
-            let lines = kib * 1024 / 64;
-            let cpus: Vec<usize> = m
-                .topo
-                .siblings(0)
-                .into_iter()
-                .take(threads as usize)
-                .collect();
-            // Each thread streams its own share of the working set, as likwid splits it.
-            let share = lines / threads;
-            let passes = passes_for(p, kib);
-            let mut go = |m: &mut Machine, k: usize, i: u64| {
-                m.access(
-                    cpus[k],
-                    k as u64 * share + i % share,
-                    AccessKind::Load,
-                    true,
-                    load_issue,
-                );
-            };
-            let warm = warm_passes(p, kib) * share;
-            interleave(&mut m, &cpus, warm, &mut go);
-            let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
-            let n = share * passes;
-            let mut go2 = |m: &mut Machine, k: usize, i: u64| go(m, k, warm + i);
-            interleave(&mut m, &cpus, n, &mut go2);
-            let cyc = slowest(&m, &cpus, &t0);
-            gbs(&m, n * threads * 64, cyc)
-        }
-        Bench::SocketLoad { cores } => {
-            let cpus: Vec<usize> = (0..cores as usize).collect();
-            let per = 8 * 1024 * 1024 / 64;
-            let mut go = |m: &mut Machine, k: usize, i: u64| {
-                m.access(
-                    cpus[k],
-                    k as u64 * per + i,
-                    AccessKind::Load,
-                    true,
-                    load_issue,
-                );
-            };
-            // As MLC reports it: the bytes all the cores moved while every one
-            // of them was still running, over that time (the cores start at 0).
-            let (steps, cyc) = interleave(&mut m, &cpus, per, &mut go);
-            gbs(&m, steps * 64, cyc)
-        }
+        Bench::IdleLatency { remote } => idle_latency(m, remote),
+        Bench::Chase { kib } => chase(m, kib),
+        Bench::Load { kib, threads } => load(m, p, kib, threads, load_issue),
+        Bench::SocketLoad { cores } => socket_load(m, cores, load_issue),
         Bench::SocketCopy { cores } | Bench::SocketUpdate { cores } => {
-            let cpus: Vec<usize> = (0..cores as usize).collect();
-            let per = 8 * 1024 * 1024 / 64;
-            let copy = matches!(b, Bench::SocketCopy { .. });
-            // Steps per pass: a copy step moves a line from the first half of
-            // the core's region to the second; an update step rewrites one line.
-            let steps = if copy { per / 2 } else { per };
-            let pass = |m: &mut Machine, region: u64| {
-                let mut go = |m: &mut Machine, k: usize, i: u64| {
-                    let base = (2 * k as u64 + region) * per;
-                    m.access(cpus[k], base + i, AccessKind::Load, true, load_issue);
-                    let dst = if copy { base + per / 2 + i } else { base + i };
-                    m.access(cpus[k], dst, AccessKind::Store, true, store_issue);
-                };
-                interleave(m, &cpus, steps, &mut go);
-            };
-            pass(&mut m, 0);
-            let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
-            pass(&mut m, 1);
-            let cyc = slowest(&m, &cpus, &t0);
-            // Two explicit streams of 64 B per step, as likwid counts them.
-            gbs(&m, cores * steps * 128, cyc)
+            socket_write(m, cores, matches!(b, Bench::SocketCopy { .. }), &issue)
         }
         Bench::Copy { kib } | Bench::NtCopy { kib } => {
             let half = kib * 1024 / 64 / 2;
@@ -1526,153 +1456,312 @@ fn measure_on(mut m: Machine, p: &Preset, b: Bench) -> f64 {
             } else {
                 AccessKind::Store
             };
-            one_core(&mut m, p, kib, half, |m, i| {
+            one_core(m, p, kib, half, |m, i| {
                 m.access(0, i, AccessKind::Load, true, 0);
                 m.access(0, half + i, kind, true, store_issue.max(load_issue));
             }) * 2.0
         }
         Bench::Update { kib } => {
             let lines = kib * 1024 / 64;
-            one_core(&mut m, p, kib, lines, |m, i| {
+            one_core(m, p, kib, lines, |m, i| {
                 m.access(0, i, AccessKind::Load, true, load_issue);
                 m.access(0, i, AccessKind::Store, true, store_issue);
             }) * 2.0
         }
         Bench::AddAssign { kib } => {
             let half = kib * 1024 / 64 / 2;
-            one_core(&mut m, p, kib, half, |m, i| {
+            one_core(m, p, kib, half, |m, i| {
                 m.access(0, i, AccessKind::Load, true, load_issue);
                 m.access(0, half + i, AccessKind::Load, true, load_issue);
                 m.access(0, i, AccessKind::Store, true, store_issue);
             }) * 3.0
         }
-        Bench::Fill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
+        Bench::Fill { kib } => one_core(m, p, kib, kib * 1024 / 64, |m, i| {
             m.access(0, i, AccessKind::Store, true, store_issue);
         }),
-        Bench::NtFill { kib } => one_core(&mut m, p, kib, kib * 1024 / 64, |m, i| {
-            m.access(0, i, AccessKind::NtStore, true, movnti_issue);
+        Bench::NtFill { kib } => one_core(m, p, kib, kib * 1024 / 64, |m, i| {
+            m.access(0, i, AccessKind::NtStore, true, issue.movnti);
         }),
         Bench::StringChunks { .. }
         | Bench::NtChunks { .. }
         | Bench::ClzeroChunks { .. }
         | Bench::PageOrder { .. }
-        | Bench::Scattered { .. } => {
-            let (chunk_kib, how, descending) = b.clear_calls().expect("a clearing row");
-            let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
-            let chunk = (chunk_kib * 1024 / 64).min(extent);
-            let params = p
-                .machine_params()
-                .expect("the bench's machine was built from it");
-            let mov_issue =
-                instr::mov_clear_line_issue(p.cpu.issue_width, p.cpu.scalar_stores_per_cycle);
-            let clzero_issue = crate::kernel::instr::CLEAR_CLZERO_PER_LINE
-                .div_ceil(params.issue_width)
-                .max(1);
-            // The warm pass clears lines past the extent, so that none of the
-            // timed calls' cached tails is still in a cache; a 1 GiB extent fills
-            // the node and goes cold (the LLC is 3-5 % of it).
-            let warm = 4 * p.llc.size_kib * 1024 / 64;
-            let warmed = extent + warm <= NODE_BYTES / 64;
-            // Each 4 KiB page's frame: its own, or for scattered frames the
-            // rank at which `scatter_order` faults it, over the extent and
-            // the warm pass together (the host hands out frames in fault order).
-            let frames: Option<Vec<u64>> = matches!(b, Bench::Scattered { .. }).then(|| {
-                let pages = (if warmed { extent + warm } else { extent }).div_ceil(64) as usize;
-                let mut f = vec![0; pages];
-                for (rank, page) in scatter_order(pages).into_iter().enumerate() {
-                    f[page] = rank as u64;
-                }
-                f
-            });
-            let frame = |line: u64| match &frames {
-                Some(f) => f[(line / 64) as usize] * 64 + line % 64,
-                None => line,
-            };
-            // One call per chunk of `lines`, the calls in ascending order or
-            // last first, each call's lines ascending: a `rep stosb` pays the
-            // start-up and bypasses the caches as the chip does for its length;
-            // `movnti` and `clzero` lines are unread and unallocated, and the
-            // `sfence` after a call waits as `string.sfence_drain_ns` says; a
-            // `mov` line is `clear_page_orig`'s eight ordinary 8-byte stores,
-            // each a store-queue entry.
-            let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
-                let calls = (lines.end - lines.start).div_ceil(chunk);
-                for c in 0..calls {
-                    let c = if descending { calls - 1 - c } else { c };
-                    let at = lines.start + c * chunk;
-                    let n = chunk.min(lines.end - at);
-                    match how {
-                        PageClear::Movnti => {
-                            for i in 0..n {
-                                m.access(0, frame(at + i), AccessKind::NtStore, true, movnti_issue);
-                            }
-                            m.sfence(0);
-                        }
-                        PageClear::Clzero => {
-                            m.set_clzero(0, true);
-                            for i in 0..n {
-                                m.access(0, frame(at + i), AccessKind::NtStore, true, clzero_issue);
-                            }
-                            m.set_clzero(0, false);
-                            m.sfence(0);
-                        }
-                        PageClear::Mov => {
-                            m.set_line_stores(0, instr::MOVQ_STORES_PER_LINE);
-                            for i in 0..n {
-                                m.access(0, frame(at + i), AccessKind::Store, true, mov_issue);
-                            }
-                            m.set_line_stores(0, vector_stores);
-                        }
-                        PageClear::Stosb => {
-                            let bypass = m.string_bypass_lines(n);
-                            m.string_start(0);
-                            for i in 0..n {
-                                let kind = if i < bypass {
-                                    AccessKind::NtStore
-                                } else {
-                                    AccessKind::StringStore
-                                };
-                                m.access(0, frame(at + i), kind, true, store_issue);
-                            }
-                            m.string_end(0);
-                        }
-                    }
-                }
-            };
-            if warmed {
-                clear(&mut m, extent..extent + warm);
-            }
-            let t0 = m.cpus[0].clock;
-            clear(&mut m, 0..extent);
-            gbs(&m, extent * 64, m.cpus[0].clock - t0)
+        | Bench::Scattered { .. } => clear_chunks(m, p, b, &issue),
+        Bench::StringFill { kib } => string_fill(m, p, kib, store_issue),
+    }
+}
+
+/// Dependent loads to random lines of node 0's (or node 1's) memory, ns each.
+fn idle_latency(m: &mut Machine, remote: bool) -> f64 {
+    let base = node_base(remote as u64);
+    let span = (NODE_BYTES >> 6) / 2;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let n = 20_000u64;
+    let t0 = m.cpus[0].clock;
+    for _ in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        m.access(0, base + (x >> 33) % span, AccessKind::Load, false, 1);
+    }
+    m.cycles_to_s(m.cpus[0].clock - t0) / n as f64 * 1e9
+}
+
+/// A pointer chase over `kib` KiB after an untimed lap, ns per load.
+fn chase(m: &mut Machine, kib: u64) -> f64 {
+    let next = chase_order((kib * 1024 / 64).max(1));
+    let mut line = 0u64;
+    let mut step = |m: &mut Machine| {
+        m.access(0, line, AccessKind::Load, false, 1);
+        line = next[line as usize] as u64;
+    };
+    for _ in 0..next.len() {
+        step(m);
+    }
+    let t0 = m.cpus[0].clock;
+    for _ in 0..CHASE_LOADS {
+        step(m);
+    }
+    m.cycles_to_s(m.cpus[0].clock - t0) / CHASE_LOADS as f64 * 1e9
+}
+
+/// likwid's `load` over `kib` KiB by `threads` SMT threads of one core, GB/s.
+fn load(m: &mut Machine, p: &Preset, kib: u64, threads: u64, load_issue: u64) -> f64 {
+    let lines = kib * 1024 / 64;
+    let cpus: Vec<usize> = m
+        .topo
+        .siblings(0)
+        .into_iter()
+        .take(threads as usize)
+        .collect();
+    // Each thread streams its own share of the working set, as likwid splits it.
+    let share = lines / threads;
+    let passes = passes_for(p, kib);
+    let mut go = |m: &mut Machine, k: usize, i: u64| {
+        m.access(
+            cpus[k],
+            k as u64 * share + i % share,
+            AccessKind::Load,
+            true,
+            load_issue,
+        );
+    };
+    let warm = warm_passes(p, kib) * share;
+    interleave(m, &cpus, warm, &mut go);
+    let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
+    let n = share * passes;
+    let mut go2 = |m: &mut Machine, k: usize, i: u64| go(m, k, warm + i);
+    interleave(m, &cpus, n, &mut go2);
+    let cyc = slowest(m, &cpus, &t0);
+    gbs(m, n * threads * 64, cyc)
+}
+
+/// MLC's all-core read stream over `cores` cores of a socket, GB/s.
+fn socket_load(m: &mut Machine, cores: u64, load_issue: u64) -> f64 {
+    let cpus: Vec<usize> = (0..cores as usize).collect();
+    let per = 8 * 1024 * 1024 / 64;
+    let mut go = |m: &mut Machine, k: usize, i: u64| {
+        m.access(
+            cpus[k],
+            k as u64 * per + i,
+            AccessKind::Load,
+            true,
+            load_issue,
+        );
+    };
+    // As MLC reports it: the bytes all the cores moved while every one
+    // of them was still running, over that time (the cores start at 0).
+    let (steps, cyc) = interleave(m, &cpus, per, &mut go);
+    gbs(m, steps * 64, cyc)
+}
+
+/// likwid's `copy` (when `copy`) or `update` on `cores` cores of a socket,
+/// a warming pass over one region and a timed one over another, GB/s.
+fn socket_write(m: &mut Machine, cores: u64, copy: bool, issue: &Issue) -> f64 {
+    let (load_issue, store_issue) = (issue.load, issue.store);
+    let cpus: Vec<usize> = (0..cores as usize).collect();
+    let per = 8 * 1024 * 1024 / 64;
+    // Steps per pass: a copy step moves a line from the first half of
+    // the core's region to the second; an update step rewrites one line.
+    let steps = if copy { per / 2 } else { per };
+    let pass = |m: &mut Machine, region: u64| {
+        let mut go = |m: &mut Machine, k: usize, i: u64| {
+            let base = (2 * k as u64 + region) * per;
+            m.access(cpus[k], base + i, AccessKind::Load, true, load_issue);
+            let dst = if copy { base + per / 2 + i } else { base + i };
+            m.access(cpus[k], dst, AccessKind::Store, true, store_issue);
+        };
+        interleave(m, &cpus, steps, &mut go);
+    };
+    pass(m, 0);
+    let t0: Vec<u64> = cpus.iter().map(|&c| m.cpus[c].clock).collect();
+    pass(m, 1);
+    let cyc = slowest(m, &cpus, &t0);
+    // Two explicit streams of 64 B per step, as likwid counts them.
+    gbs(m, cores * steps * 128, cyc)
+}
+
+/// A clearing row ([`Bench::clear_calls`]): its extent cleared in calls of
+/// its chunk, after a warm pass beyond the extent when the node has room, GB/s.
+fn clear_chunks(m: &mut Machine, p: &Preset, b: Bench, issue: &Issue) -> f64 {
+    let (chunk_kib, how, descending) = b.clear_calls().expect("a clearing row");
+    let extent = chunks_extent_kib(chunk_kib) * 1024 / 64;
+    let chunk = (chunk_kib * 1024 / 64).min(extent);
+    // The warm pass clears lines past the extent, so that none of the
+    // timed calls' cached tails is still in a cache; a 1 GiB extent fills
+    // the node and goes cold (the LLC is 3-5 % of it).
+    let warm = 4 * p.llc.size_kib * 1024 / 64;
+    let warmed = extent + warm <= NODE_BYTES / 64;
+    // Each 4 KiB page's frame: its own, or for scattered frames the
+    // rank at which `scatter_order` faults it, over the extent and
+    // the warm pass together (the host hands out frames in fault order).
+    let frames: Option<Vec<u64>> = matches!(b, Bench::Scattered { .. }).then(|| {
+        let pages = (if warmed { extent + warm } else { extent }).div_ceil(64) as usize;
+        let mut f = vec![0; pages];
+        for (rank, page) in scatter_order(pages).into_iter().enumerate() {
+            f[page] = rank as u64;
         }
-        Bench::StringFill { kib } => {
-            let lines = kib * 1024 / 64;
-            let bypass = m.string_bypass_lines(lines);
-            // One `rep stosb` per pass, each paying the start-up.
-            let pass = |m: &mut Machine| {
+        f
+    });
+    let frame = |line: u64| match &frames {
+        Some(f) => f[(line / 64) as usize] * 64 + line % 64,
+        None => line,
+    };
+    let call = ClearCall::new(p, how, issue);
+    // One call per chunk of `lines`, the calls in ascending order or
+    // last first, each call's lines ascending.
+    let clear = |m: &mut Machine, lines: std::ops::Range<u64>| {
+        let calls = (lines.end - lines.start).div_ceil(chunk);
+        for c in 0..calls {
+            let c = if descending { calls - 1 - c } else { c };
+            let at = lines.start + c * chunk;
+            let n = chunk.min(lines.end - at);
+            call.run(m, at, n, &frame);
+        }
+    };
+    if warmed {
+        clear(m, extent..extent + warm);
+    }
+    let t0 = m.cpus[0].clock;
+    clear(m, 0..extent);
+    gbs(m, extent * 64, m.cpus[0].clock - t0)
+}
+
+/// How a clearing row's call clears its lines, with the issue cycles of
+/// each way.
+struct ClearCall {
+    how: PageClear,
+    store_issue: u64,
+    movnti_issue: u64,
+    mov_issue: u64,
+    clzero_issue: u64,
+    vector_stores: u64,
+}
+
+impl ClearCall {
+    fn new(p: &Preset, how: PageClear, issue: &Issue) -> ClearCall {
+        let params = p
+            .machine_params()
+            .expect("the bench's machine was built from it");
+        ClearCall {
+            how,
+            store_issue: issue.store,
+            movnti_issue: issue.movnti,
+            mov_issue: instr::mov_clear_line_issue(
+                p.cpu.issue_width,
+                p.cpu.scalar_stores_per_cycle,
+            ),
+            clzero_issue: crate::kernel::instr::CLEAR_CLZERO_PER_LINE
+                .div_ceil(params.issue_width)
+                .max(1),
+            vector_stores: issue.vector_stores,
+        }
+    }
+
+    /// One call over `n` lines from `at`, each line at `frame(line)`: a
+    /// `rep stosb` pays the start-up and bypasses the caches as the chip
+    /// does for its length; `movnti` and `clzero` lines are unread and
+    /// unallocated, and the `sfence` after a call waits as
+    /// `string.sfence_drain_ns` says; a `mov` line is `clear_page_orig`'s
+    /// eight ordinary 8-byte stores, each a store-queue entry.
+    fn run(&self, m: &mut Machine, at: u64, n: u64, frame: &impl Fn(u64) -> u64) {
+        match self.how {
+            PageClear::Movnti => {
+                for i in 0..n {
+                    m.access(
+                        0,
+                        frame(at + i),
+                        AccessKind::NtStore,
+                        true,
+                        self.movnti_issue,
+                    );
+                }
+                m.sfence(0);
+            }
+            PageClear::Clzero => {
+                m.set_clzero(0, true);
+                for i in 0..n {
+                    m.access(
+                        0,
+                        frame(at + i),
+                        AccessKind::NtStore,
+                        true,
+                        self.clzero_issue,
+                    );
+                }
+                m.set_clzero(0, false);
+                m.sfence(0);
+            }
+            PageClear::Mov => {
+                m.set_line_stores(0, instr::MOVQ_STORES_PER_LINE);
+                for i in 0..n {
+                    m.access(0, frame(at + i), AccessKind::Store, true, self.mov_issue);
+                }
+                m.set_line_stores(0, self.vector_stores);
+            }
+            PageClear::Stosb => {
+                let bypass = m.string_bypass_lines(n);
                 m.string_start(0);
-                for i in 0..lines {
+                for i in 0..n {
                     let kind = if i < bypass {
                         AccessKind::NtStore
                     } else {
                         AccessKind::StringStore
                     };
-                    m.access(0, i, kind, true, store_issue);
+                    m.access(0, frame(at + i), kind, true, self.store_issue);
                 }
                 m.string_end(0);
-            };
-            for _ in 0..warm_passes(p, kib) {
-                pass(&mut m);
             }
-            let passes = passes_for(p, kib);
-            let t0 = m.cpus[0].clock;
-            for _ in 0..passes {
-                pass(&mut m);
-            }
-            gbs(&m, passes * lines * 64, m.cpus[0].clock - t0)
         }
     }
+}
+
+/// `rep stosb` over `kib` KiB, one call per pass, GB/s.
+fn string_fill(m: &mut Machine, p: &Preset, kib: u64, store_issue: u64) -> f64 {
+    let lines = kib * 1024 / 64;
+    let bypass = m.string_bypass_lines(lines);
+    // One `rep stosb` per pass, each paying the start-up.
+    let pass = |m: &mut Machine| {
+        m.string_start(0);
+        for i in 0..lines {
+            let kind = if i < bypass {
+                AccessKind::NtStore
+            } else {
+                AccessKind::StringStore
+            };
+            m.access(0, i, kind, true, store_issue);
+        }
+        m.string_end(0);
+    };
+    for _ in 0..warm_passes(p, kib) {
+        pass(m);
+    }
+    let passes = passes_for(p, kib);
+    let t0 = m.cpus[0].clock;
+    for _ in 0..passes {
+        pass(m);
+    }
+    gbs(m, passes * lines * 64, m.cpus[0].clock - t0)
 }
 
 /// Passes over a working set that fits a cache, so the cold first pass is a small part.

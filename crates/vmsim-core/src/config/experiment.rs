@@ -267,23 +267,11 @@ fn arm(mut f: Fields, may_name_cases: bool) -> Result<Arm, Error> {
     })
 }
 
-impl Experiment {
-    pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Experiment, Error> {
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| super::fields::toml_error(text, &e, origin))?;
-        let mut top = Fields::new("", table);
-        let name = top.string("name")?;
-        let description = top.string("description")?;
-        let reference = top.str_opt("reference")?.unwrap_or_default();
-        let scale = top.f64_opt("scale")?.unwrap_or(1.0);
-        if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
-            return Err(cfg_err(
-                "scale",
-                format!("must be above 0 and at most 1, got {scale}"),
-            ));
-        }
-        let min_scale = match (top.f64_opt("min_scale")?, top.str_opt("min_scale_why")?) {
+/// `min_scale` with `min_scale_why`: both or neither, the scale within
+/// the experiment's own `scale`.
+fn min_scale(top: &mut Fields, scale: f64) -> Result<Option<MinScale>, Error> {
+    Ok(
+        match (top.f64_opt("min_scale")?, top.str_opt("min_scale_why")?) {
             (None, None) => None,
             (Some(value), Some(why)) => {
                 if !(value.is_finite() && value > 0.0 && value <= 1.0) {
@@ -321,145 +309,205 @@ impl Experiment {
                     "required with min_scale_why: the smallest valid scale, above 0 and at most 1",
                 ))
             }
-        };
-        let quick = (
-            top.f64_opt("quick_scale")?,
-            top.f64_opt("quick_scale_tolerance")?,
-            top.str_opt("quick_scale_measured")?,
-        );
-        let quick_scale = match quick {
-            (None, None, None) => None,
-            (Some(value), Some(tolerance), Some(measured)) => {
-                let least = min_scale.as_ref().map_or(0.0, |m| m.value);
-                if !(value.is_finite() && value > 0.0 && value <= 1.0 && value >= least) {
-                    return Err(cfg_err(
-                        "quick_scale",
-                        format!(
-                            "must be above 0, at most 1 and at least min_scale ({least}), got {value}"
-                        ),
-                    ));
-                }
-                if !(tolerance.is_finite() && tolerance >= 0.0) {
-                    return Err(cfg_err(
-                        "quick_scale_tolerance",
-                        format!("must be a finite number of percentage points, at least 0, got {tolerance}"),
-                    ));
-                }
-                if measured.trim().is_empty() {
-                    return Err(cfg_err(
-                        "quick_scale_measured",
-                        "must not be empty: the headline change measured at quick_scale and at scale 1",
-                    ));
-                }
-                Some(QuickScale {
-                    value,
-                    tolerance,
-                    measured,
-                })
-            }
-            _ => {
-                let missing = [
-                    ("quick_scale", quick.0.is_none()),
-                    ("quick_scale_tolerance", quick.1.is_none()),
-                    ("quick_scale_measured", quick.2.is_none()),
-                ]
-                .into_iter()
-                .find(|(_, m)| *m)
-                .map(|(k, _)| k)
-                .unwrap_or("quick_scale");
+        },
+    )
+}
+
+/// `quick_scale`, `quick_scale_tolerance` and `quick_scale_measured`: all
+/// three or none, the scale no smaller than `min_scale`.
+fn quick_scale(
+    top: &mut Fields,
+    min_scale: Option<&MinScale>,
+) -> Result<Option<QuickScale>, Error> {
+    let quick = (
+        top.f64_opt("quick_scale")?,
+        top.f64_opt("quick_scale_tolerance")?,
+        top.str_opt("quick_scale_measured")?,
+    );
+    Ok(match quick {
+        (None, None, None) => None,
+        (Some(value), Some(tolerance), Some(measured)) => {
+            let least = min_scale.map_or(0.0, |m| m.value);
+            if !(value.is_finite() && value > 0.0 && value <= 1.0 && value >= least) {
                 return Err(cfg_err(
-                    missing,
-                    "quick_scale, quick_scale_tolerance and quick_scale_measured go together: give all three",
+                    "quick_scale",
+                    format!(
+                        "must be above 0, at most 1 and at least min_scale ({least}), got {value}"
+                    ),
                 ));
             }
-        };
+            if !(tolerance.is_finite() && tolerance >= 0.0) {
+                return Err(cfg_err(
+                    "quick_scale_tolerance",
+                    format!(
+                        "must be a finite number of percentage points, at least 0, got {tolerance}"
+                    ),
+                ));
+            }
+            if measured.trim().is_empty() {
+                return Err(cfg_err(
+                    "quick_scale_measured",
+                    "must not be empty: the headline change measured at quick_scale and at scale 1",
+                ));
+            }
+            Some(QuickScale {
+                value,
+                tolerance,
+                measured,
+            })
+        }
+        _ => {
+            let missing = [
+                ("quick_scale", quick.0.is_none()),
+                ("quick_scale_tolerance", quick.1.is_none()),
+                ("quick_scale_measured", quick.2.is_none()),
+            ]
+            .into_iter()
+            .find(|(_, m)| *m)
+            .map(|(k, _)| k)
+            .unwrap_or("quick_scale");
+            return Err(cfg_err(
+                missing,
+                "quick_scale, quick_scale_tolerance and quick_scale_measured go together: give all three",
+            ));
+        }
+    })
+}
+
+/// `[[variants]]`, at least one, no two of them (nor one and the baseline)
+/// named alike.
+fn variants(top: &mut Fields, baseline: &Arm) -> Result<Vec<Arm>, Error> {
+    let mut variants = Vec::new();
+    match top.req("variants")? {
+        toml::Value::Array(a) if !a.is_empty() => {
+            for (i, v) in a.into_iter().enumerate() {
+                variants.push(arm(
+                    Fields::from_value(&format!("variants[{i}]"), v)?,
+                    true,
+                )?);
+            }
+        }
+        _ => {
+            return Err(cfg_err(
+                "variants",
+                "expected a non-empty array of tables ([[variants]])",
+            ))
+        }
+    }
+    let mut seen = vec![baseline.name.clone()];
+    for v in &variants {
+        if seen.contains(&v.name) {
+            return Err(cfg_err(
+                "variants",
+                format!("the name {:?} is used twice", v.name),
+            ));
+        }
+        seen.push(v.name.clone());
+    }
+    Ok(variants)
+}
+
+/// `[[cases]]`, if any, no two named alike.
+fn cases(top: &mut Fields) -> Result<Vec<Arm>, Error> {
+    let mut cases = Vec::new();
+    match top.take_value("cases") {
+        None => {}
+        Some(toml::Value::Array(a)) if !a.is_empty() => {
+            for (i, v) in a.into_iter().enumerate() {
+                let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?, false)?;
+                if cases.iter().any(|o: &Arm| o.name == c.name) {
+                    return Err(cfg_err(
+                        "cases",
+                        format!("the name {:?} is used twice", c.name),
+                    ));
+                }
+                cases.push(c);
+            }
+        }
+        Some(_) => {
+            return Err(cfg_err(
+                "cases",
+                "expected a non-empty array of tables ([[cases]])",
+            ))
+        }
+    }
+    Ok(cases)
+}
+
+/// Every case a variant names is one of `cases`.
+fn check_variant_cases(variants: &[Arm], cases: &[Arm]) -> Result<(), Error> {
+    for (i, v) in variants.iter().enumerate() {
+        for n in v.only_cases.iter().flatten() {
+            if !cases.iter().any(|c| &c.name == n) {
+                let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+                return Err(cfg_err(
+                    format!("variants[{i}].cases"),
+                    if known.is_empty() {
+                        format!("names the case {n:?}, but the experiment has no [[cases]]")
+                    } else {
+                        format!(
+                            "names the case {n:?}, which is not defined; cases: {}",
+                            known.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `[[published]]`, if any: each a variant's published change.
+fn published_list(
+    top: &mut Fields,
+    variants: &[Arm],
+    cases: &[Arm],
+) -> Result<Vec<Published>, Error> {
+    let mut published_ = Vec::new();
+    match top.take_value("published") {
+        None => {}
+        Some(toml::Value::Array(a)) => {
+            for (i, v) in a.into_iter().enumerate() {
+                published_.push(published(i, v, variants, cases)?);
+            }
+        }
+        Some(_) => {
+            return Err(cfg_err(
+                "published",
+                "expected an array of tables ([[published]])",
+            ))
+        }
+    }
+    Ok(published_)
+}
+
+impl Experiment {
+    pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Experiment, Error> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| super::fields::toml_error(text, &e, origin))?;
+        let mut top = Fields::new("", table);
+        let name = top.string("name")?;
+        let description = top.string("description")?;
+        let reference = top.str_opt("reference")?.unwrap_or_default();
+        let scale = top.f64_opt("scale")?.unwrap_or(1.0);
+        if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
+            return Err(cfg_err(
+                "scale",
+                format!("must be above 0 and at most 1, got {scale}"),
+            ));
+        }
+        let min_scale = min_scale(&mut top, scale)?;
+        let quick_scale = quick_scale(&mut top, min_scale.as_ref())?;
         let config = match top.req("config")? {
             toml::Value::Table(t) => t,
             _ => return Err(cfg_err("config", "expected a table (the base run config)")),
         };
         let baseline = arm(top.sub("baseline")?, false)?;
-        let mut variants = Vec::new();
-        match top.req("variants")? {
-            toml::Value::Array(a) if !a.is_empty() => {
-                for (i, v) in a.into_iter().enumerate() {
-                    variants.push(arm(
-                        Fields::from_value(&format!("variants[{i}]"), v)?,
-                        true,
-                    )?);
-                }
-            }
-            _ => {
-                return Err(cfg_err(
-                    "variants",
-                    "expected a non-empty array of tables ([[variants]])",
-                ))
-            }
-        }
-        let mut seen = vec![baseline.name.clone()];
-        for v in &variants {
-            if seen.contains(&v.name) {
-                return Err(cfg_err(
-                    "variants",
-                    format!("the name {:?} is used twice", v.name),
-                ));
-            }
-            seen.push(v.name.clone());
-        }
-        let mut cases = Vec::new();
-        match top.take_value("cases") {
-            None => {}
-            Some(toml::Value::Array(a)) if !a.is_empty() => {
-                for (i, v) in a.into_iter().enumerate() {
-                    let c = arm(Fields::from_value(&format!("cases[{i}]"), v)?, false)?;
-                    if cases.iter().any(|o: &Arm| o.name == c.name) {
-                        return Err(cfg_err(
-                            "cases",
-                            format!("the name {:?} is used twice", c.name),
-                        ));
-                    }
-                    cases.push(c);
-                }
-            }
-            Some(_) => {
-                return Err(cfg_err(
-                    "cases",
-                    "expected a non-empty array of tables ([[cases]])",
-                ))
-            }
-        }
-        for (i, v) in variants.iter().enumerate() {
-            for n in v.only_cases.iter().flatten() {
-                if !cases.iter().any(|c| &c.name == n) {
-                    let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-                    return Err(cfg_err(
-                        format!("variants[{i}].cases"),
-                        if known.is_empty() {
-                            format!("names the case {n:?}, but the experiment has no [[cases]]")
-                        } else {
-                            format!(
-                                "names the case {n:?}, which is not defined; cases: {}",
-                                known.join(", ")
-                            )
-                        },
-                    ));
-                }
-            }
-        }
-        let mut published_ = Vec::new();
-        match top.take_value("published") {
-            None => {}
-            Some(toml::Value::Array(a)) => {
-                for (i, v) in a.into_iter().enumerate() {
-                    published_.push(published(i, v, &variants, &cases)?);
-                }
-            }
-            Some(_) => {
-                return Err(cfg_err(
-                    "published",
-                    "expected an array of tables ([[published]])",
-                ))
-            }
-        }
+        let variants = variants(&mut top, &baseline)?;
+        let cases = cases(&mut top)?;
+        check_variant_cases(&variants, &cases)?;
+        let published = published_list(&mut top, &variants, &cases)?;
         top.finish()?;
         Ok(Experiment {
             name,
@@ -472,7 +520,7 @@ impl Experiment {
             baseline,
             variants,
             cases,
-            published: published_,
+            published,
             base_dir: base_dir.map(|p| p.to_path_buf()),
             policies: crate::kernel::policy::registry::builtin().clone(),
         })

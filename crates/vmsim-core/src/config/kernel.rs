@@ -5,8 +5,9 @@ use super::fields::{cfg_err, Fields};
 use super::preset::Preset;
 use crate::error::Error;
 use crate::kernel::config::KernelConfig;
+use crate::kernel::locking::spinlock::SpinImpl;
 use crate::kernel::policy::registry::{Hook, Policies, Registry};
-use crate::kernel::policy::tlb::BatchFlush;
+use crate::kernel::policy::tlb::{BatchFlush, UnmapFlush};
 use crate::kernel::sched::numa::ScanKnobs;
 use crate::kernel::tunables::KernelTunables;
 use crate::policy::{ClearPage, Policy, Preempt, Thp};
@@ -63,16 +64,8 @@ fn hook<T: ?Sized>(
     ))
 }
 
-pub(super) fn parse(
-    top: &mut Fields,
-    preset: &Preset,
-    scale: f64,
-    policies: &Policies,
-    base_dir: Option<&Path>,
-) -> Result<KernelConfig, Error> {
-    let mut k = top
-        .sub_opt("kernel")?
-        .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
+/// The keys `[kernel]` may hold: its own and every tunable's.
+fn declare(k: &mut Fields) -> Result<(), Error> {
     let mut keys = vec![
         "thp",
         "clear_huge_page",
@@ -97,27 +90,26 @@ pub(super) fn parse(
         "wakeups",
     ];
     keys.extend(KernelTunables::ALL.iter().map(|t| t.key));
-    k.declare(&keys)?;
+    k.declare(&keys)
+}
+
+pub(super) fn parse(
+    top: &mut Fields,
+    preset: &Preset,
+    scale: f64,
+    policies: &Policies,
+    base_dir: Option<&Path>,
+) -> Result<KernelConfig, Error> {
+    let mut k = top
+        .sub_opt("kernel")?
+        .unwrap_or_else(|| Fields::new("kernel", toml::Table::new()));
+    declare(&mut k)?;
     let thp = policy::<Thp>(&mut k, "thp")?;
     let p = policies;
     let clear_huge_page = hook(&mut k, "clear_huge_page", &p.clear, p, |r, n| {
         r.clear(n, base_dir)
     })?;
-    let default_cp = if preset.string.erms {
-        ClearPage::DEFAULT
-    } else {
-        ClearPage::Orig
-    };
-    let clear_page = policy_or(&mut k, "clear_page", default_cp)?;
-    if clear_page == ClearPage::Erms && !preset.string.erms {
-        return Err(cfg_err(
-            "kernel.clear_page",
-            format!(
-                "\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"",
-                preset.name
-            ),
-        ));
-    }
+    let clear_page = clear_page(&mut k, preset)?;
     let preempt = policy::<Preempt>(&mut k, "preempt")?;
     let copy_huge_page = hook(&mut k, "copy_huge_page", &p.copy, p, |r, n| {
         r.copy(n, base_dir)
@@ -136,104 +128,16 @@ pub(super) fn parse(
     let migrate_tlb_flush = hook(&mut k, "migrate_tlb_flush", &p.migrate_flush, p, |r, n| {
         r.unmap_flush(n, base_dir)
     })?;
-    let tunables = KernelTunables::read(|t| {
-        let v = k.u64_opt(t.key)?;
-        match v {
-            Some(x) if !(t.low..=t.high).contains(&x) => Err(cfg_err(
-                format!("kernel.{}", t.key),
-                format!("{x} is out of range; accepted: {} to {}", t.low, t.high),
-            )),
-            v => Ok(v),
-        }
-    })?;
-    let numa_scan = ScanKnobs {
-        scan_delay_ms: tunables.numa_balancing_scan_delay_ms,
-        scan_period_min_ms: tunables.numa_balancing_scan_period_min_ms,
-        scan_period_max_ms: tunables.numa_balancing_scan_period_max_ms,
-        scan_size_mb: tunables.numa_balancing_scan_size_mb,
-        scale,
-    };
-    if tunables.pcp_high < tunables.pcp_batch {
-        return Err(cfg_err(
-            "kernel.pcp_high",
-            format!(
-                "{} is below kernel.pcp_batch ({}): the list gives back a batch once it holds high pages",
-                tunables.pcp_high, tunables.pcp_batch
-            ),
-        ));
-    }
-    if numa_scan.scan_period_max_ms < numa_scan.scan_period_min_ms {
-        return Err(cfg_err(
-            "kernel.numa_balancing_scan_period_max_ms",
-            "must not be below numa_balancing_scan_period_min_ms",
-        ));
-    }
-    if tlb_flush_on_unmap.batch_flush() == BatchFlush::Broadcast && !preset.tlb.invlpgb {
-        let others: Vec<&str> = p
-            .reclaim_flush
-            .names()
-            .into_iter()
-            .filter(|n| {
-                p.reclaim_flush
-                    .get(n)
-                    .is_some_and(|h| h.batch_flush() != BatchFlush::Broadcast)
-            })
-            .collect();
-        return Err(cfg_err(
-            "kernel.tlb_flush_on_unmap",
-            format!(
-                "{:?} needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: {}",
-                tlb_flush_on_unmap.name(),
-                preset.name,
-                preset.model,
-                super::fields::quote_list(&others)
-            ),
-        ));
-    }
-    // CONFIG_HZ's choices (kernel/Kconfig.hz).
-    let hz = k.u64_opt("hz")?.unwrap_or(1000);
-    if ![100, 250, 300, 1000].contains(&hz) {
-        return Err(cfg_err(
-            "kernel.hz",
-            format!("{hz} is not a CONFIG_HZ value; accepted: 100, 250, 300, 1000"),
-        ));
-    }
+    let (tunables, numa_scan) = tunables(&mut k, scale)?;
+    check_unmap_flush(&tlb_flush_on_unmap, preset, p)?;
+    let hz = hz(&mut k)?;
     let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
     let d = KernelConfig::default();
     let ceiling = tunables.tlb_single_page_flush_ceiling;
-    let fault_around_bytes = k
-        .u64_opt("fault_around_bytes")?
-        .unwrap_or(d.fault_around_bytes);
-    // fault_around_bytes_set(): whole pages, a power of two of them, at most one PTE table.
-    if !(4096..=2 << 20).contains(&fault_around_bytes)
-        || !(fault_around_bytes >> 12).is_power_of_two()
-        || fault_around_bytes % 4096 != 0
-    {
-        return Err(cfg_err(
-            "kernel.fault_around_bytes",
-            format!("{fault_around_bytes} is not accepted; accepted: a power of two of 4 KiB pages from 4096 (off) to 2097152"),
-        ));
-    }
-    let read_ahead_kb = k.u64_opt("read_ahead_kb")?.unwrap_or(d.read_ahead_kb);
-    if read_ahead_kb > 65536 || read_ahead_kb % 4 != 0 {
-        return Err(cfg_err(
-            "kernel.read_ahead_kb",
-            format!("{read_ahead_kb} is not accepted; accepted: a multiple of 4 from 0 to 65536"),
-        ));
-    }
+    let fault_around_bytes = fault_around_bytes(&mut k, d.fault_around_bytes)?;
+    let read_ahead_kb = read_ahead_kb(&mut k, d.read_ahead_kb)?;
     let struct_pages = k.bool_opt("struct_pages")?.unwrap_or(false);
-    use crate::kernel::locking::spinlock::SpinImpl;
-    let spinlocks = match k.str_opt("spinlocks")?.as_deref() {
-        None | Some("off") => None,
-        Some("ticket") => Some(SpinImpl::Ticket),
-        Some("queued") => Some(SpinImpl::Queued),
-        Some(other) => {
-            return Err(cfg_err(
-                "kernel.spinlocks",
-                format!("{other:?} is not accepted; accepted: \"off\", \"ticket\" (x86 before 4.2), \"queued\" (qspinlock, 4.2+)"),
-            ))
-        }
-    };
+    let spinlocks = spinlocks(&mut k)?;
     let page_tables = k.bool_opt("page_tables")?.unwrap_or(false);
     let rwsems = k.bool_opt("rwsems")?.unwrap_or(false);
     let pte_locks = k.bool_opt("pte_locks")?.unwrap_or(false);
@@ -272,5 +176,149 @@ pub(super) fn parse(
         pte_locks,
         wakeups,
         tunables,
+    })
+}
+
+/// `kernel.clear_page`: a machine without ERMS has no `rep stosb` worth
+/// using, so its default is `orig` and `erms` is refused there.
+fn clear_page(k: &mut Fields, preset: &Preset) -> Result<ClearPage, Error> {
+    let default_cp = if preset.string.erms {
+        ClearPage::DEFAULT
+    } else {
+        ClearPage::Orig
+    };
+    let clear_page = policy_or(k, "clear_page", default_cp)?;
+    if clear_page == ClearPage::Erms && !preset.string.erms {
+        return Err(cfg_err(
+            "kernel.clear_page",
+            format!(
+                "\"erms\" needs a machine with ERMS; {} has none; accepted here: \"orig\"",
+                preset.name
+            ),
+        ));
+    }
+    Ok(clear_page)
+}
+
+/// The tunables, each within its range and the per-CPU lists' and the NUMA
+/// scanner's consistent with each other, and the scanner's knobs at the
+/// run's scale.
+fn tunables(k: &mut Fields, scale: f64) -> Result<(KernelTunables, ScanKnobs), Error> {
+    let tunables = KernelTunables::read(|t| {
+        let v = k.u64_opt(t.key)?;
+        match v {
+            Some(x) if !(t.low..=t.high).contains(&x) => Err(cfg_err(
+                format!("kernel.{}", t.key),
+                format!("{x} is out of range; accepted: {} to {}", t.low, t.high),
+            )),
+            v => Ok(v),
+        }
+    })?;
+    let numa_scan = ScanKnobs {
+        scan_delay_ms: tunables.numa_balancing_scan_delay_ms,
+        scan_period_min_ms: tunables.numa_balancing_scan_period_min_ms,
+        scan_period_max_ms: tunables.numa_balancing_scan_period_max_ms,
+        scan_size_mb: tunables.numa_balancing_scan_size_mb,
+        scale,
+    };
+    if tunables.pcp_high < tunables.pcp_batch {
+        return Err(cfg_err(
+            "kernel.pcp_high",
+            format!(
+                "{} is below kernel.pcp_batch ({}): the list gives back a batch once it holds high pages",
+                tunables.pcp_high, tunables.pcp_batch
+            ),
+        ));
+    }
+    if numa_scan.scan_period_max_ms < numa_scan.scan_period_min_ms {
+        return Err(cfg_err(
+            "kernel.numa_balancing_scan_period_max_ms",
+            "must not be below numa_balancing_scan_period_min_ms",
+        ));
+    }
+    Ok((tunables, numa_scan))
+}
+
+/// A broadcast flush on unmap needs INVLPGB; without it the error lists
+/// the flushes this machine can run.
+fn check_unmap_flush(
+    flush: &Hook<dyn UnmapFlush>,
+    preset: &Preset,
+    p: &Policies,
+) -> Result<(), Error> {
+    if flush.batch_flush() == BatchFlush::Broadcast && !preset.tlb.invlpgb {
+        let others: Vec<&str> = p
+            .reclaim_flush
+            .names()
+            .into_iter()
+            .filter(|n| {
+                p.reclaim_flush
+                    .get(n)
+                    .is_some_and(|h| h.batch_flush() != BatchFlush::Broadcast)
+            })
+            .collect();
+        return Err(cfg_err(
+            "kernel.tlb_flush_on_unmap",
+            format!(
+                "{:?} needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: {}",
+                flush.name(),
+                preset.name,
+                preset.model,
+                super::fields::quote_list(&others)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `kernel.hz`: CONFIG_HZ's choices (kernel/Kconfig.hz).
+fn hz(k: &mut Fields) -> Result<u64, Error> {
+    let hz = k.u64_opt("hz")?.unwrap_or(1000);
+    if ![100, 250, 300, 1000].contains(&hz) {
+        return Err(cfg_err(
+            "kernel.hz",
+            format!("{hz} is not a CONFIG_HZ value; accepted: 100, 250, 300, 1000"),
+        ));
+    }
+    Ok(hz)
+}
+
+fn fault_around_bytes(k: &mut Fields, default: u64) -> Result<u64, Error> {
+    let fault_around_bytes = k.u64_opt("fault_around_bytes")?.unwrap_or(default);
+    // fault_around_bytes_set(): whole pages, a power of two of them, at most one PTE table.
+    if !(4096..=2 << 20).contains(&fault_around_bytes)
+        || !(fault_around_bytes >> 12).is_power_of_two()
+        || fault_around_bytes % 4096 != 0
+    {
+        return Err(cfg_err(
+            "kernel.fault_around_bytes",
+            format!("{fault_around_bytes} is not accepted; accepted: a power of two of 4 KiB pages from 4096 (off) to 2097152"),
+        ));
+    }
+    Ok(fault_around_bytes)
+}
+
+fn read_ahead_kb(k: &mut Fields, default: u64) -> Result<u64, Error> {
+    let read_ahead_kb = k.u64_opt("read_ahead_kb")?.unwrap_or(default);
+    if read_ahead_kb > 65536 || read_ahead_kb % 4 != 0 {
+        return Err(cfg_err(
+            "kernel.read_ahead_kb",
+            format!("{read_ahead_kb} is not accepted; accepted: a multiple of 4 from 0 to 65536"),
+        ));
+    }
+    Ok(read_ahead_kb)
+}
+
+fn spinlocks(k: &mut Fields) -> Result<Option<SpinImpl>, Error> {
+    Ok(match k.str_opt("spinlocks")?.as_deref() {
+        None | Some("off") => None,
+        Some("ticket") => Some(SpinImpl::Ticket),
+        Some("queued") => Some(SpinImpl::Queued),
+        Some(other) => {
+            return Err(cfg_err(
+                "kernel.spinlocks",
+                format!("{other:?} is not accepted; accepted: \"off\", \"ticket\" (x86 before 4.2), \"queued\" (qspinlock, 4.2+)"),
+            ))
+        }
     })
 }

@@ -184,8 +184,7 @@ fn steps(
     state: &mut Vec<Option<Mapped>>,
     at: &At,
 ) -> Result<Vec<Step>, Error> {
-    let (inst, task, path, depth) = (at.inst, at.task, at.path, at.depth);
-    if depth > MAX_DEPTH {
+    if at.depth > MAX_DEPTH {
         return Err(cfg_err(
             key,
             format!("steps nested more than {MAX_DEPTH} deep"),
@@ -201,472 +200,535 @@ fn steps(
                 format!("missing; accepted: {}", quote_list(OPS)),
             )
         })?;
-        let here = format!("{path}_{i}");
+        let here = format!("{}_{i}", at.path);
         let step = match op.as_str() {
-            "mprotect" => {
-                f.declare(&["op", "map", "prot"])?;
-                let map = map_name(&mut f)?;
-                let slot = ctx.slot(&map);
-                let m = mapped(&f, state, slot, &map)?.clone();
-                if m.file || m.hugetlb {
-                    return Err(cfg_err(
-                        f.key("map"),
-                        "mprotect is modelled for private anonymous mappings only",
-                    ));
-                }
-                let k = f.key("prot");
-                let write = match f.choice_opt("prot", &["read", "read-write"])?.as_deref() {
-                    Some("read") => false,
-                    Some(_) => true,
-                    None => return Err(cfg_err(
-                        k,
-                        "missing; accepted: \"read\", \"read-write\" (PROT_NONE is not modelled)",
-                    )),
-                };
-                state[slot] = Some(Mapped {
-                    writable: write,
-                    ..m
-                });
-                Step::Mprotect { map, slot, write }
-            }
-            "mmap" => {
-                f.declare(&[
-                    "op", "map", "size_mib", "size_kib", "backing", "file", "populate",
-                ])?;
-                let map = map_name(&mut f)?;
-                let slot = ctx.slot(&map);
-                if state.len() <= slot {
-                    state.resize(slot + 1, None);
-                }
-                if state[slot].is_some() {
-                    return Err(cfg_err(
-                        f.key("map"),
-                        format!("mapping {map:?} is already mapped here; `munmap` it first"),
-                    ));
-                }
-                let backing = match f
-                    .choice_opt("backing", &["anon", "hugetlb-2m", "hugetlb-1g", "file"])?
-                    .as_deref()
-                {
-                    None | Some("anon") => Backing::Anon,
-                    Some("hugetlb-2m") => Backing::Hugetlb { shift: 21 },
-                    Some("hugetlb-1g") => Backing::Hugetlb { shift: 30 },
-                    _ => {
-                        let fkey = f.key("file");
-                        let file = f.str_opt("file")?.ok_or_else(|| {
-                            cfg_err(&fkey, "a file mapping names one of workload.file")
-                        })?;
-                        let index =
-                            ctx.files
-                                .iter()
-                                .position(|x| x.name == file)
-                                .ok_or_else(|| {
-                                    let names: Vec<&str> =
-                                        ctx.files.iter().map(|x| x.name.as_str()).collect();
-                                    let have = if names.is_empty() {
-                                        "there are none".to_string()
-                                    } else {
-                                        format!("files: {}", quote_list(&names))
-                                    };
-                                    cfg_err(
-                                        &fkey,
-                                        format!("no file {file:?} in workload.file ({have})"),
-                                    )
-                                })?;
-                        Backing::File { file, index }
-                    }
-                };
-                if !matches!(backing, Backing::File { .. }) && f.has("file") {
-                    return Err(cfg_err(
-                        f.key("file"),
-                        "only a mapping with backing = \"file\" names a file",
-                    ));
-                }
-                let size = match size(&mut f, "size_mib", "size_kib", ctx.scale)? {
-                    Some(s) => s,
-                    None => match &backing {
-                        Backing::File { index, .. } => ctx.files[*index].size,
-                        _ => return Err(cfg_err(f.key("size_mib"), "missing (or size_kib)")),
-                    },
-                };
-                if let Backing::File { index, .. } = &backing {
-                    if size > ctx.files[*index].size {
-                        return Err(cfg_err(
-                            f.key("size_mib"),
-                            format!(
-                                "{size} bytes is more than the file's {}",
-                                ctx.files[*index].size
-                            ),
-                        ));
-                    }
-                }
-                let populate = f.bool_opt("populate")?.unwrap_or(false);
-                if populate && backing != Backing::Anon {
-                    return Err(cfg_err(
-                        f.key("populate"),
-                        "MAP_POPULATE is modelled for anonymous mappings only",
-                    ));
-                }
-                if let Backing::Hugetlb { shift } = backing {
-                    // The mapping is whole huge pages, as mmap(MAP_HUGETLB) rounds it.
-                    let _ = shift;
-                }
-                let size = match backing {
-                    Backing::Hugetlb { shift } => size.div_ceil(1 << shift) << shift,
-                    _ => size,
-                };
-                state[slot] = Some(Mapped {
-                    size,
-                    file: matches!(backing, Backing::File { .. }),
-                    hugetlb: matches!(backing, Backing::Hugetlb { .. }),
-                    writable: !matches!(backing, Backing::File { .. }),
-                });
-                Step::Mmap {
-                    map,
-                    slot,
-                    size,
-                    backing,
-                    populate,
-                }
-            }
-            "munmap" => {
-                f.declare(&["op", "map"])?;
-                let map = map_name(&mut f)?;
-                let slot = ctx.slot(&map);
-                mapped(&f, state, slot, &map)?;
-                state[slot] = None;
-                Step::Munmap { map, slot }
-            }
-            "madvise" => {
-                f.declare(&["op", "map", "advice", "offset_mib", "len_mib"])?;
-                let map = map_name(&mut f)?;
-                let slot = ctx.slot(&map);
-                let m = mapped(&f, state, slot, &map)?.clone();
-                let akey = f.key("advice");
-                let advice = f.string("advice")?;
-                match advice.as_str() {
-                    "dontneed" | "hugepage" | "nohugepage" => {}
-                    "free" | "cold" | "pageout" => {
-                        return Err(cfg_err(
-                            akey,
-                            format!("{advice:?} is not modelled (the kernel model has no lazy free or proactive reclaim of anonymous memory); accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
-                        ))
-                    }
-                    _ => {
-                        return Err(cfg_err(
-                            akey,
-                            format!("{advice:?} is not accepted; accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
-                        ))
-                    }
-                }
-                if m.file {
-                    return Err(cfg_err(
-                        f.key("map"),
-                        "madvise is modelled for anonymous memory only",
-                    ));
-                }
-                let (offset, len) = range(&mut f, ctx.scale, m.size)?;
-                if advice == "dontneed" {
-                    let huge = 2 * MIB;
-                    if offset % huge != 0 || (len % huge != 0 && offset + len != m.size) {
-                        return Err(cfg_err(
-                            f.key("offset_mib"),
-                            "the range must be whole 2 MiB units (or run to the mapping's end): cutting a huge page needs a split, which is not modelled",
-                        ));
-                    }
-                } else if offset != 0 || len != m.size {
-                    return Err(cfg_err(
-                        f.key("offset_mib"),
-                        "MADV_HUGEPAGE and MADV_NOHUGEPAGE apply to the whole mapping here (splitting a VMA is not modelled)",
-                    ));
-                }
-                Step::Madvise {
-                    map,
-                    slot,
-                    advice,
-                    offset,
-                    len,
-                }
-            }
-            "access" => {
-                f.declare(&[
-                    "op",
-                    "map",
-                    "offset_mib",
-                    "len_mib",
-                    "pattern",
-                    "stride",
-                    "sigma_pages",
-                    "zipf_s",
-                    "write_ratio",
-                    "instr_per_access",
-                    "dependent",
-                    "passes",
-                    "count",
-                    "duration_ms",
-                    "phase",
-                ])?;
-                let map = map_name(&mut f)?;
-                let slot = ctx.slot(&map);
-                let m = mapped(&f, state, slot, &map)?.clone();
-                let (offset, len) = range(&mut f, ctx.scale, m.size)?;
-                let pattern = f
-                    .choice_opt("pattern", PATTERNS)?
-                    .unwrap_or_else(|| "sequential".into());
-                let how = match pattern.as_str() {
-                    "sequential" => Pattern::Sequential,
-                    "strided" => {
-                        let k = f.key("stride");
-                        let stride = f.u64_opt("stride")?.ok_or_else(|| {
-                            cfg_err(&k, "a strided pattern needs its stride in bytes")
-                        })?;
-                        if stride < 8 || stride > len {
-                            return Err(cfg_err(
-                                k,
-                                format!("must be from 8 bytes to the range's {len}"),
-                            ));
-                        }
-                        Pattern::Strided { stride }
-                    }
-                    "uniform" => Pattern::Uniform,
-                    "normal" => {
-                        let k = f.key("sigma_pages");
-                        let s = f.f64_opt("sigma_pages")?.ok_or_else(|| {
-                            cfg_err(&k, "a normal pattern needs its standard deviation in pages")
-                        })?;
-                        if !(s.is_finite() && s > 0.0) {
-                            return Err(cfg_err(
-                                k,
-                                format!("must be a positive number of pages, got {s}"),
-                            ));
-                        }
-                        // Draws outside the range are redrawn: at 10 range
-                        // widths about 1 draw in 25 lands, beyond that the
-                        // run spins on draws (pmbench's stdev_fraction has
-                        // the same bound).
-                        let pages = len.div_ceil(4096);
-                        let most = (MAX_SIGMA_RANGES * pages) as f64;
-                        if s > most {
-                            return Err(cfg_err(
-                                k,
-                                format!(
-                                    "at most {MAX_SIGMA_RANGES} times the range's {pages} \
-                                     pages ({most}), got {s}: a wider spread lands almost \
-                                     no draw in the range"
-                                ),
-                            ));
-                        }
-                        Pattern::Normal { sigma_pages: s }
-                    }
-                    _ => {
-                        let k = f.key("zipf_s");
-                        let s = f.f64_opt("zipf_s")?.unwrap_or(0.99);
-                        if !(s.is_finite() && s > 0.0 && s <= 10.0) {
-                            return Err(cfg_err(
-                                k,
-                                format!("must be above 0 and at most 10, got {s}"),
-                            ));
-                        }
-                        Pattern::Zipf { s }
-                    }
-                };
-                for (k, p) in [
-                    ("stride", "strided"),
-                    ("sigma_pages", "normal"),
-                    ("zipf_s", "zipf"),
-                ] {
-                    if f.has(k) && pattern != p {
-                        return Err(cfg_err(f.key(k), format!("belongs to pattern = \"{p}\"")));
-                    }
-                }
-                let wkey = f.key("write_ratio");
-                let wr = f.f64_opt("write_ratio")?.unwrap_or(0.0);
-                if !(0.0..=1.0).contains(&wr) {
-                    return Err(cfg_err(wkey, format!("must be from 0 to 1, got {wr}")));
-                }
-                if wr > 0.0 && m.file {
-                    return Err(cfg_err(
-                        wkey,
-                        "file mappings are read-only (MAP_SHARED, PROT_READ) in the model",
-                    ));
-                }
-                if wr > 0.0 && !m.writable {
-                    return Err(cfg_err(
-                        wkey,
-                        "the mapping is read-only here (an earlier mprotect prot = \"read\"): the write would be a SIGSEGV",
-                    ));
-                }
-                let ikey = f.key("instr_per_access");
-                let instr = f.u64_opt("instr_per_access")?.unwrap_or(1);
-                if instr == 0 || instr > 1_000_000 {
-                    return Err(cfg_err(ikey, "must be from 1 to 1000000"));
-                }
-                let dependent = f.bool_opt("dependent")?.unwrap_or(false);
-                one_of(&f, &["passes", "count", "duration_ms"])?;
-                let count = if let Some(p) = f.u64_opt("passes")? {
-                    if p == 0 || p > 1_000_000 {
-                        return Err(cfg_err(f.key("passes"), "must be from 1 to 1000000"));
-                    }
-                    AccessCount::Passes(p)
-                } else if let Some(c) = f.u64_opt("count")? {
-                    if c == 0 {
-                        return Err(cfg_err(f.key("count"), "must be at least 1"));
-                    }
-                    AccessCount::Accesses(((c as f64 * ctx.scale) as u64).max(1))
-                } else if let Some(ms) = f.f64_opt("duration_ms")? {
-                    AccessCount::DurationNs(duration(&f, "duration_ms", ms, ctx.scale)?)
-                } else {
-                    AccessCount::Passes(1)
-                };
-                let phase = phase_name(&mut f, task, &here)?;
-                let phase_id = ctx.phase(&phase);
-                Step::Access(AccessStep {
-                    map,
-                    slot,
-                    offset,
-                    len,
-                    pattern,
-                    how,
-                    count,
-                    write_permille: (wr * 1000.0).round() as u32,
-                    instr_per_access: instr,
-                    dependent,
-                    phase,
-                    phase_id,
-                })
-            }
-            "fork" | "clone" => {
-                f.declare(&["op", "count", "steps"])?;
-                let count = f.u64_opt("count")?.unwrap_or(1);
-                let n = inst.saturating_mul(count);
-                ctx.instances = ctx.instances.saturating_add(n);
-                if count == 0 || ctx.instances > MAX_INSTANCES {
-                    return Err(cfg_err(
-                        f.key("count"),
-                        format!("must be at least 1, with at most {MAX_INSTANCES} tasks in all"),
-                    ));
-                }
-                let bkey = f.key("steps");
-                let body = f.req("steps")?;
-                let mut inner = state.clone();
-                let at = At {
-                    inst: n,
-                    task,
-                    path: &here,
-                    depth: depth + 1,
-                };
-                let body = steps(ctx, &bkey, body, &mut inner, &at)?;
-                if op == "fork" {
-                    Step::Fork { count, steps: body }
-                } else {
-                    Step::Clone { count, steps: body }
-                }
-            }
+            "mprotect" => mprotect(ctx, &mut f, state)?,
+            "mmap" => mmap(ctx, &mut f, state)?,
+            "munmap" => munmap(ctx, &mut f, state)?,
+            "madvise" => madvise(ctx, &mut f, state)?,
+            "access" => access(ctx, &mut f, state, at.task, &here)?,
+            "fork" | "clone" => fork(ctx, &mut f, state, at, &here, op == "fork")?,
             "wait" => {
                 f.declare(&["op"])?;
                 Step::Wait
             }
-            "barrier" => {
-                f.declare(&["op", "name"])?;
-                let k = f.key("name");
-                let name = f.string("name")?;
-                name_ok(&k, &name)?;
-                let next = ctx.barriers.len() as u32;
-                let e = ctx.barriers.entry(name.clone()).or_insert((next, 0));
-                e.1 += inst;
-                Step::Barrier {
-                    name,
-                    id: e.0,
-                    tasks: 0,
-                }
-            }
-            "sleep" => {
-                f.declare(&["op", "ns", "us", "ms"])?;
-                one_of(&f, &["ns", "us", "ms"])?;
-                let ns = if let Some(x) = f.u64_opt("ns")? {
-                    x
-                } else if let Some(x) = f.f64_opt("us")? {
-                    duration(&f, "us", x / 1000.0, 1.0)?
-                } else if let Some(x) = f.f64_opt("ms")? {
-                    duration(&f, "ms", x, 1.0)?
-                } else {
-                    return Err(cfg_err(f.key("ms"), "missing (or ns, us)"));
-                };
-                if ns > 3_600_000_000_000 {
-                    return Err(cfg_err(f.key("ns"), "at most an hour"));
-                }
-                Step::Sleep { ns }
-            }
-            "repeat" => {
-                f.declare(&["op", "count", "duration_ms", "phase", "steps"])?;
-                one_of(&f, &["count", "duration_ms"])?;
-                let count = f.u64_opt("count")?;
-                if count.is_some_and(|c| c > 1_000_000_000) {
-                    return Err(cfg_err(f.key("count"), "at most 1000000000"));
-                }
-                let duration_ns = match f.f64_opt("duration_ms")? {
-                    Some(ms) => Some(duration(&f, "duration_ms", ms, ctx.scale)?),
-                    None => None,
-                };
-                if count.is_none() && duration_ns.is_none() {
-                    return Err(cfg_err(f.key("count"), "missing (or duration_ms)"));
-                }
-                let phase = phase_name(&mut f, task, &here)?;
-                let phase_id = ctx.phase(&phase);
-                let bkey = f.key("steps");
-                let body = f.req("steps")?;
-                let before = state.clone();
-                let at = At {
-                    inst,
-                    task,
-                    path: &here,
-                    depth: depth + 1,
-                };
-                let body = steps(ctx, &bkey, body, state, &at)?;
-                let trim = |s: &Vec<Option<Mapped>>| {
-                    let mut s = s.clone();
-                    while s.last() == Some(&None) {
-                        s.pop();
-                    }
-                    s
-                };
-                if trim(state) != trim(&before) {
-                    return Err(cfg_err(
-                        bkey,
-                        "a loop's steps must leave the mappings as they found them (unmap what they map, map nothing they unmap)",
-                    ));
-                }
-                Step::Repeat {
-                    count,
-                    duration_ns,
-                    phase,
-                    phase_id,
-                    steps: body,
-                }
-            }
-            "clock" | "roi" => {
-                f.declare(&["op", "at"])?;
-                let k = f.key("at");
-                let at = match f.choice_opt("at", &["start", "end"])?.as_deref() {
-                    Some("start") => Mark::Start,
-                    Some(_) => Mark::End,
-                    None => return Err(cfg_err(k, "missing; accepted: \"start\", \"end\"")),
-                };
-                if op == "clock" {
-                    Step::Clock { at }
-                } else {
-                    if at == Mark::Start {
-                        ctx.roi_tasks += inst;
-                    }
-                    Step::Roi { at, tasks: 0 }
-                }
-            }
+            "barrier" => barrier(ctx, &mut f, at.inst)?,
+            "sleep" => sleep(&mut f)?,
+            "repeat" => repeat(ctx, &mut f, state, at, &here)?,
+            "clock" | "roi" => mark(ctx, &mut f, op == "clock", at.inst)?,
             _ => unreachable!("choice_opt accepted only OPS"),
         };
         f.finish()?;
         out.push(step);
     }
     Ok(out)
+}
+
+fn mprotect(ctx: &mut Ctx, f: &mut Fields, state: &mut [Option<Mapped>]) -> Result<Step, Error> {
+    f.declare(&["op", "map", "prot"])?;
+    let map = map_name(f)?;
+    let slot = ctx.slot(&map);
+    let m = mapped(f, state, slot, &map)?.clone();
+    if m.file || m.hugetlb {
+        return Err(cfg_err(
+            f.key("map"),
+            "mprotect is modelled for private anonymous mappings only",
+        ));
+    }
+    let k = f.key("prot");
+    let write = match f.choice_opt("prot", &["read", "read-write"])?.as_deref() {
+        Some("read") => false,
+        Some(_) => true,
+        None => {
+            return Err(cfg_err(
+                k,
+                "missing; accepted: \"read\", \"read-write\" (PROT_NONE is not modelled)",
+            ))
+        }
+    };
+    state[slot] = Some(Mapped {
+        writable: write,
+        ..m
+    });
+    Ok(Step::Mprotect { map, slot, write })
+}
+
+fn mmap(ctx: &mut Ctx, f: &mut Fields, state: &mut Vec<Option<Mapped>>) -> Result<Step, Error> {
+    f.declare(&[
+        "op", "map", "size_mib", "size_kib", "backing", "file", "populate",
+    ])?;
+    let map = map_name(f)?;
+    let slot = ctx.slot(&map);
+    if state.len() <= slot {
+        state.resize(slot + 1, None);
+    }
+    if state[slot].is_some() {
+        return Err(cfg_err(
+            f.key("map"),
+            format!("mapping {map:?} is already mapped here; `munmap` it first"),
+        ));
+    }
+    let backing = backing(f, &ctx.files)?;
+    let size = match size(f, "size_mib", "size_kib", ctx.scale)? {
+        Some(s) => s,
+        None => match &backing {
+            Backing::File { index, .. } => ctx.files[*index].size,
+            _ => return Err(cfg_err(f.key("size_mib"), "missing (or size_kib)")),
+        },
+    };
+    if let Backing::File { index, .. } = &backing {
+        if size > ctx.files[*index].size {
+            return Err(cfg_err(
+                f.key("size_mib"),
+                format!(
+                    "{size} bytes is more than the file's {}",
+                    ctx.files[*index].size
+                ),
+            ));
+        }
+    }
+    let populate = f.bool_opt("populate")?.unwrap_or(false);
+    if populate && backing != Backing::Anon {
+        return Err(cfg_err(
+            f.key("populate"),
+            "MAP_POPULATE is modelled for anonymous mappings only",
+        ));
+    }
+    let size = match backing {
+        // The mapping is whole huge pages, as mmap(MAP_HUGETLB) rounds it.
+        Backing::Hugetlb { shift } => size.div_ceil(1 << shift) << shift,
+        _ => size,
+    };
+    state[slot] = Some(Mapped {
+        size,
+        file: matches!(backing, Backing::File { .. }),
+        hugetlb: matches!(backing, Backing::Hugetlb { .. }),
+        writable: !matches!(backing, Backing::File { .. }),
+    });
+    Ok(Step::Mmap {
+        map,
+        slot,
+        size,
+        backing,
+        populate,
+    })
+}
+
+/// An `mmap` step's `backing`, and for a file mapping its `file` among
+/// `files`.
+fn backing(f: &mut Fields, files: &[FileSpec]) -> Result<Backing, Error> {
+    let backing = match f
+        .choice_opt("backing", &["anon", "hugetlb-2m", "hugetlb-1g", "file"])?
+        .as_deref()
+    {
+        None | Some("anon") => Backing::Anon,
+        Some("hugetlb-2m") => Backing::Hugetlb { shift: 21 },
+        Some("hugetlb-1g") => Backing::Hugetlb { shift: 30 },
+        _ => {
+            let fkey = f.key("file");
+            let file = f
+                .str_opt("file")?
+                .ok_or_else(|| cfg_err(&fkey, "a file mapping names one of workload.file"))?;
+            let index = files.iter().position(|x| x.name == file).ok_or_else(|| {
+                let names: Vec<&str> = files.iter().map(|x| x.name.as_str()).collect();
+                let have = if names.is_empty() {
+                    "there are none".to_string()
+                } else {
+                    format!("files: {}", quote_list(&names))
+                };
+                cfg_err(&fkey, format!("no file {file:?} in workload.file ({have})"))
+            })?;
+            Backing::File { file, index }
+        }
+    };
+    if !matches!(backing, Backing::File { .. }) && f.has("file") {
+        return Err(cfg_err(
+            f.key("file"),
+            "only a mapping with backing = \"file\" names a file",
+        ));
+    }
+    Ok(backing)
+}
+
+fn munmap(ctx: &mut Ctx, f: &mut Fields, state: &mut [Option<Mapped>]) -> Result<Step, Error> {
+    f.declare(&["op", "map"])?;
+    let map = map_name(f)?;
+    let slot = ctx.slot(&map);
+    mapped(f, state, slot, &map)?;
+    state[slot] = None;
+    Ok(Step::Munmap { map, slot })
+}
+
+fn madvise(ctx: &mut Ctx, f: &mut Fields, state: &[Option<Mapped>]) -> Result<Step, Error> {
+    f.declare(&["op", "map", "advice", "offset_mib", "len_mib"])?;
+    let map = map_name(f)?;
+    let slot = ctx.slot(&map);
+    let m = mapped(f, state, slot, &map)?.clone();
+    let akey = f.key("advice");
+    let advice = f.string("advice")?;
+    match advice.as_str() {
+        "dontneed" | "hugepage" | "nohugepage" => {}
+        "free" | "cold" | "pageout" => {
+            return Err(cfg_err(
+                akey,
+                format!("{advice:?} is not modelled (the kernel model has no lazy free or proactive reclaim of anonymous memory); accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
+            ))
+        }
+        _ => {
+            return Err(cfg_err(
+                akey,
+                format!("{advice:?} is not accepted; accepted: \"dontneed\", \"hugepage\", \"nohugepage\""),
+            ))
+        }
+    }
+    if m.file {
+        return Err(cfg_err(
+            f.key("map"),
+            "madvise is modelled for anonymous memory only",
+        ));
+    }
+    let (offset, len) = range(f, ctx.scale, m.size)?;
+    if advice == "dontneed" {
+        let huge = 2 * MIB;
+        if offset % huge != 0 || (len % huge != 0 && offset + len != m.size) {
+            return Err(cfg_err(
+                f.key("offset_mib"),
+                "the range must be whole 2 MiB units (or run to the mapping's end): cutting a huge page needs a split, which is not modelled",
+            ));
+        }
+    } else if offset != 0 || len != m.size {
+        return Err(cfg_err(
+            f.key("offset_mib"),
+            "MADV_HUGEPAGE and MADV_NOHUGEPAGE apply to the whole mapping here (splitting a VMA is not modelled)",
+        ));
+    }
+    Ok(Step::Madvise {
+        map,
+        slot,
+        advice,
+        offset,
+        len,
+    })
+}
+
+fn access(
+    ctx: &mut Ctx,
+    f: &mut Fields,
+    state: &[Option<Mapped>],
+    task: &str,
+    here: &str,
+) -> Result<Step, Error> {
+    f.declare(&[
+        "op",
+        "map",
+        "offset_mib",
+        "len_mib",
+        "pattern",
+        "stride",
+        "sigma_pages",
+        "zipf_s",
+        "write_ratio",
+        "instr_per_access",
+        "dependent",
+        "passes",
+        "count",
+        "duration_ms",
+        "phase",
+    ])?;
+    let map = map_name(f)?;
+    let slot = ctx.slot(&map);
+    let m = mapped(f, state, slot, &map)?.clone();
+    let (offset, len) = range(f, ctx.scale, m.size)?;
+    let (pattern, how) = pattern(f, len)?;
+    let wr = write_ratio(f, &m)?;
+    let ikey = f.key("instr_per_access");
+    let instr = f.u64_opt("instr_per_access")?.unwrap_or(1);
+    if instr == 0 || instr > 1_000_000 {
+        return Err(cfg_err(ikey, "must be from 1 to 1000000"));
+    }
+    let dependent = f.bool_opt("dependent")?.unwrap_or(false);
+    let count = access_count(f, ctx.scale)?;
+    let phase = phase_name(f, task, here)?;
+    let phase_id = ctx.phase(&phase);
+    Ok(Step::Access(AccessStep {
+        map,
+        slot,
+        offset,
+        len,
+        pattern,
+        how,
+        count,
+        write_permille: (wr * 1000.0).round() as u32,
+        instr_per_access: instr,
+        dependent,
+        phase,
+        phase_id,
+    }))
+}
+
+/// An access step's `pattern` (its name and what it draws) over a range of
+/// `len` bytes, with the keys of its pattern; a key of another pattern is
+/// an error.
+fn pattern(f: &mut Fields, len: u64) -> Result<(String, Pattern), Error> {
+    let pattern = f
+        .choice_opt("pattern", PATTERNS)?
+        .unwrap_or_else(|| "sequential".into());
+    let how = match pattern.as_str() {
+        "sequential" => Pattern::Sequential,
+        "strided" => {
+            let k = f.key("stride");
+            let stride = f
+                .u64_opt("stride")?
+                .ok_or_else(|| cfg_err(&k, "a strided pattern needs its stride in bytes"))?;
+            if stride < 8 || stride > len {
+                return Err(cfg_err(
+                    k,
+                    format!("must be from 8 bytes to the range's {len}"),
+                ));
+            }
+            Pattern::Strided { stride }
+        }
+        "uniform" => Pattern::Uniform,
+        "normal" => {
+            let k = f.key("sigma_pages");
+            let s = f.f64_opt("sigma_pages")?.ok_or_else(|| {
+                cfg_err(&k, "a normal pattern needs its standard deviation in pages")
+            })?;
+            if !(s.is_finite() && s > 0.0) {
+                return Err(cfg_err(
+                    k,
+                    format!("must be a positive number of pages, got {s}"),
+                ));
+            }
+            // Draws outside the range are redrawn: at 10 range
+            // widths about 1 draw in 25 lands, beyond that the
+            // run spins on draws (pmbench's stdev_fraction has
+            // the same bound).
+            let pages = len.div_ceil(4096);
+            let most = (MAX_SIGMA_RANGES * pages) as f64;
+            if s > most {
+                return Err(cfg_err(
+                    k,
+                    format!(
+                        "at most {MAX_SIGMA_RANGES} times the range's {pages} \
+                         pages ({most}), got {s}: a wider spread lands almost \
+                         no draw in the range"
+                    ),
+                ));
+            }
+            Pattern::Normal { sigma_pages: s }
+        }
+        _ => {
+            let k = f.key("zipf_s");
+            let s = f.f64_opt("zipf_s")?.unwrap_or(0.99);
+            if !(s.is_finite() && s > 0.0 && s <= 10.0) {
+                return Err(cfg_err(
+                    k,
+                    format!("must be above 0 and at most 10, got {s}"),
+                ));
+            }
+            Pattern::Zipf { s }
+        }
+    };
+    for (k, p) in [
+        ("stride", "strided"),
+        ("sigma_pages", "normal"),
+        ("zipf_s", "zipf"),
+    ] {
+        if f.has(k) && pattern != p {
+            return Err(cfg_err(f.key(k), format!("belongs to pattern = \"{p}\"")));
+        }
+    }
+    Ok((pattern, how))
+}
+
+/// An access step's `write_ratio`, which only a writable mapping takes
+/// above 0.
+fn write_ratio(f: &mut Fields, m: &Mapped) -> Result<f64, Error> {
+    let wkey = f.key("write_ratio");
+    let wr = f.f64_opt("write_ratio")?.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&wr) {
+        return Err(cfg_err(wkey, format!("must be from 0 to 1, got {wr}")));
+    }
+    if wr > 0.0 && m.file {
+        return Err(cfg_err(
+            wkey,
+            "file mappings are read-only (MAP_SHARED, PROT_READ) in the model",
+        ));
+    }
+    if wr > 0.0 && !m.writable {
+        return Err(cfg_err(
+            wkey,
+            "the mapping is read-only here (an earlier mprotect prot = \"read\"): the write would be a SIGSEGV",
+        ));
+    }
+    Ok(wr)
+}
+
+/// How long an access step runs: `passes`, `count` or `duration_ms` (one
+/// pass when none is given).
+fn access_count(f: &mut Fields, scale: f64) -> Result<AccessCount, Error> {
+    one_of(f, &["passes", "count", "duration_ms"])?;
+    Ok(if let Some(p) = f.u64_opt("passes")? {
+        if p == 0 || p > 1_000_000 {
+            return Err(cfg_err(f.key("passes"), "must be from 1 to 1000000"));
+        }
+        AccessCount::Passes(p)
+    } else if let Some(c) = f.u64_opt("count")? {
+        if c == 0 {
+            return Err(cfg_err(f.key("count"), "must be at least 1"));
+        }
+        AccessCount::Accesses(((c as f64 * scale) as u64).max(1))
+    } else if let Some(ms) = f.f64_opt("duration_ms")? {
+        AccessCount::DurationNs(duration(f, "duration_ms", ms, scale)?)
+    } else {
+        AccessCount::Passes(1)
+    })
+}
+
+/// A `fork` (or, when not `is_fork`, a `clone`) step: its body starts from
+/// the parent's mappings, and what it maps or unmaps stays its own.
+fn fork(
+    ctx: &mut Ctx,
+    f: &mut Fields,
+    state: &[Option<Mapped>],
+    at: &At,
+    here: &str,
+    is_fork: bool,
+) -> Result<Step, Error> {
+    f.declare(&["op", "count", "steps"])?;
+    let count = f.u64_opt("count")?.unwrap_or(1);
+    let n = at.inst.saturating_mul(count);
+    ctx.instances = ctx.instances.saturating_add(n);
+    if count == 0 || ctx.instances > MAX_INSTANCES {
+        return Err(cfg_err(
+            f.key("count"),
+            format!("must be at least 1, with at most {MAX_INSTANCES} tasks in all"),
+        ));
+    }
+    let bkey = f.key("steps");
+    let body = f.req("steps")?;
+    let mut inner = state.to_vec();
+    let at = At {
+        inst: n,
+        task: at.task,
+        path: here,
+        depth: at.depth + 1,
+    };
+    let body = steps(ctx, &bkey, body, &mut inner, &at)?;
+    Ok(if is_fork {
+        Step::Fork { count, steps: body }
+    } else {
+        Step::Clone { count, steps: body }
+    })
+}
+
+/// A `barrier` step, run by `inst` more task instances.
+fn barrier(ctx: &mut Ctx, f: &mut Fields, inst: u64) -> Result<Step, Error> {
+    f.declare(&["op", "name"])?;
+    let k = f.key("name");
+    let name = f.string("name")?;
+    name_ok(&k, &name)?;
+    let next = ctx.barriers.len() as u32;
+    let e = ctx.barriers.entry(name.clone()).or_insert((next, 0));
+    e.1 += inst;
+    Ok(Step::Barrier {
+        name,
+        id: e.0,
+        tasks: 0,
+    })
+}
+
+fn sleep(f: &mut Fields) -> Result<Step, Error> {
+    f.declare(&["op", "ns", "us", "ms"])?;
+    one_of(f, &["ns", "us", "ms"])?;
+    let ns = if let Some(x) = f.u64_opt("ns")? {
+        x
+    } else if let Some(x) = f.f64_opt("us")? {
+        duration(f, "us", x / 1000.0, 1.0)?
+    } else if let Some(x) = f.f64_opt("ms")? {
+        duration(f, "ms", x, 1.0)?
+    } else {
+        return Err(cfg_err(f.key("ms"), "missing (or ns, us)"));
+    };
+    if ns > 3_600_000_000_000 {
+        return Err(cfg_err(f.key("ns"), "at most an hour"));
+    }
+    Ok(Step::Sleep { ns })
+}
+
+fn repeat(
+    ctx: &mut Ctx,
+    f: &mut Fields,
+    state: &mut Vec<Option<Mapped>>,
+    at: &At,
+    here: &str,
+) -> Result<Step, Error> {
+    f.declare(&["op", "count", "duration_ms", "phase", "steps"])?;
+    one_of(f, &["count", "duration_ms"])?;
+    let count = f.u64_opt("count")?;
+    if count.is_some_and(|c| c > 1_000_000_000) {
+        return Err(cfg_err(f.key("count"), "at most 1000000000"));
+    }
+    let duration_ns = match f.f64_opt("duration_ms")? {
+        Some(ms) => Some(duration(f, "duration_ms", ms, ctx.scale)?),
+        None => None,
+    };
+    if count.is_none() && duration_ns.is_none() {
+        return Err(cfg_err(f.key("count"), "missing (or duration_ms)"));
+    }
+    let phase = phase_name(f, at.task, here)?;
+    let phase_id = ctx.phase(&phase);
+    let bkey = f.key("steps");
+    let body = f.req("steps")?;
+    let before = state.clone();
+    let at = At {
+        inst: at.inst,
+        task: at.task,
+        path: here,
+        depth: at.depth + 1,
+    };
+    let body = steps(ctx, &bkey, body, state, &at)?;
+    let trim = |s: &Vec<Option<Mapped>>| {
+        let mut s = s.clone();
+        while s.last() == Some(&None) {
+            s.pop();
+        }
+        s
+    };
+    if trim(state) != trim(&before) {
+        return Err(cfg_err(
+            bkey,
+            "a loop's steps must leave the mappings as they found them (unmap what they map, map nothing they unmap)",
+        ));
+    }
+    Ok(Step::Repeat {
+        count,
+        duration_ns,
+        phase,
+        phase_id,
+        steps: body,
+    })
+}
+
+/// A `clock` (when `is_clock`) or `roi` step; a region of interest starts
+/// for `inst` more task instances.
+fn mark(ctx: &mut Ctx, f: &mut Fields, is_clock: bool, inst: u64) -> Result<Step, Error> {
+    f.declare(&["op", "at"])?;
+    let k = f.key("at");
+    let at = match f.choice_opt("at", &["start", "end"])?.as_deref() {
+        Some("start") => Mark::Start,
+        Some(_) => Mark::End,
+        None => return Err(cfg_err(k, "missing; accepted: \"start\", \"end\"")),
+    };
+    Ok(if is_clock {
+        Step::Clock { at }
+    } else {
+        if at == Mark::Start {
+            ctx.roi_tasks += inst;
+        }
+        Step::Roi { at, tasks: 0 }
+    })
 }
 
 /// `offset_mib` and `len_mib` of a step within a mapping of `size` bytes
