@@ -14,6 +14,7 @@
 pub mod config;
 pub mod costs;
 pub mod cpuinfo;
+pub mod entry;
 pub mod exit;
 pub mod fault;
 pub mod filemap;

@@ -50,9 +50,8 @@ impl Sim {
             )));
             return None;
         };
-        self.machine.set_mode(cpu, Mode::Kernel);
-        let c = self.kernel.costs.syscall_entry_exit_cycles + COPY_PROCESS_CYCLES;
-        self.machine.advance(cpu, c, c);
+        let (k, mut hw) = self.kernel_hw(cpu);
+        k.syscall(&mut hw, COPY_PROCESS_CYCLES);
         Some(prog)
     }
 

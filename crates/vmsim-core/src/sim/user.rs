@@ -30,10 +30,9 @@ impl Sim {
     }
 
     pub(crate) fn syscall(&mut self, cpu: usize, cycles: u64) {
-        self.machine.set_mode(cpu, Mode::Kernel);
-        let c = self.kernel.costs.syscall_entry_exit_cycles + cycles;
-        self.machine.advance(cpu, c, c);
-        self.machine.set_mode(cpu, Mode::User);
+        let (k, mut hw) = self.kernel_hw(cpu);
+        k.syscall(&mut hw, cycles);
+        hw.set_mode(Mode::User);
     }
 
     /// usemem's `ready()` in child `t`: its ready byte (waking a parent that
