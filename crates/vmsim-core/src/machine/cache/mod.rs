@@ -73,6 +73,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub mod qlru;
+mod qlru_cache;
 pub use qlru::{DuelLayout, Qlru, QlruPolicy};
 
 /// Marker of an empty entry in arrays of line or page numbers (the TLB's).
