@@ -107,78 +107,75 @@ def expand(tree):
     return [head + sub for p in parts if p.strip() for sub in expand(p)]
 
 
+def sources():
+    """Every source file as (path, its module, its code as `strip` leaves it)."""
+    for d, _, files in os.walk(SRC):
+        for f in sorted(files):
+            if f.endswith(".rs"):
+                path = os.path.join(d, f)
+                yield path, module_of(path), strip(open(path, encoding="utf-8").read())
+
+
 def arrows():
     mods = known_modules()
     edges = set()
-    for d, _, files in os.walk(SRC):
-        for f in sorted(files):
-            if not f.endswith(".rs"):
+    for path, me, code in sources():
+        # A file's own `mod x;` children are below it in the tree, not arrows.
+        paths = []
+        for m in re.finditer(r"\buse\s+([^;]+);", code):
+            paths += expand(m.group(1))
+        for m in re.finditer(r"\b((?:crate|super)(?:::\w+)+)", code):
+            paths.append(m.group(1).split("::"))
+        for p in paths:
+            if not p:
                 continue
-            path = os.path.join(d, f)
-            me = module_of(path)
-            code = strip(open(path, encoding="utf-8").read())
-            # A file's own `mod x;` children are below it in the tree, not arrows.
-            paths = []
-            for m in re.finditer(r"\buse\s+([^;]+);", code):
-                paths += expand(m.group(1))
-            for m in re.finditer(r"\b((?:crate|super)(?:::\w+)+)", code):
-                paths.append(m.group(1).split("::"))
-            for p in paths:
-                if not p:
-                    continue
-                if p[0] == "crate":
-                    base, rest = (), p[1:]
-                elif p[0] == "super":
-                    # `super` of a `mod.rs` file is its folder's parent.
-                    base = list(me)
-                    rest = list(p)
-                    parent = base[:-1] if not path.endswith("mod.rs") else base[:-1]
-                    while rest and rest[0] == "super":
-                        rest = rest[1:]
-                        base = parent
-                        parent = base[:-1]
-                    base = tuple(base)
-                elif p[0] == "self":
-                    continue
-                else:
-                    continue
-                to = resolve(mods, base, rest)
-                if to is None or to == me or not to or not me:
-                    continue
-                # A module's own descendants (its `mod` children) are not arrows.
-                if to[: len(me)] == me:
-                    continue
-                edges.add((me, to))
+            if p[0] == "crate":
+                base, rest = (), p[1:]
+            elif p[0] == "super":
+                # `super` of a `mod.rs` file is its folder's parent.
+                base = list(me)
+                rest = list(p)
+                parent = base[:-1] if not path.endswith("mod.rs") else base[:-1]
+                while rest and rest[0] == "super":
+                    rest = rest[1:]
+                    base = parent
+                    parent = base[:-1]
+                base = tuple(base)
+            elif p[0] == "self":
+                continue
+            else:
+                continue
+            to = resolve(mods, base, rest)
+            if to is None or to == me or not to or not me:
+                continue
+            # A module's own descendants (its `mod` children) are not arrows.
+            if to[: len(me)] == me:
+                continue
+            edges.add((me, to))
     return sorted(edges)
 
 
 def descent_arrows():
     """Arrows from a module to its own descendants, which `arrows` leaves
-    out: `child::x`, `self::child::x` and `crate::`/`super::` paths that
-    resolve below the file's module."""
+    out: paths that start with a child's name (`child::x`, `self::child::x`,
+    in `use` lines and inline)."""
     mods = known_modules()
     edges = set()
-    for d, _, files in os.walk(SRC):
-        for f in sorted(files):
-            if not f.endswith(".rs"):
+    for _, me, code in sources():
+        children = {m[len(me)] for m in mods if len(m) == len(me) + 1 and m[: len(me)] == me}
+        paths = []
+        for m in re.finditer(r"\buse\s+([^;]+);", code):
+            paths += expand(m.group(1))
+        for m in re.finditer(r"(?<![\w:])((?:self::)?\w+(?:::\w+)+)", code):
+            paths.append(m.group(1).split("::"))
+        for p in paths:
+            if p and p[0] == "self":
+                p = p[1:]
+            if len(p) < 2 or p[0] not in children:
                 continue
-            path = os.path.join(d, f)
-            me = module_of(path)
-            code = strip(open(path, encoding="utf-8").read())
-            children = {m[len(me)] for m in mods if len(m) == len(me) + 1 and m[: len(me)] == me}
-            paths = []
-            for m in re.finditer(r"\buse\s+([^;]+);", code):
-                paths += expand(m.group(1))
-            for m in re.finditer(r"(?<![\w:])((?:self::)?\w+(?:::\w+)+)", code):
-                paths.append(m.group(1).split("::"))
-            for p in paths:
-                if p and p[0] == "self":
-                    p = p[1:]
-                if len(p) < 2 or p[0] not in children:
-                    continue
-                to = resolve(mods, me, p)
-                if to and to != me and to[: len(me)] == me:
-                    edges.add((me, to))
+            to = resolve(mods, me, p)
+            if to and to != me and to[: len(me)] == me:
+                edges.add((me, to))
     return sorted(edges)
 
 
