@@ -743,7 +743,8 @@ def trust_rows(led: Mapping[str, Any]) -> List[Dict[str, str]]:
             "experiment": p["experiment"], "case": p["case"] or "", "metric": p["metric"],
             "model": f"{p['model_percent']:+.1f}%", "published": f"{p['published_percent']:+.1f}%",
             "worst": f"{w['ratio']:.2f}x ({w['figure']})" if w else "no baseline figure",
-            "spread": spread(screenings, p["experiment"], p["case"], p["arm"], p["metric"]) or "not screened yet",
+            "spread": spread(screenings, p["experiment"], p["case"], p["arm"], p["metric"],
+                             led.get("fingerprint")) or "not screened yet",
         })
     return rows
 
@@ -821,3 +822,6 @@ def write_docs(led: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
     for rel, body in documents(led).items():
         p = root / rel
         p.write_text(_between(p.read_text(), MARKS[rel], body, rel))
+    from .sensitivity import write_page
+
+    write_page(led.get("fingerprint"), root)

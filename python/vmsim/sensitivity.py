@@ -28,7 +28,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _api, _core
 from ._config import parse_toml
@@ -368,13 +368,27 @@ def load_screenings(root: pathlib.Path = ROOT) -> Dict[str, Dict[str, Any]]:
     return out
 
 
+def current(doc: Dict[str, Any], fingerprint: Optional[Mapping[str, str]]) -> bool:
+    """Whether a screening was made with the model of the ledger whose
+    fingerprint is ``fingerprint`` (docs/ledger.json's, which a test keeps
+    current): a screening records the fingerprint it was made at, and one
+    that records none was made before screenings did."""
+    return fingerprint is not None and doc.get("model") == dict(fingerprint)
+
+
+STALE = "screened with an earlier model"
+
+
 def spread(screenings: Dict[str, Dict[str, Any]], exp: str, case: Optional[str], arm: str,
-           metric: str) -> Optional[str]:
+           metric: str, fingerprint: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """README's cell: how far the screened values move a prediction, in
-    points below and above its value at the screening's scale."""
+    points below and above its value at the screening's scale; a
+    screening made with another model than the ledger's gives no figure."""
     doc = screenings.get(exp)
     if doc is None:
         return None
+    if not current(doc, fingerprint):
+        return STALE
     for h in doc["headlines"]:
         if (h["case"], h["arm"], h["metric"]) == (case, arm, metric):
             movers = sum(1 for r in h["rows"] if moves(r))
@@ -390,13 +404,19 @@ def _scale_text(scale: Optional[float]) -> str:
     return f"1/{inv:g}" if abs(inv - round(inv)) < 1e-9 and scale < 1 else f"{scale:g}"
 
 
-def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
+def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5,
+                    fingerprint: Optional[Mapping[str, str]] = None) -> str:
     """docs/sensitivity.md's generated part: for each screened experiment,
-    each headline with its envelope and the values that move it most."""
+    each headline with its envelope and the values that move it most; a
+    screening made with another model than ``fingerprint``'s says so."""
     out: List[str] = []
     for exp, doc in screenings.items():
         out.append(f"### {exp}")
         out.append("")
+        if not current(doc, fingerprint):
+            out.append(f"*Made with an earlier model than the ledger's: the figures below are not today's "
+                       f"model's, and README gives none. `vmsim sensitivity {exp} --write` remakes them.*")
+            out.append("")
         out.append(f"Scale {_scale_text(doc['scale'])}, seed {doc['seed']}: {len(doc['params'])} values screened, "
                    f"{doc['runs']} compares in {doc['host_seconds'] / 60:.0f} min on the 2-CPU host.")
         out.append("")
@@ -415,6 +435,17 @@ def format_markdown(screenings: Dict[str, Dict[str, Any]], top: int = 5) -> str:
                 out.append("| (none moves it) | | | | |")
             out.append("")
     return "\n".join(out).strip("\n") + "\n"
+
+
+def write_page(fingerprint: Optional[Mapping[str, str]], root: pathlib.Path = ROOT) -> None:
+    """docs/sensitivity.md's generated part, from the stored screenings
+    beside the ledger's fingerprint."""
+    from . import ledger
+
+    page = root / "docs" / "sensitivity.md"
+    page.write_text(ledger._between(page.read_text(), MARKS,
+                                    format_markdown(load_screenings(root), fingerprint=fingerprint),
+                                    "docs/sensitivity.md"))
 
 
 def merge(stored: Dict[str, Any], new: Dict[str, Any]) -> Dict[str, Any]:
@@ -452,13 +483,12 @@ def write_docs(doc: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
     generated part and README's trust table from the stored ones."""
     from . import ledger
 
+    doc = dict(doc, model=ledger.fingerprint(root))
     (root / "docs" / "sensitivity").mkdir(exist_ok=True)
     (root / "docs" / "sensitivity" / f"{doc['experiment']}.json").write_text(
         json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    page = root / "docs" / "sensitivity.md"
-    page.write_text(ledger._between(page.read_text(), MARKS, format_markdown(load_screenings(root)),
-                                    "docs/sensitivity.md"))
     led = json.loads((root / "docs" / "ledger.json").read_text())
+    write_page(led.get("fingerprint"), root)
     readme = root / "README.md"
     readme.write_text(ledger._between(readme.read_text(), ledger.MARKS["README.md"],
                                       ledger.documents(led)["README.md"], "README.md"))

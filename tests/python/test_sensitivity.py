@@ -162,7 +162,8 @@ def test_the_documents_carry_the_stored_screenings():
     root = sens.ROOT
     screenings = sens.load_screenings()
     page = (root / "docs" / "sensitivity.md").read_text()
-    assert ledger.section(page, sens.MARKS) == sens.format_markdown(screenings), \
+    fp = json.loads((root / "docs" / "ledger.json").read_text())["fingerprint"]
+    assert ledger.section(page, sens.MARKS) == sens.format_markdown(screenings, fingerprint=fp), \
         "docs/sensitivity.md is not the stored screenings': rerun vmsim sensitivity NAME --write"
     for exp, doc in screenings.items():
         assert exp in vmsim.experiments() and doc["kind"] == "sensitivity"
@@ -172,7 +173,25 @@ def test_the_documents_carry_the_stored_screenings():
     body = ledger.section((root / "README.md").read_text(), ledger.MARKS["README.md"])
     for exp in screenings:
         rows = [l for l in body.splitlines() if l.startswith(f"| [`{exp}`]")]
-        assert rows and all("points (" in l for l in rows), exp
+        want = "points (" if sens.current(screenings[exp], fp) else sens.STALE
+        assert rows and all(want in l for l in rows), exp
+
+
+def test_a_screening_made_with_another_model_gives_no_figure():
+    # A screening records the ledger fingerprint of the model it was made
+    # with; one made with another model (or recording none) is marked in
+    # docs/sensitivity.md, and README's trust table shows no spread from it.
+    h = {"case": None, "arm": "b", "metric": "m", "nominal": 5.0, "low": 4.0, "high": 7.0,
+         "rows": [{"param": "x:a", "class": "judgement", "value": 1, "swing": 3.0,
+                   "ends": [{"value": 0, "headline": 4.0}, {"value": 2, "headline": 7.0}]}]}
+    doc = {"experiment": "e", "kind": "sensitivity", "scale": 0.5, "seed": 0, "runs": 3, "host_seconds": 60.0,
+           "params": [{"param": "x:a"}], "headlines": [h], "model": {"c.toml": "aaaa"}}
+    fp = {"c.toml": "aaaa"}
+    assert sens.spread({"e": doc}, "e", None, "b", "m", fp) == "-1.0 / +2.0 points (1 of 1 values move it)"
+    assert sens.spread({"e": doc}, "e", None, "b", "m", {"c.toml": "bbbb"}) == sens.STALE
+    assert sens.spread({"e": dict(doc, model=None)}, "e", None, "b", "m", fp) == sens.STALE
+    assert "earlier model" not in sens.format_markdown({"e": doc}, fingerprint=fp)
+    assert "earlier model" in sens.format_markdown({"e": doc}, fingerprint={"c.toml": "bbbb"})
 
 
 def test_write_refuses_what_it_cannot_store(experiment):

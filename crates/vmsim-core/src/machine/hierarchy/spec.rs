@@ -54,30 +54,31 @@ impl Shape for L2Plru8Aux {
     const AUX: Option<bool> = Some(true);
 }
 
-/// Haswell-EP's LLC: 20 ways, DRRIP, with core-valid bits. The set count
-/// is left to the cache (a stand-in's one set is a power of two).
-pub struct LlcDrrip20;
-impl Shape for LlcDrrip20 {
-    const POLICY: Option<Replacement> = Some(Replacement::Drrip);
+/// Haswell-EP's LLC: 20 ways, the adaptive QLRU of Ivy Bridge and
+/// Haswell, with core-valid bits. The set count is left to the cache (a
+/// stand-in's one set is a power of two).
+pub struct LlcQlruIvb20;
+impl Shape for LlcQlruIvb20 {
+    const POLICY: Option<Replacement> = Some(Replacement::QlruAdaptiveIvb);
     const WAYS: usize = 20;
     const SHARERS: Option<bool> = Some(true);
     const AUX: Option<bool> = Some(false);
 }
 
-/// Cascade Lake-SP's L2: 16 ways, SRRIP.
-pub struct L2Srrip16;
-impl Shape for L2Srrip16 {
-    const POLICY: Option<Replacement> = Some(Replacement::Srrip);
+/// Cascade Lake-SP's L2: 16 ways, Skylake's QLRU (`qlru_h00_m1_r2_u1`).
+pub struct L2Qlru16;
+impl Shape for L2Qlru16 {
+    const POLICY: Option<Replacement> = Some(Replacement::QlruH00M1R2U1);
     const WAYS: usize = 16;
     const POW2: Option<bool> = Some(true);
     const SHARERS: Option<bool> = Some(false);
     const AUX: Option<bool> = Some(false);
 }
 
-/// Cascade Lake-SP's LLC: 11 ways, DRRIP.
-pub struct LlcDrrip11;
-impl Shape for LlcDrrip11 {
-    const POLICY: Option<Replacement> = Some(Replacement::Drrip);
+/// Cascade Lake-SP's LLC: 11 ways, Skylake's adaptive QLRU.
+pub struct LlcQlruSkl11;
+impl Shape for LlcQlruSkl11 {
+    const POLICY: Option<Replacement> = Some(Replacement::QlruAdaptiveSkl);
     const WAYS: usize = 11;
     const SHARERS: Option<bool> = Some(true);
     const AUX: Option<bool> = Some(false);
@@ -89,7 +90,7 @@ pub struct Haswell;
 impl Spec for Haswell {
     type L1 = L1Plru8;
     type L2 = L2Plru8Aux;
-    type Llc = LlcDrrip20;
+    type Llc = LlcQlruIvb20;
     const INCLUSIVE: Option<bool> = Some(true);
     const PERF_AT_L2: Option<bool> = Some(false);
     const NO_RFO: Option<bool> = Some(true);
@@ -100,8 +101,8 @@ impl Spec for Haswell {
 pub struct CascadeLake;
 impl Spec for CascadeLake {
     type L1 = L1Plru8;
-    type L2 = L2Srrip16;
-    type Llc = LlcDrrip11;
+    type L2 = L2Qlru16;
+    type Llc = LlcQlruSkl11;
     const INCLUSIVE: Option<bool> = Some(false);
     const PERF_AT_L2: Option<bool> = Some(false);
     const NO_RFO: Option<bool> = Some(true);
