@@ -536,3 +536,28 @@ steps = [
     assert!(!mid.is_empty(), "{seen:?}");
     assert!(mid.windows(2).all(|w| w[0] <= w[1]), "{mid:?}");
 }
+
+/// A program's rate counts only what its timed interval accessed: a
+/// warm-up pass before the `clock` start adds nothing to it, and the
+/// run's throughput is the timed phase's.
+#[test]
+fn a_warm_up_before_the_clock_is_not_in_the_rate() {
+    let body = r#"
+[[workload.task]]
+steps = [
+  { op = "mmap", map = "a", size_mib = 4 },
+  { op = "access", map = "a", pattern = "sequential", write_ratio = 1.0, passes = 1, phase = "warm" },
+  { op = "clock", at = "start" },
+  { op = "access", map = "a", pattern = "sequential", write_ratio = 1.0, passes = 1, phase = "timed" },
+  { op = "clock", at = "end" },
+  { op = "munmap", map = "a" },
+]
+"#;
+    let r = run(&program("thp = \"never\"", body));
+    let rate = m(&r, "throughput_bytes_per_s").as_f64().unwrap();
+    let timed = m(&r, "phase.timed.throughput_bytes_per_s").as_f64().unwrap();
+    let warm = m(&r, "phase.warm.throughput_bytes_per_s").as_f64().unwrap();
+    assert!(warm < timed, "the warm-up faults its pages: {warm} vs {timed}");
+    // The clock's marks are one step either side of the phase's own.
+    assert!((rate / timed - 1.0).abs() < 0.01, "{rate} vs the timed phase's {timed}");
+}

@@ -219,6 +219,12 @@ pub trait Program: Send {
     fn reported_bytes(&self, written: u64) -> u64 {
         written
     }
+    /// Whether the program reports the bytes it accessed between its
+    /// timed interval's marks (`Op::MarkStart`, `Op::MarkEnd`) instead of
+    /// `reported_bytes`.
+    fn reports_timed_bytes(&self) -> bool {
+        false
+    }
     /// The child's copy of the program at `Op::Fork`; None if it cannot fork.
     fn fork(&self) -> Option<Box<dyn Program>> {
         None

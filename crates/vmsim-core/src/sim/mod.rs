@@ -97,6 +97,9 @@ pub struct Task {
     pub(crate) pipes: StartPipes,
     pub start: Option<u64>,
     pub end: Option<u64>,
+    /// `bytes` at the task's timed interval's start and end marks.
+    pub bytes_at_start: u64,
+    pub bytes_at_end: Option<u64>,
     /// When the task exited.
     pub exit: Option<u64>,
     pub bytes: u64,
@@ -421,6 +424,10 @@ impl Sim {
     /// Bytes a task reports, as the workload counts them.
     pub fn reported_bytes(&self, t: usize) -> u64 {
         match &self.tasks[t].body {
+            Body::User(p) if p.reports_timed_bytes() => {
+                let task = &self.tasks[t];
+                task.bytes_at_end.unwrap_or(task.bytes) - task.bytes_at_start
+            }
             Body::User(p) => p.reported_bytes(self.tasks[t].bytes),
             Body::Kernel(_) => 0,
         }
@@ -541,6 +548,8 @@ impl Sim {
             waiting: false,
             pipes: StartPipes::default(),
             start: None,
+            bytes_at_start: 0,
+            bytes_at_end: None,
             end: None,
             exit: None,
             bytes: 0,

@@ -78,7 +78,11 @@ impl Sim {
             let op = self.tasks[t].prog().next(ret);
             self.tasks[t].ret = 0;
             match op {
-                Op::MarkStart => self.tasks[t].start = Some(self.machine.cpus[cpu].clock),
+                Op::MarkStart => {
+                    let task = &mut self.tasks[t];
+                    task.start = Some(self.machine.cpus[cpu].clock);
+                    task.bytes_at_start = task.bytes;
+                }
                 Op::RoiBegin => self.roi = Some((self.counters(), None)),
                 Op::RoiEnd => {
                     let end = self.counters();
@@ -100,7 +104,11 @@ impl Sim {
                         }
                     }
                 }
-                Op::MarkEnd => self.tasks[t].end = Some(self.machine.cpus[cpu].clock),
+                Op::MarkEnd => {
+                    let task = &mut self.tasks[t];
+                    task.end = Some(self.machine.cpus[cpu].clock);
+                    task.bytes_at_end = Some(task.bytes);
+                }
                 Op::Mmap { len, populate } => {
                     self.syscall(cpu, 0);
                     let mm = self.tasks[t].user_mm();

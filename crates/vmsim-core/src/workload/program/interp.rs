@@ -630,4 +630,10 @@ impl Program for Interp {
     fn fork(&self) -> Option<Box<dyn Program>> {
         Some(Box::new(self.clone()))
     }
+
+    /// A program's rate counts what it accesses in its timed interval only
+    /// (a warm-up before a `clock` step is not in it).
+    fn reports_timed_bytes(&self) -> bool {
+        true
+    }
 }
