@@ -555,9 +555,46 @@ steps = [
 "#;
     let r = run(&program("thp = \"never\"", body));
     let rate = m(&r, "throughput_bytes_per_s").as_f64().unwrap();
-    let timed = m(&r, "phase.timed.throughput_bytes_per_s").as_f64().unwrap();
+    let timed = m(&r, "phase.timed.throughput_bytes_per_s")
+        .as_f64()
+        .unwrap();
     let warm = m(&r, "phase.warm.throughput_bytes_per_s").as_f64().unwrap();
-    assert!(warm < timed, "the warm-up faults its pages: {warm} vs {timed}");
+    assert!(
+        warm < timed,
+        "the warm-up faults its pages: {warm} vs {timed}"
+    );
     // The clock's marks are one step either side of the phase's own.
-    assert!((rate / timed - 1.0).abs() < 0.01, "{rate} vs the timed phase's {timed}");
+    assert!(
+        (rate / timed - 1.0).abs() < 0.01,
+        "{rate} vs the timed phase's {timed}"
+    );
+}
+
+/// will-it-scale's scale line gives the size each loop maps, as given:
+/// 1 MiB is 1 MiB (the run's RAM rounds mappings up to 2 MiB; the loop
+/// does not), and a size that is not whole MiB is given in KiB.
+#[test]
+fn will_it_scale_says_the_size_it_maps() {
+    let cfg = |mib: &str| {
+        format!("{HEAD}[kernel]\nthp = \"never\"\n[workload]\nkind = \"will-it-scale\"\ntest = \"page_fault1\"\nnr_task = 1\nmemsize_mib = {mib}\nduration_s = 0.0005\n")
+    };
+    let one = run(&cfg("1"));
+    assert!(
+        one["scale"]
+            .as_str()
+            .unwrap()
+            .contains("looping over 1 MiB"),
+        "{}",
+        one["scale"]
+    );
+    assert_eq!(u(&one, "phase.testcase.accesses") % 256, 0);
+    let part = run(&cfg("0.5"));
+    assert!(
+        part["scale"]
+            .as_str()
+            .unwrap()
+            .contains("looping over 512 KiB"),
+        "{}",
+        part["scale"]
+    );
 }

@@ -160,6 +160,7 @@ pub fn parse(w: &mut Fields, scale: f64) -> Result<ProgramConfig, Error> {
         test,
         mode,
         nr_task,
+        map_bytes: pages as u64 * 4096,
     });
     Ok(p)
 }

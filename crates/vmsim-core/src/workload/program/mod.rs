@@ -102,14 +102,14 @@ impl Workload for ProgramWorkload<'_> {
     fn scale_text(&self) -> String {
         let p = self.0;
         if let Some(b) = &p.benchmark {
-            let per = p.peak_bytes() / b.nr_task.max(1);
+            let size = if b.map_bytes % MIB == 0 {
+                format!("{} MiB", b.map_bytes / MIB)
+            } else {
+                format!("{} KiB", b.map_bytes / 1024)
+            };
             return format!(
-                "{} {}: {} {}(es), each looping over {} MiB (mmap, touch each 4 KiB page, munmap); sizes and duration x the scale",
-                b.suite,
-                b.test,
-                b.nr_task,
-                b.mode,
-                per / MIB
+                "{} {}: {} {}(es), each looping over {size} (mmap, touch each 4 KiB page, munmap); sizes and duration x the scale",
+                b.suite, b.test, b.nr_task, b.mode,
             );
         }
         let instances: u64 = p.tasks.iter().map(|t| t.count).sum();

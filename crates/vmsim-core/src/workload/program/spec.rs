@@ -29,6 +29,8 @@ pub struct Benchmark {
     pub test: String,
     pub mode: String,
     pub nr_task: u64,
+    /// Bytes one task maps and touches in each iteration of its loop.
+    pub map_bytes: u64,
 }
 
 /// A file created (sparse, as a benchmark's set-up script creates it)
