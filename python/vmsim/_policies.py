@@ -39,8 +39,10 @@ _MAX_DEPTH = 40
 
 
 def replace_callables(obj: Any, _depth: int = 0) -> Any:
-    """`obj` (a config or settings mapping) with every callable replaced by its registered name."""
-    if callable(obj) and not isinstance(obj, type):
+    """`obj` (a config or settings mapping) with every callable, and every
+    flush policy object or class (one with ``should_defer``), replaced by its
+    registered name."""
+    if (callable(obj) and not isinstance(obj, type)) or hasattr(obj, "should_defer"):
         return register_callable(obj)
     if _depth > _MAX_DEPTH:
         return obj
