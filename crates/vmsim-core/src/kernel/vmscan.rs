@@ -33,7 +33,12 @@
 //!   (their `tlb_gen` is behind);
 //! - `broadcast` (6.15+ with INVLPGB): deferred as `batched`, but
 //!   `try_to_unmap_flush` issues one `invlpgb_flush_all_nonglobals`, which
-//!   empties every CPU's TLB without an IPI.
+//!   empties every CPU's TLB without an IPI;
+//! - a user's policy may also flush a batch page by page (`full_flush`):
+//!   each mm's deferred entries by one round of `flush_tlb_mm_pages`.
+//!
+//! Migration's batch (kernel/migrate.rs) is flushed here too, by the policy
+//! of `kernel.migrate_tlb_flush`.
 //!
 //! A round's unmapping, flushing and freeing run together when its work
 //! item executes, so no other CPU can run between a PTE clear and its

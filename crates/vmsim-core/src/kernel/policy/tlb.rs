@@ -2,9 +2,12 @@
 //! like x86's `arch_tlbbatch_should_defer()` / `arch_tlbbatch_add_pending()`
 //! / `arch_tlbbatch_flush()`: a policy decides whether the flush of an entry
 //! just cleared is deferred into the task's batch (or done at once with
-//! `flush_tlb_page()`), and how a batch is flushed; the kernel adds the
-//! entry to the batch (`set_tlb_ubc_flush_pending`, kernel/vmscan.rs) and
-//! carries the flush out (`try_to_unmap_flush`).
+//! `flush_tlb_page()`), whether a flush takes each page or the whole TLB
+//! (the `tlb_single_page_flush_ceiling` rule of `flush_tlb_mm_range()`,
+//! which the built-ins keep), and how a batch flushed whole is flushed; the
+//! kernel adds the entry to the batch (`set_tlb_ubc_flush_pending`,
+//! kernel/vmscan.rs) and carries the flush out (`try_to_unmap_flush`). The
+//! context is what the kernel has when it decides (`FlushCtx`).
 //!
 //! Invariant: whatever the policy decides, no folio is freed while a TLB
 //! may hold it: a deferred entry is in the batch, and the batch is flushed
