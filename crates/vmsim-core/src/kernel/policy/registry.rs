@@ -477,7 +477,10 @@ mod tests {
             p.reclaim_flush.names(),
             ["per-page", "batched", "broadcast"]
         );
-        assert_eq!(p.migrate_flush.names(), ["per-page", "batched"]);
+        assert_eq!(
+            p.migrate_flush.names(),
+            ["per-page", "batched", "broadcast"]
+        );
         let p = p.register_clear("backwards", Backwards).unwrap();
         let h = p.clear.get("backwards").unwrap();
         assert!(!h.is_builtin() && p.clear.get("sequential").unwrap().is_builtin());
