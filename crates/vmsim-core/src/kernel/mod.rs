@@ -479,8 +479,8 @@ pub struct Kernel {
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
     /// A user's unmap-flush policy beside the built-ins, reclaim's `[0]`
-    /// and migration's `[1]` (kernel/policy/tlb.rs).
-    pub flush_agreement: [policy::tlb::FlushAgreement; 2],
+    /// and migration's `[1]` (kernel/policy/agreement.rs).
+    pub flush_agreement: [policy::agreement::FlushAgreement; 2],
 }
 
 impl Kernel {

@@ -441,7 +441,7 @@ impl Kernel {
 
     /// Asks the unmap-flush policy (`defer`: `should_defer`, else
     /// `full_flush`); a user's answer is also set beside the built-ins'
-    /// (`FlushAgreement`). A policy that fails answers false (the run stops).
+    /// (kernel/policy/agreement.rs). A policy that fails answers false (the run stops).
     fn ask_unmap_flush(&mut self, migration: bool, defer: bool, ctx: &FlushCtx) -> bool {
         let (hook, key) = self.unmap_flush_hook(migration);
         let r = if defer {

@@ -13,8 +13,6 @@
 //! may hold it: a deferred entry is in the batch, and the batch is flushed
 //! before the folios go (the TLB truth check stops a run otherwise).
 
-use super::registry::{builtin, Hook};
-
 /// How `arch_tlbbatch_flush()` empties the TLBs of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchFlush {
@@ -117,65 +115,6 @@ pub trait UnmapFlush: Send + Sync {
     }
     /// `arch_tlbbatch_flush()`: how a batch flushed whole is flushed.
     fn batch_flush(&self) -> BatchFlush;
-}
-
-/// Whether a user's flush policy answered as each built-in of its hook
-/// would have, over a run's decisions (`should_defer` and `full_flush`,
-/// and `batch_flush` wherever a batch was flushed whole): a policy that
-/// agreed with a built-in everywhere gave that built-in's run, which the
-/// run's `policy_notes` say.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FlushAgreement {
-    /// Decisions the user's policy took.
-    pub decisions: u64,
-    /// Bit i: the hook's i-th built-in answered differently at least once.
-    pub differs: u32,
-}
-
-impl FlushAgreement {
-    /// The built-ins of reclaim's hook, or migration's (`migration`).
-    fn builtins(migration: bool) -> &'static [Hook<dyn UnmapFlush>] {
-        let b = builtin();
-        if migration {
-            b.migrate_flush.hooks()
-        } else {
-            b.reclaim_flush.hooks()
-        }
-    }
-
-    /// One decision of the user's policy: `answer` to `should_defer`
-    /// (`defer`) or `full_flush` in `ctx`, with its `batch_flush`.
-    pub fn record(
-        &mut self,
-        migration: bool,
-        defer: bool,
-        ctx: &FlushCtx,
-        answer: bool,
-        batch: BatchFlush,
-    ) {
-        self.decisions += 1;
-        for (i, h) in Self::builtins(migration).iter().enumerate() {
-            let theirs = if defer {
-                h.should_defer(ctx)
-            } else {
-                h.full_flush(ctx)
-            };
-            let whole_batch = !defer && answer && ctx.kind == FlushKind::Batch;
-            if theirs != Ok(answer) || (whole_batch && h.batch_flush() != batch) {
-                self.differs |= 1 << i;
-            }
-        }
-    }
-
-    /// The built-ins that answered as the user's policy in every decision.
-    pub fn agreeing(&self, migration: bool) -> Vec<&'static str> {
-        Self::builtins(migration)
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| self.differs & (1 << i) == 0)
-            .map(|(_, h)| h.name())
-            .collect()
-    }
 }
 
 /// Before 4.3 (reclaim) and 6.3 (migration): every entry at once, `flush_tlb_page()`.
