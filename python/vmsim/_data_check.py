@@ -1,6 +1,7 @@
 """The data check of results: which runs of a result lost or corrupted
 data (``lost_data``), and the ``DataVerificationError`` that ``run``,
-``compare`` and the commands raise for them (``check_verified``)."""
+``compare`` and the commands raise for them (``check_verified``); and the
+notes a run's report makes on a user's policy (``policy_notes``)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,16 @@ def check_verified(result: Mapping[str, Any]) -> None:
         err = _core.DataVerificationError("; ".join(lost))
         err.result = result
         raise err
+
+
+def policy_notes(result: Mapping[str, Any]) -> List[str]:
+    """The ``policy_notes`` of every run of a run or compare result, each as
+    ``"name: note"`` (``"note"`` alone for a single run): a user's flush
+    policy that was never asked, or answered as a built-in everywhere."""
+    out: List[str] = []
+    if not any(k in result for k in ("metrics", "variants", "cases")):
+        return out
+    for name, metrics in iter_runs(result):
+        for note in metrics.get("policy_notes") or []:
+            out.append(str(note) if "metrics" in result else f"{name}: {note}")
+    return out

@@ -39,8 +39,10 @@ _MAX_DEPTH = 40
 
 
 def replace_callables(obj: Any, _depth: int = 0) -> Any:
-    """`obj` (a config or settings mapping) with every callable replaced by its registered name."""
-    if callable(obj) and not isinstance(obj, type):
+    """`obj` (a config or settings mapping) with every callable, and every
+    flush policy object or class (one with ``should_defer``), replaced by its
+    registered name."""
+    if (callable(obj) and not isinstance(obj, type)) or hasattr(obj, "should_defer"):
         return register_callable(obj)
     if _depth > _MAX_DEPTH:
         return obj
@@ -189,16 +191,32 @@ class _Cow:
 
 
 class _Flush:
+    """``should_defer`` (or the callable itself) and, if the object has one,
+    ``full_flush``; ``decide((method, others, nr_cpus, pending, nr_pages,
+    kind, sampled, ceiling))`` with method 0 for ``should_defer`` and 1 for
+    ``full_flush``, kind and sampled as indices of ``FLUSH_KINDS`` and
+    ``MASK_SAMPLES``."""
+
     def __init__(self, f: Any):
         self.f = getattr(f, "should_defer", f)
+        if not callable(self.f):
+            raise ValueError("a flush policy is a callable or has a should_defer(ctx) method")
+        full = getattr(f, "full_flush", None)
+        if full is not None and not callable(full):
+            raise ValueError(f"full_flush must be a method full_flush(ctx) -> bool, not {full!r}")
+        self.full = full
+        #: Whether the policy decides the ceiling itself (else the kernel's rule).
+        self.has_full_flush = full is not None
         bf = getattr(f, "batch_flush", "ipis")
         self.batch_flush = _choice(bf() if callable(bf) else bf, ("ipis", "broadcast"))
 
-    def decide(self, t: Tuple[bool, int]) -> Any:
+    def decide(self, t: Tuple[int, bool, int, int, int, int, int, int]) -> Any:
         try:
-            r = self.f(P.FlushContext(bool(t[0]), t[1]))
+            ctx = P.FlushContext(bool(t[1]), t[2], t[3], t[4], P.FLUSH_KINDS[t[5]], P.MASK_SAMPLES[t[6]], t[7])
+            what = "should_defer" if t[0] == 0 else "full_flush"
+            r = (self.f if t[0] == 0 else self.full)(ctx)
             if not isinstance(r, bool):
-                raise TypeError(f"should_defer returns a bool, not {r!r}")
+                raise TypeError(f"{what} returns a bool, not {r!r}")
             return ("ok", r)
         except Exception:
             return _error()

@@ -16,8 +16,10 @@ traceback of an exception) when it is wrong. The hooks and what each gets:
     ("reuse" only when ``ctx.exclusive``).
 ``kernel.tlb_flush_on_unmap`` and ``kernel.migrate_tlb_flush``:
     ``f(ctx: FlushContext) -> bool`` (defer the flush into the batch), or an
-    object with ``should_defer(ctx)`` and ``batch_flush`` (``"ipis"`` or
-    ``"broadcast"``).
+    object with ``should_defer(ctx)``, optionally ``full_flush(ctx) -> bool``
+    (the whole TLB rather than each page of the flush: the kernel's
+    ``tlb_single_page_flush_ceiling`` rule when left out) and ``batch_flush``
+    (``"ipis"`` or ``"broadcast"``).
 ``kernel.numa_hint_fault``: ``f(ctx: HintContext) ->
     "map-then-migrate" | "migrate-then-map"``.
 
@@ -30,7 +32,7 @@ from typing import NamedTuple, Optional
 
 __all__ = [
     "ClearContext", "CopyContext", "CowContext", "FlushContext", "HintContext",
-    "Subpage", "Region", "Fence", "STORES",
+    "Subpage", "Region", "Fence", "STORES", "FLUSH_KINDS", "MASK_SAMPLES", "kernel_full_flush",
 ]
 
 #: How a region's lines are stored: ``"string"`` (``rep stosb``), ``"mov"``
@@ -63,12 +65,49 @@ class CowContext(NamedTuple):
     exclusive: bool
 
 
+#: What a flush decision is about (:attr:`FlushContext.kind`): ``"page"``,
+#: the flush of the entry just cleared (``flush_tlb_page()``) unless it is
+#: deferred; ``"batch"``, the flush of the task's batch of deferred entries
+#: (``try_to_unmap_flush()`` -> ``arch_tlbbatch_flush()``).
+FLUSH_KINDS = ("page", "batch")
+
+#: When :attr:`FlushContext.nr_cpus` was counted (:attr:`FlushContext.sampled`):
+#: ``"unmap"``, the mm's ``mm_cpumask`` as the entry is cleared (the CPUs that
+#: have the mm loaded, running it or lazily: a CPU leaves the mask only when
+#: a flush finds it lazy or it switches away, so this is not how many CPUs the
+#: process ever ran on); ``"batch"``, the batch's mask at its flush (the union
+#: of the mm masks sampled at each deferred unmap).
+MASK_SAMPLES = ("unmap", "batch")
+
+
 class FlushContext(NamedTuple):
-    """An entry just cleared by reclaim's or migration's unmap."""
-    #: A CPU other than this one may hold the entry in its TLB.
+    """A TLB-flush decision of reclaim's or migration's unmap: what the
+    kernel has when it decides. Addresses are left out, so answers are
+    reused per context shape."""
+    #: A CPU other than this one may hold the entry in its TLB (the mask has
+    #: a CPU besides this one).
     others: bool
-    #: CPUs in the mm's cpumask.
+    #: CPUs in the mask, as sampled (see ``sampled``).
     nr_cpus: int
+    #: Entries deferred into the task's batch and not flushed yet: before
+    #: this entry for ``kind == "page"``, all of the batch for ``"batch"``.
+    pending: int = 0
+    #: Pages the flush covers: 1 for ``"page"``, ``pending`` for ``"batch"``.
+    nr_pages: int = 1
+    #: ``"page"`` or ``"batch"`` (:data:`FLUSH_KINDS`).
+    kind: str = "page"
+    #: ``"unmap"`` or ``"batch"`` (:data:`MASK_SAMPLES`).
+    sampled: str = "unmap"
+    #: ``kernel.tlb_single_page_flush_ceiling``: above this many pages the
+    #: kernel's own rule flushes the whole TLB.
+    ceiling: int = 33
+
+
+def kernel_full_flush(ctx: FlushContext) -> bool:
+    """The kernel's own answer to ``full_flush``: a batch is flushed whole
+    (``arch_tlbbatch_flush()`` keeps no addresses); a flush of more than
+    ``ctx.ceiling`` pages is a full flush (``flush_tlb_mm_range()``)."""
+    return ctx.kind == "batch" or ctx.nr_pages > ctx.ceiling
 
 
 class HintContext(NamedTuple):

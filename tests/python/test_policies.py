@@ -73,6 +73,12 @@ def test_the_builtin_changes_written_in_python_give_identical_results(builtin, p
     a = vmsim.run(config(builtin))
     b = vmsim.run(config(pol(python)))
     assert b["metrics"]["data_verified"] is True
+    # A flush policy that answers as a built-in everywhere is noted as such.
+    notes = b["metrics"].pop("policy_notes", [])
+    if config is reclaim:
+        assert len(notes) == 1 and f'answered as the built-in "{builtin}"' in notes[0], notes
+    else:
+        assert notes == []
     assert json.dumps(a["metrics"], sort_keys=True) == json.dumps(b["metrics"], sort_keys=True)
     key = {usemem: "clear_huge_page", cow: "copy_huge_page", reclaim: "tlb_flush_on_unmap",
            numa: "numa_hint_fault"}[config]
@@ -170,6 +176,11 @@ def test_wrong_answers_of_every_hook_are_policy_errors(tmp_path):
             return "yes"
         def hint(ctx):
             return 3
+        class HalfFull:
+            def should_defer(self, ctx):
+                return ctx.others
+            def full_flush(self, ctx):
+                return "half"
         def order(ctx):
             return range(ctx.nr_pages - 1)
     """))
@@ -177,6 +188,8 @@ def test_wrong_answers_of_every_hook_are_policy_errors(tmp_path):
         vmsim.run({**cow("target-last"), "kernel": {"thp": "always", "thp_cow": f"{f}:reuse"}})
     with pytest.raises(vmsim.PolicyError, match="should_defer returns a bool"):
         vmsim.run(reclaim(f"{f}:maybe"))
+    with pytest.raises(vmsim.PolicyError, match="full_flush returns a bool, not 'half'"):
+        vmsim.run(reclaim(f"{f}:HalfFull"))
     with pytest.raises(vmsim.PolicyError, match="accepted: 'map-then-migrate'"):
         vmsim.run(numa(f"{f}:hint"))
     with pytest.raises(vmsim.PolicyError, match="is never copied"):
@@ -244,3 +257,60 @@ def test_process_pool_workers_load_a_policy_file_by_path():
     assert [run["seed"] for run in r["runs"]] == [0, 1]
     for run in r["runs"]:
         assert run["variants"]["target-first"] == run["variants"]["sequential"]
+
+
+def test_a_flush_policy_sees_what_the_kernel_decides_from():
+    seen = set()
+
+    class Recorder:
+        def should_defer(self, ctx):
+            seen.add(("defer",) + tuple(ctx))
+            return ctx.others
+
+        def full_flush(self, ctx):
+            seen.add(("full",) + tuple(ctx))
+            return vmsim.policy.kernel_full_flush(ctx)
+
+    r = vmsim.run(reclaim(Recorder()), threads=1)
+    assert r["metrics"]["data_verified"] is True
+    ctxs = [(what, vmsim.policy.FlushContext(*t)) for what, *t in seen]
+    defers = [c for w, c in ctxs if w == "defer"]
+    batches = [c for w, c in ctxs if w == "full" and c.kind == "batch"]
+    assert defers and batches
+    assert all(c.kind == "page" and c.sampled == "unmap" and c.nr_pages == 1 and c.ceiling == 33 for c in defers)
+    assert max(c.pending for c in defers) >= 8
+    assert all(c.sampled == "batch" and c.nr_pages == c.pending >= 1 for c in batches)
+    # The kernel's rule written as a policy: the built-in's run, and a note.
+    assert r["metrics"].pop("policy_notes")[0].startswith("kernel.tlb_flush_on_unmap: ")
+    assert r["metrics"] == vmsim.run(reclaim("batched"))["metrics"]
+
+
+def test_the_page_count_rule_flushes_small_batches_page_by_page():
+    a = vmsim.run(reclaim("batched"))["metrics"]
+    b = vmsim.run(reclaim(pol("page_count_flush.py:PageCount")))["metrics"]
+    assert b["data_verified"] is True
+    assert "policy_notes" not in b, b.get("policy_notes")
+    whole = lambda m: m["counters"]["reclaim"]["tlb_ubc_flushes"]
+    pages = lambda m: m["counters"]["cpu"]["tlb_flush_page"]
+    assert 0 < whole(b) < whole(a) and pages(b) > pages(a)
+
+
+def test_vmsim_run_prints_a_policy_note(tmp_path):
+    import subprocess
+    import sys
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(textwrap.dedent(f"""\
+        machine = "xeon-e5-2699v3-2s"
+        seed = 3
+        [kernel]
+        tlb_flush_on_unmap = "{pol('batched_flush.py:Batched')}"
+        [workload]
+        kind = "lru-file-mmap-read"
+        nr_task = 8
+        ram_mib = 16
+    """))
+    p = subprocess.run([sys.executable, "-m", "vmsim", "run", str(cfg), "-q", "--no-cache"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert 'vmsim: note: kernel.tlb_flush_on_unmap: "' in p.stderr
+    assert 'answered as the built-in "batched" in all ' in p.stderr

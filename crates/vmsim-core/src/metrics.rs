@@ -61,6 +61,10 @@ pub fn report(sim: &Sim) -> Value {
     put("data_verified", json!(verified));
     put("data_errors", Value::Array(errors));
     put("per_cpu", Value::Array(per_cpu(m)));
+    let notes = sim.kernel.policy_notes();
+    if !notes.is_empty() {
+        put("policy_notes", json!(notes));
+    }
     if sim.window_stats.windows > 0 {
         put("windows", json!(sim.window_stats));
     }

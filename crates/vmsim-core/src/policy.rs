@@ -223,5 +223,9 @@ policy_enum! {
         /// `try_to_unmap_flush()` (one full-flush IPI per CPU) before the
         /// copies; a NUMA hinting fault migrates a batch of one folio.
         Batched = "batched",
+        /// 6.15 onwards on CPUs with INVLPGB: batched as above, the batch
+        /// flushed by one INVLPGB of all non-global translations and a
+        /// TLBSYNC (the arch's `arch_tlbbatch_flush()`, as reclaim's).
+        Broadcast = "broadcast",
     }
 }

@@ -19,7 +19,7 @@ use pyo3::types::PyTuple;
 use vmsim_core::kernel::policy::clear::{ClearCtx, ClearPlan, ClearStep};
 use vmsim_core::kernel::policy::cow::{CopyCtx, CopyPlan, CowAction, CowCtx, ThpCowPolicy};
 use vmsim_core::kernel::policy::numa::{HintCtx, HintOrder, NumaHintPolicy};
-use vmsim_core::kernel::policy::tlb::{BatchFlush, FlushCtx, UnmapFlush};
+use vmsim_core::kernel::policy::tlb::{kernel_full_flush, BatchFlush, FlushCtx, UnmapFlush};
 use vmsim_core::kernel::policy::{Policies, Resolver};
 use vmsim_core::kernel::StoreHow;
 
@@ -218,18 +218,41 @@ impl ThpCowPolicy for PyCow {
 struct PyFlush {
     adapter: Py<PyAny>,
     batch: BatchFlush,
-    memo: Memo<FlushCtx, bool>,
+    /// The policy has `full_flush`; without it the kernel's rule decides.
+    full_flush: bool,
+    /// Answers by (method: 0 `should_defer`, 1 `full_flush`; context).
+    memo: Memo<(u8, FlushCtx), bool>,
+}
+
+impl PyFlush {
+    fn ask(&self, method: u8, ctx: &FlushCtx) -> Result<bool, String> {
+        self.memo.get((method, *ctx), || {
+            py_call(|py| {
+                let args = (
+                    method,
+                    ctx.others,
+                    ctx.nr_cpus,
+                    ctx.pending,
+                    ctx.nr_pages,
+                    ctx.kind as u8,
+                    ctx.sampled as u8,
+                    ctx.ceiling,
+                );
+                decide(py, &self.adapter, args, |v| v.extract::<bool>())
+            })
+        })
+    }
 }
 
 impl UnmapFlush for PyFlush {
     fn should_defer(&self, ctx: &FlushCtx) -> Result<bool, String> {
-        self.memo.get(*ctx, || {
-            py_call(|py| {
-                decide(py, &self.adapter, (ctx.others, ctx.nr_cpus), |v| {
-                    v.extract::<bool>()
-                })
-            })
-        })
+        self.ask(0, ctx)
+    }
+    fn full_flush(&self, ctx: &FlushCtx) -> Result<bool, String> {
+        if !self.full_flush {
+            return Ok(kernel_full_flush(ctx));
+        }
+        self.ask(1, ctx)
     }
     fn batch_flush(&self) -> BatchFlush {
         self.batch
@@ -302,12 +325,13 @@ impl Resolver for PyResolver {
         base_dir: Option<&Path>,
     ) -> Option<Result<Arc<dyn UnmapFlush>, String>> {
         Some(adapter("unmap_flush", name, base_dir)?.and_then(|adapter| {
-            let batch = py_call(|py| {
-                adapter
-                    .bind(py)
-                    .getattr("batch_flush")
-                    .and_then(|b| b.extract::<String>())
-                    .map_err(|e| e.value(py).to_string())
+            let (batch, full_flush) = py_call(|py| {
+                let a = adapter.bind(py);
+                (|| -> PyResult<(String, bool)> {
+                    let batch = a.getattr("batch_flush")?.extract::<String>()?;
+                    Ok((batch, a.getattr("has_full_flush")?.extract::<bool>()?))
+                })()
+                .map_err(|e| e.value(py).to_string())
             })?;
             Ok(Arc::new(PyFlush {
                 adapter,
@@ -316,6 +340,7 @@ impl Resolver for PyResolver {
                 } else {
                     BatchFlush::Ipis
                 },
+                full_flush,
                 memo: Memo::new(),
             }) as Arc<dyn UnmapFlush>)
         }))

@@ -129,7 +129,18 @@ pub(super) fn parse(
         r.unmap_flush(n, base_dir)
     })?;
     let (tunables, numa_scan) = tunables(&mut k, scale)?;
-    check_unmap_flush(&tlb_flush_on_unmap, preset, p)?;
+    check_unmap_flush(
+        &tlb_flush_on_unmap,
+        "kernel.tlb_flush_on_unmap",
+        &p.reclaim_flush,
+        preset,
+    )?;
+    check_unmap_flush(
+        &migrate_tlb_flush,
+        "kernel.migrate_tlb_flush",
+        &p.migrate_flush,
+        preset,
+    )?;
     let hz = hz(&mut k)?;
     let skew_tick = k.bool_opt("skew_tick")?.unwrap_or(false);
     let d = KernelConfig::default();
@@ -239,26 +250,23 @@ fn tunables(k: &mut Fields, scale: f64) -> Result<(KernelTunables, ScanKnobs), E
     Ok((tunables, numa_scan))
 }
 
-/// A broadcast flush on unmap needs INVLPGB; without it the error lists
-/// the flushes this machine can run.
+/// A broadcast flush on unmap (reclaim's or migration's, `key`) needs
+/// INVLPGB; without it the error lists the flushes this machine can run.
 fn check_unmap_flush(
     flush: &Hook<dyn UnmapFlush>,
+    key: &str,
+    reg: &Registry<dyn UnmapFlush>,
     preset: &Preset,
-    p: &Policies,
 ) -> Result<(), Error> {
     if flush.batch_flush() == BatchFlush::Broadcast && !preset.tlb.invlpgb {
-        let others: Vec<&str> = p
-            .reclaim_flush
-            .names()
-            .into_iter()
-            .filter(|n| {
-                p.reclaim_flush
-                    .get(n)
-                    .is_some_and(|h| h.batch_flush() != BatchFlush::Broadcast)
-            })
+        let others: Vec<&str> = reg
+            .hooks()
+            .iter()
+            .filter(|h| h.batch_flush() != BatchFlush::Broadcast)
+            .map(|h| h.name())
             .collect();
         return Err(cfg_err(
-            "kernel.tlb_flush_on_unmap",
+            key,
             format!(
                 "{:?} needs a CPU with INVLPGB; the {} preset's CPU ({}) has none (tlb.invlpgb = false); accepted here: {}",
                 flush.name(),

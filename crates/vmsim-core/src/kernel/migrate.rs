@@ -257,20 +257,25 @@ impl Kernel {
             self.numa.stat.migrate_unmap_flushes += 1;
         }
         // should_defer_flush(): a batch only when another CPU may hold the entry.
-        if self.should_defer_flush(true, mm, others) {
+        // A hinting fault's batch holds this one folio: nothing is pending before it.
+        if self.should_defer_flush(true, mm, others, 0) {
             let mut ubc = TlbflushUnmapBatch::default();
             // set_tlb_ubc_flush_pending(), then try_to_unmap_flush(); the
             // entry was present (accessible) and the batch is flushed here,
             // so whether it was dirty does not matter.
             ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], true, false);
+            if !self.cfg.migrate_tlb_flush.is_builtin() {
+                ubc.pages.push((mm, addr));
+            }
             hw.settle(KFn::TryToUnmap);
             // migrate_pages_batch() calls try_to_unmap_flush() itself, after
-            // the unmaps: its time is not under try_to_unmap.
-            self.try_to_unmap_flush(hw, &mut ubc);
+            // the unmaps: its time is not under try_to_unmap. The batch is
+            // flushed as kernel.migrate_tlb_flush's policy says.
+            self.try_to_unmap_flush(hw, &mut ubc, true);
             return true;
         }
         // ptep_clear_flush() -> flush_tlb_page().
-        self.flush_tlb_page(hw, mm, addr);
+        self.unmap_flush_page(hw, true, mm, addr, 0);
         hw.settle(KFn::TryToUnmap);
         true
     }

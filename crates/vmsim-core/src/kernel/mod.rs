@@ -478,6 +478,9 @@ pub struct Kernel {
     /// The first failure of a policy the run uses (kernel/policy): the run
     /// stops with it at the end of the quantum.
     pub policy_error: Option<crate::error::Error>,
+    /// A user's unmap-flush policy beside the built-ins, reclaim's `[0]`
+    /// and migration's `[1]` (kernel/policy/agreement.rs).
+    pub flush_agreement: [policy::agreement::FlushAgreement; 2],
 }
 
 impl Kernel {
@@ -550,7 +553,46 @@ impl Kernel {
             skip_clear_subpage: None,
             skip_copy_subpage: None,
             policy_error: None,
+            flush_agreement: Default::default(),
         }
+    }
+
+    /// One line for each user policy of an unmap-flush hook that was never
+    /// asked, or answered as a built-in in every decision of the run (so
+    /// the run is that built-in's); none for built-ins.
+    pub fn policy_notes(&self) -> Vec<String> {
+        let hooks = [
+            (false, "tlb_flush_on_unmap", &self.cfg.tlb_flush_on_unmap),
+            (true, "migrate_tlb_flush", &self.cfg.migrate_tlb_flush),
+        ];
+        let mut notes = Vec::new();
+        for (migration, key, hook) in hooks {
+            if hook.is_builtin() {
+                continue;
+            }
+            let a = &self.flush_agreement[migration as usize];
+            let what = if migration { "migration" } else { "reclaim" };
+            if a.decisions == 0 {
+                notes.push(format!(
+                    "kernel.{key}: {:?} was never asked (no {what} TLB flush in this run)",
+                    hook.name()
+                ));
+                continue;
+            }
+            let same = a.agreeing(migration);
+            if !same.is_empty() {
+                notes.push(format!(
+                    "kernel.{key}: {:?} answered as the built-in {} in all {} of its decisions, so this run is that built-in's",
+                    hook.name(),
+                    same.iter()
+                        .map(|n| format!("{n:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                    a.decisions
+                ));
+            }
+        }
+        notes
     }
 
     /// Records that the policy `name`, chosen by `kernel.{key}`, failed; the

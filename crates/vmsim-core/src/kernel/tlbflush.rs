@@ -85,16 +85,39 @@ pub fn flush_tlb_mm_range_stride(
     stride_shift: u32,
     ceiling: u64,
 ) {
-    // inc_mm_tlb_gen()
-    mm.tlb_gen += 1;
-    let gen = mm.tlb_gen;
     let nr = (end - start) >> stride_shift;
-    let full = nr > ceiling;
-    let pages: Vec<u64> = if full {
+    let pages: Vec<u64> = if nr > ceiling {
         Vec::new()
     } else {
         (0..nr).map(|i| start + (i << stride_shift)).collect()
     };
+    flush_tlb_mm_pages(
+        m,
+        vmstat,
+        cpu,
+        mm,
+        ts,
+        (nr <= ceiling).then_some(pages.as_slice()),
+    );
+}
+
+/// The flush part of `flush_tlb_mm_range()` once the ceiling has chosen:
+/// `pages` flushed one by one (`Some`, the addresses of 4 KiB or huge
+/// entries) or the whole TLB (`None`), locally and by shootdown on the
+/// mm's other CPUs that run it.
+pub fn flush_tlb_mm_pages(
+    m: &mut Machine,
+    vmstat: &mut VmStat,
+    cpu: usize,
+    mm: &mut Mm,
+    ts: &mut [TlbState],
+    pages: Option<&[u64]>,
+) {
+    // inc_mm_tlb_gen()
+    mm.tlb_gen += 1;
+    let gen = mm.tlb_gen;
+    let full = pages.is_none();
+    let pages = pages.unwrap_or(&[]);
     // should_flush_tlb(): skip lazy CPUs and CPUs running another mm (they flush at switch_mm).
     let mut targets = CpuMask::empty();
     for c in mm.cpumask.iter() {
@@ -110,7 +133,7 @@ pub fn flush_tlb_mm_range_stride(
             cpu,
             &targets,
             mm.asid,
-            if full { None } else { Some(&pages) },
+            if full { None } else { Some(pages) },
         );
     }
     if ts[cpu].loaded_mm == Some(mm.id) {
@@ -123,7 +146,7 @@ pub fn flush_tlb_mm_range_stride(
             vmstat.nr_tlb_local_flush_all += 1;
             m.flush_tlb_local_all(cpu);
         } else {
-            for &va in &pages {
+            for &va in pages {
                 vmstat.nr_tlb_local_flush_one += 1;
                 m.flush_tlb_local_page(cpu, mm.asid, va);
             }

@@ -33,7 +33,12 @@
 //!   (their `tlb_gen` is behind);
 //! - `broadcast` (6.15+ with INVLPGB): deferred as `batched`, but
 //!   `try_to_unmap_flush` issues one `invlpgb_flush_all_nonglobals`, which
-//!   empties every CPU's TLB without an IPI.
+//!   empties every CPU's TLB without an IPI;
+//! - a user's policy may also flush a batch page by page (`full_flush`):
+//!   each mm's deferred entries by one round of `flush_tlb_mm_pages`.
+//!
+//! Migration's batch (kernel/migrate.rs) is flushed here too, by the policy
+//! of `kernel.migrate_tlb_flush`.
 //!
 //! A round's unmapping, flushing and freeing run together when its work
 //! item executes, so no other CPU can run between a PTE clear and its
@@ -52,9 +57,10 @@ use super::locking::sections::{
 };
 use super::locking::spinlocks::SpinRef;
 use super::mm::Mm;
-use super::policy::tlb::{BatchFlush, FlushCtx};
+use super::policy::registry::Hook;
+use super::policy::tlb::{BatchFlush, FlushCtx, FlushKind, MaskSampled, UnmapFlush};
 use super::reclaim::{PG_ACTIVE, PG_LRU, PG_REFERENCED};
-use super::tlbflush::{invlpgb_flush_all_nonglobals, TlbState};
+use super::tlbflush::{flush_tlb_mm_pages, invlpgb_flush_all_nonglobals, TlbState};
 use super::{KFn, KStep, Kernel, Work};
 use crate::machine::ipi::CpuMask;
 use std::collections::VecDeque;
@@ -63,11 +69,16 @@ use std::collections::VecDeque;
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 
 /// `struct tlbflush_unmap_batch` of the reclaiming task.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TlbflushUnmapBatch {
     pub cpumask: CpuMask,
     pub flush_required: bool,
     pub writable: bool,
+    /// Entries deferred into the batch since its last flush.
+    pub pending: u32,
+    /// Those entries, `(mm, address)`, kept only for a user's policy (it may
+    /// flush the batch page by page); Linux's batch keeps none.
+    pub pages: Vec<(usize, u64)>,
 }
 
 impl TlbflushUnmapBatch {
@@ -82,6 +93,7 @@ impl TlbflushUnmapBatch {
             self.cpumask.or(&mm.cpumask);
         }
         self.flush_required = true;
+        self.pending += 1;
         if accessible {
             mm.set_tlb_flush_batched_pending();
         }
@@ -333,7 +345,7 @@ impl Kernel {
                     // Clean folios only: try_to_unmap_flush_dirty() before a
                     // pageout would flush here if a dirty entry had been cleared.
                     if ubc.writable {
-                        self.try_to_unmap_flush(hw, &mut ubc);
+                        self.try_to_unmap_flush(hw, &mut ubc, false);
                     }
                     // __remove_mapping(): out of the page cache, a shadow entry left.
                     let (ino, index) = self
@@ -358,7 +370,7 @@ impl Kernel {
                 }
             }
         }
-        self.try_to_unmap_flush(hw, &mut ubc);
+        self.try_to_unmap_flush(hw, &mut ubc, false);
         for &pfn in &free {
             debug_assert_eq!(
                 self.mem.alloc.folios[pfn as usize].refcount, 1,
@@ -402,34 +414,50 @@ impl Kernel {
             hw.settle(KFn::RmapWalk);
             // should_defer_flush() → arch_tlbbatch_should_defer() (kernel/policy/tlb.rs).
             let others = self.mms[mm].cpumask.any_but(cpu);
-            let defer = self.should_defer_flush(false, mm, others);
+            let defer = self.should_defer_flush(false, mm, others, ubc.pending);
             if defer {
                 ubc.set_tlb_ubc_flush_pending(&mut self.mms[mm], pte.accessible(), pte.dirty);
+                if !self.cfg.tlb_flush_on_unmap.is_builtin() {
+                    ubc.pages.push((mm, va));
+                }
             } else {
                 // ptep_clear_flush() → flush_tlb_page().
-                self.flush_tlb_page(hw, mm, va);
+                self.unmap_flush_page(hw, false, mm, va, ubc.pending);
                 hw.settle(KFn::FlushTlb);
             }
         }
         self.i_mmap_unlock_read(hw, sem);
     }
 
-    /// `should_defer_flush()` for an entry of `mm` just cleared, by the
-    /// policy of `kernel.migrate_tlb_flush` (`migration`) or
-    /// `kernel.tlb_flush_on_unmap`; `others`: a CPU other than this one
-    /// may hold it. A policy that fails flushes at once (the run stops).
-    pub(crate) fn should_defer_flush(&mut self, migration: bool, mm: usize, others: bool) -> bool {
-        let ctx = FlushCtx {
-            others,
-            nr_cpus: self.mms[mm].cpumask.count(),
-        };
-        let (hook, key) = if migration {
+    /// The unmap-flush hook of migration (`kernel.migrate_tlb_flush`) or
+    /// reclaim (`kernel.tlb_flush_on_unmap`), and its key.
+    fn unmap_flush_hook(&self, migration: bool) -> (&Hook<dyn UnmapFlush>, &'static str) {
+        if migration {
             (&self.cfg.migrate_tlb_flush, "migrate_tlb_flush")
         } else {
             (&self.cfg.tlb_flush_on_unmap, "tlb_flush_on_unmap")
+        }
+    }
+
+    /// Asks the unmap-flush policy (`defer`: `should_defer`, else
+    /// `full_flush`); a user's answer is also set beside the built-ins'
+    /// (kernel/policy/agreement.rs). A policy that fails answers false (the run stops).
+    fn ask_unmap_flush(&mut self, migration: bool, defer: bool, ctx: &FlushCtx) -> bool {
+        let (hook, key) = self.unmap_flush_hook(migration);
+        let r = if defer {
+            hook.should_defer(ctx)
+        } else {
+            hook.full_flush(ctx)
         };
-        match hook.should_defer(&ctx) {
-            Ok(d) => d,
+        match r {
+            Ok(d) => {
+                if !hook.is_builtin() {
+                    let batch = hook.batch_flush();
+                    self.flush_agreement[migration as usize]
+                        .record(migration, defer, ctx, d, batch);
+                }
+                d
+            }
             Err(e) => {
                 let name = hook.name().to_string();
                 self.policy_failed(key, &name, e);
@@ -438,19 +466,100 @@ impl Kernel {
         }
     }
 
-    /// `try_to_unmap_flush` → `arch_tlbbatch_flush`: a full local flush if
-    /// this CPU is in the batch, one full-flush IPI to every other CPU of it
-    /// that is not lazy.
-    pub(crate) fn try_to_unmap_flush(&mut self, hw: &mut Hw, ubc: &mut TlbflushUnmapBatch) {
+    /// `should_defer_flush()` for an entry of `mm` just cleared, by the
+    /// policy of `kernel.migrate_tlb_flush` (`migration`) or
+    /// `kernel.tlb_flush_on_unmap`; `others`: a CPU other than this one
+    /// may hold it (the mm's cpumask sampled now, at the unmap); `pending`:
+    /// entries already deferred into the batch.
+    pub(crate) fn should_defer_flush(
+        &mut self,
+        migration: bool,
+        mm: usize,
+        others: bool,
+        pending: u32,
+    ) -> bool {
+        let ctx = FlushCtx {
+            others,
+            nr_cpus: self.mms[mm].cpumask.count(),
+            pending,
+            nr_pages: 1,
+            kind: FlushKind::Page,
+            sampled: MaskSampled::Unmap,
+            ceiling: self.cfg.tlb_single_page_flush_ceiling,
+        };
+        self.ask_unmap_flush(migration, true, &ctx)
+    }
+
+    /// `ptep_clear_flush()` → `flush_tlb_page()` of the entry at `va` of
+    /// `mm` just cleared and not deferred: the page alone or the whole TLB,
+    /// as the hook's `full_flush` decides (the kernel's ceiling rule for the
+    /// built-ins); the caller settles the time.
+    pub(crate) fn unmap_flush_page(
+        &mut self,
+        hw: &mut Hw,
+        migration: bool,
+        mm: usize,
+        va: u64,
+        pending: u32,
+    ) {
+        let cpu = hw.cpu;
+        let mask = &self.mms[mm].cpumask;
+        let ctx = FlushCtx {
+            others: mask.any_but(cpu),
+            nr_cpus: mask.count(),
+            pending,
+            nr_pages: 1,
+            kind: FlushKind::Page,
+            sampled: MaskSampled::Unmap,
+            ceiling: self.cfg.tlb_single_page_flush_ceiling,
+        };
+        let full = self.ask_unmap_flush(migration, false, &ctx);
+        flush_tlb_mm_pages(
+            hw.machine,
+            &mut self.vmstat,
+            cpu,
+            &mut self.mms[mm],
+            hw.tlbstate,
+            (!full).then_some(&[va][..]),
+        );
+    }
+
+    /// `try_to_unmap_flush` → `arch_tlbbatch_flush` of the batch of
+    /// migration (`migration`) or reclaim, by that hook's policy: whole
+    /// (the kernel's way: a full local flush if this CPU is in the batch,
+    /// one full-flush IPI to every other CPU of it that is not lazy, or one
+    /// INVLPGB where the policy's `batch_flush` asks for it and the CPU has
+    /// it), or, if a user's `full_flush` says so, page by page: each mm's
+    /// deferred entries by one `flush_tlb_mm_range`-like round.
+    pub(crate) fn try_to_unmap_flush(
+        &mut self,
+        hw: &mut Hw,
+        ubc: &mut TlbflushUnmapBatch,
+        migration: bool,
+    ) {
         let cpu = hw.cpu;
         if !ubc.flush_required {
             return;
         }
+        let ctx = FlushCtx {
+            others: ubc.cpumask.any_but(cpu),
+            nr_cpus: ubc.cpumask.count(),
+            pending: ubc.pending,
+            nr_pages: ubc.pending as u64,
+            kind: FlushKind::Batch,
+            sampled: MaskSampled::Batch,
+            ceiling: self.cfg.tlb_single_page_flush_ceiling,
+        };
+        if !self.ask_unmap_flush(migration, false, &ctx) {
+            self.flush_batch_by_pages(hw, ubc);
+            return;
+        }
+        let (hook, _) = self.unmap_flush_hook(migration);
         // arch_tlbbatch_flush() with X86_FEATURE_INVLPGB (6.15, "x86/mm: Use
         // broadcast TLB flushing for page reclaim TLB flushing"):
         // invlpgb_flush_all_nonglobals() empties every CPU's TLB, lazy or
         // not, this one's included, and no IPI is sent.
-        if self.cfg.tlb_flush_on_unmap.batch_flush() == BatchFlush::Broadcast
+        if hook.batch_flush() == BatchFlush::Broadcast
             && invlpgb_flush_all_nonglobals(hw.machine, cpu, hw.tlbstate, &self.mms)
         {
             self.reclaim.stat.tlb_ubc_invlpgb += 1;
@@ -490,6 +599,38 @@ impl Kernel {
                 }
                 None => {}
             }
+        }
+        hw.settle(KFn::FlushTlb);
+        *ubc = TlbflushUnmapBatch::default();
+    }
+
+    /// A batch flushed page by page, as a user's `full_flush` may ask: the
+    /// deferred entries of each mm (in the order the mms first entered the
+    /// batch) by one round of `flush_tlb_mm_pages` from this CPU, which
+    /// skips the CPUs that no longer run the mm (their switch flushed them).
+    fn flush_batch_by_pages(&mut self, hw: &mut Hw, ubc: &mut TlbflushUnmapBatch) {
+        let mut entries = std::mem::take(&mut ubc.pages);
+        let mut rest = Vec::with_capacity(entries.len());
+        let mut pages = Vec::with_capacity(entries.len());
+        while let Some(&(mm, _)) = entries.first() {
+            pages.clear();
+            rest.clear();
+            for &(m, va) in &entries {
+                if m == mm {
+                    pages.push(va);
+                } else {
+                    rest.push((m, va));
+                }
+            }
+            flush_tlb_mm_pages(
+                hw.machine,
+                &mut self.vmstat,
+                hw.cpu,
+                &mut self.mms[mm],
+                hw.tlbstate,
+                Some(&pages),
+            );
+            std::mem::swap(&mut entries, &mut rest);
         }
         hw.settle(KFn::FlushTlb);
         *ubc = TlbflushUnmapBatch::default();

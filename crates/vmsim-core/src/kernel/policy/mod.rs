@@ -19,6 +19,7 @@
 //! and a plan that fails the check, or a policy that fails, stops the run
 //! with `Error::Policy` naming the policy.
 
+pub mod agreement;
 pub mod clear;
 pub mod cow;
 pub mod numa;

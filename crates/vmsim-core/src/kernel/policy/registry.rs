@@ -166,6 +166,11 @@ impl<T: ?Sized> Registry<T> {
         self.get(self.default).expect("the default is registered")
     }
 
+    /// The registered policies, in registration order.
+    pub fn hooks(&self) -> &[Hook<T>] {
+        &self.entries
+    }
+
     /// The names a config may give, in registration order.
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|h| &*h.name).collect()
@@ -215,7 +220,7 @@ pub struct Policies {
     pub copy: Registry<dyn CopyPlan>,
     /// `kernel.thp_cow`.
     pub thp_cow: Registry<dyn ThpCowPolicy>,
-    /// `kernel.tlb_flush_on_unmap` (reclaim's; its `batch_flush` is the arch's).
+    /// `kernel.tlb_flush_on_unmap` (reclaim's).
     pub reclaim_flush: Registry<dyn UnmapFlush>,
     /// `kernel.migrate_tlb_flush`.
     pub migrate_flush: Registry<dyn UnmapFlush>,
@@ -276,7 +281,8 @@ impl Policies {
             .builtin("broadcast", Arc::new(Broadcast));
         let migrate_flush = Registry::<dyn UnmapFlush>::new("batched")
             .builtin("per-page", Arc::new(PerPage))
-            .builtin("batched", Arc::new(Batched));
+            .builtin("batched", Arc::new(Batched))
+            .builtin("broadcast", Arc::new(Broadcast));
         let numa_hint = Registry::<dyn NumaHintPolicy>::new("migrate-then-map")
             .builtin(
                 "map-then-migrate",
@@ -471,7 +477,10 @@ mod tests {
             p.reclaim_flush.names(),
             ["per-page", "batched", "broadcast"]
         );
-        assert_eq!(p.migrate_flush.names(), ["per-page", "batched"]);
+        assert_eq!(
+            p.migrate_flush.names(),
+            ["per-page", "batched", "broadcast"]
+        );
         let p = p.register_clear("backwards", Backwards).unwrap();
         let h = p.clear.get("backwards").unwrap();
         assert!(!h.is_builtin() && p.clear.get("sequential").unwrap().is_builtin());
