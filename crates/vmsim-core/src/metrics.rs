@@ -186,7 +186,9 @@ fn vmstat(put: &mut Put, v: &VmStat) {
     put("pgfault_cow_thp", json!(v.pgfault_cow_thp));
     put(
         "pgfault_by_kind",
-        json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp, "hugetlb": v.hugetlb_faults}),
+        json!({"anon_4k": v.pgfault_anon_4k, "thp": v.pgfault_thp, "cow_4k": v.pgfault_cow_4k, "cow_thp": v.pgfault_cow_thp,
+            "hugetlb": v.hugetlb_faults, "file": v.pgfault_file_vma, "numa_hint": v.numa_hint_faults,
+            "migration_wait": v.pgfault_migration_wait, "spurious": v.pgfault_spurious, "failed": v.pgfault_failed}),
     );
     put("pgalloc", json!(v.pgalloc));
     put("pgfree", json!(v.pgfree));

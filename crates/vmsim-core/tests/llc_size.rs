@@ -35,8 +35,22 @@ fn a_larger_lru_llc_never_runs_a_write_stream_slower() {
     let sizes = [2560, 5120, 10240, 20480];
     let runs: Vec<(f64, u64)> = sizes.iter().map(|&k| stream("lru", k)).collect();
     for (w, k) in runs.windows(2).zip(sizes.windows(2)) {
-        assert!(w[1].0 <= w[0].0, "{} KiB: {} s, {} KiB: {} s", k[0], w[0].0, k[1], w[1].0);
-        assert!(w[1].1 <= w[0].1, "{} KiB: {} B, {} KiB: {} B read", k[0], w[0].1, k[1], w[1].1);
+        assert!(
+            w[1].0 <= w[0].0,
+            "{} KiB: {} s, {} KiB: {} s",
+            k[0],
+            w[0].0,
+            k[1],
+            w[1].0
+        );
+        assert!(
+            w[1].1 <= w[0].1,
+            "{} KiB: {} B, {} KiB: {} B read",
+            k[0],
+            w[0].1,
+            k[1],
+            w[1].1
+        );
     }
     // The stream fits the largest: nothing is read back from DRAM.
     assert_eq!(runs[3].1, 0);

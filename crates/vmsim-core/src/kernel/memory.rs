@@ -68,6 +68,9 @@ impl Kernel {
             work.push_back(Work::Kernel(KStep::MmapReadLock { mm: mm_id }));
         }
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
+        if r.is_err() {
+            self.vmstat.pgfault_failed += 1;
+        }
         self.queue_pending_wakes(work, KFn::HandleMmFault);
         if locked {
             work.push_back(Work::Kernel(KStep::MmapReadUnlock { mm: mm_id }));
@@ -94,6 +97,9 @@ impl Kernel {
             return Err(FaultError::Protection(addr));
         }
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
+        if r.is_err() {
+            self.vmstat.pgfault_failed += 1;
+        }
         self.queue_pending_wakes(work, KFn::HandleMmFault);
         r
     }
@@ -115,9 +121,11 @@ impl Kernel {
         }
         if let VmaKind::FileShared { .. } = vma.kind {
             if mm.entry(addr).is_some() {
+                self.vmstat.pgfault_file_vma += 1;
                 return Ok(Mapped::Small); // spurious: mapped meanwhile
             }
             self.do_read_fault(mm_id, addr, node, work)?;
+            self.vmstat.pgfault_file_vma += 1;
             return Ok(Mapped::Small);
         }
         let haddr = addr & !(PMD_SIZE - 1);
@@ -127,6 +135,7 @@ impl Kernel {
             }
             Some(Pmd::Table(t)) if t[pte_index(addr)].is_some_and(|p| p.migration) => {
                 let pfn = t[pte_index(addr)].unwrap().pfn;
+                self.vmstat.pgfault_migration_wait += 1;
                 self.migration_entry_wait(mm_id, addr, pfn, work);
                 return Ok(Mapped::Small);
             }
@@ -137,6 +146,7 @@ impl Kernel {
                 if write && !p.writable {
                     return self.do_huge_pmd_wp_page(mm_id, addr, node, work, false);
                 }
+                self.vmstat.pgfault_spurious += 1;
                 return Ok(Mapped::Huge); // spurious: the entry already allows the access
             }
             Some(Pmd::Table(t)) => {
@@ -144,6 +154,7 @@ impl Kernel {
                     if write && !p.writable {
                         return self.do_wp_page(mm_id, addr, node, work);
                     }
+                    self.vmstat.pgfault_spurious += 1;
                     return Ok(Mapped::Small);
                 }
             }

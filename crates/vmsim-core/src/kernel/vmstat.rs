@@ -42,6 +42,17 @@ pub struct VmStat {
     pub fault_race_backouts: u64,
     /// /proc/vmstat `numa_hint_faults`: faults on PROT_NONE entries of accessible VMAs.
     pub numa_hint_faults: u64,
+    /// Faults on file mappings, those that found the page mapped meanwhile
+    /// among them (no /proc/vmstat counter of their own).
+    pub pgfault_file_vma: u64,
+    /// Faults that found a migration entry and waited for the migration
+    /// to finish (`migration_entry_wait`).
+    pub pgfault_migration_wait: u64,
+    /// Faults whose entry already allowed the access when the handler
+    /// looked (another CPU mapped it, or a stale TLB entry faulted).
+    pub pgfault_spurious: u64,
+    /// Faults that ended in SIGSEGV or SIGBUS, or failed for want of memory.
+    pub pgfault_failed: u64,
     /// /proc/vmstat `numa_hint_faults_local`: hinting faults on a page of the faulting CPU's node.
     pub numa_hint_faults_local: u64,
     /// /proc/vmstat `numa_pte_updates`: entries made PROT_NONE by the scanner (a huge PMD counts 512).
