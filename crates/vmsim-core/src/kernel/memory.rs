@@ -67,8 +67,10 @@ impl Kernel {
         if locked {
             work.push_back(Work::Kernel(KStep::MmapReadLock { mm: mm_id }));
         }
+        // hugetlb_faults counts a hugetlb fault whatever its outcome.
+        let hugetlb = matches!(vma.kind, VmaKind::Hugetlb(_));
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
-        if r.is_err() {
+        if r.is_err() && !hugetlb {
             self.vmstat.pgfault_failed += 1;
         }
         self.queue_pending_wakes(work, KFn::HandleMmFault);
@@ -96,8 +98,10 @@ impl Kernel {
         if write && !vma.writable {
             return Err(FaultError::Protection(addr));
         }
+        // hugetlb_faults counts a hugetlb fault whatever its outcome.
+        let hugetlb = matches!(vma.kind, VmaKind::Hugetlb(_));
         let r = self.__handle_mm_fault(mm_id, addr, write, node, work);
-        if r.is_err() {
+        if r.is_err() && !hugetlb {
             self.vmstat.pgfault_failed += 1;
         }
         self.queue_pending_wakes(work, KFn::HandleMmFault);
