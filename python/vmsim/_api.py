@@ -38,7 +38,7 @@ from ._compare_arms import (  # noqa: F401
 )
 from ._compare_runs import MAX_RUNS, _compare_runs, compare_many  # noqa: F401
 from ._config import ConfigLike  # noqa: F401
-from ._data_check import check_verified, lost_data, policy_notes  # noqa: F401
+from ._data_check import check_verified, lost_data, policy_notes, timed_data_notes  # noqa: F401
 from ._dataframe import to_dataframe  # noqa: F401
 from ._hw import hw  # noqa: F401
 from ._listings import experiments, machines  # noqa: F401

@@ -46,3 +46,29 @@ def policy_notes(result: Mapping[str, Any]) -> List[str]:
         for note in metrics.get("policy_notes") or []:
             out.append(str(note) if "metrics" in result else f"{name}: {note}")
     return out
+
+
+# A program's timed data at most this many times the machine's LLCs: the
+# caches' state when its clock starts decides a good part of its rates.
+TIMED_PER_LLC = 4.0
+
+
+def timed_data_notes(result: Mapping[str, Any]) -> List[str]:
+    """A note for each run of a program (``kind = "program"``) whose timed
+    intervals accessed at most ``TIMED_PER_LLC`` times the bytes of the
+    machine's LLCs: there the caches' state at the clock's start (cold, or
+    what a warm-up left) weighs on the rates, and a small change in the
+    sizes can turn a result round (docs/workloads.md)."""
+    out: List[str] = []
+    if not any(k in result for k in ("metrics", "variants", "cases")):
+        return out
+    for name, metrics in iter_runs(result):
+        per_llc = metrics.get("timed_bytes_per_llc")
+        if per_llc is None or per_llc > TIMED_PER_LLC:
+            continue
+        mib = metrics.get("timed_bytes", 0) / (1 << 20)
+        note = (f"the timed interval accessed {mib:,.0f} MiB, {per_llc:.2g} times the machine's LLCs: the caches' "
+                f"state when the clock starts weighs on the rates; time more data (docs/workloads.md, "
+                f"\"Processes, threads and time\")")
+        out.append(note if "metrics" in result else f"{name}: {note}")
+    return out

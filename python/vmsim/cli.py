@@ -190,7 +190,7 @@ def cmd_run(args) -> int:
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads, cache=not args.no_cache)
     _warn_unrecorded(result)
     _emit(result, format_run(result, args.names), args.json)
-    for line in _api.policy_notes(result):
+    for line in _api.policy_notes(result) + _api.timed_data_notes(result):
         _note(line)
     return 0
 
@@ -340,7 +340,7 @@ def cmd_compare(args) -> int:
         _note(note)
         from .ledger import regime_notes
 
-        for line in regime_notes(result) + _api.policy_notes(result):
+        for line in regime_notes(result) + _api.policy_notes(result) + _api.timed_data_notes(result):
             _note(line)
         return 0
     with _dask.engine(args) as executor:

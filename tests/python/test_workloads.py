@@ -55,3 +55,32 @@ def test_an_experiment_on_a_program_compares_two_kernels():
     assert "phase.updates.task_elapsed_s" in text
     arms = {a["name"]: a for a in c["arms"]} if "arms" in c else None
     assert arms is None or set(arms) == {"split", "copy"}
+
+
+@pytest.mark.sim
+def test_a_program_timing_little_data_gets_a_note(tmp_path):
+    # 4 MiB timed after a warm-up, against 90 MiB of LLC: the note names it;
+    # a run of another workload, or a program timing more, gets none.
+    steps = [
+        {"op": "mmap", "map": "a", "size_mib": 4},
+        {"op": "access", "map": "a", "write_ratio": 1.0, "phase": "warm"},
+        {"op": "clock", "at": "start"},
+        {"op": "access", "map": "a", "write_ratio": 1.0, "phase": "timed"},
+        {"op": "clock", "at": "end"},
+    ]
+    r = vmsim.run(_program(steps), cache=False)
+    assert r["metrics"]["timed_bytes"] == 4 << 20
+    from vmsim._data_check import timed_data_notes
+    [note] = timed_data_notes(r)
+    assert note.startswith("the timed interval accessed 4 MiB, 0.044 times the machine's LLCs")
+    big = dict(steps[3], passes=400)
+    r = vmsim.run(_program(steps[:3] + [big, steps[4]]), cache=False)
+    assert r["metrics"]["timed_bytes_per_llc"] > 4 and timed_data_notes(r) == []
+    import json
+    import subprocess
+    import sys
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_program(steps)))
+    p = subprocess.run([sys.executable, "-m", "vmsim", "run", str(path), "-q", "--no-cache"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "vmsim: note: the timed interval accessed 4 MiB" in p.stderr, p.stderr

@@ -568,6 +568,10 @@ steps = [
         (rate / timed - 1.0).abs() < 0.01,
         "{rate} vs the timed phase's {timed}"
     );
+    // The timed interval wrote 4 MiB, against the two 45 MiB LLCs.
+    assert_eq!(u(&r, "timed_bytes"), 4 << 20);
+    let per_llc = m(&r, "timed_bytes_per_llc").as_f64().unwrap();
+    assert!((per_llc - 4.0 / 90.0).abs() < 1e-9, "{per_llc}");
 }
 
 /// will-it-scale's scale line gives the size each loop maps, as given:

@@ -682,6 +682,11 @@ impl Cache {
         Ok(c)
     }
 
+    /// Bytes the cache holds.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.geom.sets as u64 * self.geom.ways as u64 * 64
+    }
+
     /// Whether this cache has every property `S` claims: only then may it be
     /// used through `S`.
     pub fn fits<S: Shape>(&self) -> bool {

@@ -1263,6 +1263,11 @@ impl Hierarchy {
         }
     }
 
+    /// Bytes the machine's LLCs hold together.
+    pub fn llc_bytes(&self) -> u64 {
+        self.llc.iter().map(|c| c.capacity_bytes()).sum()
+    }
+
     /// The spec the machine's entry points dispatch on.
     #[inline(always)]
     pub fn spec(&self) -> SpecId {

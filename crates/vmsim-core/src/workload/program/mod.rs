@@ -160,6 +160,13 @@ impl Workload for ProgramWorkload<'_> {
             r[k("latency_p50_ns")] = json!(lat(50.0));
             r[k("latency_p99_ns")] = json!(lat(99.0));
         }
+        // What the tasks accessed in their timed intervals, against the
+        // machine's LLCs: a few times their size or less, and the caches'
+        // state at the clock's start (cold, or what a warm-up left) weighs
+        // on the rates.
+        let timed: u64 = (0..sim.tasks.len()).map(|t| sim.reported_bytes(t)).sum();
+        r["timed_bytes"] = json!(timed);
+        r["timed_bytes_per_llc"] = json!(timed as f64 / sim.machine.hier.llc_bytes() as f64);
         if let Some(b) = &self.0.benchmark {
             // will-it-scale counts one iteration per page touched, and reports
             // the rate per task and for all (LKP: per_process_ops or
