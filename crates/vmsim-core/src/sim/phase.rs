@@ -21,7 +21,7 @@ impl Sim {
             reads: task.access.reads,
             writes: task.access.writes,
             bytes: task.bytes,
-            hist: task.access.latency.buckets,
+            hist: Box::new(task.access.latency.clone()),
         };
         task.phase_marks.push(mark);
     }
@@ -47,14 +47,7 @@ impl Sim {
         p.task_cycles += now - m.clock;
         p.first_begin = Some(p.first_begin.map_or(m.clock, |b| b.min(m.clock)));
         p.last_end = p.last_end.max(now);
-        for (b, (&n, &was)) in p
-            .latency
-            .buckets
-            .iter_mut()
-            .zip(task.access.latency.buckets.iter().zip(m.hist.iter()))
-        {
-            *b += n - was;
-        }
+        p.latency.add_since(&task.access.latency, &m.hist);
     }
 
     /// After the run loop: a user task that has not exited sleeps with

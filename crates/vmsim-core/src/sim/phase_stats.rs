@@ -13,7 +13,7 @@ pub(crate) struct PhaseMark {
     pub(super) reads: u64,
     pub(super) writes: u64,
     pub(super) bytes: u64,
-    pub(super) hist: [u64; 32],
+    pub(super) hist: Box<LatencyHist>,
 }
 
 /// One phase's figures, summed over the tasks that ran it.
