@@ -64,7 +64,12 @@ def test_compare_saved_results_with_min_change(tmp_path, capsys):
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "5"]) == 0
     out = capsys.readouterr().out
     assert "throughput_bytes_per_s" in out and "sys_s" not in out
-    assert "Amean" in out and "CoeffVar" in out
+    # One layout unless asked for both.
+    assert "%stddev" in out and "Amean" not in out
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "5",
+                     "--format", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "%stddev" in out and "Amean" in out and "CoeffVar" in out
 
 
 def test_compare_runs_spread_and_significance_from_arms():
@@ -160,14 +165,15 @@ def test_compare_metrics_and_format_apply_without_min_change(tmp_path, capsys):
 
 def test_compact_runs_table_and_full_output(monkeypatch, capsys):
     def arm(name, tp, spread):
-        return (name, [dict(_fake_run(tp + d, 1.0)["metrics"], ipc=1.0 + d / 1e12, llc_misses=(tp + d) / 1e6,
-                            l2_misses=5.0) for d in spread])
+        return (name, [dict(_fake_run(tp + d, 1.0)["metrics"], ipc=1.0 + d / 1e12, llc_misses=5.0,
+                            l2_misses=(tp + d) / 1e6) for d in spread])
     base, new, flat = arm("base", 10e9, (0, 1e8, -1e8)), arm("new", 12e9, (0, 1e8, -1e8)), arm("flat", 10e9, (0, 2e9, -2e9))
     text = runtables.format_compact([base, new, flat])
     lines = text.splitlines()
     rows = [l.split()[-1] for l in lines if l.rstrip().endswith(("_s", "_per_s", "ipc", "_read", "_written", "_misses"))]
-    # Only the compact metrics, in their order; llc_misses changes but is left to --full.
-    assert rows == ["throughput_bytes_per_s", "sys_s", "ipc"]
+    # Only the compact metrics, in their order (llc_misses, a key counter not
+    # zero); l2_misses changes but is left to --full.
+    assert rows == ["throughput_bytes_per_s", "sys_s", "ipc", "llc_misses"]
     assert "  new vs base: throughput_bytes_per_s +20.0%, beyond the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
     assert "  flat vs base: throughput_bytes_per_s +0.0%, inside the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
     assert lines[-1] == "  1 more metric(s) change: --full shows every one in LKP's and mmtests' layouts"
@@ -181,12 +187,44 @@ def test_compact_runs_table_and_full_output(monkeypatch, capsys):
     monkeypatch.setattr(_api, "check_verified", lambda r: None)
     assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3"]) == 0
     out = capsys.readouterr().out
-    assert "new vs base" in out and "Amean" not in out and "llc_misses" not in out
+    assert "new vs base" in out and "Amean" not in out and "l2_misses" not in out
     assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3", "--full"]) == 0
     out = capsys.readouterr().out
-    assert "Amean" in out and "llc_misses" in out and "new vs base" not in out
-    assert cli.main(["compare", "-q", "clear-target-last", "--full"]) == 2
-    assert "--full applies to --runs N" in capsys.readouterr().err
+    assert "Amean" in out and "l2_misses" in out and "new vs base" not in out
+
+
+def test_base_arm_sets_what_the_statistics_test_against(tmp_path, capsys):
+    # --runs tested every arm against the baseline only.
+    arms = {"base": 10e9, "new": 12e9, "other": 12.1e9}
+    runs = [{"baseline_name": "base", "baseline": _fake_run(arms["base"] + d, 1.0)["metrics"],
+             "variant_order": ["new", "other"],
+             "variants": {n: _fake_run(arms[n] + d, 1.0)["metrics"] for n in ("new", "other")}}
+            for d in (0, 1e8, -1e8)]
+    doc = {"kind": "compare-runs", "experiment": "e", "description": "d", "seeds": [0, 1, 2], "runs": runs}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["compare", str(path), "--base", "new"]) == 0
+    out = capsys.readouterr().out
+    header = next(l for l in out.splitlines() if "new" in l and "base" in l)
+    assert header.split()[:3] == ["new", "base", "other"]
+    row = next(l for l in out.splitlines() if l.endswith("throughput_bytes_per_s"))
+    assert "-16.7%" in row and "+0.8%" in row
+    records = vmsim.runs_statistics(runtables_rebase(doc, "new"))
+    assert records[0]["arms"][0]["name"] == "new"
+    assert cli.main(["compare", str(path), "--base", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "--base: 'nope' is not an arm" in err and "accepted: base, new, other" in err
+    # An experiment's arm is checked before anything runs.
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "2", "--base", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "accepted: sequential, target-last" in err
+
+
+def runtables_rebase(doc, arm):
+    from vmsim.tables import rebase
+
+    return rebase(doc, arm)
+
 
 
 def test_compare_unknown_metrics_are_refused_before_running(tmp_path, capsys):
