@@ -14,7 +14,7 @@ from ._io import atomic_path
 from ._results import result_problem
 from .runtables import arms_of, show, unit_of
 from .stats import summarise
-from .tables import metric_names, show_scale
+from .tables import headline_metrics, metric_names, show_scale
 
 #: Image formats written (from the output's suffix).
 FORMATS = ("png", "pdf", "svg")
@@ -92,6 +92,10 @@ TITLES: Dict[str, str] = {
     "fault_bytes_per_s": "Fault-in rate",
     "pmbench_throughput_aps": "pmbench accesses per second",
     "lru_file_mmap_read_elapsed_s": "Mean reader elapsed time",
+    "lru_file_mmap_read_time_range_s": "Readers' elapsed time range",
+    "will_it_scale_per_task_ops": "will-it-scale ops per task per second",
+    "will_it_scale_workload": "will-it-scale ops per second, all tasks",
+    "trace_elapsed_s": "Trace replay elapsed time",
     "elapsed_s": "Elapsed time",
     "user_s": "User time",
     "sys_s": "System time",
@@ -294,7 +298,9 @@ def _grid(plt, n_panels: int, n_rows_of_cases: int, st: Mapping[str, Any]):
 def _arms_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str]], st: Mapping[str, Any]):
     cases = _cases(result)
     sets = _all_metric_sets(result)
-    names = list(metrics) if metrics else [m for m in HEADLINE if any(_num(s.get(m)) for s in sets)][:4]
+    # Default: the workload's headline metrics (tables.headline_metrics), then the usual ones.
+    usual = [m for m in headline_metrics(*sets) + [m for m in HEADLINE] if any(_num(s.get(m)) for s in sets)]
+    names = list(metrics) if metrics else list(dict.fromkeys(usual))[:4]
     if not names:  # none of the usual metrics: the first numeric ones
         names = [m for m in metric_names(*sets) if any(_num(s.get(m)) for s in sets)][:4]
     if not names:
