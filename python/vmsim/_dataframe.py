@@ -63,8 +63,8 @@ def to_dataframe(result: Union[Mapping[str, Any], Sequence[Mapping[str, Any]], s
             df.insert(0, "run", name)
             frames.append(df)
         return pd.concat(frames, ignore_index=True)
-    rows = _compared(result) if ("variants" in result or "cases" in result) else list(iter_scalar_rows(result))
-    df = pd.DataFrame([m for _, m in rows], index=[n for n, _ in rows])
+    arms = _compared(result) if ("variants" in result or "cases" in result) else list(iter_scalar_rows(result))
+    df = pd.DataFrame([m for _, m in arms], index=[n for n, _ in arms])
     df.index.name = "run"
     return df
 

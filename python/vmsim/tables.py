@@ -443,7 +443,8 @@ def format_compare(result: Mapping[str, Any], names: Optional[str] = None, full:
     # As LKP's tables do, leave out what is zero in every run (the JSON has it all).
     # The headline metrics stay, zero or not.
     zero = [n for n in every if n not in _RANK and all(_is_number(r.get(n)) and r.get(n) == 0 for r in runs)]
-    names = [n for n in every if n not in zero] if full else compact_metrics(*runs)
+    shown_rows: List[str] = [n for n in every if n not in zero] if full else compact_metrics(*runs)
+    names = shown_rows
     # columns: baseline, then (%change, value) per variant
     headers = [base_name]
     # One unit per row: the one its largest value reaches.
@@ -468,7 +469,7 @@ def format_compare(result: Mapping[str, Any], names: Optional[str] = None, full:
         lines.append("  " + sep.join(cells) + sep + label(name))
     if full and zero:
         lines.append(f"  ({len(zero)} metric(s) zero in every run not shown: {', '.join(zero)})")
-    footer = "" if full else _compact_footer(names, every, runs)
+    footer = "" if full else _compact_footer(shown_rows, every, runs)
     if footer:
         lines.append(footer)
     configs = result.get("arm_configs") if isinstance(result.get("arm_configs"), Mapping) else {}
