@@ -288,7 +288,7 @@ def _rebase(result: Dict[str, Any], base: str) -> Dict[str, Any]:
     try:
         return rebase(result, base)
     except ValueError as e:
-        raise CliError(str(e)) from None
+        raise CliError(f"--base: {e}") from None
 
 
 def _check_base(experiment: str, settings: Any, scale: Any, base: Optional[str]) -> None:

@@ -505,7 +505,7 @@ def rebase(result: Mapping[str, Any], base: str) -> Dict[str, Any]:
     when the result has no such arm."""
     names = arm_names(result)
     if base not in names:
-        raise ValueError(f"--base: {base!r} is not an arm of this result; accepted: {', '.join(names) or 'none'}")
+        raise ValueError(f"{base!r} is not an arm of this result; accepted: {', '.join(names) or 'none'}")
     if result.get("kind") == "compare-runs":
         return dict(result, runs=[rebase(r, base) for r in result.get("runs") or []])
     if isinstance(result.get("cases"), Mapping):
