@@ -19,6 +19,7 @@ def compare_results(
     metrics: Optional[Sequence[str]] = None,
     layout: str = "lkp",
     names: str = "vmsim",
+    base: Optional[str] = None,
 ) -> str:
     """The table of saved results, as ``vmsim compare A.json B.json`` prints it.
 
@@ -28,7 +29,8 @@ def compare_results(
     ``min_change`` keeps the metrics that change by at least that many percent;
     ``metrics`` (a list of names) shows just those; ``names="lkp"`` gives
     the rows LKP's metric names where LKP has them (``vmsim.names``, as
-    ``--names lkp``). Results of different
+    ``--names lkp``); ``base`` names the arm of a single result to compare
+    the others with (as ``--base ARM``). Results of different
     experiments or machines give a ``UserWarning`` (shown on stderr) that
     says so. Raises ``ConfigError`` for
     a result that is not one (keyed by its path, or ``results[i]``), an
@@ -60,6 +62,10 @@ def compare_results(
         labelled.append((label, r))
     if not labelled:
         raise config_error("results", "give at least one result")
+    if base is not None:
+        if len(labelled) > 1:
+            raise config_error("base", "applies to one result's arms; with several results the first is the base")
+        labelled = [(labelled[0][0], _rebased(labelled[0][1], base))]
     warning = runtables.mismatch_warning(labelled)
     if warning:
         import warnings
@@ -79,8 +85,20 @@ def compare_results(
     return "\n".join(parts)
 
 
+def _rebased(result: Mapping[str, Any], base: Any) -> Dict[str, Any]:
+    from .tables import rebase
+
+    if not isinstance(base, str):
+        raise config_error("base", f"{cut(repr(base))} is not accepted; accepted: an arm's name")
+    try:
+        return rebase(result, base)
+    except ValueError as e:
+        raise config_error("base", str(e)) from None
+
+
 def runs_statistics(result: Union[Mapping[str, Any], str, "os.PathLike[str]"],
-                    metrics: Optional[Sequence[str]] = None, min_change: float = 0.0) -> List[Dict[str, Any]]:
+                    metrics: Optional[Sequence[str]] = None, min_change: float = 0.0,
+                    base: Optional[str] = None) -> List[Dict[str, Any]]:
     """The statistics ``compare_results`` and ``vmsim compare --runs`` print,
     as records: for a ``compare(runs=N)`` result (or any compare result, or
     the path of one), one record per case and metric that changes:
@@ -88,7 +106,9 @@ def runs_statistics(result: Union[Mapping[str, Any], str, "os.PathLike[str]"],
     ``n``, ``mean``, ``stddev``, ``min``, ``max``; the baseline first),
     ``changes`` (each variant's change of the mean in percent, None for a
     zero baseline) and ``significant`` (Welch's two-sided t-test at 5%, as
-    stats.py decides it; None with one run per arm)."""
+    stats.py decides it; None with one run per arm). ``base`` names the arm
+    to test the others against (default: the baseline; ``ConfigError``
+    naming the accepted arms for an unknown one)."""
     from . import runtables
 
     if isinstance(result, (str, os.PathLike)):
@@ -101,6 +121,8 @@ def runs_statistics(result: Union[Mapping[str, Any], str, "os.PathLike[str]"],
     min_change = check_min_change(min_change)
     if isinstance(metrics, (str, bytes)) or (metrics is not None and not all(isinstance(m, str) for m in metrics)):
         raise config_error("metrics", f"{cut(repr(metrics))} is not accepted; accepted: a list of metric names")
+    if base is not None:
+        result = _rebased(result, base)
     groups: Dict[Optional[str], list] = {}
     for name, arm_runs in runtables.arms_of(result):
         case = name.split("/", 1)[0] if "/" in name else None

@@ -189,7 +189,7 @@ def cmd_run(args) -> int:
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     result = _run_with_progress(args, _api.run, path, check=False, threads=args.threads, cache=not args.no_cache)
     _warn_unrecorded(result)
-    _emit(result, format_run(result, args.names), args.json)
+    _emit(result, format_run(result, args.names, full=args.full), args.json)
     for line in _api.policy_notes(result) + _api.timed_data_notes(result):
         _note(line)
     return 0
@@ -223,7 +223,8 @@ def _metric_list(args) -> Optional[List[str]]:
 
 def _runs_text(groups: List[List[Any]], args) -> str:
     metrics = _metric_list(args)
-    layout = args.format or "both"
+    # One layout unless asked for both: LKP's, or (--full) both.
+    layout = args.format or ("both" if args.full else "lkp")
     parts = []
     for arms in groups:
         if layout in ("lkp", "both"):
@@ -265,6 +266,10 @@ def _compare_saved(args, files: List[str]) -> int:
     warning = runtables.mismatch_warning(results)
     if warning:
         sys.stderr.write(f"{PROG}: warning: {warning}\n")
+    if args.base is not None:
+        if len(results) > 1:
+            raise CliError("--base applies to one result's arms; with several files the first file is the base")
+        results = [(label, _rebase(doc, args.base)) for label, doc in results]
     try:
         groups = runtables.saved_arms(results)
     except ValueError as e:
@@ -277,6 +282,30 @@ def _compare_saved(args, files: List[str]) -> int:
         text += _mmtests_blocks(results[0][1])
     sys.stdout.write(f"compared: {', '.join(files)} (base: {files[0]})\n\n" + text)
     return 0
+
+
+def _rebase(result: Dict[str, Any], base: str) -> Dict[str, Any]:
+    from .tables import rebase
+
+    try:
+        return rebase(result, base)
+    except ValueError as e:
+        raise CliError(f"--base: {e}") from None
+
+
+def _check_base(experiment: str, settings: Any, scale: Any, base: Optional[str]) -> None:
+    """Refuses a --base that names no arm of the experiment, before anything runs."""
+    if base is None:
+        return
+    try:
+        plan = _api.experiment_plan(experiment, scale, 0, settings)
+    except (_core.VmsimError, OSError, ValueError):
+        return  # the run says what is wrong
+    names: List[str] = []
+    for case in plan["cases"]:
+        names += [a["name"] for a in case["arms"] if a["name"] not in names]
+    if base not in names:
+        raise CliError(f"--base: {cut(repr(base))} is not an arm of {experiment}; accepted: {', '.join(names)}")
 
 
 def cmd_compare(args) -> int:
@@ -304,8 +333,6 @@ def cmd_compare(args) -> int:
     if looks_like_file and not Path(experiment).is_file():
         raise CliError(f"{experiment}: not a regular file; an experiment must be one")
     _check_count(args.runs, "--runs", MAX_RUNS)
-    if args.full and args.runs == 1:
-        raise CliError("--full applies to --runs N with N above 1 (a single run's table shows every metric already)")
     _check_count(args.jobs, "-j/--jobs", _api.MAX_THREADS)
     _check_count(args.threads, "--threads", _api.MAX_THREADS)
     _check_out(args.json)
@@ -314,6 +341,7 @@ def cmd_compare(args) -> int:
     # Below the experiment's smallest valid scale: refused before anything
     # runs, or (--force-scale) run and marked.
     forced = _api.check_min_scale(experiment, args.scale, settings, args.force_scale)
+    _check_base(experiment, settings, args.scale, args.base)
     metrics = _metric_list(args)
     # Checked before anything runs where the arms' configs tell the names;
     # otherwise against the result, before it is shown.
@@ -328,12 +356,13 @@ def cmd_compare(args) -> int:
             result = _run_with_progress(args, _api.compare, experiment, scale=args.scale, seed=seed, check=False,
                                         set=settings, threads=args.threads, force_scale=args.force_scale,
                                         executor=executor, cache=not args.no_cache)
-        groups = _by_case(runtables.arms_of(result))
+        shown = _rebase(result, args.base) if args.base is not None else result
+        groups = _by_case(runtables.arms_of(shown))
         if metrics and known is None:
             _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
         _warn_unrecorded(result)
         tailored = args.min_change or metrics or args.format
-        text = format_compare(result, args.names)
+        text = format_compare(shown, args.names, full=args.full)
         if tailored:
             text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
         _emit(result, text, args.json)
@@ -352,13 +381,15 @@ def cmd_compare(args) -> int:
     head = f"experiment: {doc['experiment']} — {doc['description']}\nseeds: {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per arm)\n\n"
     if forced:
         head = forced_scale_line(doc) + "\n" + head
-    groups = _by_case(runtables.arms_of(doc))
+    shown = _rebase(doc, args.base) if args.base is not None else doc
+    groups = _by_case(runtables.arms_of(shown))
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
     if args.full or args.format or metrics or args.min_change:
         body = _runs_text(groups, args)
     else:
-        body = "\n".join(runtables.format_compact(arms, args.names) for arms in groups)
+        configs = runtables.arm_configs(shown)
+        body = "\n".join(runtables.format_compact(arms, args.names, configs) for arms in groups)
     _emit(doc, head + body, args.json)
     _note(note)
     for r in doc["runs"]:
@@ -689,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", parents=[common, named], help="run one simulation from a run config")
     p.add_argument("config", metavar="CONFIG", help="run config (.toml or .json)")
     p.add_argument("--json", metavar="OUT", help="also write the full result as JSON to OUT ('-' for stdout only)")
+    p.add_argument("--full", action="store_true",
+                   help="every metric (default: the workload's headline metrics, the times and the key counters "
+                        "that are not zero)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="host threads for a windowed run (sim.window_cycles), at most one per socket "
                         "(default: one per CPU); results do not depend on it")
@@ -703,8 +737,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run N seeds (SEED..SEED+N-1) per arm and show mean ±stddev with significance (default 1)")
     p.add_argument("-j", "--jobs", type=int, help="worker processes for --runs (default: one per CPU this process may use)")
     p.add_argument("--full", action="store_true",
-                   help="with --runs: every metric that changes, in LKP's and mmtests' layouts (default: a compact "
-                        "table of the headline metrics, times, IPC and DRAM traffic with the significance result)")
+                   help="every metric not zero in every run; with --runs, every metric that changes, in LKP's and "
+                        "mmtests' layouts (default: a compact table of the workload's headline metrics, the times "
+                        "and the key counters that are not zero, with --runs the significance result)")
+    p.add_argument("--base", metavar="ARM",
+                   help="the arm to compare the others with, and --runs' statistics to test against "
+                        "(default: the experiment's baseline)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="host threads: arms simulated at once, and threads left over spread windowed runs' "
                         "sockets (default: one per CPU, shared among --runs workers); results do not depend on it")
@@ -712,8 +750,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show only metrics that change by at least PCT percent")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to show (default: every one that changes)")
     p.add_argument("--format", choices=["lkp", "mmtests", "both"],
-                   help="LKP or mmtests tables, or both (the default; a single run given none of --format, "
-                        "--metrics and --min-change prints the plain compare table)")
+                   help="LKP or mmtests tables, or both (default: LKP's, both with --runs N --full; a single run "
+                        "given none of --format, --metrics and --min-change prints the plain compare table)")
     p.add_argument("--scale", type=_scale_arg, help="memory scale factor, a number or a fraction such as 1/16 (overrides the experiment's)")
     p.add_argument("--force-scale", action="store_true",
                    help="run even below the experiment's smallest valid scale (refused without it); "

@@ -16,20 +16,24 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional
 
-#: Metrics only one workload reports, and its LKP suite (None: pf-test,
-#: which LKP does not run), checked in this order: every workload also
-#: reports throughput_bytes_per_s.
-SUITE_OF_WORKLOAD_METRIC = (
-    ("pmbench_throughput_aps", "pmbench"),
-    ("fault_bytes_per_s", None),
-    ("lru_file_mmap_read_elapsed_s", "vm-scalability"),
-    ("throughput_bytes_per_s", "vm-scalability"),
-)
+#: The LKP suite of each workload kind (``tables.workload_kind``): usemem
+#: and lru-file-mmap-read are vm-scalability's cases; pf-test, programs of
+#: one's own and trace replays are no LKP suite's.
+SUITE_OF_KIND: Dict[str, Optional[str]] = {
+    "usemem": "vm-scalability",
+    "lru-file-mmap-read": "vm-scalability",
+    "pmbench": "pmbench",
+    "will-it-scale": "will-it-scale",
+    "pf-test": None,
+    "program": None,
+    "trace": None,
+}
 
 #: Names that belong to one suite's report: given only in that suite.
 ONLY_IN_SUITE: Dict[str, str] = {
     "throughput_bytes_per_s": "vm-scalability",
     "pmbench_throughput_aps": "pmbench",
+    "will_it_scale_workload": "will-it-scale",
 }
 
 #: vmsim metric -> LKP name; ``{suite}`` is the workload's suite (the
@@ -38,6 +42,10 @@ LKP_NAMES: Dict[str, str] = {
     # The benchmark's own figure, and /usr/bin/time of its run.
     "throughput_bytes_per_s": "vm-scalability.throughput",
     "pmbench_throughput_aps": "pmbench.throughput.aps",
+    # will-it-scale's total rate of all tasks (its per-task rate is LKP's
+    # per_process_ops or per_thread_ops by the mode, which the metrics do
+    # not tell: will_it_scale_per_task_ops keeps its name).
+    "will_it_scale_workload": "will-it-scale.workload",
     "elapsed_s": "{suite}.time.elapsed_time",
     "user_s": "{suite}.time.user_time",
     "sys_s": "{suite}.time.system_time",
@@ -80,10 +88,9 @@ NAME_STYLES = ("vmsim", "lkp")
 
 def suite_of(*metric_sets: Mapping[str, Any]) -> Optional[str]:
     """The LKP suite of the workload that reported ``metric_sets``, or None."""
-    for metric, suite in SUITE_OF_WORKLOAD_METRIC:
-        if any(metric in m for m in metric_sets):
-            return suite
-    return None
+    from .tables import workload_kind
+
+    return SUITE_OF_KIND[workload_kind(*metric_sets)]
 
 
 def lkp_name(metric: str, suite: Optional[str]) -> str:

@@ -14,7 +14,7 @@ from ._io import atomic_path
 from ._results import result_problem
 from .runtables import arms_of, show, unit_of
 from .stats import summarise
-from .tables import metric_names, show_scale
+from .tables import headline_metrics, metric_names, show_scale
 
 #: Image formats written (from the output's suffix).
 FORMATS = ("png", "pdf", "svg")
@@ -75,11 +75,12 @@ def _pyplot():
 HEADLINE = ("throughput_bytes_per_s", "fault_bytes_per_s", "pmbench_throughput_aps", "lru_file_mmap_read_elapsed_s",
             "elapsed_s", "sys_s", "llc_misses", "dram_bytes_read")
 
-#: Figure layouts. ``screen``: a row of panels per case, 3.4 x 3.0 in each.
-#: ``paper``: one column of a two-column paper (3.5 in wide, as IEEE and
-#: ACM templates set it), two panels a row, 7-point text, 300 dpi.
+#: Figure layouts. ``screen``: each case's panels in rows of three at most,
+#: 3.4 x 3.0 in each. ``paper``: one column of a two-column paper (3.5 in
+#: wide, as IEEE and ACM templates set it), two panels a row, 7-point text,
+#: 300 dpi.
 STYLES: Dict[str, Dict[str, Any]] = {
-    "screen": {"width": None, "panel_w": 3.4, "panel_h": 3.0, "cols": None, "font": 8, "small": 7, "title": 11,
+    "screen": {"width": None, "panel_w": 3.4, "panel_h": 3.0, "cols": 3, "font": 8, "small": 7, "title": 11,
                "dpi": 100},
     "paper": {"width": 3.5, "panel_w": 1.75, "panel_h": 1.75, "cols": 2, "font": 7, "small": 6, "title": 7.5,
               "dpi": 300},
@@ -91,6 +92,10 @@ TITLES: Dict[str, str] = {
     "fault_bytes_per_s": "Fault-in rate",
     "pmbench_throughput_aps": "pmbench accesses per second",
     "lru_file_mmap_read_elapsed_s": "Mean reader elapsed time",
+    "lru_file_mmap_read_time_range_s": "Readers' elapsed time range",
+    "will_it_scale_per_task_ops": "will-it-scale ops per task per second",
+    "will_it_scale_workload": "will-it-scale ops per second, all tasks",
+    "trace_elapsed_s": "Trace replay elapsed time",
     "elapsed_s": "Elapsed time",
     "user_s": "User time",
     "sys_s": "System time",
@@ -270,9 +275,10 @@ def _published(result: Mapping[str, Any]) -> Dict[tuple, Mapping[str, Any]]:
 
 
 def _grid(plt, n_panels: int, n_rows_of_cases: int, st: Mapping[str, Any]):
-    """Figure and axes: one row of panels per case (screen), or each case's
-    panels in rows of ``cols`` (paper); returns (fig, [[axes of a case]])."""
-    cols = st["cols"] or n_panels
+    """Figure and axes: each case's panels in rows of ``cols`` at most (a
+    case with fewer panels is as wide as they are); returns (fig, [[axes
+    of a case]])."""
+    cols = min(st["cols"], n_panels) if st["width"] is None else st["cols"]
     rows_per_case = math.ceil(n_panels / cols)
     nrows = rows_per_case * n_rows_of_cases
     width = st["width"] or st["panel_w"] * cols
@@ -292,14 +298,20 @@ def _grid(plt, n_panels: int, n_rows_of_cases: int, st: Mapping[str, Any]):
 def _arms_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str]], st: Mapping[str, Any]):
     cases = _cases(result)
     sets = _all_metric_sets(result)
-    names = list(metrics) if metrics else [m for m in HEADLINE if any(_num(s.get(m)) for s in sets)][:4]
+    # Default: the workload's headline metrics (tables.headline_metrics), then the usual ones.
+    usual = [m for m in headline_metrics(*sets) + [m for m in HEADLINE] if any(_num(s.get(m)) for s in sets)]
+    names = list(metrics) if metrics else list(dict.fromkeys(usual))[:4]
     if not names:  # none of the usual metrics: the first numeric ones
         names = [m for m in metric_names(*sets) if any(_num(s.get(m)) for s in sets)][:4]
     if not names:
         raise PlotError("no numeric metric to plot")
-    paths = sorted({k for s in sets for k, v in s.items() if k.startswith("sys_s_") and _num(v) and v > 0})
+    # The breakdown panels are drawn on a screen figure of the default
+    # metrics only: metrics asked for are drawn alone, and a paper figure
+    # has the metrics alone.
+    extras = not metrics and not st["width"]
+    paths = sorted({k for s in sets for k, v in s.items() if k.startswith("sys_s_") and _num(v) and v > 0}) if extras else []
     # Per CPU is worth a panel only when the work was spread over CPUs.
-    per_cpu = any(isinstance(s.get("per_cpu"), list) and len(s.get("per_cpu")) > 1 for s in sets)
+    per_cpu = extras and any(isinstance(s.get("per_cpu"), list) and len(s.get("per_cpu")) > 1 for s in sets)
     npanels = len(names) + (1 if paths else 0) + (1 if per_cpu else 0)
     fig, axes = _grid(plt, npanels, len(cases), st)
     nruns = max(len(runs) for _, arms in cases for _, runs in arms)
@@ -424,14 +436,14 @@ def _sys_stack_panel(ax, arms, paths: Sequence[str], case: Optional[str], st: Ma
     ax.set_xticks(xs)
     ax.set_xticklabels([n for n, _ in arms], rotation=20, ha="right", fontsize=st["font"])
     ax.tick_params(axis="y", labelsize=st["small"])
-    # Head room above the bars for the legend.
     top = max(bottom + [1e-12])
-    ax.set_ylim(0, top * (1.2 + 0.12 * math.ceil(shown / 2)))
-    # No ticks in the legend's head room.
-    ax.set_yticks([y for y in ax.get_yticks() if 0 <= y <= top * 1.1])
+    ax.set_ylim(0, top * 1.05)
     ax.set_ylabel("s", fontsize=st["font"])
     _set_title(ax, _case_title(case, "System time by path (s)"), st)
-    ax.legend(fontsize=st["small"] - 1, loc="upper center", ncol=2, frameon=False)
+    # Beside the axes, not over the bars; top of the stack first.
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], fontsize=st["small"] - 1, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              frameon=False, borderaxespad=0.2)
 
 
 def _per_cpu_panel(ax, arms, case: Optional[str], colors: Mapping[str, str], st: Mapping[str, Any]) -> None:
@@ -449,7 +461,9 @@ def _per_cpu_panel(ax, arms, case: Optional[str], colors: Mapping[str, str], st:
     ax.tick_params(labelsize=st["small"])
     ax.set_ylim(bottom=0)
     _set_title(ax, _case_title(case, "Cycles per CPU (M)"), st)
-    ax.legend(fontsize=st["small"] - 1, frameon=False)
+    # Beside the axes, not over the lines.
+    ax.legend(fontsize=st["small"] - 1, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
+              borderaxespad=0.2)
 
 
 def _sweep_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str]], x: Optional[str],
@@ -487,6 +501,10 @@ def _sweep_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str
     short = _short_names(series_keys)
     xs_all = list(dict.fromkeys(r.get(xkey) for r in rows))
     numeric_x = all(_num(v) for v in xs_all)
+    if numeric_x:
+        xs_all = sorted(xs_all)
+    scale = x_scale(xs_all) if numeric_x else "linear"
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
     for ax, m in zip(axes[0], names):
         unit, div = unit_of(m)
         series: Dict[tuple, Dict[Any, List[float]]] = {}
@@ -499,14 +517,32 @@ def _sweep_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str
             mean = [sum(pts[v]) / len(pts[v]) for v in xs]
             name = ", ".join(f"{short[k]}={v}" for k, v in zip(series_keys, label)) or m
             color = VARIANT_COLORS[i % len(VARIANT_COLORS)]
-            ax.plot(pos, mean, marker="o", markersize=3, color=color, label=name)
+            # Points only: a swept setting has no values between those run,
+            # and a line between two of them would draw a step as a slope.
+            # Hollow markers of their own shapes: series on one point all show.
+            ax.plot(pos, mean, linestyle="none", marker=markers[i % len(markers)], markersize=6 if st["width"] is None
+                    else 4, markerfacecolor="none", markeredgewidth=1.2, color=color, label=name)
             if any(len(pts[v]) > 1 for v in xs):
-                ax.fill_between(pos, [min(pts[v]) for v in xs], [max(pts[v]) for v in xs], color=color, alpha=0.2)
+                ax.errorbar(pos, mean, yerr=[[m - min(pts[v]) for m, v in zip(mean, xs)],
+                                             [max(pts[v]) - m for m, v in zip(mean, xs)]],
+                            linestyle="none", color=color, capsize=2, linewidth=0.8)
         if not numeric_x:
             ax.set_xticks(range(len(xs_all)))
             ax.set_xticklabels([str(v) for v in xs_all], rotation=20, ha="right", fontsize=st["font"])
+        else:
+            if scale == "symlog":
+                ax.set_xscale("symlog", linthresh=min(v for v in xs_all if v > 0), linscale=0.5)
+            elif scale == "log":
+                ax.set_xscale("log")
+            if len(xs_all) <= 12:
+                # A tick at each value run, labelled as given.
+                ax.set_xticks(xs_all)
+                ax.set_xticklabels([f"{v:g}" for v in xs_all], fontsize=st["small"])
+                ax.minorticks_off()
+            ax.margins(x=0.08)
+        ax.margins(y=0.12)
         ax.tick_params(labelsize=st["small"])
-        ax.set_xlabel(xkey, fontsize=st["font"])
+        ax.set_xlabel(_axis_key(xkey, st), fontsize=st["font"])
         ax.set_ylabel(unit or "", fontsize=st["font"])
         _set_title(ax, metric_title(m), st)
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -515,6 +551,27 @@ def _sweep_figure(plt, result: Mapping[str, Any], metrics: Optional[Sequence[str
         ncol = min(len(labels), 2 if st["width"] else 4)
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=st["small"], frameon=False)
     return fig
+
+
+def _axis_key(key: str, st: Mapping[str, Any]) -> str:
+    """A swept key as an axis label: its last dotted part (the title names
+    it in full), and at a paper's column width broken after underscores to
+    fit its panel."""
+    short = key.rsplit(".", 1)[-1]
+    if not st["width"]:
+        return key
+    return "\n".join(line.replace("_ ", "_") for line in textwrap.wrap(short.replace("_", "_ "), 22))
+
+
+def x_scale(values: Sequence[float]) -> str:
+    """A sweep's x axis: "log" where its values (all above 0) span more
+    than an order of magnitude (the largest 20 times the smallest or more),
+    "symlog" where those above 0 do with a 0 among them (linear from 0 to
+    the smallest value above 0), otherwise "linear"."""
+    positive = [v for v in values if v > 0]
+    if len(positive) < 2 or any(v < 0 for v in values) or max(positive) / min(positive) < 20:
+        return "linear"
+    return "symlog" if any(v == 0 for v in values) else "log"
 
 
 def _short_names(keys: Sequence[str]) -> Dict[str, str]:

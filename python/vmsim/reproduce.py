@@ -159,7 +159,7 @@ def _reproduce_into(out_dir: str, names: List[str], scale: Optional[float], seed
             json.dump(result, f, indent=1, sort_keys=True)
             f.write("\n")
         with open(os.path.join(out_dir, f"{name}.txt"), "w") as f:
-            f.write(format_compare(result))
+            f.write(format_compare(result, full=True))
         try:
             from .plot import plot
 

@@ -13,7 +13,7 @@ import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .stats import Summary, significant, summarise
-from .tables import HEADLINE_METRICS, _labels, iter_runs, metric_kind, metric_names
+from .tables import HEADLINE_METRICS, _labels, compact_metrics, headline_metrics, iter_runs, metric_kind, metric_names, same_figures_notes
 
 Arm = Tuple[str, List[Mapping[str, Any]]]
 
@@ -252,32 +252,29 @@ def saved_arms(results: Sequence[Tuple[str, Mapping[str, Any]]]) -> List[List[Ar
     return groups
 
 
-#: The rows of the compact table of ``compare --runs``: the headline metrics
-#: (the published figures), then the times, IPC and DRAM traffic.
-COMPACT_METRICS: Sequence[str] = tuple(HEADLINE_METRICS) + (
-    "elapsed_s", "user_s", "sys_s", "ipc", "dram_bytes_read", "dram_bytes_written",
-)
-
-
 def _verdict(sig: Optional[bool]) -> str:
     if sig is None:
         return "untested (one run per arm)"
     return "beyond the noise" if sig else "inside the noise"
 
 
-def format_compact(arms: Sequence[Arm], names: Optional[str] = None) -> str:
-    """The default table of ``compare --runs``: LKP's layout over
-    ``COMPACT_METRICS`` (those the arms report), then each variant's headline
-    change with the significance result in words, and how many metrics the
-    full output (``--full``) adds."""
-    every = metric_names(*(m for _, runs in arms for m in runs))
-    shown = [m for m in COMPACT_METRICS if m in every]
+def format_compact(arms: Sequence[Arm], names: Optional[str] = None,
+                   configs: Optional[Mapping[str, Any]] = None) -> str:
+    """The default table of ``compare --runs``: LKP's layout over the
+    compact rows (``tables.compact_metrics``: the workload's headline
+    metrics, the times, the key counters not zero in every run), then each
+    variant's headline change with the significance result in words, how
+    many metrics the full output (``--full``) adds, and a note for a variant
+    whose every run gives the base arm's figures (``configs``: each arm's
+    config, ``arm_configs``, to name what the arms differ in)."""
+    every_run = [m for _, runs in arms for m in runs]
+    shown = compact_metrics(*every_run)
     text = format_lkp(arms, shown, names=names)
-    label = _labels(names, *(m for _, runs in arms for m in runs))
+    label = _labels(names, *every_run)
     recs = {r["metric"]: r for r in rows(arms, shown)}
     names = [n for n, _ in arms]
     n_runs = min((len(r) for _, r in arms), default=0)
-    for m in HEADLINE_METRICS:
+    for m in headline_metrics(*every_run):
         rec = recs.get(m)
         if rec is None:
             continue
@@ -287,4 +284,19 @@ def format_compact(arms: Sequence[Arm], names: Optional[str] = None) -> str:
     more = sum(1 for r in rows(arms) if r["metric"] not in recs)
     if more > 0:
         text += f"  {more} more metric(s) change: --full shows every one in LKP's and mmtests' layouts\n"
+    text += "".join(f"  {n}\n" for n in same_figures_notes(arms, configs))
     return text
+
+
+def arm_configs(result: Mapping[str, Any]) -> Dict[str, Any]:
+    """Each arm's config of a compare or ``compare --runs`` result, by the
+    arm's name as ``arms_of`` gives it (``case/arm`` in a case)."""
+    if result.get("kind") == "compare-runs":
+        runs = result.get("runs") or []
+        return arm_configs(runs[0]) if runs and isinstance(runs[0], Mapping) else {}
+    cases = result.get("cases")
+    if isinstance(cases, Mapping):
+        return {f"{c}/{n}": cfg for c, r in cases.items() if isinstance(r, Mapping)
+                for n, cfg in arm_configs(r).items()}
+    configs = result.get("arm_configs")
+    return dict(configs) if isinstance(configs, Mapping) else {}

@@ -44,6 +44,143 @@ HEADLINE_METRICS: Sequence[str] = (
 )
 
 
+#: A workload's kind, told by a metric only it reports (checked in this
+#: order; a workload with none of them is usemem).
+_KIND_BY_METRIC: Sequence[Tuple[str, str]] = (
+    ("will_it_scale_workload", "will-it-scale"),
+    ("pmbench_throughput_aps", "pmbench"),
+    ("fault_bytes_per_s", "pf-test"),
+    ("lru_file_mmap_read_elapsed_s", "lru-file-mmap-read"),
+    ("trace_accesses", "trace"),
+)
+
+#: The figures each workload kind's benchmark prints, the rows a compact
+#: table starts with (a program's are its phases' rates:
+#: ``phase.<name>.throughput_bytes_per_s``).
+WORKLOAD_HEADLINES: Dict[str, Sequence[str]] = {
+    "usemem": ("throughput_bytes_per_s",),
+    "pf-test": ("fault_bytes_per_s",),
+    "pmbench": ("pmbench_throughput_aps",),
+    "lru-file-mmap-read": ("lru_file_mmap_read_elapsed_s", "lru_file_mmap_read_time_range_s"),
+    "will-it-scale": ("will_it_scale_per_task_ops", "will_it_scale_workload"),
+    "trace": ("trace_elapsed_s",),
+    "program": (),
+}
+
+#: The times a compact table shows after the headline, always.
+COMPACT_TIMES: Sequence[str] = ("elapsed_s", "user_s", "sys_s")
+
+#: The counters a compact table shows after the times, each where it is not
+#: zero in every run: IPC and the LLC, DRAM traffic, faults and THP, TLB
+#: flushes, NUMA balancing and migration, reclaim.
+COMPACT_COUNTERS: Sequence[str] = (
+    "ipc", "llc_misses", "dram_bytes_read", "dram_bytes_written", "dram_remote_reads",
+    "pgfault", "pgmajfault", "pgfault_cow_4k", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
+    "thp_cow_copies", "nr_tlb_remote_flush", "ipis_tlb_shootdown", "tlb_shootdown_interrupts",
+    "numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "pgmigrate_fail",
+    "pgscan_kswapd", "pgsteal_kswapd", "pgscan_direct", "pgsteal_direct", "workingset_refault_file",
+)
+
+
+def workload_kind(*metric_sets: Mapping[str, Any]) -> str:
+    """The workload kind that reported ``metric_sets`` ("usemem", "pf-test",
+    "pmbench", "lru-file-mmap-read", "will-it-scale", "trace" or
+    "program"), from the metrics only it reports."""
+    for metric, kind in _KIND_BY_METRIC:
+        if any(metric in m for m in metric_sets):
+            return kind
+    if any(k.startswith("phase.") for m in metric_sets for k in m):
+        return "program"
+    return "usemem"
+
+
+def headline_metrics(*metric_sets: Mapping[str, Any]) -> List[str]:
+    """The headline rows of the workload that reported ``metric_sets``
+    (``WORKLOAD_HEADLINES``; a program's phases' byte rates)."""
+    kind = workload_kind(*metric_sets)
+    if kind == "program":
+        return [n for n in metric_names(*metric_sets) if n.startswith("phase.") and n.endswith(".throughput_bytes_per_s")]
+    return [n for n in WORKLOAD_HEADLINES[kind] if any(n in m for m in metric_sets)]
+
+
+def compact_metrics(*metric_sets: Mapping[str, Any]) -> List[str]:
+    """The rows of a compact table of ``metric_sets`` (one per run), in
+    order: the workload's headline metrics, the times, then each of
+    ``COMPACT_COUNTERS`` that is not zero in every run, and
+    ``data_verified`` where a run's data check failed (every metric where
+    none of these is reported)."""
+    present = set(metric_names(*metric_sets))
+
+    def nonzero(n: str) -> bool:
+        return any(_is_number(m.get(n)) and m.get(n) != 0 for m in metric_sets)
+
+    rows = headline_metrics(*metric_sets) + [n for n in COMPACT_TIMES if n in present]
+    rows += [n for n in COMPACT_COUNTERS if n in present and n not in rows and nonzero(n)]
+    if any(m.get("data_verified") is False for m in metric_sets):
+        rows.append("data_verified")
+    # Metrics of no workload's (a fabricated or foreign result): all of them.
+    return rows or metric_names(*metric_sets)
+
+
+def _compact_footer(shown: Sequence[str], every: Sequence[str], runs: Sequence[Mapping[str, Any]]) -> str:
+    """The line under a compact table: how many rows ``--full`` adds, and
+    (several runs) how many of them change."""
+    rest = [n for n in every if n not in shown]
+    if not rest:
+        return ""
+    text = f"  ({len(rest)} more row(s)"
+    if len(runs) > 1:
+        changed = sum(1 for n in rest
+                      if any(format_change(runs[0].get(n), r.get(n)) not in ("", "+0.0%") for r in runs[1:]))
+        text += f", {changed} of them changed"
+    return text + ": --full shows every one)"
+
+
+def _config_diff(a: Any, b: Any, prefix: str = "") -> List[str]:
+    """Dotted keys whose values differ between two configs."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out: List[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _config_diff(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if a == b else [prefix]
+
+
+def same_figures_note(base_name: str, base: Sequence[Mapping[str, Any]], name: str,
+                      runs: Sequence[Mapping[str, Any]], differ: Sequence[str] = ()) -> Optional[str]:
+    """A one-line note when arm ``name``'s runs give every scalar figure of
+    the base arm's runs (seed by seed): what the arms differ in changed
+    nothing in these runs (a policy whose path was not taken, or that
+    decided as the base arm's did). None otherwise."""
+    if not runs or len(runs) != len(base):
+        return None
+    for a, b in zip(base, runs):
+        if scalar_metrics(a) != scalar_metrics(b):
+            return None
+    what = f" ({', '.join(differ)})" if differ else ""
+    return (f"note: {name} gives the same figures as {base_name} in every metric: what they differ in{what} "
+            f"changed nothing in this run (its path never ran, or it decided as {base_name}'s does)")
+
+
+def same_figures_notes(arms: Sequence[Tuple[str, Sequence[Mapping[str, Any]]]],
+                       configs: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """``same_figures_note`` for each arm after the first that gives the
+    figures of an arm before it (the first such), ``arms`` being (name,
+    runs) pairs; ``configs``, each arm's config, names what they differ in."""
+    configs = configs or {}
+    out = []
+    for i, (name, runs) in enumerate(arms):
+        for other, base in arms[:i]:
+            differ: List[str] = []
+            if other in configs and name in configs:
+                differ = [k for k in _config_diff(configs[other], configs[name]) if k != "seed"]
+            note = same_figures_note(other, base, name, runs, differ)
+            if note:
+                out.append(note)
+                break
+    return out
+
+
 def _labels(style: Optional[str], *metric_sets: Mapping[str, Any]) -> Callable[[str], str]:
     """How a table names metrics: as they are, or LKP's names (vmsim.names)."""
     from .names import namer
@@ -182,22 +319,28 @@ def _machine_line(machine: Mapping[str, Any]) -> str:
     return f"{name} — {summary}" if summary else str(name)
 
 
-def format_run(result: Mapping[str, Any], names: Optional[str] = None) -> str:
-    """The metric table of one run, headed by the machine and scale lines;
-    ``names="lkp"`` gives metrics LKP's names where LKP has them (vmsim.names)."""
+def format_run(result: Mapping[str, Any], names: Optional[str] = None, full: bool = False) -> str:
+    """The metric table of one run, headed by the machine and scale lines:
+    the compact rows (``compact_metrics``) with a line saying how many more
+    there are, or with ``full`` every scalar metric; ``names="lkp"`` gives
+    metrics LKP's names where LKP has them (vmsim.names)."""
     lines = [f"machine: {_machine_line(result.get('machine', {}))}"]
     if result.get("scale"):
         lines.append(f"scale:   {result['scale']}")
     lines.append("")
     metrics = result.get("metrics", {})
     label = _labels(names, metrics)
-    names_ = metric_names(metrics)
+    every = metric_names(metrics)
+    names_ = every if full else compact_metrics(metrics)
     cells = [format_metric(n, metrics[n]) for n in names_]
     shown = [label(n) for n in names_]
     nw = max((len(n) for n in shown), default=0)
     vw = max((len(c) for c in cells), default=0)
     for name, cell in zip(shown, cells):
         lines.append(f"  {name.ljust(nw)}  {cell.rjust(vw)}")
+    footer = "" if full else _compact_footer(names_, every, [metrics])
+    if footer:
+        lines.append(footer)
     return "\n".join(lines) + "\n"
 
 
@@ -257,19 +400,27 @@ def format_mmtests_lru_file(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_compare(result: Mapping[str, Any], names: Optional[str] = None) -> str:
-    """Baseline, then %change and value for each variant, metric name last.
-    An experiment with cases gives one such table per case. A result run
-    below its experiment's smallest valid scale (``scale_forced``) starts
-    with a line that says so."""
+def format_compare(result: Mapping[str, Any], names: Optional[str] = None, full: bool = False,
+                   base: Optional[str] = None) -> str:
+    """Baseline, then %change and value for each variant, metric name last:
+    the compact rows (``compact_metrics``) with a line saying how many more
+    there are, or with ``full`` every metric not zero in every run. An
+    experiment with cases gives one such table per case. ``base`` names the
+    arm to set first and compare the others with (default: the
+    experiment's baseline). A variant whose figures are the baseline's in
+    every metric gets a note under the table. A result run below its
+    experiment's smallest valid scale (``scale_forced``) starts with a line
+    that says so."""
+    if base is not None:
+        result = rebase(result, base)
     if result.get("scale_forced"):
         rest = {k: v for k, v in result.items() if k != "scale_forced"}
-        return forced_scale_line(result) + "\n" + format_compare(rest, names)
+        return forced_scale_line(result) + "\n" + format_compare(rest, names, full)
     if "cases" in result:
         cases = result["cases"]
         parts = []
         for c in result.get("case_order") or sorted(cases):
-            parts.append(f"case: {c}\n" + format_compare(cases[c], names))
+            parts.append(f"case: {c}\n" + format_compare(cases[c], names, full))
         return "\n".join(parts)
     base_name = str(result.get("baseline_name", "baseline"))
     baseline = result.get("baseline", {})
@@ -287,12 +438,13 @@ def format_compare(result: Mapping[str, Any], names: Optional[str] = None) -> st
     lines.append("")
 
     label = _labels(names, baseline, *(variants[v] for v in order))
-    names = metric_names(baseline, *(variants[v] for v in order))
-    # As LKP's tables do, leave out what is zero in every run (the JSON has it all).
     runs = [baseline] + [variants[v] for v in order]
+    every = metric_names(*runs)
+    # As LKP's tables do, leave out what is zero in every run (the JSON has it all).
     # The headline metrics stay, zero or not.
-    zero = [n for n in names if n not in _RANK and all(_is_number(r.get(n)) and r.get(n) == 0 for r in runs)]
-    names = [n for n in names if n not in zero]
+    zero = [n for n in every if n not in _RANK and all(_is_number(r.get(n)) and r.get(n) == 0 for r in runs)]
+    shown_rows: List[str] = [n for n in every if n not in zero] if full else compact_metrics(*runs)
+    names = shown_rows
     # columns: baseline, then (%change, value) per variant
     headers = [base_name]
     # One unit per row: the one its largest value reaches.
@@ -315,12 +467,57 @@ def format_compare(result: Mapping[str, Any], names: Optional[str] = None) -> st
     for i, name in enumerate(names):
         cells = [col[i].rjust(w - (2 if k == "value" else 0)).ljust(w) for col, w, k in zip(columns, widths, kinds)]
         lines.append("  " + sep.join(cells) + sep + label(name))
-    if zero:
+    if full and zero:
         lines.append(f"  ({len(zero)} metric(s) zero in every run not shown: {', '.join(zero)})")
+    footer = "" if full else _compact_footer(shown_rows, every, runs)
+    if footer:
+        lines.append(footer)
+    configs = result.get("arm_configs") if isinstance(result.get("arm_configs"), Mapping) else {}
+    arms = [(base_name, [baseline])] + [(v, [variants[v]]) for v in order]
+    lines += ["  " + note for note in same_figures_notes(arms, configs)]
     mmtests = format_mmtests_lru_file(result)
     if mmtests:
         lines += ["", mmtests.rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def arm_names(result: Mapping[str, Any]) -> List[str]:
+    """The arm names of a compare or ``compare --runs`` result, baseline
+    first (without their case)."""
+    if result.get("kind") == "compare-runs":
+        runs = result.get("runs") or []
+        return arm_names(runs[0]) if runs and isinstance(runs[0], Mapping) else []
+    if isinstance(result.get("cases"), Mapping):
+        out: List[str] = []
+        for c in result["cases"].values():
+            out += [n for n in arm_names(c) if n not in out]
+        return out
+    if "variants" not in result:
+        return []
+    variants = result.get("variants") or {}
+    return [str(result.get("baseline_name", "baseline"))] + list(result.get("variant_order") or sorted(variants))
+
+
+def rebase(result: Mapping[str, Any], base: str) -> Dict[str, Any]:
+    """The same compare (or ``compare --runs``) result with arm ``base`` as
+    its baseline: first, and the one every change is against; the others
+    follow in their order. Raises ``ValueError`` naming the accepted arms
+    when the result has no such arm."""
+    names = arm_names(result)
+    if base not in names:
+        raise ValueError(f"{base!r} is not an arm of this result; accepted: {', '.join(names) or 'none'}")
+    if result.get("kind") == "compare-runs":
+        return dict(result, runs=[rebase(r, base) for r in result.get("runs") or []])
+    if isinstance(result.get("cases"), Mapping):
+        return dict(result, cases={c: rebase(r, base) for c, r in result["cases"].items()})
+    variants = dict(result.get("variants") or {})
+    old = str(result.get("baseline_name", "baseline"))
+    if base == old:
+        return dict(result)
+    arms = {old: result.get("baseline", {}), **variants}
+    order = [n for n in names if n != base]
+    return dict(result, baseline_name=base, baseline=arms[base], variants={n: arms[n] for n in order},
+                variant_order=order)
 
 
 def show_scale(scale: float) -> str:

@@ -95,10 +95,15 @@ def test_run_prints_table(tiny_toml, capsys):
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0].startswith("machine: xeon-e5-2699v3-2s")
-    names = [line.split()[0] for line in lines if line.startswith("  ")]
-    assert names[0] == "throughput_bytes_per_s"
-    assert "data_verified" in names and "per_cpu" not in names
+    names = [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("  (")]
+    assert names[:4] == ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s"]
+    # Compact: the headline, times and the key counters that are not zero; --full every row.
+    assert len(names) < 20 and "data_verified" not in names and "l1d_stores" not in names
+    assert "--full shows every one" in lines[-1]
     assert captured.err == ""
+    assert cli.main(["run", "-q", "--full", str(tiny_toml)]) == 0
+    full = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert "data_verified" in full and "l1d_stores" in full and "per_cpu" not in full and len(full) > 60
 
 
 def same_result_bytes(a, b):

@@ -8,7 +8,8 @@ import pytest
 from vmsim import _api, cli
 from vmsim.names import LKP_NAMES, lkp_name, namer, suite_of
 
-GLOSSARY = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+ROOT = Path(__file__).resolve().parents[2]
+GLOSSARY = ROOT / "docs" / "metrics.md"
 
 
 def _doc_table():
@@ -27,10 +28,33 @@ def test_every_mapped_metric_is_reported_by_some_workload():
         for case in _api.experiment_plan(experiment)["cases"]:
             for arm in case["arms"]:
                 reported.update(arm["metrics"])
+    # will-it-scale is an example experiment, not a built-in one.
+    for case in _api.experiment_plan(str(ROOT / "examples" / "workloads" / "page-fault1.toml"))["cases"]:
+        for arm in case["arms"]:
+            reported.update(arm["metrics"])
     assert not set(LKP_NAMES) - reported
     # LKP's names are unique: no two rows of one table share one.
     rendered = [name.format(suite="vm-scalability") for name in LKP_NAMES.values()]
     assert len(rendered) == len(set(rendered))
+
+
+def test_will_it_scale_and_programs_are_not_named_vm_scalability():
+    # --names lkp named will-it-scale runs and programs vm-scalability.*:
+    # every workload reports throughput_bytes_per_s.
+    base = {"throughput_bytes_per_s": 1.0, "elapsed_s": 1.0, "sys_s": 1.0, "pgfault": 1}
+    wis = dict(base, will_it_scale_workload=1.0, will_it_scale_per_task_ops=1.0, **{"phase.loop.accesses": 1})
+    program = dict(base, **{"phase.write.throughput_bytes_per_s": 1.0})
+    trace = dict(base, trace_accesses=1, trace_elapsed_s=1.0)
+    assert [suite_of(m) for m in (wis, program, trace)] == ["will-it-scale", None, None]
+    n = namer("lkp", wis)
+    assert [n(m) for m in ("will_it_scale_workload", "elapsed_s", "sys_s", "throughput_bytes_per_s",
+                           "will_it_scale_per_task_ops", "pgfault")] == [
+        "will-it-scale.workload", "will-it-scale.time.elapsed_time", "will-it-scale.time.system_time",
+        "throughput_bytes_per_s", "will_it_scale_per_task_ops", "proc-vmstat.pgfault"]
+    for metrics in (program, trace):
+        n = namer("lkp", metrics)
+        assert [n(m) for m in ("throughput_bytes_per_s", "elapsed_s", "sys_s", "pgfault")] == [
+            "throughput_bytes_per_s", "elapsed_s", "sys_s", "proc-vmstat.pgfault"]
 
 
 def test_names_follow_the_workload():

@@ -140,7 +140,8 @@ def test_sweep_against_any_swept_key(tmp_path, capsys):
         ax = fig.axes[0]
         assert ax.get_xlabel() == "kernel.clear_huge_page"
         assert [t.get_text() for t in ax.get_xticklabels()] == ["sequential", "target-last"]
-        assert [line.get_label() for line in ax.get_lines()] == ["nr_task=1", "nr_task=2", "nr_task=4"]
+        assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == [
+            "nr_task=1", "nr_task=2", "nr_task=4"]
         title = fig._suptitle.get_text()
         assert "sweep of kernel.clear_huge_page on m" in title and "seeds 0..1" in title
         assert "workload.size_per_task_mib=8" in title  # a key with one value: in the title, not the labels
@@ -208,3 +209,98 @@ def test_a_compare_result_carries_its_published_measurements():
     assert r["published"] == [{"case": None, "arm": "target-last", "metric": "throughput_bytes_per_s",
                                "change_percent": 28.3, "source": r["published"][0]["source"]}]
     assert "c79b57e462b5" in r["published"][0]["source"]
+
+
+def _visible(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def _overlaps(a, b):
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_compare_panels_are_a_grid_that_fits():
+    # Six panels were drawn in one row 2040 x 335 px.
+    fig = plot.figure(_case(["base", "fast", "slow"]))
+    try:
+        axes = _visible(fig)
+        assert len(axes) == 6
+        assert len({round(ax.get_position().x0, 3) for ax in axes}) == 3
+        assert len({round(ax.get_position().y0, 3) for ax in axes}) == 2
+        width, height = fig.get_size_inches()
+        assert width <= 3 * 3.4 + 0.01 and width / height < 2
+    finally:
+        plot._pyplot().close(fig)
+
+
+def test_metrics_asked_for_are_drawn_alone_and_paper_adds_nothing():
+    # The paper style drew the breakdown panels too, whatever --metrics said.
+    for style, metrics in (("paper", ["throughput_bytes_per_s", "llc_misses"]), ("screen", ["llc_misses"]),
+                           ("paper", None)):
+        fig = plot.figure(_case(["base", "fast"]), metrics=metrics, style=style)
+        try:
+            titles = [ax.get_title().replace("\n", " ") for ax in _visible(fig)]
+            assert not any("by path" in t or "per CPU" in t for t in titles), (style, titles)
+            if metrics:
+                assert len(titles) == len(metrics)
+        finally:
+            plot._pyplot().close(fig)
+
+
+def test_legends_are_outside_the_data():
+    fig = plot.figure(_case(["base", "fast", "slow"]))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = [(ax, ax.get_legend()) for ax in _visible(fig) if ax.get_legend() is not None]
+        assert len(legends) == 2
+        for ax, legend in legends:
+            assert not _overlaps(legend.get_window_extent(renderer), ax.get_window_extent(renderer)), ax.get_title()
+    finally:
+        plot._pyplot().close(fig)
+
+
+def _sweep_over(values):
+    rows = [{"kernel.tlb_single_page_flush_ceiling": v, "kernel.migrate_tlb_flush": f, "seed": 0, "status": "ok",
+             "throughput_bytes_per_s": (2e9 if v >= 64 else 1e9) * (1.1 if f == "b" else 1), "elapsed_s": 1.0}
+            for v in values for f in ("a", "b")]
+    keys = ["kernel.tlb_single_page_flush_ceiling", "kernel.migrate_tlb_flush"]
+    return {"kind": "sweep", "grid_keys": keys, "grid": {keys[0]: list(values), keys[1]: ["a", "b"]},
+            "config": {"machine": "m", "seed": 0}, "rows": rows}
+
+
+def test_a_sweep_over_orders_of_magnitude_has_a_log_axis_and_points():
+    # 0/16/64/1024 was drawn on a linear axis with a line through the step.
+    fig = plot.figure(_sweep_over([0, 16, 64, 1024]), metrics=["throughput_bytes_per_s"])
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xscale() == "symlog"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "16", "64", "1024"]
+        series = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+        assert len(series) == 2 and all(line.get_linestyle() == "None" and line.get_marker() for line in series)
+        assert len({line.get_marker() for line in series}) == 2
+    finally:
+        plot._pyplot().close(fig)
+    assert plot.x_scale([16, 64, 1024]) == "log"
+    assert plot.x_scale([1, 2, 4]) == plot.x_scale([-1, 100]) == "linear"
+
+
+@pytest.mark.parametrize("style", ["screen", "paper"])
+def test_no_label_is_cut(style):
+    for result, metrics in ((_sweep_over([0, 16, 64, 1024]), None), (_with_cases(), None),
+                            (_case(["base", "fast", "slow"]), ["throughput_bytes_per_s", "llc_misses"])):
+        fig = plot.figure(result, metrics=metrics, style=style)
+        try:
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            page = fig.bbox
+            texts = [t for ax in _visible(fig) for t in [ax.title, ax.xaxis.label, ax.yaxis.label]
+                     + ax.get_xticklabels() if t.get_text() and t.get_visible()]
+            for t in texts:
+                box = t.get_window_extent(renderer)
+                assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0, t.get_text()
+            labels = [ax.xaxis.label.get_window_extent(renderer) for ax in _visible(fig) if ax.xaxis.label.get_text()]
+            for i, a in enumerate(labels):
+                assert not any(_overlaps(a, b) for b in labels[i + 1:])
+        finally:
+            plot._pyplot().close(fig)

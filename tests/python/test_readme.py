@@ -20,6 +20,7 @@ from test_docs_links import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+SHOWN = re.compile(r"<!-- compare-output[^>]*-->\n(.*?)<!-- /compare-output -->", re.S)
 BLOCK = re.compile(r"<!-- quick-start -->\s*```(?:sh|bash|console)?\n(.*?)```\s*<!-- /quick-start -->", re.S)
 ACTIVATE = ". .venv/bin/activate"
 
@@ -64,6 +65,7 @@ def test_quick_start_runs_as_written():
     if (bindir / "vmsim").exists():
         path.insert(0, str(bindir))
     env["PATH"] = os.pathsep.join(path + [env.get("PATH", "")])
+    last_compare = [line for line in lines if line.startswith("vmsim compare ")][-1]
     start = time.monotonic()
     for line in lines:
         if line == ACTIVATE and not (bindir / "activate").exists():
@@ -74,6 +76,13 @@ def test_quick_start_runs_as_written():
         if line.startswith("vmsim compare "):
             assert "throughput_bytes_per_s" in proc.stdout and "GB/s" in proc.stdout
             assert "forced" not in proc.stdout.lower()
+            if line == last_compare:
+                # The rows the README shows are the ones the command prints.
+                printed = [row.strip() for row in proc.stdout.splitlines() if row.strip()]
+                shown = [row.strip() for row in SHOWN.search(README.read_text(encoding="utf-8")).group(1).splitlines()
+                         if row.strip()]
+                at = printed.index(shown[0])
+                assert printed[at:at + len(shown)] == shown
     # The comparison at scale 1/2 takes about 45 s on an idle 2-core host
     # (139-176 s measured in this test beside other work, load average 5-6.4): the
     # smallest scale whose headline was measured to match scale 1's.

@@ -64,7 +64,12 @@ def test_compare_saved_results_with_min_change(tmp_path, capsys):
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "5"]) == 0
     out = capsys.readouterr().out
     assert "throughput_bytes_per_s" in out and "sys_s" not in out
-    assert "Amean" in out and "CoeffVar" in out
+    # One layout unless asked for both.
+    assert "%stddev" in out and "Amean" not in out
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "5",
+                     "--format", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "%stddev" in out and "Amean" in out and "CoeffVar" in out
 
 
 def test_compare_runs_spread_and_significance_from_arms():
@@ -160,14 +165,15 @@ def test_compare_metrics_and_format_apply_without_min_change(tmp_path, capsys):
 
 def test_compact_runs_table_and_full_output(monkeypatch, capsys):
     def arm(name, tp, spread):
-        return (name, [dict(_fake_run(tp + d, 1.0)["metrics"], ipc=1.0 + d / 1e12, llc_misses=(tp + d) / 1e6,
-                            l2_misses=5.0) for d in spread])
+        return (name, [dict(_fake_run(tp + d, 1.0)["metrics"], ipc=1.0 + d / 1e12, llc_misses=5.0,
+                            l2_misses=(tp + d) / 1e6) for d in spread])
     base, new, flat = arm("base", 10e9, (0, 1e8, -1e8)), arm("new", 12e9, (0, 1e8, -1e8)), arm("flat", 10e9, (0, 2e9, -2e9))
     text = runtables.format_compact([base, new, flat])
     lines = text.splitlines()
     rows = [l.split()[-1] for l in lines if l.rstrip().endswith(("_s", "_per_s", "ipc", "_read", "_written", "_misses"))]
-    # Only the compact metrics, in their order; llc_misses changes but is left to --full.
-    assert rows == ["throughput_bytes_per_s", "sys_s", "ipc"]
+    # Only the compact metrics, in their order (llc_misses, a key counter not
+    # zero); l2_misses changes but is left to --full.
+    assert rows == ["throughput_bytes_per_s", "sys_s", "ipc", "llc_misses"]
     assert "  new vs base: throughput_bytes_per_s +20.0%, beyond the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
     assert "  flat vs base: throughput_bytes_per_s +0.0%, inside the noise (Welch's t-test, 5%; 3 runs per arm)" in lines
     assert lines[-1] == "  1 more metric(s) change: --full shows every one in LKP's and mmtests' layouts"
@@ -181,96 +187,39 @@ def test_compact_runs_table_and_full_output(monkeypatch, capsys):
     monkeypatch.setattr(_api, "check_verified", lambda r: None)
     assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3"]) == 0
     out = capsys.readouterr().out
-    assert "new vs base" in out and "Amean" not in out and "llc_misses" not in out
+    assert "new vs base" in out and "Amean" not in out and "l2_misses" not in out
     assert cli.main(["compare", "-q", "clear-target-last", "--runs", "3", "--full"]) == 0
     out = capsys.readouterr().out
-    assert "Amean" in out and "llc_misses" in out and "new vs base" not in out
-    assert cli.main(["compare", "-q", "clear-target-last", "--full"]) == 2
-    assert "--full applies to --runs N" in capsys.readouterr().err
+    assert "Amean" in out and "l2_misses" in out and "new vs base" not in out
 
 
-def test_compare_unknown_metrics_are_refused_before_running(tmp_path, capsys):
-    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
-    for args in (["compare", str(tmp_path / "a.json")], ["compare", "-q", "clear-target-last"],
-                 ["compare", "-q", "clear-target-last", "--runs", "2"]):
-        assert cli.main(args + ["--metrics", "sys_s,bogus"]) == 2
-        err = capsys.readouterr().err
-        assert len(err.splitlines()) == 1 and err.startswith("vmsim: error: --metrics: unknown metric(s) bogus; known: ")
-        assert "sys_s" in err.split("known: ")[1]
-    with pytest.raises(vmsim.ConfigError) as e:
-        vmsim.compare_results(_fake_run(1e9, 1.0), metrics=["bogus"])
-    assert e.value.key == "metrics" and "bogus" in e.value.message
-
-
-def test_a_result_of_a_newer_layout_is_refused(tmp_path):
-    from vmsim import _core
-    from vmsim._results import load_result
-    doc = {"metrics": {"x": 1}, "provenance": {"schema_version": _core.RESULT_SCHEMA_VERSION}}
-    p = tmp_path / "r.json"
-    p.write_text(json.dumps(doc))
-    assert load_result(p)["metrics"] == {"x": 1}
-    doc["provenance"]["schema_version"] = _core.RESULT_SCHEMA_VERSION + 1
-    p.write_text(json.dumps(doc))
-    with pytest.raises(vmsim.ConfigError) as e:
-        load_result(p)
-    assert "written by a newer vmsim" in e.value.message
-    doc["provenance"]["schema_version"] = "2"
-    p.write_text(json.dumps(doc))
-    with pytest.raises(vmsim.ConfigError):
-        load_result(p)
-
-
-def test_min_change_keeps_the_headline_rows(tmp_path, capsys):
-    # --min-change dropped the headline (throughput) when it moved less than
-    # the threshold: the one figure a reader looks for was missing.
-    (tmp_path / "a.json").write_text(json.dumps(_fake_run(10e9, 1.0)))
-    (tmp_path / "b.json").write_text(json.dumps(_fake_run(10.1e9, 2.0)))
-    for layout in ("lkp", "mmtests"):
-        assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "50",
-                         "--format", layout]) == 0
-        out = capsys.readouterr().out
-        assert "throughput_bytes_per_s" in out and "sys_s" in out, layout  # +1.0% and +100%
-    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-change", "200"]) == 0
+def test_base_arm_sets_what_the_statistics_test_against(tmp_path, capsys):
+    # --runs tested every arm against the baseline only.
+    arms = {"base": 10e9, "new": 12e9, "other": 12.1e9}
+    runs = [{"baseline_name": "base", "baseline": _fake_run(arms["base"] + d, 1.0)["metrics"],
+             "variant_order": ["new", "other"],
+             "variants": {n: _fake_run(arms[n] + d, 1.0)["metrics"] for n in ("new", "other")}}
+            for d in (0, 1e8, -1e8)]
+    doc = {"kind": "compare-runs", "experiment": "e", "description": "d", "seeds": [0, 1, 2], "runs": runs}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["compare", str(path), "--base", "new"]) == 0
     out = capsys.readouterr().out
-    assert "throughput_bytes_per_s" in out and "sys_s" not in out
-    # An unchanged headline stays too; naming metrics shows just those.
-    text = vmsim.compare_results(tmp_path / "a.json", _fake_run(10e9, 2.0), layout="lkp")
-    assert "throughput_bytes_per_s" in text and "+0.0%" in text
-    text = vmsim.compare_results(tmp_path / "a.json", _fake_run(10e9, 2.0), layout="lkp", metrics=["sys_s"])
-    assert "throughput_bytes_per_s" not in text
-
-
-def test_saved_results_of_different_experiments_or_machines_warn(tmp_path, capsys):
-    a, b = dict(_fake_run(10e9, 1.0), experiment="x"), dict(_fake_run(11e9, 1.0), experiment="y")
-    (tmp_path / "a.json").write_text(json.dumps(a))
-    (tmp_path / "b.json").write_text(json.dumps(b))
-    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    header = next(l for l in out.splitlines() if "new" in l and "base" in l)
+    assert header.split()[:3] == ["new", "base", "other"]
+    row = next(l for l in out.splitlines() if l.endswith("throughput_bytes_per_s"))
+    assert "-16.7%" in row and "+0.8%" in row
+    records = vmsim.runs_statistics(doc, base="new")
+    assert records[0]["arms"][0]["name"] == "new" and records[0]["changes"][0] == pytest.approx(-100 / 6)
+    with pytest.raises(vmsim.ConfigError, match="'nope' is not an arm of this result; accepted: base, new, other") as e:
+        vmsim.runs_statistics(doc, base="nope")
+    assert e.value.key == "base"
+    assert "-16.7%" in vmsim.compare_results(doc, base="new")
+    assert cli.main(["compare", str(path), "--base", "nope"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("vmsim: warning: comparing results of different experiments")
-    assert "a: x, b: y" in err
-    c = dict(_fake_run(11e9, 1.0), experiment="x", machine={"name": "other"})
-    with pytest.warns(UserWarning, match=r"different machines \(result1: m, result2: other\)"):
-        vmsim.compare_results(a, c)
-    # The same experiment on the same machine: no warning.
-    (tmp_path / "c.json").write_text(json.dumps(dict(b, experiment="x")))
-    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 0
-    assert capsys.readouterr().err == ""
+    assert "--base: 'nope' is not an arm" in err and "accepted: base, new, other" in err
+    # An experiment's arm is checked before anything runs.
+    assert cli.main(["compare", "-q", "clear-target-last", "--runs", "2", "--base", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "accepted: sequential, target-last" in err
 
-
-def test_reproduce_readme_states_the_scale_of_every_case(tmp_path):
-    # An experiment with cases has no scale of its own: README.md's "Scale:"
-    # line was empty. Each case's scale is listed.
-    from vmsim.reproduce import _scale_lines
-    exp = tmp_path / "cases.toml"
-    exp.write_text('name = "two-cases"\ndescription = "d"\n[config]\nmachine = "xeon-8358-icx"\n'
-                   '[config.workload]\nkind = "pf-test"\nsize_mib = 4\n'
-                   '[[cases]]\nname = "icx"\nset = { "machine" = "xeon-8358-icx" }\n'
-                   '[[cases]]\nname = "milan"\nset = { "machine" = "epyc-7j13-milan" }\n'
-                   '[baseline]\nname = "target-last"\nset = { "kernel.clear_huge_page" = "target-last" }\n'
-                   '[[variants]]\nname = "multipage-2023"\nset = { "kernel.clear_huge_page" = "multipage-2023" }\n')
-    result = vmsim.compare(str(exp))
-    lines = _scale_lines(result)
-    assert lines[0] == "Scale, per case:"
-    assert [line.split(":")[0] for line in lines[2:]] == ["- icx", "- milan"]
-    assert all("4 MiB of MAP_HUGETLB memory" in line for line in lines[2:])
-    assert _scale_lines({"scale": "usemem: 2 tasks"}) == ["Scale: usemem: 2 tasks"]

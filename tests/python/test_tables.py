@@ -90,7 +90,7 @@ def test_percent_change():
 
 
 def test_compare_table():
-    text = format_compare(COMPARE)
+    text = format_compare(COMPARE, full=True)
     lines = text.splitlines()
     assert lines[0] == "experiment: clear-target-last — clear the faulting sub-page last"
     assert lines[1] == "machine:    test-machine — 2 sockets, 4 threads"
@@ -125,7 +125,7 @@ def test_compare_table_is_deterministic():
 
 def test_run_table():
     result = {"config": {}, "machine": MACHINE, "scale": "1/64", "metrics": _metrics()}
-    lines = format_run(result).splitlines()
+    lines = format_run(result, full=True).splitlines()
     assert lines[0] == "machine: test-machine — 2 sockets, 4 threads"
     assert lines[1] == "scale:   1/64"
     body = [line.split() for line in lines[3:]]
@@ -205,9 +205,87 @@ def test_units_on_the_human_readable_tables():
     assert format_metric("instructions", 10**10) == "10000000000" and format_metric("ipc", 1.5) == "1.5"
     assert runtables.unit_of("dram_node0_bytes_read") == ("GB", 1e9)
     result = {"config": {}, "machine": MACHINE, "metrics": _metrics(dram_node0_bytes_read=1.862e10)}
-    assert ["dram_node0_bytes_read", "18.62", "GB"] in [line.split() for line in format_run(result).splitlines()]
+    assert ["dram_node0_bytes_read", "18.62", "GB"] in [line.split() for line in format_run(result, full=True).splitlines()]
     # A sweep's metric columns share one unit each; its grid keys have none.
     rows = [{"workload.nr_task": 1, "throughput_bytes_per_s": 2.5e9, "elapsed_s": 1.5},
             {"workload.nr_task": 2, "throughput_bytes_per_s": 9e8, "elapsed_s": 0.5}]
     table = format_rows(rows, ["throughput_bytes_per_s", "elapsed_s"])
     assert [line.split() for line in table[2:]] == [["1", "2.5", "GB/s", "1.5", "s"], ["2", "0.9", "GB/s", "0.5", "s"]]
+
+
+def _usemem_run(**over):
+    """A usemem run's metrics, many of them zero, as the core reports them."""
+    m = {"throughput_bytes_per_s": 8.1e9, "elapsed_s": 0.037, "user_s": 0.1, "sys_s": 0.047, "ipc": 2.7,
+         "instructions": 9.4e8, "cycles": 3.4e8, "llc_misses": 4197843, "dram_bytes_read": 1.1e7,
+         "dram_bytes_written": 2.3e8, "pgfault": 128, "thp_fault_alloc": 128, "thp_fault_fallback": 0,
+         "nr_tlb_remote_flush": 0, "ipis_tlb_shootdown": 0, "data_verified": True, "l1d_stores": 8388608,
+         "subpage_clears": 65536, "sys_s_clear_page": 0.046, "sys_s_copy_page": 0.0, "hugetlb_faults": 0}
+    m.update(over)
+    return m
+
+
+def test_run_table_is_compact_by_default():
+    # `run` printed every metric (85 rows, a third of them zero).
+    result = {"config": {}, "machine": MACHINE, "scale": "1/64", "metrics": _usemem_run()}
+    lines = format_run(result).splitlines()
+    names = [line.split()[0] for line in lines[3:-1]]
+    assert names == ["throughput_bytes_per_s", "elapsed_s", "user_s", "sys_s", "ipc", "llc_misses",
+                     "dram_bytes_read", "dram_bytes_written", "pgfault", "thp_fault_alloc"]
+    assert lines[-1] == "  (11 more row(s): --full shows every one)"
+    full = format_run(result, full=True).splitlines()
+    assert len(full) == 3 + 21 and "hugetlb_faults" in " ".join(full)
+    # A failed data check is shown.
+    bad = format_run({"machine": MACHINE, "metrics": _usemem_run(data_verified=False)})
+    assert "data_verified" in bad
+
+
+def test_compare_table_is_compact_with_the_workloads_headline():
+    wis = {"will_it_scale_workload": 4.7e6, "will_it_scale_per_task_ops": 5.9e5, "phase.loop.accesses": 8192}
+    base = _usemem_run(**wis)
+    var = _usemem_run(**dict(wis, will_it_scale_workload=2.0e7, pgfault=64, ipis_tlb_shootdown=56))
+    result = dict(COMPARE, baseline=base, variants={"thp": var}, variant_order=["thp"])
+    lines = format_compare(result).splitlines()
+    names = [line.split()[-1] for line in lines[6:] if not line.lstrip().startswith("(")]
+    assert names[:5] == ["will_it_scale_per_task_ops", "will_it_scale_workload", "elapsed_s", "user_s", "sys_s"]
+    assert "ipis_tlb_shootdown" in names and "nr_tlb_remote_flush" not in names and "l1d_stores" not in names
+    assert "throughput_bytes_per_s" not in names
+    assert lines[-1].startswith("  (") and "--full shows every one" in lines[-1]
+    full = format_compare(result, full=True)
+    assert "l1d_stores" in full and "throughput_bytes_per_s" in full
+
+
+def test_arms_with_the_same_figures_get_a_note():
+    # Arms that differ in a policy that never ran printed identical figures without a word.
+    same = _usemem_run()
+    result = dict(COMPARE, baseline=same, variants={"target-last": dict(same), "other": _usemem_run(pgfault=7)},
+                  variant_order=["target-last", "other"],
+                  arm_configs={"sequential": {"kernel": {"clear_huge_page": "sequential"}, "seed": 0},
+                               "target-last": {"kernel": {"clear_huge_page": "target-last"}, "seed": 0},
+                               "other": {"kernel": {"clear_huge_page": "x"}, "seed": 0}})
+    notes = [line.strip() for line in format_compare(result).splitlines() if "note:" in line]
+    assert notes == ["note: target-last gives the same figures as sequential in every metric: what they differ in "
+                     "(kernel.clear_huge_page) changed nothing in this run (its path never ran, or it decided as "
+                     "sequential's does)"]
+    from vmsim import runtables
+
+    arms = [("a", [same, same]), ("b", [dict(same), dict(same)]), ("c", [same, _usemem_run(pgfault=1)])]
+    text = runtables.format_compact(arms)
+    assert "note: b gives the same figures as a" in text and "note: c" not in text
+
+
+def test_compare_dataframe_has_baseline_and_change_columns():
+    pd = pytest.importorskip("pandas")
+    import math
+
+    import vmsim
+
+    df = vmsim.to_dataframe(COMPARE)
+    assert list(df["baseline"]) == ["sequential"] * 3
+    assert df.loc["target-last", "throughput_bytes_per_s_change_pct"] == pytest.approx(14.59, abs=0.01)
+    assert df.loc["sequential", "elapsed_s_change_pct"] == 0.0
+    assert math.isnan(df.loc["target-last", "nr_tlb_remote_flush_change_pct"])  # a zero baseline
+    assert "data_verified_change_pct" not in df.columns
+    cases = {"experiment": "e", "cases": {"c1": COMPARE, "c2": COMPARE}, "case_order": ["c1", "c2"]}
+    df = vmsim.to_dataframe(cases)
+    assert df.loc["c2/other", "baseline"] == "c2/sequential"
+    assert isinstance(df, pd.DataFrame)

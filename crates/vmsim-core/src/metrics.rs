@@ -22,6 +22,12 @@ pub fn report(sim: &Sim) -> Value {
     timing(&mut put, sim, hz);
     core_counters(&mut put, &tot, hz);
     vmstat(&mut put, v);
+    if sim.kernel.cfg.numa_balancing {
+        // Any workload run with NUMA balancing (pmbench reports them always).
+        for (k, x) in sim.numa_balancing_counters() {
+            put(k, json!(x));
+        }
+    }
     ipis(&mut put, m);
     memory_traffic(&mut put, m);
     put("stall_cycles", json!(tot.stall_cycles));

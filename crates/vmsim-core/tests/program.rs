@@ -602,3 +602,42 @@ fn will_it_scale_says_the_size_it_maps() {
         part["scale"]
     );
 }
+
+/// A program run with NUMA balancing reports its scanner's, hinting faults'
+/// and migrations' counters as pmbench does; without it, none of them.
+#[test]
+fn numa_balancing_counters_are_reported_for_programs() {
+    let body = r#"
+[[workload.task]]
+steps = [
+  { op = "mmap", map = "a", size_mib = 4 },
+  { op = "access", map = "a", write_ratio = 1.0 },
+  { op = "repeat", duration_ms = 6, phase = "spin", steps = [
+    { op = "access", map = "a", pattern = "uniform", count = 2000 },
+  ] },
+]
+"#;
+    let keys = [
+        "numa_pte_updates",
+        "numa_hint_faults",
+        "numa_hint_faults_local",
+        "numa_pages_migrated",
+        "pgmigrate_success",
+        "pgmigrate_fail",
+        "task_numa_work_runs",
+    ];
+    let on = run(&program(
+        "numa_balancing = true\nnuma_balancing_scan_delay_ms = 0\nnuma_balancing_scan_period_min_ms = 1\nnuma_balancing_scan_size_mb = 1",
+        body,
+    ));
+    for k in keys {
+        assert!(m(&on, k).is_u64(), "{k} missing: {}", m(&on, k));
+    }
+    assert!(u(&on, "task_numa_work_runs") > 0);
+    assert!(u(&on, "numa_pte_updates") > 0);
+    assert!(u(&on, "numa_hint_faults") > 0);
+    let off = run(&program("numa_balancing = false", body));
+    for k in keys {
+        assert!(m(&off, k).is_null(), "{k} reported without NUMA balancing");
+    }
+}

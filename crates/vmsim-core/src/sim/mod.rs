@@ -433,6 +433,27 @@ impl Sim {
         }
     }
 
+    /// NUMA balancing's scanner, hinting-fault and migration counters so
+    /// far, by their report names (/proc/vmstat's where it has them).
+    pub fn numa_balancing_counters(&self) -> [(&'static str, u64); 12] {
+        let v = &self.kernel.vmstat;
+        let n = &self.kernel.numa.stat;
+        [
+            ("numa_pte_updates", v.numa_pte_updates),
+            ("numa_huge_pte_updates", v.numa_huge_pte_updates),
+            ("numa_hint_faults", v.numa_hint_faults),
+            ("numa_hint_faults_local", v.numa_hint_faults_local),
+            ("numa_pages_migrated", n.numa_pages_migrated),
+            ("pgmigrate_success", n.pgmigrate_success),
+            ("pgmigrate_fail", n.pgmigrate_fail),
+            ("numa_isolate_fail", n.numa_isolate_fail),
+            ("numa_migrate_node_full", n.numa_migrate_node_full),
+            ("migration_entry_waits", n.migration_entry_waits),
+            ("migrate_unmap_flushes", n.migrate_unmap_flushes),
+            ("task_numa_work_runs", n.task_numa_work_runs),
+        ]
+    }
+
     /// Context switches so far.
     pub fn nr_context_switches(&self) -> u64 {
         self.sched.stats.nr_switches

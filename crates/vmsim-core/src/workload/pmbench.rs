@@ -326,22 +326,7 @@ impl Workload for PmbenchWorkload<'_> {
         }
         r["pmbench_throughput_aps"] = json!(aps);
         r["pmbench_accesses"] = json!(accesses);
-        let v = &sim.kernel.vmstat;
-        let n = &sim.kernel.numa.stat;
-        for (k, x) in [
-            ("numa_pte_updates", v.numa_pte_updates),
-            ("numa_huge_pte_updates", v.numa_huge_pte_updates),
-            ("numa_hint_faults", v.numa_hint_faults),
-            ("numa_hint_faults_local", v.numa_hint_faults_local),
-            ("numa_pages_migrated", n.numa_pages_migrated),
-            ("pgmigrate_success", n.pgmigrate_success),
-            ("pgmigrate_fail", n.pgmigrate_fail),
-            ("numa_isolate_fail", n.numa_isolate_fail),
-            ("numa_migrate_node_full", n.numa_migrate_node_full),
-            ("migration_entry_waits", n.migration_entry_waits),
-            ("migrate_unmap_flushes", n.migrate_unmap_flushes),
-            ("task_numa_work_runs", n.task_numa_work_runs),
-        ] {
+        for (k, x) in sim.numa_balancing_counters() {
             r[k] = json!(x);
         }
         // The TLB line of /proc/interrupts counts shootdown IPIs received.
