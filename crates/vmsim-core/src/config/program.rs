@@ -23,7 +23,14 @@ const OPS: &[&str] = &[
     "mmap", "munmap", "madvise", "access", "fork", "clone", "wait", "barrier", "sleep", "repeat",
     "clock", "roi", "mprotect",
 ];
-const PATTERNS: &[&str] = &["sequential", "strided", "uniform", "normal", "zipf"];
+const PATTERNS: &[&str] = &[
+    "sequential",
+    "strided",
+    "uniform",
+    "permutation",
+    "normal",
+    "zipf",
+];
 
 /// The widest normal spread accepted, in widths of the accessed range.
 pub const MAX_SIGMA_RANGES: u64 = 10;
@@ -489,6 +496,7 @@ fn pattern(f: &mut Fields, len: u64) -> Result<(String, Pattern), Error> {
             Pattern::Strided { stride }
         }
         "uniform" => Pattern::Uniform,
+        "permutation" => Pattern::Permutation,
         "normal" => {
             let k = f.key("sigma_pages");
             let s = f.f64_opt("sigma_pages")?.ok_or_else(|| {

@@ -246,6 +246,9 @@ pub enum Pattern {
     Strided { stride: u64 },
     /// A line drawn uniformly from the range (seeded).
     Uniform,
+    /// Every word of the range once per pass, in a random order drawn
+    /// afresh for each pass (seeded): a uniform draw without replacement.
+    Permutation,
     /// A page drawn from a normal distribution over the range's pages (mean at
     /// the middle page, standard deviation `sigma_pages`, redrawn outside the
     /// range), then a uniform line in it (seeded).

@@ -1,5 +1,6 @@
 //! The access engine: runs a task's `Op::Access` (kernel/uapi.rs) — `count`
-//! word accesses over a range in a pattern (sequential, strided, uniform or
+//! word accesses over a range in a pattern (sequential, strided, uniform with
+//! or without replacement, Zipf, or
 //! normal over pages; seeded), a read/write mix, the workload's own
 //! instruction cost per access, dependent or not. Each access walks the page
 //! table when it leaves the page it is on (setting accessed/dirty bits),

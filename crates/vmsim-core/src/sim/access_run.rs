@@ -198,6 +198,28 @@ fn ln1p_over_x(x: f64) -> f64 {
     }
 }
 
+/// `i`'s place in a permutation of `0..n` chosen by `key`: a four-round
+/// Feistel network over the smallest even power of two at least `n`,
+/// walking the cycle until it lands inside `0..n` (Black and Rogaway's
+/// cycle-walking cipher, CT-RSA 2002), so each pass needs no table.
+fn permute(i: u64, n: u64, key: u64) -> u64 {
+    debug_assert!(i < n);
+    let bits = (64 - (n.max(4) - 1).leading_zeros()).div_ceil(2);
+    let mask = (1u64 << bits) - 1;
+    let mut x = i;
+    loop {
+        let (mut l, mut r) = (x >> bits, x & mask);
+        for round in 0..4u64 {
+            let f = crate::rng::splitmix64(r ^ key.rotate_left(16 * round as u32) ^ round) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        x = (l << bits) | r;
+        if x < n {
+            return x;
+        }
+    }
+}
+
 fn expm1_over_x(x: f64) -> f64 {
     if x.abs() > 1e-8 {
         x.exp_m1() / x
@@ -245,6 +267,12 @@ impl AccessRun {
                 (x + (x / len) * 64) % len
             }
             Pattern::Uniform => (self.next_u64() % (len / 8)) * 8,
+            Pattern::Permutation => {
+                let words = len / 8;
+                let pass = self.done / words;
+                let key = crate::rng::splitmix64(a.seed ^ pass.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                permute(self.done % words, words, key) * 8
+            }
             Pattern::Normal { sigma_pages } => {
                 let pages = len.div_ceil(4096);
                 let mid = (pages / 2) as f64;
@@ -291,7 +319,8 @@ mod tests {
         assert_eq!(&h.buckets[..9], &[2, 2, 1, 0, 0, 0, 0, 1, 1]);
         assert_eq!(h.count(), 7);
         assert_eq!(h.percentile(50.0), 3);
-        assert_eq!(h.percentile(100.0), 511);
+        // 256 is in the first eighth of [256, 512).
+        assert_eq!(h.percentile(100.0), 287);
     }
 
     #[test]
@@ -311,6 +340,7 @@ mod tests {
             Pattern::Sequential,
             Pattern::Strided { stride: 4096 },
             Pattern::Uniform,
+            Pattern::Permutation,
             Pattern::Normal { sigma_pages: 100.0 },
             Pattern::Zipf { s: 0.99 },
         ] {
@@ -425,5 +455,59 @@ mod latency_tests {
         }
         assert_eq!(h.percentile(50.0), 159);
         assert_eq!(h.percentile(99.0), 207);
+    }
+}
+
+#[cfg(test)]
+mod permutation_tests {
+    use super::*;
+
+    /// `permute` is a bijection of `0..n` for every size, and two keys give
+    /// two orders.
+    #[test]
+    fn permute_is_a_bijection() {
+        for n in (1..=300).chain([1023, 1024, 1025, 65_537]) {
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                let p = permute(i, n, 7) as usize;
+                assert!(p < n as usize && !seen[p], "n {n}: {i} -> {p}");
+                seen[p] = true;
+            }
+        }
+        let a: Vec<u64> = (0..1000).map(|i| permute(i, 1000, 1)).collect();
+        let b: Vec<u64> = (0..1000).map(|i| permute(i, 1000, 2)).collect();
+        assert_ne!(a, b);
+    }
+
+    /// Each pass over a range touches every word once, in an order of its
+    /// own: a uniform draw without replacement.
+    #[test]
+    fn each_pass_touches_every_word_once() {
+        let a = Access {
+            start: 1 << 30,
+            len: 4096 * 3,
+            pattern: Pattern::Permutation,
+            count: 3 * 1536,
+            write_permille: 0,
+            instr_per_access: 1,
+            dependent: false,
+            seed: 11,
+            until_ns: None,
+        };
+        let mut r = AccessRun::new(a);
+        let mut orders = Vec::new();
+        for _ in 0..3 {
+            let mut order = Vec::new();
+            for _ in 0..1536 {
+                order.push((r.next_access().0 - a.start) / 8);
+                r.done += 1;
+            }
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..1536).collect::<Vec<u64>>());
+            orders.push(order);
+        }
+        assert_ne!(orders[0], orders[1]);
+        assert_ne!(orders[0], (0..1536).collect::<Vec<u64>>());
     }
 }

@@ -97,7 +97,7 @@ pub struct AccessStep {
     /// Bytes from the mapping's start, and the range's length.
     pub offset: u64,
     pub len: u64,
-    /// "sequential", "strided", "uniform", "normal" or "zipf".
+    /// "sequential", "strided", "uniform", "permutation", "normal" or "zipf".
     pub pattern: String,
     #[serde(skip)]
     pub how: Pattern,
