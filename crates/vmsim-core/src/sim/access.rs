@@ -1,9 +1,9 @@
 //! The access engine: runs a task's `Op::Access` (kernel/uapi.rs) — `count`
 //! word accesses over a range in a pattern (sequential, strided, uniform with
-//! or without replacement, Zipf, or
-//! normal over pages; seeded), a read/write mix, the workload's own
-//! instruction cost per access, dependent or not. Each access walks the page
-//! table when it leaves the page it is on (setting accessed/dirty bits),
+//! or without replacement, Zipf or normal over pages; seeded), a read/write
+//! mix, the workload's own instruction cost per access, dependent or not.
+//! Each access walks the page table when it leaves the page it is on
+//! (setting accessed/dirty bits),
 //! goes through the TLB (checked against the page table), takes a fault
 //! where the entry does not allow it (the fault's work runs, then the same
 //! access is retried), and is one line access to the machine. Per task it
