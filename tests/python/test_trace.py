@@ -134,3 +134,28 @@ def test_a_trace_edited_before_the_core_reads_it_leaves_nothing_cached(tmp_path,
     r = vmsim.run(cfg)
     assert r["metrics"]["data_verified"] is True
     assert cache.get(first_key) is None, "the edited trace's result is under the first content's key"
+
+
+@pytest.mark.sim
+def test_user_l1_misses_agree_with_cachegrind(tmp_path):
+    # examples/cachegrind: the program traced by lackey and replayed with
+    # the L1d cachegrind simulates and huge pages; its user-mode L1 misses
+    # (by_mode) beside cachegrind's D1 misses of the same binary.
+    for tool in ("gcc", "valgrind"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (the test sets vmsim beside valgrind's cachegrind)")
+    src = EXAMPLE.parent / "cachegrind"
+    shutil.copy(src / "run.toml", tmp_path / "run.toml")
+    prog = tmp_path / "prog"
+    subprocess.run(["gcc", "-O1", "-o", str(prog), str(src / "prog.c")], check=True, timeout=120)
+    subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={tmp_path / 'prog.lackey'}",
+                    str(prog)], check=True, capture_output=True, timeout=600)
+    cg = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--D1=32768,8,64",
+                         "--LL=8388608,16,64", "--cachegrind-out-file=/dev/null", str(prog)],
+                        check=True, capture_output=True, text=True, timeout=600)
+    line = next(l for l in cg.stderr.splitlines() if "D1  misses:" in l)
+    d1 = int(line.split("D1  misses:")[1].split("(")[0].replace(",", ""))
+    r = vmsim.run(str(tmp_path / "run.toml"), cache=False)
+    user = r["metrics"]["by_mode"]["user"]["cache"]["l1d_misses"]
+    assert abs(user / d1 - 1) < 0.01, (user, d1)
+    assert r["metrics"]["by_mode"]["kernel"]["cache"]["l1d_misses"] > 0

@@ -53,6 +53,7 @@ pub fn report(sim: &Sim) -> Value {
         json!(tot.cache.l1d_loads + tot.cache.l1d_stores + tot.cache.nt_stores),
     );
     kernel_paths(&mut put, sim, hz);
+    put("by_mode", by_mode(m));
     let access = task_accesses(sim);
     if !access.is_empty() {
         put("task_accesses", Value::Array(access));
@@ -321,6 +322,20 @@ fn kernel_paths(put: &mut Put, sim: &Sim, hz: f64) {
         .map(|f| (f.name().to_string(), json!(sim.kfn_mem_cycles[*f as usize])))
         .collect();
     put("sys_mem_cycles_by_function", Value::Object(mem_by_fn));
+}
+
+/// The caches' and TLBs' events split by the mode the CPU was in (perf's
+/// `:u` and `:k`), summed over CPUs.
+fn by_mode(m: &Machine) -> Value {
+    use crate::machine::mode_stats::ModeCounters;
+    let (mut kernel, mut user) = (ModeCounters::default(), ModeCounters::default());
+    let zero = ModeCounters::default();
+    for c in &m.cpus {
+        let (k, u) = c.by_mode();
+        kernel.add_since(&k, &zero);
+        user.add_since(&u, &zero);
+    }
+    json!({"user": user, "kernel": kernel})
 }
 
 /// The access engine's per-task counts and latency histograms (tasks that made `Access` runs).

@@ -31,6 +31,7 @@ pub mod divisor;
 pub mod hierarchy;
 pub mod ipi;
 pub mod memory;
+pub mod mode_stats;
 pub mod params;
 pub mod prefetch;
 pub mod store_queue;
@@ -105,6 +106,25 @@ pub struct Cpu {
     pub tlb: Tlb,
     /// Its ordinary stores awaiting commit (store_queue.rs).
     pub store_queue: StoreQueue,
+    /// What it counted in kernel mode (mode_stats.rs).
+    pub kernel: mode_stats::KernelShare,
+}
+
+impl Cpu {
+    /// The events it has counted that `by_mode` splits (mode_stats.rs).
+    pub fn mode_counters(&self) -> mode_stats::ModeCounters {
+        mode_stats::ModeCounters {
+            cache: self.stats.cache.clone(),
+            tlb: self.tlb.stats(),
+            tlb_walks: self.stats.tlb_walks,
+        }
+    }
+
+    /// Its events in kernel mode and in user mode so far.
+    pub fn by_mode(&self) -> (mode_stats::ModeCounters, mode_stats::ModeCounters) {
+        self.kernel
+            .split(&self.mode_counters(), self.mode == Mode::Kernel)
+    }
 }
 
 pub struct Machine {
@@ -212,6 +232,7 @@ impl Machine {
                 stats: CpuStats::default(),
                 irq_pending: 0,
                 store_queue: StoreQueue::new(p.store_queue_entries),
+                kernel: Default::default(),
             })
             .collect();
         let cores = (0..topo.nr_cores())
@@ -313,7 +334,16 @@ impl Machine {
 
     #[inline]
     pub fn set_mode(&mut self, cpu: usize, mode: Mode) {
-        self.cpus[cpu].mode = mode;
+        let c = &mut self.cpus[cpu];
+        match (c.mode, mode) {
+            (Mode::User, Mode::Kernel) => c.kernel.enter(c.mode_counters()),
+            (Mode::Kernel, Mode::User) => {
+                let now = c.mode_counters();
+                c.kernel.leave(&now);
+            }
+            _ => {}
+        }
+        c.mode = mode;
     }
 
     /// One cache-line access. `issue` is the cycles the core spends issuing it
