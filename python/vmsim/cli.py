@@ -392,6 +392,13 @@ def cmd_compare(args) -> int:
         body = "\n".join(runtables.format_compact(arms, args.names, configs) for arms in groups)
     _emit(doc, head + body, args.json)
     _note(note)
+    said: List[str] = []
+    for r in doc["runs"]:
+        # Each seed's notes, each said once (the seeds usually agree).
+        for line in _api.policy_notes(r) + _api.timed_data_notes(r):
+            if line not in said:
+                said.append(line)
+                _note(line)
     for r in doc["runs"]:
         _api.check_verified(r)
     return 0

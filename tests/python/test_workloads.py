@@ -85,3 +85,15 @@ def test_a_program_timing_little_data_gets_a_note(tmp_path):
     p = subprocess.run([sys.executable, "-m", "vmsim", "run", str(path), "-q", "--no-cache"],
                        capture_output=True, text=True)
     assert p.returncode == 0 and "vmsim: note: the timed interval accessed 4 MiB" in p.stderr, p.stderr
+
+
+@pytest.mark.sim
+def test_compare_with_runs_says_each_note_once():
+    # Every seed's runs time the same little data: one note per arm.
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "vmsim", "compare", str(ROOT / "examples/workloads/fork-snapshot.toml"),
+                        "--scale", "1/8", "--runs", "2", "-q", "--no-cache"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    notes = [l for l in p.stderr.splitlines() if "the timed interval accessed" in l]
+    assert sorted(l.split(":")[2].strip() for l in notes) == ["copy", "split"], p.stderr
