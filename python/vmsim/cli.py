@@ -469,7 +469,7 @@ def cmd_ledger(args) -> int:
         results = _ledger.run_experiments(threads=args.threads, progress=say)
     led = _ledger.ledger(results, _ledger.fingerprint())
     if args.write:
-        _ledger.write_docs(led)
+        _ledger.write_docs(led, measured=_ledger.results_date(args.from_dir) if args.from_dir else None)
     _emit(led, _ledger.format_markdown(led), args.json)
     return 0
 
@@ -807,7 +807,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, metavar="N", help="host threads for the compares (default: one per CPU)")
     p.add_argument("--write", action="store_true",
                    help="write docs/ledger.json, the ledger's section of docs/validation.md and README's "
-                        "trust table (make ledger)")
+                        "trust table (make ledger), dated by the results (with --from, the newest file's day)")
     p.add_argument("--json", metavar="OUT", help="also write the ledger as JSON to OUT ('-' for stdout only)")
     p.set_defaults(func=cmd_ledger)
 

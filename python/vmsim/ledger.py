@@ -16,8 +16,8 @@ change to the model is judged by the term it was meant to fix.
 - ``REGIMES``: per experiment and case, the memory in play against the
   LLC, the per-task footprint against the LLC share per thread, and the
   same for the real run.
-- ``fingerprint()``: hashes of the metrics of a few short runs
-  (``FINGERPRINT_CONFIGS``); the committed ledger (docs/ledger.json) holds
+- ``fingerprint()``: hashes of the outcomes of a few short runs
+  (``FINGERPRINT_CONFIGS``, ``FINGERPRINT_METRICS``); the committed ledger (docs/ledger.json) holds
   the fingerprint it was made at, and a test fails when the model moved
   and the ledger was not made again (``make ledger``).
 
@@ -33,7 +33,7 @@ import math
 import os
 import pathlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -304,6 +304,210 @@ TERMS: Dict[str, List[Term]] = {
              "dram_bytes_read / subpage_clears (ownership reads)"),
     ],
 }
+
+
+@dataclass
+class Part:
+    """One part of reclaim's system time: the kernel paths whose cycles it
+    is (``sys_cycles_by_function`` keys, or a function of the arm), what
+    it is in 4.2's terms, and the preset costs that set its fixed part."""
+
+    name: str
+    kernel: str
+    paths: Sequence[str] = ()
+    costs: Sequence[str] = ()
+    #: Cycles of the part when they are not a sum of paths.
+    cycles: Optional[Callable[[Arm], float]] = None
+    #: Whether the part runs inside reclaim's rounds (its kswapd and
+    #: direct-reclaim shares are known).
+    reclaim: bool = False
+
+
+def _ipi_cause(a: Arm, which: str) -> float:
+    """Shootdown IPIs' sender cycles, ``send`` or ``wait``."""
+    return a["counters"]["cpu"][f"ipi_{which}_cycles_by_cause"][0]
+
+
+#: Reclaim's system time (the batched-tlb-flush runs) split into its parts:
+#: the fault that reads a hole, reclaim's steps, the flush and its IPIs.
+#: The parts add up to the whole: what no part names is "other".
+RECLAIM_PARTS: List[Part] = [
+    Part("read fault: entry, lookup, readahead, allocation lock", "do_read_fault, filemap_fault, "
+         "page_cache_sync/async_readahead, filemap_map_pages, the exception entry and exit",
+         ("exc_page_fault", "handle_mm_fault"),
+         ("exception_entry_exit_cycles", "page_fault_handler_cycles", "map_pages_per_pte_cycles")),
+    Part("page-cache folio: allocation and insertion", "__page_cache_alloc, add_to_page_cache_lru's "
+         "__add_to_page_cache_locked under tree_lock", ("filemap_add_folio",),
+         ("page_alloc_cycles", "page_cache_add_cycles")),
+    Part("LRU add", "lru_cache_add, __pagevec_lru_add under the LRU lock", ("lru_cache_add",)),
+    Part("zeroing the holes", "zero_user_segment of the read of a hole (a memset)", ("clear_page",)),
+    Part("isolate", "isolate_lru_pages under the LRU lock", ("isolate_lru_folios",), ("shrink_folio_cycles",),
+         reclaim=True),
+    Part("putback", "putback_inactive_pages, move_active_pages_to_lru under the LRU lock",
+         ("move_folios_to_lru",), reclaim=True),
+    Part("deactivate", "shrink_active_list", ("shrink_active_list",), ("shrink_folio_cycles",), reclaim=True),
+    Part("sort", "shrink_page_list's own steps", ("shrink_folio_list",), ("shrink_folio_cycles",), reclaim=True),
+    Part("young bits", "page_referenced: the rmap walk testing and clearing young bits",
+         ("folio_referenced",), ("rmap_pte_cycles",), reclaim=True),
+    Part("unmap", "try_to_unmap: the rmap walk clearing each PTE", ("rmap_walk",), ("rmap_pte_cycles",),
+         reclaim=True),
+    Part("page-cache removal", "__remove_mapping under tree_lock", ("__remove_mapping",), reclaim=True),
+    Part("flush: sending IPIs", "native_send_call_func_ipi, per target",
+         costs=("ipi_send_cycles",), cycles=lambda a: _ipi_cause(a, "send")),
+    Part("flush: waiting for acknowledgements", "smp_call_function_many's wait for the last target",
+         costs=("ipi_latency_ns", "ipi_handle_cycles", "invlpg_cycles", "tlb_flush_full_cycles"),
+         cycles=lambda a: _ipi_cause(a, "wait")),
+    Part("flush: local flush and the rest", "flush_tlb_page / try_to_unmap_flush on the reclaiming CPU",
+         costs=("invlpg_cycles", "tlb_flush_full_cycles"),
+         cycles=lambda a: _fn(a, "flush_tlb") - _ipi_cause(a, "send") - _ipi_cause(a, "wait")),
+    Part("IPI handlers on the targets", "flush_tlb_func via the call-function vector (entry, flush, exit)",
+         ("irq",), ("ipi_handle_cycles",)),
+    Part("freeing", "free_hot_cold_page_list, free_pcppages_bulk under zone->lock", ("free_pages",),
+         ("page_free_cycles",), reclaim=True),
+    Part("spinning on locks", "the ticket spin of _raw_spin_lock (LRU lock, tree_lock, zone->lock, PTL)",
+         ("spin_lock",), reclaim=True),
+]
+
+
+def _part_cycles(p: Part, a: Arm) -> float:
+    return p.cycles(a) if p.cycles is not None else sum(_fn(a, f) for f in p.paths)
+
+
+def _preset_costs(machine: str) -> Dict[str, Dict[str, Any]]:
+    """Preset ``machine``'s kernel costs: value, class and source."""
+    from . import _core
+
+    try:
+        preset = json.loads(_core.preset_json(machine, None))
+    except Exception:  # a user's preset file not at hand: no classes
+        return {}
+    prov = preset.get("provenance") or {}
+    return {k.split(".", 1)[1]: {"value": v.get("value"), "class": v.get("class"),
+                                  "source": (preset.get("sources") or {}).get(k, "")}
+            for k, v in prov.items() if k.startswith("costs.")}
+
+
+def reclaim_decomposition(result: Mapping[str, Any], case: Optional[str],
+                          published_sys_us: Optional[float] = None) -> Dict[str, Any]:
+    """System time per reclaimed page of one batched-tlb-flush case, by
+    part (``RECLAIM_PARTS``), both arms; each reclaim part split between
+    kswapd and direct reclaim, each part beside the preset costs that set
+    it and their class."""
+    one = _arms(result, case)
+    machine = one["config"]["machine"]
+    costs = _preset_costs(machine)
+    variants = one.get("variant_order") or list(one.get("variants", {}))
+    head = (next((p["arm"] for p in result.get("published") or [] if p.get("case") == case), None)
+            or (variants[0] if variants else None))
+    arms = {"baseline": one["baseline"]}
+    if head:
+        arms["variant"] = one["variants"][head]
+
+    def per_page(a: Arm) -> Tuple[float, float]:
+        total = sum(a["sys_cycles_by_function"].values())
+        us_per_cycle = a["sys_s"] * 1e6 / total if total else 0.0
+        pages = a["pgsteal_kswapd"] + a["pgsteal_direct"]
+        return us_per_cycle, pages
+
+    rows = []
+    named = {f for p in RECLAIM_PARTS for f in p.paths} | {"flush_tlb"}
+    parts = RECLAIM_PARTS + [Part("other", "the scheduler tick, schedule, system calls, exit",
+                                  cycles=lambda a: sum(v for k, v in a["sys_cycles_by_function"].items()
+                                                       if k not in named))]
+    for p in parts:
+        row: Dict[str, Any] = {"part": p.name, "kernel": p.kernel, "paths": list(p.paths),
+                               "costs": [dict(key=k, **costs[k]) for k in p.costs if k in costs]}
+        for arm, a in arms.items():
+            k, pages = per_page(a)
+            row[arm] = _part_cycles(p, a) * k / pages
+            by = a.get("reclaim_cycles_by_function") or {}
+            if p.reclaim and by:
+                for who in ("kswapd", "direct"):
+                    row[f"{arm}_{who}"] = sum(by.get(who, {}).get(f, 0) for f in p.paths) * k / pages
+        rows.append(row)
+    out: Dict[str, Any] = {"experiment": BTF, "case": case, "machine": machine, "parts": rows,
+                           "baseline_arm": one.get("baseline_name"), "variant_arm": head}
+    for arm, a in arms.items():
+        k, pages = per_page(a)
+        out[f"{arm}_sys_us"] = a["sys_s"] * 1e6 / pages
+        out[f"{arm}_pages"] = pages
+        out[f"{arm}_kswapd_share"] = a["pgsteal_kswapd"] / pages
+    out["published_sys_us"] = published_sys_us
+    return out
+
+
+def _user_stall(a: Arm) -> float:
+    cpu = a["counters"]["cpu"]
+    return max(0.0, cpu["stall_cycles"] - cpu["sys_mem_cycles"])
+
+
+def _mem(a: Arm, name: str) -> float:
+    return a["sys_mem_cycles_by_function"].get(name, 0)
+
+
+#: The copy baseline's busy cycles (user and system, every CPU) split into
+#: parts: the user loop's issue and its memory stalls, the copies' issue and
+#: stalls, the fault path, and the rest of the kernel. They add up to the
+#: run's cycles; idle time is beside them, not in them (perf's cycles count
+#: no halted cycles).
+COPY_PARTS: List[Part] = [
+    Part("user loop: issue", "usemem's write loop, instructions at the core's width",
+         cycles=lambda a: a["counters"]["cpu"]["user_cycles"] - _user_stall(a)),
+    Part("user loop: memory stalls", "its stores waiting for the store queue, fill buffers and lines "
+         "(stall_cycles less the kernel's)", cycles=_user_stall),
+    Part("copy: issue", "copy_user_huge_page's copy_page (rep movsq), instructions",
+         cycles=lambda a: _fn(a, "copy_page") - _mem(a, "copy_page")),
+    Part("copy: memory stalls", "copy_page waiting for lines, fill buffers and the super queue",
+         cycles=lambda a: _mem(a, "copy_page")),
+    Part("fault entry and handler", "the exception entry and exit, do_huge_pmd_wp_page with its page lock "
+         "and reuse_swap_page, the allocation", ("exc_page_fault", "handle_mm_fault"),
+         ("exception_entry_exit_cycles", "thp_fault_handler_cycles", "page_alloc_cycles")),
+    Part("populating clears", "the parent's clear_huge_page before the fork", ("clear_page",)),
+    Part("fork", "copy_process / dup_mmap of the 36 children", ("copy_process",)),
+    Part("spinning on locks", "the spin of contended spinlocks", ("spin_lock",)),
+]
+
+
+def copy_decomposition(result: Mapping[str, Any]) -> Dict[str, Any]:
+    """The copy-target-last baseline's and variant's busy cycles per 4 KiB
+    copied, by part (``COPY_PARTS``, then "rest of the kernel"), with the
+    IPC of user and kernel code, the idle share and the page lock's sleeps."""
+    one = _arms(result, None)
+    machine = one["config"]["machine"]
+    costs = _preset_costs(machine)
+    variants = one.get("variant_order") or list(one.get("variants", {}))
+    head = (next((p["arm"] for p in result.get("published") or [] if p.get("case") is None), None)
+            or (variants[0] if variants else None))
+    arms = {"baseline": one["baseline"]}
+    if head:
+        arms["variant"] = one["variants"][head]
+    named = {f for p in COPY_PARTS for f in p.paths} | {"copy_page"}
+    parts = COPY_PARTS + [Part("rest of the kernel", "schedule, the tick, freeing, flushes, system calls",
+                               cycles=lambda a: sum(v for k, v in a["sys_cycles_by_function"].items()
+                                                    if k not in named))]
+    rows = []
+    for p in parts:
+        row: Dict[str, Any] = {"part": p.name, "kernel": p.kernel, "paths": list(p.paths),
+                               "costs": [dict(key=k, **costs[k]) for k in p.costs if k in costs]}
+        for arm, a in arms.items():
+            row[arm] = _part_cycles(p, a) / a["subpage_copies"]
+        rows.append(row)
+    out: Dict[str, Any] = {"experiment": "copy-target-last", "case": None, "machine": machine, "parts": rows,
+                           "baseline_arm": one.get("baseline_name"), "variant_arm": head}
+    for arm, a in arms.items():
+        cpu = a["counters"]["cpu"]
+        busy = cpu["user_cycles"] + cpu["sys_cycles"]
+        idle = a["counters"]["idle"]["idle_cycles"]
+        out[arm] = {
+            "busy_cycles_per_4k": busy / a["subpage_copies"],
+            "user_ipc": cpu["user_instructions"] / cpu["user_cycles"] if cpu["user_cycles"] else None,
+            "kernel_ipc": cpu["sys_instructions"] / cpu["sys_cycles"] if cpu["sys_cycles"] else None,
+            "ipc": a["ipc"],
+            "idle_share": idle / (busy + idle) if busy + idle else 0.0,
+            "page_lock_wait_per_4k": a["lock_stat"].get("PG_locked", {}).get("wait_cycles", 0) / a["subpage_copies"],
+            "dram_queue_per_4k": a["dram_queue_cycles"] / a["subpage_copies"],
+        }
+    return out
 
 
 @dataclass
@@ -614,8 +818,13 @@ def ledger(results: Mapping[str, Mapping[str, Any]], fingerprint_of: Optional[Ma
         off = max(row["ratio"], 1 / row["ratio"]) if row["ratio"] > 0 else math.inf
         if key not in worst or off > worst[key]["off"]:
             worst[key] = {"off": off, "ratio": row["ratio"], "figure": row["figure"]}
+    published_sys = {f.case: f.published for f in FIGURES if f.experiment == BTF and f.name == "system time per page"}
+    decomposition = [reclaim_decomposition(results[BTF], case, published_sys.get(case))
+                     for case in (results[BTF].get("case_order") or [None])
+                     if "reclaim_cycles_by_function" in _arms(results[BTF], case)["baseline"]]
+    decomposition.append(copy_decomposition(results["copy-target-last"]))
     return {"figures": rows, "terms": terms, "predictions": predictions, "regimes": regimes,
-            "worst": worst, "fingerprint": dict(fingerprint_of or {})}
+            "decomposition": decomposition, "worst": worst, "fingerprint": dict(fingerprint_of or {})}
 
 
 # ---------------------------------------------------------------------------
@@ -626,13 +835,27 @@ FINGERPRINT_CONFIGS = ("bench/prof/clear.toml", "bench/prof/copy.toml", "bench/p
                        "bench/ledger/reclaim.toml", "bench/ledger/pftest-milan.toml")
 
 
+# The outcomes the fingerprint hashes: what the model decides (times, work,
+# traffic, events), not how a report breaks them down, so that a metric
+# added or an attribution refined leaves the fingerprint, and the
+# screenings made with it, as they were.
+FINGERPRINT_METRICS = (
+    "elapsed_s", "user_s", "sys_s", "cycles", "instructions", "stall_cycles", "simulated_line_accesses",
+    "l1d_loads", "l1d_stores", "l1d_misses", "l2_misses", "llc_references", "llc_misses", "dram_bytes_read",
+    "dram_bytes_written", "dram_queue_cycles", "tlb_walks", "pgfault", "pgalloc", "pgfree", "pgsteal_kswapd",
+    "pgsteal_direct", "ipis_sent", "context_switches", "data_verified", "data_errors",
+)
+
+
 def _digest(metrics: Mapping[str, Any]) -> str:
-    text = json.dumps(metrics, sort_keys=True, separators=(",", ":"))
+    picked = {k: metrics.get(k) for k in FINGERPRINT_METRICS}
+    text = json.dumps(picked, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def fingerprint(root: pathlib.Path = ROOT) -> Dict[str, str]:
-    """Config path -> a hash of its run's metrics, run without the cache."""
+    """Config path -> a hash of its run's outcomes (``FINGERPRINT_METRICS``),
+    run without the cache."""
     from ._api import run
 
     out = {}
@@ -694,6 +917,7 @@ def format_markdown(led: Mapping[str, Any]) -> str:
         ch = f"{t['change_percent']:+.1f}%" if t["change_percent"] is not None else "-"
         out.append(f"| {t['experiment']} | {t['case'] or ''} | {t['term']} | {t['unit']} | "
                    f"{_num(t['baseline'])} ({t['baseline_arm']}) | {_num(t['variant'])} ({t['variant_arm']}) | {ch} |")
+    out += _format_decomposition(led.get("decomposition") or [])
     out += ["", "### Regimes", "",
             "| experiment | case | scale | model: memory / LLC | real: memory / LLC | model: footprint / LLC per thread "
             "| real: footprint / LLC per thread | in regime |",
@@ -725,6 +949,57 @@ def format_markdown(led: Mapping[str, Any]) -> str:
         out.append(f"| {g['experiment']} | {g['case'] or ''} | {m['window_s']:.4g} s / {rw} | {m['periodic']} "
                    f"| {r.get('periodic', '-')} | {mfill} | {rfill} |")
     return "\n".join(out) + "\n"
+
+
+def _format_decomposition(decomp: Sequence[Mapping[str, Any]]) -> List[str]:
+    """Reclaim's system time per reclaimed page by part, per case."""
+    out: List[str] = []
+    for d in decomp:
+        if d["experiment"] == "copy-target-last":
+            out += _format_copy(d)
+            continue
+        pub = (f"; published {_num(d['published_sys_us'])} us, model / published "
+               f"{d['baseline_sys_us'] / d['published_sys_us']:.2f}" if d.get("published_sys_us") else "")
+        out += ["", f"### {d['experiment']} {d['case'] or ''}: system time per reclaimed page", "",
+                f"Baseline ({d['baseline_arm']}): {_num(d['baseline_sys_us'])} us per reclaimed page{pub}; "
+                f"{100 * d['baseline_kswapd_share']:.0f}% of pages reclaimed by kswapd. Variant "
+                f"({d['variant_arm']}): {_num(d.get('variant_sys_us'))} us. Each part's kswapd and direct-reclaim "
+                "shares are given where the part is reclaim's own (the flush's IPI cycles are counted per CPU, "
+                "not per reclaimer). The preset costs that set a part's fixed cycles follow it, with their "
+                "class (docs/machines.md, \"Provenance\").", "",
+                "| part | in 4.2 | baseline, us | kswapd / direct | variant, us | share of baseline | preset costs |",
+                "|---|---|---|---|---|---|---|"]
+        for r in d["parts"]:
+            split = (f"{_num(r['baseline_kswapd'])} / {_num(r['baseline_direct'])}"
+                     if "baseline_kswapd" in r else "-")
+            share = f"{100 * r['baseline'] / d['baseline_sys_us']:.1f}%" if d["baseline_sys_us"] else "-"
+            costs = ", ".join(f"`{c['key']}` {c['value']} ({c['class']})" for c in r["costs"]) or "-"
+            out.append(f"| {r['part']} | {r['kernel']} | {_num(r['baseline'])} | {split} | "
+                       f"{_num(r.get('variant'))} | {share} | {costs} |")
+    return out
+
+
+def _format_copy(d: Mapping[str, Any]) -> List[str]:
+    b, v = d["baseline"], d.get("variant") or {}
+
+    def ipcs(x: Mapping[str, Any]) -> str:
+        return (f"IPC {_num(x['ipc'])} (user {_num(x['user_ipc'])}, kernel {_num(x['kernel_ipc'])}), "
+                f"{_num(x['busy_cycles_per_4k'])} busy cycles per 4 KiB copied, idle {100 * x['idle_share']:.0f}% "
+                f"of CPU time, page-lock sleeps {_num(x['page_lock_wait_per_4k'])} and DRAM queueing "
+                f"{_num(x['dram_queue_per_4k'])} cycles per 4 KiB (each summed over the waits, which overlap)")
+    out = ["", "### copy-target-last: the baseline's cycles", "",
+           f"Baseline ({d['baseline_arm']}): {ipcs(b)}. Variant ({d['variant_arm']}): {ipcs(v) if v else '-'}. "
+           "The parts add up to the busy cycles (user and system, every CPU; perf's cycles count no halted "
+           "ones); idle time, the page lock's sleeps and DRAM queueing are beside them (the last is inside the "
+           "memory stalls).", "",
+           "| part | what | baseline, cycles per 4 KiB | variant | share of baseline | preset costs |",
+           "|---|---|---|---|---|---|"]
+    for r in d["parts"]:
+        share = f"{100 * r['baseline'] / b['busy_cycles_per_4k']:.1f}%" if b["busy_cycles_per_4k"] else "-"
+        costs = ", ".join(f"`{c['key']}` {c['value']} ({c['class']})" for c in r["costs"]) or "-"
+        out.append(f"| {r['part']} | {r['kernel']} | {_num(r['baseline'])} | {_num(r.get('variant'))} | {share} "
+                   f"| {costs} |")
+    return out
 
 
 def trust_rows(led: Mapping[str, Any]) -> List[Dict[str, str]]:
@@ -788,6 +1063,16 @@ def load_results(folder: os.PathLike) -> Dict[str, Dict[str, Any]]:
     return {exp: json.loads((d / f"{exp}.json").read_text()) for exp in EXPERIMENTS}
 
 
+def results_date(folder: os.PathLike) -> str:
+    """The UTC date of the newest of FOLDER's results (their files' times):
+    the day the ledger's figures were measured."""
+    import datetime
+
+    d = pathlib.Path(folder)
+    newest = max((d / f"{exp}.json").stat().st_mtime for exp in EXPERIMENTS)
+    return datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
 LEDGER_JSON = ROOT / "docs" / "ledger.json"
 MARKS = {"docs/validation.md": ("<!-- ledger -->", "<!-- /ledger -->"),
          "README.md": ("<!-- trust -->", "<!-- /trust -->")}
@@ -813,11 +1098,12 @@ def documents(led: Mapping[str, Any]) -> Dict[str, str]:
     return {"docs/validation.md": format_markdown(led), "README.md": format_trust(led, led["measured"])}
 
 
-def write_docs(led: Dict[str, Any], root: pathlib.Path = ROOT) -> None:
-    """docs/ledger.json, and the ledger's sections of docs/validation.md and README.md."""
+def write_docs(led: Dict[str, Any], root: pathlib.Path = ROOT, measured: Optional[str] = None) -> None:
+    """docs/ledger.json, and the ledger's sections of docs/validation.md and
+    README.md; ``measured`` is the results' date (default today's)."""
     import datetime
 
-    led["measured"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    led["measured"] = measured or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     (root / "docs" / "ledger.json").write_text(json.dumps(led, indent=1, sort_keys=True) + "\n")
     for rel, body in documents(led).items():
         p = root / rel

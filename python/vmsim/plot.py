@@ -119,11 +119,14 @@ TITLES: Dict[str, str] = {
 KERNEL_PATHS: Sequence[str] = (
     "clear_page", "copy_page", "handle_mm_fault", "exc_page_fault", "free_pages", "flush_tlb", "irq", "tick",
     "schedule", "syscall", "copy_process", "split_huge_pmd", "shrink_folio_list", "rmap_walk", "try_to_unmap",
-    "migrate_pages", "task_numa_work", "spin_lock",
+    "migrate_pages", "task_numa_work", "spin_lock", "folio_referenced", "filemap_add_folio",
+    "isolate_lru_folios", "move_folios_to_lru", "shrink_active_list", "__remove_mapping", "lru_cache_add",
 )
 
-#: tab20b's shades in an order that puts different hues side by side.
+#: tab20b's shades in an order that puts different hues side by side;
+#: the paths past the twentieth take tab20c's coloured shades (not its greys).
 _PATH_SHADES: Sequence[int] = (0, 4, 8, 12, 16, 2, 6, 10, 14, 18, 1, 5, 9, 13, 17, 3, 7, 11, 15, 19)
+_MORE_SHADES: Sequence[int] = (0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13)
 #: Kernel paths under 2% of an arm's system time are drawn together as "other".
 OTHER_PATHS_COLOR = "#d9d9d9"
 OTHER_PATHS_BELOW = 0.02
@@ -141,7 +144,10 @@ def path_color(path: str) -> str:
     if path == "other":
         return OTHER_PATHS_COLOR
     if path in KERNEL_PATHS:
-        return colormaps["tab20b"](_PATH_SHADES[KERNEL_PATHS.index(path) % 20])
+        i = KERNEL_PATHS.index(path)
+        if i < len(_PATH_SHADES):
+            return colormaps["tab20b"](_PATH_SHADES[i])
+        return colormaps["tab20c"](_MORE_SHADES[(i - len(_PATH_SHADES)) % len(_MORE_SHADES)])
     return colormaps["tab20c"](zlib.crc32(path.encode()) % 16)
 
 

@@ -115,3 +115,32 @@ def test_the_command_reads_saved_results_and_names_a_missing_one(tmp_path, capsy
     assert cli.main(["ledger", "-q", "--from", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vmsim: error: ") and "clear-target-last.json" in err and err.count("\n") == 1
+
+
+def test_reclaims_system_time_is_decomposed_on_both_boxes():
+    decomp = {d["case"]: d for d in LED["decomposition"] if d["experiment"] == ledger.BTF}
+    assert {ledger.BTF_4N, ledger.BTF_1S} <= set(decomp)
+    for case, d in decomp.items():
+        for arm in ("baseline", "variant"):
+            # The parts, "other" included, add up to the arm's system time per page.
+            total = sum(r[arm] for r in d["parts"])
+            assert abs(total - d[f"{arm}_sys_us"]) <= 1e-9 * d[f"{arm}_sys_us"], (case, arm, total)
+            assert all(r[arm] >= 0 for r in d["parts"]), (case, arm)
+        # A reclaim part's kswapd and direct shares are no more than the part.
+        for r in d["parts"]:
+            if "baseline_kswapd" in r:
+                assert r["baseline_kswapd"] + r["baseline_direct"] <= r["baseline"] * (1 + 1e-9), (case, r)
+            for c in r["costs"]:
+                assert c["class"] in {"sourced", "measured", "calibrated", "judgement", "copied"}, c
+    assert decomp[ledger.BTF_4N]["published_sys_us"] == 34.6
+
+
+def test_the_copy_baselines_cycles_are_decomposed():
+    d = next(d for d in LED["decomposition"] if d["experiment"] == "copy-target-last")
+    for arm in ("baseline", "variant"):
+        total = sum(r[arm] for r in d["parts"])
+        assert abs(total - d[arm]["busy_cycles_per_4k"]) <= 1e-9 * total, (arm, total)
+        assert all(r[arm] >= 0 for r in d["parts"]), arm
+        assert 0 <= d[arm]["idle_share"] < 1 and d[arm]["user_ipc"] > 0, d[arm]
+    assert d["baseline"]["ipc"] == next(r["model"] for r in LED["figures"]
+                                        if r["experiment"] == "copy-target-last" and r["figure"] == "IPC")

@@ -127,18 +127,18 @@ impl Kernel {
         work.push_back(Work::Cycles {
             cycles: c,
             instructions: c,
-            what: KFn::HandleMmFault,
+            what: KFn::FilemapAddFolio,
         });
         self.rmqueue_lock(pfn, 0, work);
         if self.locks.spin.is_some() {
             work.push_back(Work::Kernel(KStep::SpinSection {
                 lock: SpinRef::Tree(ino),
                 instr: TREE_INSERT_INSTR,
-                what: KFn::HandleMmFault,
+                what: KFn::FilemapAddFolio,
             }));
         }
         let pnode = self.mem.alloc.node_of_pfn(pfn);
-        self.lru_cache_add_lock(pnode, KFn::HandleMmFault, work);
+        self.lru_cache_add_lock(pnode, KFn::LruCacheAdd, work);
         super::memory::clear_user_highpage(
             &mut self.mem.alloc,
             &mut self.vmstat,

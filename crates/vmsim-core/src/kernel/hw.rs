@@ -143,6 +143,11 @@ impl<'a> Hw<'a> {
             .map_or(0, |s| m.idle_states[s].exit_cycles)
     }
 
+    /// The system cycles attributed so far, by path (a copy, to diff).
+    pub fn kfn_totals(&self) -> KfnCycles {
+        *self.kfn_cycles
+    }
+
     /// Attributes this CPU's system cycles since the last settlement to `what`.
     pub fn settle(&mut self, what: KFn) {
         settle(

@@ -114,11 +114,37 @@ pub enum KFn {
     Schedule,
     /// Interrupt handling on IPI targets (entry, the flush, exit).
     Interrupt,
-    /// Page reclaim: isolating, sorting and freeing folios (`shrink_folio_list`,
-    /// `shrink_active_list`, `__remove_mapping`).
+    /// Page reclaim's per-folio sorting in `shrink_folio_list` (the checks
+    /// and bookkeeping around the steps below), and its callers' own.
     ShrinkFolioList,
-    /// Reverse-map walks: `folio_referenced` and `try_to_unmap` over every PTE.
+    /// Reclaim's `try_to_unmap` of a file folio: the reverse-map walk that
+    /// clears every PTE mapping it (the flushes it sends are `FlushTlb`).
     RmapWalk,
+    /// `folio_referenced`: the reverse-map walk that tests and clears the
+    /// young bits of every PTE mapping a folio (`shrink_folio_list`'s
+    /// `folio_check_references` and `shrink_active_list`).
+    FolioReferenced,
+    /// `isolate_lru_folios` (`isolate_lru_pages` before 5.17): taking
+    /// folios off an LRU list under the LRU lock.
+    IsolateLru,
+    /// `move_folios_to_lru` (`putback_inactive_pages` and
+    /// `move_active_pages_to_lru` before 5.19): folios kept back on the
+    /// lists under the LRU lock.
+    PutbackLru,
+    /// `shrink_active_list`'s deactivation of each folio it scans.
+    ShrinkActiveList,
+    /// `__remove_mapping`: a reclaimed folio out of the page cache under
+    /// the mapping's `tree_lock` (`i_pages` lock), a shadow entry left.
+    RemoveMapping,
+    /// `filemap_add_folio` (`add_to_page_cache_lru` before 5.16, less its
+    /// LRU add) of a folio read from a hole: its allocation and its
+    /// insertion in the file's tree, under `tree_lock` (a refill of the
+    /// per-CPU free list under `zone->lock` stays `HandleMmFault`'s, as in
+    /// every fault).
+    FilemapAddFolio,
+    /// `lru_cache_add` of a new page-cache folio: the per-CPU pagevec and,
+    /// when it is full, its drain onto the LRU under the LRU lock.
+    LruCacheAdd,
     /// NUMA balancing's scanner: `task_numa_work` → `change_prot_numa`.
     TaskNumaWork,
     /// `migrate_pages()` of a misplaced page: isolation, allocation, set-up.
@@ -136,7 +162,7 @@ pub enum KFn {
 }
 
 impl KFn {
-    pub const ALL: [KFn; 18] = [
+    pub const ALL: [KFn; 25] = [
         KFn::ExcPageFault,
         KFn::HandleMmFault,
         KFn::ClearPage,
@@ -150,6 +176,13 @@ impl KFn {
         KFn::Interrupt,
         KFn::ShrinkFolioList,
         KFn::RmapWalk,
+        KFn::FolioReferenced,
+        KFn::IsolateLru,
+        KFn::PutbackLru,
+        KFn::ShrinkActiveList,
+        KFn::RemoveMapping,
+        KFn::FilemapAddFolio,
+        KFn::LruCacheAdd,
         KFn::TaskNumaWork,
         KFn::MigratePages,
         KFn::TryToUnmap,
@@ -171,6 +204,13 @@ impl KFn {
             KFn::Interrupt => "irq",
             KFn::ShrinkFolioList => "shrink_folio_list",
             KFn::RmapWalk => "rmap_walk",
+            KFn::FolioReferenced => "folio_referenced",
+            KFn::IsolateLru => "isolate_lru_folios",
+            KFn::PutbackLru => "move_folios_to_lru",
+            KFn::ShrinkActiveList => "shrink_active_list",
+            KFn::RemoveMapping => "__remove_mapping",
+            KFn::FilemapAddFolio => "filemap_add_folio",
+            KFn::LruCacheAdd => "lru_cache_add",
             KFn::TaskNumaWork => "task_numa_work",
             KFn::MigratePages => "migrate_pages",
             KFn::TryToUnmap => "try_to_unmap",

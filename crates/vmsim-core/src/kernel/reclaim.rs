@@ -1,13 +1,15 @@
 //! Reclaim's state (include/linux/mmzone.h `lruvec`, `pglist_data`'s
 //! kswapd fields): the file LRU lists and every frame's LRU flags, each
 //! node's kswapd failure count and refault clock, the kswapd wake-ups an
-//! allocation left pending, and the reclaim counters. The paths are
+//! allocation left pending, the reclaim counters and reclaim's system
+//! cycles by path and reclaimer. The paths are
 //! swap.rs (LRU adds and promotion), vmscan.rs (reclaim), workingset.rs
 //! (refault detection) and gfp.rs (waking kswapd).
 //!
 //! Invariants: a frame is on at most one list, and on one iff `PG_lru`;
 //! `PG_active` iff that list is the active one.
 
+use super::hw::KfnCycles;
 use std::collections::VecDeque;
 
 pub const PG_LRU: u8 = 1;
@@ -90,6 +92,10 @@ pub struct Reclaim {
     /// `KStep::WakeupKswapd` where it stands (kernel/gfp.rs), so that the
     /// waker pays `try_to_wake_up` when its CPU gets there.
     pub pending_wakes: Vec<usize>,
+    /// System cycles of `shrink_node` rounds by kernel path (`KFn` order),
+    /// direct reclaim's (`[0]`) and kswapd's (`[1]`): the IPIs' handlers
+    /// on other CPUs are theirs, not the reclaimer's.
+    pub cycles_by_fn: [KfnCycles; 2],
 }
 
 impl Reclaim {
@@ -101,6 +107,7 @@ impl Reclaim {
             kswapd_noprogress_scan: vec![0; nr_nodes],
             nonresident_age: vec![0; nr_nodes],
             pending_wakes: Vec::new(),
+            cycles_by_fn: Default::default(),
         }
     }
 }

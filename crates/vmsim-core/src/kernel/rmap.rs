@@ -64,7 +64,7 @@ impl Kernel {
         }
         let mut moved = 0;
         for (mm, va) in self.rmap_walk_file(pfn) {
-            moved += self.entry_rmw(hw, mm, va, KFn::RmapWalk);
+            moved += self.entry_rmw(hw, mm, va, KFn::FolioReferenced);
         }
         moved
     }

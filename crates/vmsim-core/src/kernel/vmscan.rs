@@ -177,6 +177,17 @@ impl Kernel {
     /// node's file LRU twice over (standing for a `balance_pgdat` pass down
     /// every priority that reclaimed nothing).
     pub(crate) fn shrink_node(&mut self, hw: &mut Hw, node: usize, kswapd: bool) -> u64 {
+        let before = hw.kfn_totals();
+        let got = self.shrink_node_round(hw, node, kswapd);
+        let after = hw.kfn_totals();
+        let by_fn = &mut self.reclaim.cycles_by_fn[kswapd as usize];
+        for (i, c) in by_fn.iter_mut().enumerate() {
+            *c += after[i] - before[i];
+        }
+        got
+    }
+
+    fn shrink_node_round(&mut self, hw: &mut Hw, node: usize, kswapd: bool) -> u64 {
         let batch = self.cfg.tunables.swap_cluster_max as usize;
         let l = &self.reclaim.lru.nodes[node];
         // inactive_is_low(): inactive_ratio is 1 below 1 GiB of file LRU.
@@ -208,7 +219,7 @@ impl Kernel {
         if locks {
             let l = &self.reclaim.lru.nodes[node].active_file;
             isolated.extend(l.iter().rev().take(nr));
-            self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
+            self.lru_section(hw, node, &isolated, ISOLATE_INSTR, KFn::IsolateLru);
         }
         // The fixed cost keeps what the sections do not take (sections.rs).
         let moved = self.moved_cycles(ISOLATE_INSTR + PUTBACK_INSTR, 2);
@@ -219,7 +230,7 @@ impl Kernel {
             };
             self.reclaim.stat.pgrefill += 1;
             hw.charge(per_folio);
-            hw.settle(KFn::ShrinkFolioList);
+            hw.settle(KFn::ShrinkActiveList);
             if self.mem.alloc.folio_mapcount(pfn) > 0 {
                 let sem = self.i_mmap_lock_read(hw, pfn);
                 let moved = self.rmap_entry_rmws(hw, pfn);
@@ -227,7 +238,7 @@ impl Kernel {
                 self.i_mmap_unlock_read(hw, sem);
                 let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
                 hw.charge(c);
-                hw.settle(KFn::RmapWalk);
+                hw.settle(KFn::FolioReferenced);
             }
             self.reclaim.lru.clear(pfn, PG_ACTIVE | PG_REFERENCED);
             self.reclaim.lru.nodes[node].inactive_file.push_front(pfn);
@@ -235,7 +246,7 @@ impl Kernel {
         }
         if locks {
             // move_active_pages_to_lru() under the lock again.
-            self.lru_section(hw, node, &isolated, PUTBACK_INSTR);
+            self.lru_section(hw, node, &isolated, PUTBACK_INSTR, KFn::PutbackLru);
         }
     }
 
@@ -252,10 +263,10 @@ impl Kernel {
         }
         let scanned = isolated.len() as u64;
         // isolate_lru_pages() under the LRU lock (the lists were taken above).
-        self.lru_section(hw, node, &isolated, ISOLATE_INSTR);
+        self.lru_section(hw, node, &isolated, ISOLATE_INSTR, KFn::IsolateLru);
         let (reclaimed, kept) = self.shrink_folio_list(hw, &isolated);
         // putback_inactive_pages() under it again.
-        self.lru_section(hw, node, &kept, PUTBACK_INSTR);
+        self.lru_section(hw, node, &kept, PUTBACK_INSTR, KFn::PutbackLru);
         let st = &mut self.reclaim.stat;
         if kswapd {
             st.pgscan_kswapd += scanned;
@@ -268,10 +279,11 @@ impl Kernel {
     }
 
     /// A section of reclaim under `node`'s LRU lock over `folios`,
-    /// `per_folio` instructions each (kernel/locking/sections.rs).
-    fn lru_section(&mut self, hw: &mut Hw, node: usize, folios: &[u64], per_folio: u64) {
+    /// `per_folio` instructions each (kernel/locking/sections.rs), its
+    /// time `what`'s.
+    fn lru_section(&mut self, hw: &mut Hw, node: usize, folios: &[u64], per_folio: u64, what: KFn) {
         let instr = per_folio * folios.len() as u64;
-        self.spin_section(hw, SpinRef::Lru(node), folios, instr, KFn::ShrinkFolioList);
+        self.spin_section(hw, SpinRef::Lru(node), folios, instr, what);
     }
 
     /// `folio_check_references`.
@@ -287,7 +299,7 @@ impl Kernel {
         };
         let c = (visited as u64 * self.costs.rmap_pte_cycles).saturating_sub(moved);
         hw.charge(c);
-        hw.settle(KFn::RmapWalk);
+        hw.settle(KFn::FolioReferenced);
         let referenced_folio = self.reclaim.lru.test(pfn, PG_REFERENCED);
         self.reclaim.lru.clear(pfn, PG_REFERENCED);
         if referenced_ptes > 0 {
@@ -360,7 +372,7 @@ impl Kernel {
                         SpinRef::Tree(ino),
                         &[pfn],
                         TREE_DELETE_INSTR,
-                        KFn::ShrinkFolioList,
+                        KFn::RemoveMapping,
                     );
                     self.pagecache.inodes[ino].pages.remove(&index);
                     self.pagecache.inodes[ino].readahead.remove(&index);
@@ -394,11 +406,11 @@ impl Kernel {
                     SpinRef::Zone(node),
                     &[],
                     FREE_ONE_PAGE_INSTR * self.cfg.tunables.pcp_batch,
-                    KFn::ShrinkFolioList,
+                    KFn::FreePages,
                 );
             }
         }
-        hw.settle(KFn::ShrinkFolioList);
+        hw.settle(KFn::FreePages);
         (free.len() as u64, kept)
     }
 

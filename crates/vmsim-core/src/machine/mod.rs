@@ -78,6 +78,11 @@ pub struct CpuStats {
     /// IPIs sent and received by cause, indexed like `IpiCause::ALL`.
     pub ipis_sent_by_cause: [u64; 3],
     pub ipis_received_by_cause: [u64; 3],
+    /// Of `sys_cycles`, those this CPU spent sending IPIs (per target),
+    /// and waiting for their last acknowledgement (the delivery and the
+    /// slowest target's handler), by cause like `ipis_sent_by_cause`.
+    pub ipi_send_cycles_by_cause: [u64; 3],
+    pub ipi_wait_cycles_by_cause: [u64; 3],
     pub tlb_flush_full: u64,
     pub tlb_flush_page: u64,
     /// TLBs emptied by a broadcast invalidation (any CPU's INVLPGB).
@@ -952,6 +957,10 @@ impl Machine {
         self.cpus[from].stats.ipis_sent += n;
         self.cpus[from].stats.ipis_sent_by_cause[cause as usize] += n;
         let cyc = self.ipi.sender_cycles(n, work);
+        let send = self.ipi.send_cycles * n;
+        let st = &mut self.cpus[from].stats;
+        st.ipi_send_cycles_by_cause[cause as usize] += send;
+        st.ipi_wait_cycles_by_cause[cause as usize] += cyc - send;
         self.advance(from, cyc, 20 * n);
     }
 
