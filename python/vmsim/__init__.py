@@ -33,7 +33,7 @@ from ._core import (
     VmsimError,
     __version__,
 )
-from . import policy
+from . import policy, timeline
 from .tables import format_compare, format_run
 
 __all__ = [
@@ -56,5 +56,6 @@ __all__ = [
     "runs_statistics",
     "sweep",
     "sweep_rows",
+    "timeline",
     "to_dataframe",
 ]

@@ -88,6 +88,9 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, Error> {
     let mut k = Kernel::new(cfg.kernel.clone(), p.kernel_costs(), nr_nodes, nb);
     k.skip_clear_subpage = cfg.sim.fault_injection.skip_clear_subpage;
     k.skip_copy_subpage = cfg.sim.fault_injection.skip_copy_subpage;
+    if cfg.sim.timeline {
+        k.thp_timeline.enable();
+    }
     if cfg.kernel.page_alloc_shuffle {
         k.mem.alloc.shuffle_free_memory(cfg.seed);
     }

@@ -58,6 +58,14 @@ pub fn report(sim: &Sim) -> Value {
     if !access.is_empty() {
         put("task_accesses", Value::Array(access));
     }
+    if let Some(events) = sim.kernel.thp_timeline.sorted() {
+        // [µs since the start, task, event, huge page's index in its VMA].
+        let rows: Vec<Value> = events
+            .iter()
+            .map(|e| json!([e.cycle as f64 / hz * 1e6, e.pid, e.event.name(), e.index]))
+            .collect();
+        put("thp_timeline", Value::Array(rows));
+    }
     // Every counter of every component, and their change over the region of interest.
     let all = sim.counters();
     if let Some((begin, end)) = &sim.roi {

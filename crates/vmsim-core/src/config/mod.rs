@@ -121,6 +121,10 @@ pub struct SimConfig {
     /// ordinary loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_cycles: Option<u64>,
+    /// Report when each task's huge-page faults installed their PMDs
+    /// (`thp_timeline`, kernel/timeline.rs).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timeline: bool,
 }
 
 /// Deliberate defects, for tests that prove the data checks can fail.
@@ -366,6 +370,7 @@ fn parse_sim(
         "node_memory_mib",
         "fault_injection",
         "window_cycles",
+        "timeline",
     ])?;
     let quantum_cycles = s
         .u64_opt("quantum_cycles")?
@@ -390,12 +395,14 @@ fn parse_sim(
         fi.finish()?;
         check_fault_injection(&fault_injection, kernel, workload)?;
     }
+    let timeline = s.bool_opt("timeline")?.unwrap_or(false);
     s.finish()?;
     Ok(SimConfig {
         quantum_cycles,
         node_memory_mib,
         fault_injection,
         window_cycles,
+        timeline,
     })
 }
 

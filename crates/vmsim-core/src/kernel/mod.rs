@@ -45,6 +45,7 @@ pub mod resume;
 pub mod rmap;
 pub mod sched;
 pub mod swap;
+pub mod timeline;
 pub mod tlbflush;
 pub mod tunables;
 pub mod uapi;
@@ -511,6 +512,8 @@ pub struct Kernel {
     pub vmstat: VmStat,
     /// Page-table pages in simulated memory (`kernel.page_tables`; kernel/pgtable.rs).
     pub pgtable: vmstat::PgtableStat,
+    /// When each task's huge-page faults installed their PMDs (`sim.timeline`).
+    pub thp_timeline: timeline::ThpTimeline,
     /// Remaining sub-page clear to skip (fault injection), counted in huge-page clears.
     pub skip_clear_subpage: Option<u64>,
     /// Remaining sub-page copy to skip (fault injection), in the next huge-page copy.
@@ -592,6 +595,7 @@ impl Kernel {
             pgtable: Default::default(),
             skip_clear_subpage: None,
             skip_copy_subpage: None,
+            thp_timeline: Default::default(),
             policy_error: None,
             flush_agreement: Default::default(),
         }

@@ -12,7 +12,9 @@
 use super::huge_memory_wp::WpLockStep;
 use super::hw::Hw;
 use super::locking::rwsem::SemRef;
+use super::mm::PMD_SHIFT;
 use super::page_alloc::HPAGE_PMD_NR;
+use super::timeline::{ThpEvent, ThpMapped};
 use super::tlbflush::flush_tlb_mm_range_stride;
 use super::{KFn, KStep, Kernel, Work};
 use crate::error::Error;
@@ -87,6 +89,7 @@ impl Kernel {
             } => {
                 if self.install_pmd(mm, haddr, pfn, orig) {
                     self.set_entry_installed(hw, mm, haddr);
+                    self.record_thp_mapped(hw, ctx.task, mm, haddr, orig.is_some());
                 } else {
                     drop_put_of_replaced(ctx.queue);
                 }
@@ -257,5 +260,31 @@ fn put_in_front(queue: &mut VecDeque<Work>, more: VecDeque<Work>) {
 fn drop_put_of_replaced(queue: &mut VecDeque<Work>) {
     if let Some(Work::Kernel(KStep::PutPage { .. })) = queue.get(1) {
         queue.remove(1);
+    }
+}
+
+impl Kernel {
+    /// Records the PMD of `mm` at `haddr` just installed by `task` (the
+    /// task whose work this is; the fault's current task without one), a
+    /// copy-on-write's (`cow`) or a new huge page's, when the run keeps
+    /// the timeline.
+    pub(crate) fn record_thp_mapped(
+        &mut self,
+        hw: &Hw,
+        task: Option<usize>,
+        mm: usize,
+        haddr: u64,
+        cow: bool,
+    ) {
+        if !self.thp_timeline.is_on() {
+            return;
+        }
+        let start = self.mms[mm].find_vma(haddr).map_or(0, |v| v.start);
+        self.thp_timeline.record(ThpMapped {
+            cycle: hw.machine.cpus[hw.cpu].clock,
+            pid: task.unwrap_or(self.sched.current.pid),
+            event: if cow { ThpEvent::Cow } else { ThpEvent::Fault },
+            index: (haddr - start) >> PMD_SHIFT,
+        });
     }
 }
