@@ -13,12 +13,9 @@ TOOL = os.path.join(ROOT, "tools", "layers.py")
 
 KNOWN_UPWARD = set()
 KNOWN_CYCLES = []
-# A module and its own descendant that depend on each other: the list only
-# shrinks. The preset reader and its parameter table read each other; the
-# parameter declarations' rework (docs/machines.md) takes this apart.
-KNOWN_TIES = {
-    ("config::preset", "config::preset::bounds"), ("config::preset", "config::preset::params"),
-}
+# A module and its own descendant that depend on each other: none, and the
+# list only shrinks.
+KNOWN_TIES: set = set()
 
 
 def graph():

@@ -12,8 +12,7 @@
 //! design.
 
 use super::super::fields::{cfg_err, show_f64};
-use super::params::MAX_HOPS;
-use super::{NameOrNs, Preset};
+use super::params::{NameOrNs, Preset, MAX_HOPS};
 use crate::error::Error;
 
 /// All modeled cache instances together (L1d and L2 per CPU, LLC per instance).
@@ -21,7 +20,7 @@ use crate::error::Error;
 pub const MAX_MODELED_CACHE_BYTES: u64 = 4 << 30;
 
 /// The declaration of `key`.
-pub(super) fn declared(key: &str) -> super::Param {
+pub(super) fn declared(key: &str) -> super::params::Param {
     super::params::find(key).expect("a declared key")
 }
 

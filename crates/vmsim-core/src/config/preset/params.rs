@@ -5,18 +5,23 @@
 //! of the ends of its plausible range), `docs/machines.md`'s table of
 //! accepted values and the order of the preset `vmsim hw calibrate` writes. The
 //! kernel's software costs are declared in `kernel_costs!`
-//! (kernel/costs.rs) and enter the same list here.
+//! (kernel/costs.rs) and enter the same list here. The `Preset` the
+//! sections make up and the leaf reader (`P`, with the book of each
+//! value's source and provenance) are here too, below the preset's parsing
+//! (mod.rs) and its cross-value checks (bounds.rs), which use them.
 //!
 //! Invariant: the reader takes exactly the declared keys, each checked
 //! against its declaration as it is read; checks between values (a cache's
 //! sets, sustained bandwidth below peak, a one-socket preset's zeros) are
 //! bounds.rs's, made once every value is read.
 
+use super::super::fields::Fields;
 use super::super::fields::{as_f64, as_u64, cfg_err, quote_list, show, show_f64};
-use super::{idle_states, IdleStatePreset, NameOrNs, P};
+use super::provenance::Provenance;
 use crate::error::Error;
 use crate::kernel::costs::{KernelCosts, Per};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use toml::Value;
 
@@ -700,4 +705,214 @@ pub fn doc_table() -> String {
         );
     }
     s
+}
+
+// ---------------------------------------------------------------------------
+// The preset and its reader: what the declarations above are read into.
+
+/// A machine preset: each section's values as declared in params.rs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Preset {
+    pub name: String,
+    pub description: String,
+    /// `cpu.model`: the chip's name.
+    pub model: String,
+    pub cpu: Cpu,
+    pub l1d: L1d,
+    pub l2: L2,
+    pub llc: Llc,
+    pub tlb: Tlb,
+    pub memory: Memory,
+    pub string: StringParams,
+    pub prefetch: Prefetch,
+    pub costs: Costs,
+    /// `[numa]`; `None` when the preset has none (every node of another
+    /// socket is then one hop away).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numa: Option<Numa>,
+    /// `[idle]`'s states, shallowest first; empty when the preset has none
+    /// (a woken CPU then exits idle at no cost).
+    pub idle_states: Vec<IdleStatePreset>,
+    /// Dotted key -> source text, for every parameter.
+    pub sources: BTreeMap<String, String>,
+    /// Dotted key -> class and plausible range, for every parameter.
+    pub provenance: BTreeMap<String, Provenance>,
+}
+
+/// `[costs]`: the kernel's software costs (kernel/costs.rs) and the
+/// hardware's IPI and TLB-flush costs (params.rs).
+#[derive(Clone, Debug, Serialize)]
+pub struct Costs {
+    #[serde(flatten)]
+    pub kernel: KernelCosts,
+    #[serde(flatten)]
+    pub hw: HwCosts,
+}
+
+/// What the preset reader records of each value besides the value.
+#[derive(Default)]
+pub(super) struct Book {
+    pub(super) sources: BTreeMap<String, String>,
+    pub(super) provenance: BTreeMap<String, Provenance>,
+    /// The first class or range at fault: reported once every value has
+    /// passed its own checks, which say more about a value out of bounds.
+    pub(super) provenance_err: Option<Error>,
+}
+
+/// One idle state (`struct cpuidle_state` of intel_idle's tables).
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleStatePreset {
+    pub name: String,
+    /// Worst-case time to leave the state, in µs (`exit_latency`).
+    pub exit_latency_us: u64,
+    /// The shortest idle period for which the state is worth entering, in µs
+    /// (`target_residency`).
+    pub target_residency_us: u64,
+}
+
+/// `[idle].states`: an array of `{ name, exit_latency_us, target_residency_us }`,
+/// shallowest first, both figures non-decreasing and at most 10 ms.
+pub(super) fn idle_states(key: &str, v: &Value) -> Result<Vec<IdleStatePreset>, Error> {
+    let Value::Array(a) = v else {
+        return Err(cfg_err(
+            key,
+            "expected an array of { name, exit_latency_us, target_residency_us }",
+        ));
+    };
+    let mut out: Vec<IdleStatePreset> = Vec::new();
+    for (i, e) in a.iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        let Value::Table(t) = e else {
+            return Err(cfg_err(
+                k,
+                "expected { name, exit_latency_us, target_residency_us }",
+            ));
+        };
+        let mut f = Fields::new(&k, t.clone());
+        f.declare(&["name", "exit_latency_us", "target_residency_us"])?;
+        let name = f.string("name")?;
+        let exit_latency_us = f.u64("exit_latency_us")?;
+        let target_residency_us = f.u64("target_residency_us")?;
+        f.finish()?;
+        if exit_latency_us > 10_000 || target_residency_us > 10_000 {
+            return Err(cfg_err(k, "latencies and residencies are at most 10000 µs"));
+        }
+        if let Some(p) = out.last() {
+            if exit_latency_us < p.exit_latency_us || target_residency_us < p.target_residency_us {
+                return Err(cfg_err(
+                    k,
+                    "states go from the shallowest to the deepest: exit latency and target residency must not decrease",
+                ));
+            }
+        }
+        out.push(IdleStatePreset {
+            name,
+            exit_latency_us,
+            target_residency_us,
+        });
+    }
+    Ok(out)
+}
+
+/// A preset time that is either named (`string.no_rfo_grant`'s "llc" or
+/// "memory", `string.bypass_hold_ns`'s "posted") or measured, in ns.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum NameOrNs {
+    Named(String),
+    Ns(f64),
+}
+
+/// A section's reader: its fields and the book its values' sources and
+/// provenance go to.
+pub(super) struct P<'a> {
+    pub(super) f: Fields,
+    pub(super) book: &'a mut Book,
+}
+
+impl<'a> P<'a> {
+    /// The leaf of parameter `d`: its value, checked against the
+    /// declaration, with its source and provenance booked (a range end the
+    /// parameter does not accept is a provenance fault, reported once every
+    /// value has passed its own checks).
+    pub(super) fn leaf(&mut self, d: &'static Param) -> Result<(String, Value), Error> {
+        let name = d.name;
+        let key = self.f.key(name);
+        let mut leaf = self.f.sub(name).map_err(|e| match e {
+            Error::Config { key, message } if message.starts_with("expected a table") => cfg_err(
+                key,
+                "expected { value = …, source = \"…\" }: every preset parameter names its source",
+            ),
+            e => e,
+        })?;
+        leaf.declare(&[
+            "value",
+            "source",
+            "class",
+            "range",
+            "range_reason",
+            "range_with",
+        ])?;
+        let value = leaf.req("value")?;
+        let source = leaf.string("source")?;
+        if source.trim().is_empty() {
+            return Err(cfg_err(
+                leaf.key("source"),
+                "must not be empty: every preset parameter names its source",
+            ));
+        }
+        d.accepts(&value)
+            .map_err(|m| cfg_err(format!("{key}.value"), m))?;
+        match Provenance::read(&mut leaf, &value) {
+            Ok(p) => {
+                if let Some(e) = p.range.iter().flatten().find_map(|end| {
+                    d.accepts(end).err().map(|m| {
+                        cfg_err(
+                            format!("{key}.range"),
+                            format!("the end {}: {m}", super::super::fields::show(end)),
+                        )
+                    })
+                }) {
+                    self.book.provenance_err.get_or_insert(e);
+                }
+                if let Some(e) = check_with(&key, &p) {
+                    self.book.provenance_err.get_or_insert(e);
+                }
+                self.book.provenance.insert(key.clone(), p);
+            }
+            Err(e) => {
+                self.book.provenance_err.get_or_insert(e);
+            }
+        }
+        leaf.finish()?;
+        self.book.sources.insert(key.clone(), source);
+        Ok((key, value))
+    }
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.f.has(name)
+    }
+    pub(super) fn finish(self) -> Result<(), Error> {
+        self.f.finish()
+    }
+}
+
+/// `range_with` of `key`'s provenance `p`: each value a declared key other
+/// than `key`, each of its values one that key accepts.
+fn check_with(key: &str, p: &Provenance) -> Option<Error> {
+    for (k, vs) in p.range_with.iter().flatten() {
+        let at = format!("{key}.range_with.{k}");
+        if k == key {
+            return Some(cfg_err(at, "is the value itself"));
+        }
+        let Some(d) = find(k) else {
+            return Some(cfg_err(
+                super::super::fields::cut(&at, 80),
+                "not a preset value (docs/machines.md lists them)",
+            ));
+        };
+        if let Some(m) = vs.iter().find_map(|v| d.accepts(v).err()) {
+            return Some(cfg_err(at, m));
+        }
+    }
+    None
 }
