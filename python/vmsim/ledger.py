@@ -831,8 +831,18 @@ def ledger(results: Mapping[str, Mapping[str, Any]], fingerprint_of: Optional[Ma
 # The fingerprint: a few short runs whose metrics change with the model.
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: Each built-in experiment's own fingerprint run: its baseline arm in
+#: miniature, with the experiment's kernel. A screening of the experiment
+#: is current while that run's outcomes are (sensitivity.current).
+FINGERPRINT_OF = {
+    "clear-target-last": "bench/ledger/clear.toml",
+    "copy-target-last": "bench/ledger/copy.toml",
+    "numa-delay-map": "bench/ledger/numa.toml",
+    "batched-tlb-flush": "bench/ledger/reclaim.toml",
+    "multipage-clear": "bench/ledger/pftest-milan.toml",
+}
 FINGERPRINT_CONFIGS = ("bench/prof/clear.toml", "bench/prof/copy.toml", "bench/prof/pmbench.toml",
-                       "bench/ledger/reclaim.toml", "bench/ledger/pftest-milan.toml")
+                       *FINGERPRINT_OF.values())
 
 
 # The outcomes the fingerprint hashes: what the model decides (times, work,

@@ -10,6 +10,7 @@ import pytest
 
 import vmsim
 from vmsim import _core
+from vmsim import ledger
 from vmsim import sensitivity as sens
 from vmsim._config import parse_toml
 
@@ -192,6 +193,14 @@ def test_a_screening_made_with_another_model_gives_no_figure():
     assert sens.spread({"e": dict(doc, model=None)}, "e", None, "b", "m", fp) == sens.STALE
     assert "earlier model" not in sens.format_markdown({"e": doc}, fingerprint=fp)
     assert "earlier model" in sens.format_markdown({"e": doc}, fingerprint={"c.toml": "bbbb"})
+    # A built-in experiment's screening follows its own fingerprint run only:
+    # another experiment's run moving leaves it current.
+    own = ledger.FINGERPRINT_OF["clear-target-last"]
+    other = ledger.FINGERPRINT_OF["numa-delay-map"]
+    built_in = dict(doc, experiment="clear-target-last", model={own: "aaaa", other: "cccc"})
+    assert sens.current(built_in, {own: "aaaa", other: "dddd"})
+    assert not sens.current(built_in, {own: "bbbb", other: "cccc"})
+    assert not sens.current(dict(built_in, model={other: "cccc"}), {own: "aaaa", other: "cccc"})
 
 
 def test_write_refuses_what_it_cannot_store(experiment):
