@@ -21,7 +21,8 @@ from ._progress import StderrProgress
 from ._errors import cut
 from ._io import STREAM, atomic_path, atomic_write_text, is_stream, output_target
 from ._results import load_result
-from .tables import forced_scale_line, format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree, metric_names
+from .tables import (forced_scale_line, format_compare, format_mmtests_lru_file, format_rows, format_run, format_tree,
+                     metric_names, same_figures_notes)
 
 PROG = "vmsim"
 EXIT_USAGE = 2
@@ -221,7 +222,7 @@ def _metric_list(args) -> Optional[List[str]]:
     return [m for m in (args.metrics or "").split(",") if m] or None
 
 
-def _runs_text(groups: List[List[Any]], args) -> str:
+def _runs_text(groups: List[List[Any]], args, configs: Optional[Dict[str, Any]] = None) -> str:
     metrics = _metric_list(args)
     # One layout unless asked for both: LKP's, or (--full) both.
     layout = args.format or ("both" if args.full else "lkp")
@@ -231,6 +232,8 @@ def _runs_text(groups: List[List[Any]], args) -> str:
             parts.append(runtables.format_lkp(arms, metrics, args.min_change, names=args.names))
         if layout in ("mmtests", "both"):
             parts.append(runtables.format_mmtests(arms, metrics, args.min_change, names=args.names))
+        # Arms with the same figures in every metric, whatever rows are shown.
+        parts += [f"  {n}\n" for n in same_figures_notes(arms, configs)]
     return "\n".join(parts)
 
 
@@ -364,7 +367,8 @@ def cmd_compare(args) -> int:
         tailored = args.min_change or metrics or args.format
         text = format_compare(shown, args.names, full=args.full)
         if tailored:
-            text = (forced_scale_line(result) + "\n\n" if forced else "") + _runs_text(groups, args)
+            text = ((forced_scale_line(result) + "\n\n" if forced else "")
+                    + _runs_text(groups, args, runtables.arm_configs(shown)))
         _emit(result, text, args.json)
         _note(note)
         from .ledger import regime_notes
@@ -386,7 +390,7 @@ def cmd_compare(args) -> int:
     if metrics and known is None:
         _api.check_metric_names(metrics, _arm_metric_names(groups), "--metrics")
     if args.full or args.format or metrics or args.min_change:
-        body = _runs_text(groups, args)
+        body = _runs_text(groups, args, runtables.arm_configs(shown))
     else:
         configs = runtables.arm_configs(shown)
         body = "\n".join(runtables.format_compact(arms, args.names, configs) for arms in groups)

@@ -34,6 +34,8 @@ ONLY_IN_SUITE: Dict[str, str] = {
     "throughput_bytes_per_s": "vm-scalability",
     "pmbench_throughput_aps": "pmbench",
     "will_it_scale_workload": "will-it-scale",
+    "will_it_scale_per_process_ops": "will-it-scale",
+    "will_it_scale_per_thread_ops": "will-it-scale",
 }
 
 #: vmsim metric -> LKP name; ``{suite}`` is the workload's suite (the
@@ -42,9 +44,10 @@ LKP_NAMES: Dict[str, str] = {
     # The benchmark's own figure, and /usr/bin/time of its run.
     "throughput_bytes_per_s": "vm-scalability.throughput",
     "pmbench_throughput_aps": "pmbench.throughput.aps",
-    # will-it-scale's total rate of all tasks (its per-task rate is LKP's
-    # per_process_ops or per_thread_ops by the mode, which the metrics do
-    # not tell: will_it_scale_per_task_ops keeps its name).
+    # will-it-scale's rate per task (named by the run's mode, as LKP does)
+    # and of all tasks.
+    "will_it_scale_per_process_ops": "will-it-scale.per_process_ops",
+    "will_it_scale_per_thread_ops": "will-it-scale.per_thread_ops",
     "will_it_scale_workload": "will-it-scale.workload",
     "elapsed_s": "{suite}.time.elapsed_time",
     "user_s": "{suite}.time.user_time",

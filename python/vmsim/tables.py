@@ -62,7 +62,7 @@ WORKLOAD_HEADLINES: Dict[str, Sequence[str]] = {
     "pf-test": ("fault_bytes_per_s",),
     "pmbench": ("pmbench_throughput_aps",),
     "lru-file-mmap-read": ("lru_file_mmap_read_elapsed_s", "lru_file_mmap_read_time_range_s"),
-    "will-it-scale": ("will_it_scale_per_task_ops", "will_it_scale_workload"),
+    "will-it-scale": ("will_it_scale_per_process_ops", "will_it_scale_per_thread_ops", "will_it_scale_workload"),
     "trace": ("trace_elapsed_s",),
     "program": (),
 }

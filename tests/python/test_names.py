@@ -42,15 +42,16 @@ def test_will_it_scale_and_programs_are_not_named_vm_scalability():
     # --names lkp named will-it-scale runs and programs vm-scalability.*:
     # every workload reports throughput_bytes_per_s.
     base = {"throughput_bytes_per_s": 1.0, "elapsed_s": 1.0, "sys_s": 1.0, "pgfault": 1}
-    wis = dict(base, will_it_scale_workload=1.0, will_it_scale_per_task_ops=1.0, **{"phase.loop.accesses": 1})
+    wis = dict(base, will_it_scale_workload=1.0, will_it_scale_per_process_ops=1.0, **{"phase.loop.accesses": 1})
     program = dict(base, **{"phase.write.throughput_bytes_per_s": 1.0})
     trace = dict(base, trace_accesses=1, trace_elapsed_s=1.0)
     assert [suite_of(m) for m in (wis, program, trace)] == ["will-it-scale", None, None]
     n = namer("lkp", wis)
     assert [n(m) for m in ("will_it_scale_workload", "elapsed_s", "sys_s", "throughput_bytes_per_s",
-                           "will_it_scale_per_task_ops", "pgfault")] == [
+                           "will_it_scale_per_process_ops", "will_it_scale_per_thread_ops", "pgfault")] == [
         "will-it-scale.workload", "will-it-scale.time.elapsed_time", "will-it-scale.time.system_time",
-        "throughput_bytes_per_s", "will_it_scale_per_task_ops", "proc-vmstat.pgfault"]
+        "throughput_bytes_per_s", "will-it-scale.per_process_ops", "will-it-scale.per_thread_ops",
+        "proc-vmstat.pgfault"]
     for metrics in (program, trace):
         n = namer("lkp", metrics)
         assert [n(m) for m in ("throughput_bytes_per_s", "elapsed_s", "sys_s", "pgfault")] == [

@@ -461,14 +461,19 @@ impl Lib {
         with_metrics: bool,
     ) -> Result<String, Error> {
         let (exp, scale) = self.prepare(experiment, scale, seed, set_json)?;
-        // Metric names depend on the machine and the workload only: one build each.
+        // Metric names depend on the machine, the workload (its kind, a
+        // will-it-scale run's mode) and whether NUMA balancing runs: one
+        // build each.
         let mut names_of: Vec<(String, Vec<String>)> = Vec::new();
         let mut cases: Vec<serde_json::Value> = Vec::new();
         let mut current: Option<Option<String>> = None;
         for (case, arm) in exp.runs() {
             let cfg = exp.case_arm_config(case, arm, seed, scale)?;
             let cfg_json = cfg.to_json();
-            let kind = format!("{} {}", cfg.machine, cfg_json["workload"]["kind"]);
+            let kind = format!(
+                "{} {} {}",
+                cfg.machine, cfg_json["workload"], cfg_json["kernel"]["numa_balancing"]
+            );
             let metrics = if !with_metrics {
                 None
             } else if let Some((_, m)) = names_of.iter().find(|(k, _)| *k == kind) {

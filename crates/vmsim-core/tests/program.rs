@@ -340,7 +340,9 @@ fn will_it_scale_page_faults_count_iterations_and_faults() {
         assert_eq!(u(&a, "phase.testcase.accesses"), loops * 1024, "{mode}");
         assert_eq!(u(&a, "pgfault"), loops * 1024, "{mode}");
         assert_eq!(m(&a, "data_verified"), &Value::Bool(true));
-        let ops = m(&a, "will_it_scale_per_task_ops").as_f64().unwrap();
+        let ops = m(&a, &format!("will_it_scale_per_{mode}_ops"))
+            .as_f64()
+            .unwrap();
         let total = m(&a, "will_it_scale_workload").as_f64().unwrap();
         assert!(
             ops > 0.0 && (total / ops - 3.0).abs() < 1e-9,

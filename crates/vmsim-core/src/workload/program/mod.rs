@@ -175,7 +175,12 @@ impl Workload for ProgramWorkload<'_> {
             let secs = r["phase.loop.elapsed_s"].as_f64().unwrap_or(0.0);
             let total = if secs > 0.0 { ops / secs } else { 0.0 };
             r["will_it_scale_workload"] = json!(total);
-            r["will_it_scale_per_task_ops"] = json!(total / b.nr_task as f64);
+            let per_task = if b.mode == "thread" {
+                "will_it_scale_per_thread_ops"
+            } else {
+                "will_it_scale_per_process_ops"
+            };
+            r[per_task] = json!(total / b.nr_task as f64);
         }
     }
 }
