@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::kernel::fork::COPY_PROCESS_CYCLES;
 use crate::kernel::memory::fault_error;
 use crate::kernel::uapi::Program;
-use crate::kernel::KFn;
+use crate::kernel::{KFn, Work};
 use crate::machine::Mode;
 
 impl Sim {
@@ -188,8 +188,15 @@ impl Sim {
         };
         let rt = self.runtime(cpu, t);
         let mut work = std::mem::take(&mut self.cpus[cpu].work);
+        let queued = work.len();
         let (k, mut hw) = self.kernel_hw(cpu);
         k.task_tick_numa(&mut hw, t, mm, rt, &mut work);
+        // The scan is task work (`task_numa_work` via `task_work_run`), run
+        // in the kernel on the way back to user mode: system time.
+        if work.len() > queued && self.machine.cpus[cpu].mode == Mode::User {
+            self.machine.set_mode(cpu, Mode::Kernel);
+            work.push_back(Work::ReturnToUser);
+        }
         self.cpus[cpu].work = work;
     }
 }
