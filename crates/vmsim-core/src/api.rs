@@ -245,6 +245,50 @@ pub fn run_config_on(
 /// The library with a set of policies: the entry points above, with every
 /// `kernel.*` policy key resolved in `policies` (a user's own registered
 /// beside the built-ins, or a resolver's).
+/// How [`Lib::compare_value`] runs an experiment: built as
+/// `CompareOptions::default().scale(0.25).set("kernel.thp", "never")`.
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// The memory scale; None: the experiment's own.
+    pub scale: Option<f64>,
+    /// The seed of every arm.
+    pub seed: u64,
+    /// Dotted config keys set for every arm (`vmsim compare --set`).
+    pub set: serde_json::Map<String, serde_json::Value>,
+    /// Host threads (at least 1).
+    pub threads: usize,
+}
+
+impl Default for CompareOptions {
+    fn default() -> CompareOptions {
+        CompareOptions {
+            scale: None,
+            seed: 0,
+            set: serde_json::Map::new(),
+            threads: 1,
+        }
+    }
+}
+
+impl CompareOptions {
+    pub fn scale(mut self, scale: f64) -> CompareOptions {
+        self.scale = Some(scale);
+        self
+    }
+    pub fn seed(mut self, seed: u64) -> CompareOptions {
+        self.seed = seed;
+        self
+    }
+    pub fn set(mut self, key: &str, value: impl Into<serde_json::Value>) -> CompareOptions {
+        self.set.insert(key.to_string(), value.into());
+        self
+    }
+    pub fn threads(mut self, threads: usize) -> CompareOptions {
+        self.threads = threads;
+        self
+    }
+}
+
 pub struct Lib {
     policies: Policies,
 }
@@ -311,6 +355,28 @@ impl Lib {
             "metrics": metrics,
         });
         Ok(serde_json::to_string_pretty(&out).expect("serialises"))
+    }
+
+    /// Compares the arms of `experiment` (a built-in name or a file) as
+    /// `opts` says: the result as JSON (`baseline`, `variants`, ... or
+    /// `cases`), the same as [`Lib::compare`] returns as text.
+    pub fn compare_value(
+        &self,
+        experiment: &str,
+        opts: &CompareOptions,
+        progress: &mut dyn FnMut(&str, f64),
+    ) -> Result<serde_json::Value, Error> {
+        let set =
+            (!opts.set.is_empty()).then(|| serde_json::Value::Object(opts.set.clone()).to_string());
+        let text = self.compare(
+            experiment,
+            opts.scale,
+            opts.seed,
+            set.as_deref(),
+            opts.threads,
+            progress,
+        )?;
+        serde_json::from_str(&text).map_err(|e| Error::Internal(format!("a compare result: {e}")))
     }
 
     /// [`compare_with`] with these policies.

@@ -55,6 +55,7 @@ set = { "kernel.clear_huge_page" = "target-first" }
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vmsim_core::api::CompareOptions;
 
     #[test]
     fn the_registered_plan_runs_in_an_experiment_and_keeps_the_data() {
@@ -62,12 +63,27 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("target-first.toml");
         std::fs::write(&path, EXPERIMENT).unwrap();
-        let out = lib()
-            .unwrap()
+        let lib = lib().unwrap();
+        let v = lib
+            .compare_value(
+                path.to_str().unwrap(),
+                &CompareOptions::default(),
+                &mut |_, _| {},
+            )
+            .unwrap();
+        // The typed call gives what the text one does.
+        let text = lib
             .compare(path.to_str().unwrap(), None, 0, None, 1, &mut |_, _| {})
             .unwrap();
+        assert_eq!(v, serde_json::from_str::<serde_json::Value>(&text).unwrap());
+        // Settings for every arm, as `vmsim compare --set`: an unknown key is
+        // refused naming it.
+        let bad = CompareOptions::default().set("kernel.no_such_key", true);
+        let err = lib
+            .compare_value(path.to_str().unwrap(), &bad, &mut |_, _| {})
+            .unwrap_err();
+        assert!(err.to_string().contains("no_such_key"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let first = &v["variants"]["target-first"];
         assert_eq!(first["data_verified"], true);
         assert_eq!(v["baseline"]["data_verified"], true);

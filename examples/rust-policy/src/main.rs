@@ -7,13 +7,13 @@ fn main() {
     let path = dir.join("target-first.toml");
     std::fs::write(&path, vmsim_example_policy::EXPERIMENT).expect("the experiment file");
     let lib = vmsim_example_policy::lib().expect("the policy registers");
-    let out = lib
-        .compare(path.to_str().unwrap(), None, 0, None, 2, &mut |_, _| {})
+    let opts = vmsim_core::api::CompareOptions::default().threads(2);
+    let v = lib
+        .compare_value(path.to_str().unwrap(), &opts, &mut |_, _| {})
         .unwrap_or_else(|e| {
             eprintln!("error: {e}");
             std::process::exit(1)
         });
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     for (name, m) in [
         ("target-last", &v["baseline"]),
         ("target-first", &v["variants"]["target-first"]),
