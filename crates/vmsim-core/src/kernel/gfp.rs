@@ -61,6 +61,27 @@ impl Kernel {
         }
     }
 
+    /// Whether a path left kswapd wake-ups pending without queueing them
+    /// (none should: the engine checks after each quantum).
+    #[inline]
+    pub fn has_stray_kswapd_wakes(&self) -> bool {
+        !self.reclaim.pending_wakes.is_empty()
+    }
+
+    /// Makes the wake-ups a path left pending, for nothing (the engine's
+    /// clean-up after a broken invariant); returns how many there were.
+    #[cold]
+    pub fn wake_stray_kswapds(&mut self) -> usize {
+        let nodes = std::mem::take(&mut self.reclaim.pending_wakes);
+        for &node in &nodes {
+            let q = self.mem.pgdat[node].kswapd_wait;
+            if self.sched.waitq.wake_up(q, false) > 0 {
+                self.mem.pgdat[node].nr_kswapd_wakeups += 1;
+            }
+        }
+        nodes.len()
+    }
+
     /// `wakeup_kswapd()` made by `hw.cpu`: a kswapd another path has woken
     /// since the allocation asked for it is left alone, for nothing.
     pub(crate) fn wakeup_kswapd_now(&mut self, hw: &mut Hw, node: usize) {

@@ -486,7 +486,7 @@ impl Sim {
             "filemap": Counters::of(&self.kernel.pagecache.stat).0,
             "reclaim": Counters::of(&self.kernel.reclaim.stat).0,
             "sched": Counters::of(&self.sched.stats).0,
-            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.sched.waitq.nr_wakeups, "kswapd_wakeups": kswapd},
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.nr_queue_wakeups(), "kswapd_wakeups": kswapd},
             "lock_stat": self.kernel.locks.stats.to_json(),
             "idle": self.idle_stats.to_json(&self.machine),
             "cpu": cpu.0,
@@ -643,10 +643,10 @@ impl Sim {
                 queued[cpu] = false;
                 self.cpus[cpu].idle_since = self.machine.cpus[cpu].clock;
             }
-            if !self.kernel.reclaim.pending_wakes.is_empty() {
+            if self.kernel.has_stray_kswapd_wakes() {
                 self.wake_stray_pending();
             }
-            if self.kernel.sched.waitq.has_woken() {
+            if self.kernel.has_woken() {
                 self.wake_woken(self.machine.cpus[cpu].clock);
             }
             self.kick(&mut heap, &mut queued);
@@ -695,7 +695,7 @@ impl Sim {
                 self.try_to_wake_up(None, pid, t, false);
             }
             Event::WakeQueue(q) => {
-                self.kernel.sched.waitq.wake_up(q, false);
+                self.kernel.wake_queue(q);
             }
         }
         self.wake_woken(t);
@@ -707,17 +707,11 @@ impl Sim {
     /// the run ends cleanly). No path does this today.
     #[cold]
     fn wake_stray_pending(&mut self) {
+        let n = self.kernel.wake_stray_kswapds();
         if self.error.is_none() {
             self.error = Some(Error::Internal(format!(
-                "a kernel path left {} wake-up(s) of kswapd pending with kernel.wakeups on",
-                self.kernel.reclaim.pending_wakes.len()
+                "a kernel path left {n} wake-up(s) of kswapd pending with kernel.wakeups on"
             )));
-        }
-        for node in std::mem::take(&mut self.kernel.reclaim.pending_wakes) {
-            let q = self.kernel.mem.pgdat[node].kswapd_wait;
-            if self.kernel.sched.waitq.wake_up(q, false) > 0 {
-                self.kernel.mem.pgdat[node].nr_kswapd_wakeups += 1;
-            }
         }
     }
 
@@ -727,7 +721,7 @@ impl Sim {
     /// CPU, if idle, has left its idle state; with `kernel.wakeups` an
     /// untimed one (a timer's, `Event::WakeQueue`) too, at `now`.
     pub fn wake_woken(&mut self, now: u64) {
-        for w in self.kernel.sched.waitq.take_woken() {
+        for w in self.kernel.take_woken() {
             let at = match w.at {
                 None if !self.kernel.cfg.wakeups => now,
                 None => self.idle_exit(w.pid, now, w.iowait),
@@ -933,7 +927,7 @@ impl Sim {
             }
             KthreadStep::Wait(q) => {
                 let t = self.sched.sleep_current(cpu);
-                self.kernel.sched.waitq.wait(q, t);
+                self.kernel.wait_on(q, t);
             }
             KthreadStep::SleepUntil(until) => self.sleep_until(cpu, until),
             KthreadStep::Exit => {

@@ -545,10 +545,10 @@ impl Sim {
                 } else {
                     *heap.peek_mut().expect("the CPU just run") = Reverse((clock, cpu));
                 }
-                if !self.kernel.reclaim.pending_wakes.is_empty() {
+                if self.kernel.has_stray_kswapd_wakes() {
                     self.wake_stray_pending();
                 }
-                if self.kernel.sched.waitq.has_woken() {
+                if self.kernel.has_woken() {
                     self.wake_woken(clock);
                 }
                 self.kick_window(&mut heap, &mut queued, end);

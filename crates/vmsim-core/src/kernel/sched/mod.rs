@@ -13,7 +13,38 @@ use super::hw::Hw;
 use super::tlbflush::{enter_lazy_tlb, switch_mm_irqs_off};
 use super::{KFn, Kernel};
 use crate::machine::Mode;
-use wait::WaitQueueId;
+use wait::{WaitQueueId, Woken};
+
+/// The engine's entry to the wait queues: a kernel thread that sleeps, a
+/// timer that wakes a queue, and the tasks woken since the engine last
+/// handed them to the scheduler.
+impl Kernel {
+    /// Task `pid` sleeps on `q` (a kernel thread's `KthreadStep::Wait`).
+    pub fn wait_on(&mut self, q: WaitQueueId, pid: usize) {
+        self.sched.waitq.wait(q, pid);
+    }
+
+    /// A timer's `wake_up(q)`: untimed, nobody pays. Returns the tasks woken.
+    pub fn wake_queue(&mut self, q: WaitQueueId) -> usize {
+        self.sched.waitq.wake_up(q, false)
+    }
+
+    /// Whether tasks were woken since [`Kernel::take_woken`].
+    #[inline]
+    pub fn has_woken(&self) -> bool {
+        self.sched.waitq.has_woken()
+    }
+
+    /// The tasks woken since the last call, in order.
+    pub fn take_woken(&mut self) -> Vec<Woken> {
+        self.sched.waitq.take_woken()
+    }
+
+    /// `wake_up` calls that found waiters (a counter of the run's).
+    pub fn nr_queue_wakeups(&self) -> u64 {
+        self.sched.waitq.nr_wakeups
+    }
+}
 
 impl Kernel {
     /// `context_switch()` on `hw.cpu` to a task of `mm` (None: a kernel
