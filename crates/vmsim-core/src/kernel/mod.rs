@@ -41,6 +41,7 @@ pub mod pagemap;
 pub mod pgtable;
 pub mod policy;
 pub mod reclaim;
+pub mod report;
 pub mod resume;
 pub mod rmap;
 pub mod sched;

@@ -434,24 +434,9 @@ impl Sim {
     }
 
     /// NUMA balancing's scanner, hinting-fault and migration counters so
-    /// far, by their report names (/proc/vmstat's where it has them).
+    /// far, by their report names (the kernel's).
     pub fn numa_balancing_counters(&self) -> [(&'static str, u64); 12] {
-        let v = &self.kernel.vmstat;
-        let n = &self.kernel.numa.stat;
-        [
-            ("numa_pte_updates", v.numa_pte_updates),
-            ("numa_huge_pte_updates", v.numa_huge_pte_updates),
-            ("numa_hint_faults", v.numa_hint_faults),
-            ("numa_hint_faults_local", v.numa_hint_faults_local),
-            ("numa_pages_migrated", n.numa_pages_migrated),
-            ("pgmigrate_success", n.pgmigrate_success),
-            ("pgmigrate_fail", n.pgmigrate_fail),
-            ("numa_isolate_fail", n.numa_isolate_fail),
-            ("numa_migrate_node_full", n.numa_migrate_node_full),
-            ("migration_entry_waits", n.migration_entry_waits),
-            ("migrate_unmap_flushes", n.migrate_unmap_flushes),
-            ("task_numa_work_runs", n.task_numa_work_runs),
-        ]
+        self.kernel.numa_balancing_counters()
     }
 
     /// Context switches so far.
@@ -474,25 +459,18 @@ impl Sim {
         for d in &self.machine.hier.dram {
             dram.add(&Counters::of(&d.stats));
         }
-        let kswapd: u64 = self
-            .kernel
-            .mem
-            .pgdat
-            .iter()
-            .map(|p| p.nr_kswapd_wakeups)
-            .sum();
-        Counters(serde_json::json!({
-            "vmstat": Counters::of(&self.kernel.vmstat).0,
-            "filemap": Counters::of(&self.kernel.pagecache.stat).0,
-            "reclaim": Counters::of(&self.kernel.reclaim.stat).0,
+        let mut all = serde_json::json!({
             "sched": Counters::of(&self.sched.stats).0,
-            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.nr_queue_wakeups(), "kswapd_wakeups": kswapd},
-            "lock_stat": self.kernel.locks.stats.to_json(),
+            "events": {"timers_fired": self.engine.nr_fired, "wait_queue_wakeups": self.kernel.nr_queue_wakeups(), "kswapd_wakeups": self.kernel.nr_kswapd_wakeups()},
             "idle": self.idle_stats.to_json(&self.machine),
             "cpu": cpu.0,
             "tlb": tlb.0,
             "dram": dram.0,
-        }))
+        });
+        for (name, group) in self.kernel.counter_groups() {
+            all[name] = group;
+        }
+        Counters(all)
     }
 
     /// Creates a task with a new mm on `cpu`'s run queue.
