@@ -379,7 +379,7 @@ def _preset_costs(machine: str) -> Dict[str, Dict[str, Any]]:
 
     try:
         preset = json.loads(_core.preset_json(machine, None))
-    except Exception:  # a user's preset file not at hand: no classes
+    except _core.ConfigError:  # a user's preset file not at hand: no classes
         return {}
     prov = preset.get("provenance") or {}
     return {k.split(".", 1)[1]: {"value": v.get("value"), "class": v.get("class"),

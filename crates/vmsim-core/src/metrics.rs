@@ -330,23 +330,8 @@ fn kernel_paths(put: &mut Put, sim: &Sim, hz: f64) {
         .map(|f| (f.name().to_string(), json!(sim.kfn_mem_cycles[*f as usize])))
         .collect();
     put("sys_mem_cycles_by_function", Value::Object(mem_by_fn));
-    // Reclaim's own cycles by path and reclaimer, where reclaim ran.
-    let rs = &sim.kernel.reclaim.stat;
-    if rs.pgscan_kswapd + rs.pgscan_direct + rs.pgrefill > 0 {
-        let by = |i: usize| -> Value {
-            let c = &sim.kernel.reclaim.cycles_by_fn[i];
-            Value::Object(
-                crate::kernel::KFn::ALL
-                    .iter()
-                    .filter(|f| c[**f as usize] > 0)
-                    .map(|f| (f.name().to_string(), json!(c[*f as usize])))
-                    .collect(),
-            )
-        };
-        put(
-            "reclaim_cycles_by_function",
-            json!({"direct": by(0), "kswapd": by(1)}),
-        );
+    if let Some(by) = sim.kernel.reclaim_cycles_by_function() {
+        put("reclaim_cycles_by_function", by);
     }
 }
 

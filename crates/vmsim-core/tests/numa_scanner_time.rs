@@ -2,16 +2,13 @@
 //! kernel on the way back to user mode: its fixed cost and its PTE changes
 //! are system time under `task_numa_work`, never the task's user time.
 
-use serde_json::Value;
-use vmsim_core::api::{self, Format};
+mod common;
+
 use vmsim_core::config::{embedded_machines, Preset};
 
 #[test]
 fn the_scanners_time_is_system_time() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    let text = std::fs::read_to_string(format!("{root}bench/prof/pmbench.toml")).unwrap();
-    let out = api::run_config(&text, Format::Toml, None, &mut |_, _| {}).unwrap();
-    let m = &serde_json::from_str::<Value>(&out).unwrap()["metrics"];
+    let m = &common::file_metrics("bench/prof/pmbench.toml", "");
     let runs = m["task_numa_work_runs"].as_u64().unwrap();
     assert!(runs > 0, "the scanner ran");
     let scanner = m["sys_cycles_by_function"]["task_numa_work"]

@@ -2,16 +2,9 @@
 //! to `pgfault` on runs that take each kind (anonymous 4 KiB and THP,
 //! copy-on-write, hugetlb, file, NUMA hinting and migration waits).
 
-use serde_json::Value;
-use vmsim_core::api::{self, Format};
+mod common;
 
-fn metrics(path: &str, extra: &str) -> Value {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    let text = std::fs::read_to_string(format!("{root}{path}")).unwrap() + extra;
-    let out = api::run_config(&text, Format::Toml, None, &mut |_, _| {})
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str::<Value>(&out).unwrap()["metrics"].clone()
-}
+use common::file_metrics as metrics;
 
 #[test]
 fn the_kinds_add_up_to_pgfault() {

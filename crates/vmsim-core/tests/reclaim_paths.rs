@@ -4,16 +4,10 @@
 //! `sys_cycles_by_function`; the flush's IPI cycles split into sending and
 //! waiting within the flush's own.
 
-use serde_json::Value;
-use vmsim_core::api::{self, Format};
+mod common;
 
-fn metrics(path: &str, extra: &str) -> Value {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    let text = std::fs::read_to_string(format!("{root}{path}")).unwrap() + extra;
-    let out = api::run_config(&text, Format::Toml, None, &mut |_, _| {})
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str::<Value>(&out).unwrap()["metrics"].clone()
-}
+use common::file_metrics as metrics;
+use serde_json::Value;
 
 fn get(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)

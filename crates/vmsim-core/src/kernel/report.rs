@@ -1,11 +1,12 @@
 //! The kernel's counters as a run's report gives them: each subsystem's
 //! group by its owner's name (`counters.vmstat`, `.filemap`, `.reclaim`,
-//! `.lock_stat`), kswapd's wake-ups and NUMA balancing's counters. The
+//! `.lock_stat`), reclaim's cycles by path and reclaimer, kswapd's
+//! wake-ups and NUMA balancing's counters. The
 //! engine asks for them here instead of reading the subsystems' state.
 
-use super::Kernel;
+use super::{KFn, Kernel};
 use crate::stats::Counters;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 impl Kernel {
     /// The kernel's groups of `counters`, by name.
@@ -16,6 +17,26 @@ impl Kernel {
             ("reclaim", Counters::of(&self.reclaim.stat).0),
             ("lock_stat", self.locks.stats.to_json()),
         ]
+    }
+
+    /// Reclaim's `shrink_node` cycles by path (non-zero ones), direct
+    /// reclaim's and kswapd's; None where reclaim never ran.
+    pub fn reclaim_cycles_by_function(&self) -> Option<Value> {
+        let rs = &self.reclaim.stat;
+        if rs.pgscan_kswapd + rs.pgscan_direct + rs.pgrefill == 0 {
+            return None;
+        }
+        let by = |i: usize| -> Value {
+            let c = &self.reclaim.cycles_by_fn[i];
+            Value::Object(
+                KFn::ALL
+                    .iter()
+                    .filter(|f| c[**f as usize] > 0)
+                    .map(|f| (f.name().to_string(), json!(c[*f as usize])))
+                    .collect(),
+            )
+        };
+        Some(json!({"direct": by(0), "kswapd": by(1)}))
     }
 
     /// Wake-ups of a sleeping kswapd, every node.

@@ -112,10 +112,20 @@ impl IpiCosts {
     /// Cycles the sender spends sending to `n` targets and waiting for the last
     /// acknowledgement, given each handler also runs `work` cycles.
     pub fn sender_cycles(&self, n: u64, work: u64) -> u64 {
+        let (send, wait) = self.sender_parts(n, work);
+        send + wait
+    }
+
+    /// [`IpiCosts::sender_cycles`] as its two parts: sending, per target,
+    /// and waiting for the last acknowledgement.
+    pub fn sender_parts(&self, n: u64, work: u64) -> (u64, u64) {
         if n == 0 {
-            return 0;
+            return (0, 0);
         }
-        self.send_cycles * n + self.latency_cycles + self.handle_cycles + work
+        (
+            self.send_cycles * n,
+            self.latency_cycles + self.handle_cycles + work,
+        )
     }
 }
 

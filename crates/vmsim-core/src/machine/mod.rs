@@ -956,12 +956,11 @@ impl Machine {
         }
         self.cpus[from].stats.ipis_sent += n;
         self.cpus[from].stats.ipis_sent_by_cause[cause as usize] += n;
-        let cyc = self.ipi.sender_cycles(n, work);
-        let send = self.ipi.send_cycles * n;
+        let (send, wait) = self.ipi.sender_parts(n, work);
         let st = &mut self.cpus[from].stats;
         st.ipi_send_cycles_by_cause[cause as usize] += send;
-        st.ipi_wait_cycles_by_cause[cause as usize] += cyc - send;
-        self.advance(from, cyc, 20 * n);
+        st.ipi_wait_cycles_by_cause[cause as usize] += wait;
+        self.advance(from, send + wait, 20 * n);
     }
 
     /// Charges pending interrupt handling to a CPU (kernel time).

@@ -60,6 +60,17 @@ pub fn run_json(text: &str) -> serde_json::Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The metrics of the run config at `path` (from the repository's root)
+/// with `extra` TOML appended; a failing run panics naming the file.
+pub fn file_metrics(path: &str, extra: &str) -> serde_json::Value {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    let text = std::fs::read_to_string(format!("{root}{path}")).unwrap() + extra;
+    let out =
+        vmsim_core::api::run_config(&text, vmsim_core::api::Format::Toml, None, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["metrics"].clone()
+}
+
 /// A result without the fields that differ from run to run (provenance,
 /// host time), for byte-for-byte comparisons of the model's output.
 pub fn strip_volatile(v: &serde_json::Value) -> serde_json::Value {
